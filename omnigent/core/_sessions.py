@@ -1,0 +1,185 @@
+"""Session records: creation with its validation, snapshots, listing and updates.
+
+Kept apart from the runtime so the runtime reads as lifetimes and dispatch; these are
+plain functions of a runtime and its store.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from .._ids import new_id, now
+from ..errors import AgentNotFound, BadRequest, InvalidInput, SessionNotFound
+from ..model import ContentBlock, Item, MessageItem, structure
+from ..model._wire import unstructure
+from ..stores.base import SessionRow
+from .records import SessionPage, SessionSnapshot
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = ["create_session", "list_sessions", "snapshot", "update_session"]
+
+MODEL_OVERRIDE = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
+
+
+@attrs.frozen
+class _InitialMessage:
+    role: Literal["user", "assistant", "system", "developer"]
+    content: tuple[ContentBlock, ...]
+
+
+@attrs.frozen
+class _InitialItem:
+    type: Literal["message"]
+    data: _InitialMessage
+
+
+def _check_model_override(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not MODEL_OVERRIDE.match(value):
+        raise InvalidInput.at(
+            "model_override", "must match ^[A-Za-z0-9._:/@-]{1,200}$"
+        )
+    return value
+
+
+def _check_labels(labels: Any) -> dict[str, str]:
+    if labels is None:
+        return {}
+    return structure(labels, dict[str, str], root="labels")  # type: ignore[no-any-return]
+
+
+def _check_title(title: Any) -> str | None:
+    if title is not None and not isinstance(title, str):
+        raise InvalidInput.at("title", "expected string")
+    return title  # type: ignore[no-any-return]
+
+
+async def create_session(
+    rt: Runtime,
+    agent_id: str,
+    *,
+    title: str | None,
+    parent_session_id: str | None,
+    harness_override: str | None,
+    model_override: str | None,
+    labels: Mapping[str, str] | None,
+    initial_items: Sequence[Any],
+    owner: str,
+) -> SessionSnapshot:
+    title = _check_title(title)
+    model_override = _check_model_override(model_override)
+    checked_labels = _check_labels(labels)
+    messages = [
+        MessageItem(role=i.data.role, content=i.data.content)
+        for i in structure(list(initial_items), list[_InitialItem], root="initial_items")
+    ]
+    agent = await rt.store.get_agent(agent_id)
+    if agent is None:
+        raise AgentNotFound(agent_id)
+    spec = await rt.get_agent_spec(agent.id, agent.version)
+    if harness_override is not None:
+        if spec.executor.type != "omnigent":
+            raise BadRequest(
+                f"agent {spec.name!r} runs executor type {spec.executor.type!r}, "
+                "which takes no harness_override"
+            )
+        harness_override = rt.harnesses.canonical(harness_override)
+    root = None
+    if parent_session_id is not None:
+        parent = await rt.store.get_session(parent_session_id)
+        if parent is None:
+            raise SessionNotFound(parent_session_id)
+        root = parent.root_session_id
+    session_id = new_id("conv")
+    row = SessionRow(
+        id=session_id,
+        agent_id=agent.id,
+        agent_version=agent.version,
+        owner=owner,
+        title=title,
+        parent_session_id=parent_session_id,
+        root_session_id=root or session_id,
+        harness_override=harness_override,
+        model_override=model_override,
+        labels=checked_labels,
+        status="idle",
+        last_event_id=0,
+        turn_count=0,
+        created_at=now(),
+    )
+    await rt.store.insert_session(row, [unstructure(m, Item) for m in messages])
+    return await snapshot(rt, row)
+
+
+async def snapshot(rt: Runtime, row: SessionRow) -> SessionSnapshot:
+    spec = await rt.get_agent_spec(row.agent_id, row.agent_version)
+    actor = rt.actor_if_running(row.id)
+    return SessionSnapshot(
+        id=row.id,
+        agent_id=row.agent_id,
+        agent_name=spec.name,
+        title=row.title,
+        status=rt.bus.status_of(row.id) or row.status,
+        harness=rt._harness_of(spec, row.harness_override),
+        model=row.model_override or spec.model,
+        harness_override=row.harness_override,
+        model_override=row.model_override,
+        parent_session_id=row.parent_session_id,
+        root_session_id=row.root_session_id,
+        labels=row.labels,
+        busy=actor is not None and actor.busy,
+        pending_elicitations=(),
+        last_event_id=max(row.last_event_id, rt.bus.known_last_id(row.id)),
+        created_at=row.created_at,
+    )
+
+
+async def list_sessions(
+    rt: Runtime,
+    *,
+    agent_name: str | None,
+    parent_session_id: str | None,
+    limit: int,
+    after: str | None,
+) -> SessionPage:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+        raise InvalidInput.at("limit", "must be an integer between 1 and 100")
+    agent_id = None
+    if agent_name is not None:
+        agent = await rt.store.get_agent_by_name(agent_name)
+        if agent is None:
+            return SessionPage((), False)
+        agent_id = agent.id
+    page = await rt.store.list_sessions(
+        agent_id=agent_id, parent_session_id=parent_session_id, limit=limit, after=after
+    )
+    return SessionPage(tuple([await snapshot(rt, r) for r in page.rows]), page.has_more)
+
+
+_UPDATABLE = ("title", "labels", "model_override")
+
+
+async def update_session(
+    rt: Runtime, session_id: str, changes: Mapping[str, Any]
+) -> SessionSnapshot:
+    await rt.session_row(session_id)
+    for key in changes:
+        if key not in _UPDATABLE:
+            raise InvalidInput.at(key, "unknown field")
+    fields: dict[str, Any] = {}
+    if "title" in changes:
+        fields["title"] = _check_title(changes["title"])
+    if "labels" in changes:
+        fields["labels"] = _check_labels(changes["labels"])
+    if "model_override" in changes:
+        fields["model_override"] = _check_model_override(changes["model_override"])
+    if fields:
+        await rt.store.update_session(session_id, **fields)
+    return await rt.get_session(session_id)

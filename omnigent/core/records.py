@@ -1,0 +1,123 @@
+"""What the runtime answers with: agents, session snapshots, pages, files.
+
+These are frozen views, built from store rows; ``to_dict()`` is the wire form the
+HTTP transport sends (``null`` fields included, as the snapshot contract lists them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from ..model import ElicitationRequest, Item
+from ..model._wire import converter
+
+__all__ = [
+    "Agent",
+    "FileInfo",
+    "ItemPage",
+    "MessageAccepted",
+    "SessionPage",
+    "SessionSnapshot",
+]
+
+
+class _Wire:
+    wire_keeps_none: ClassVar[bool] = True
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = converter.unstructure(self)
+        return out
+
+
+@attrs.frozen
+class Agent(_Wire):
+    """An agent (its latest version, or the version a session runs)."""
+
+    id: str
+    name: str
+    version: int
+    description: str
+    harness: str
+    model: str | None
+    created_at: float
+    object: str = "agent"
+
+
+@attrs.frozen
+class SessionSnapshot(_Wire):
+    """A session as a client sees it at one moment."""
+
+    id: str
+    agent_id: str
+    agent_name: str
+    title: str | None
+    status: str
+    harness: str
+    model: str | None
+    harness_override: str | None
+    model_override: str | None
+    parent_session_id: str | None
+    root_session_id: str
+    labels: dict[str, str]
+    busy: bool
+    pending_elicitations: tuple[ElicitationRequest, ...]
+    last_event_id: int
+    created_at: float
+    object: str = "session"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["pending_elicitations"] = [e.to_dict() for e in self.pending_elicitations]
+        return out
+
+
+@attrs.frozen
+class SessionPage(_Wire):
+    data: tuple[SessionSnapshot, ...]
+    has_more: bool
+    object: str = "list"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "object": self.object,
+            "data": [s.to_dict() for s in self.data],
+            "has_more": self.has_more,
+        }
+
+
+@attrs.frozen
+class ItemPage(_Wire):
+    data: tuple[Item, ...]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+    object: str = "list"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "object": self.object,
+            "data": [converter.unstructure(i, unstructure_as=Item) for i in self.data],
+            "first_id": self.first_id,
+            "last_id": self.last_id,
+            "has_more": self.has_more,
+        }
+
+
+@attrs.frozen
+class MessageAccepted(_Wire):
+    """The answer to a message: handled by a new turn, or buffered for the running one."""
+
+    status: Literal["accepted", "buffered"]
+    item_id: str
+
+
+@attrs.frozen
+class FileInfo(_Wire):
+    id: str
+    filename: str
+    content_type: str
+    bytes: int
+    created_at: float
+    object: str = "file"

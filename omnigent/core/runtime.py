@@ -1,0 +1,504 @@
+"""The runtime: the root of every lifetime, and the library's API.
+
+:func:`open_runtime` opens the store, the event bus writer and the root nurseries, and
+yields a :class:`Runtime`. Leaving the block cancels every session's work (each
+running turn still ends with a terminal ``cancelled`` status), waits for it, lets the
+bus persist what is queued, and closes the store. Nothing it started outlives it.
+
+Lifetimes nest ``Runtime ⊃ SessionActor ⊃ Turn ⊃ tool call``; transports call the
+methods here and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from ..errors import (
+    AgentNotFound,
+    InvalidInput,
+    RuntimeClosed,
+    SessionNotFound,
+)
+from ..harnesses.base import Harness, HarnessEnv, HarnessFactory, TurnRequest
+from ..harnesses.registry import HarnessRegistry
+from ..model import ErrorInfo, Item, MessageItem, SessionStatus, structure
+from ..model._wire import unstructure
+from ..spec import AgentSpec
+from ..stores.base import SessionRow, parse_db_url
+from ..stores.sqlite import SQLiteStore, open_sqlite_store
+from . import _sessions as sessions_api
+from ._files import FileService
+from ._inputs import parse_event, parse_message_content
+from .bus import EventBus, Subscription
+from .records import (
+    Agent,
+    FileInfo,
+    ItemPage,
+    MessageAccepted,
+    SessionPage,
+    SessionSnapshot,
+)
+from .session import SessionActor
+from .tools import Tool, ToolRegistry
+from .turn import TurnServices
+
+__all__ = ["Runtime", "open_runtime"]
+
+log = logging.getLogger(__name__)
+
+_UNFINISHED = ("launching", "running", "waiting")
+
+
+def omnigent_home() -> Path:
+    """``$OMNIGENT_HOME``, else ``~/.omnigent``."""
+    return Path(os.environ.get("OMNIGENT_HOME") or Path.home() / ".omnigent")
+
+
+class Runtime:
+    """Sessions, agents, tools and harnesses behind one store. Made by ``open_runtime``."""
+
+    def __init__(
+        self,
+        *,
+        store: SQLiteStore,
+        bus: EventBus,
+        nursery: trio.Nursery,
+        http: httpx.AsyncClient,
+        harnesses: HarnessRegistry,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.http = http
+        self.harnesses = harnesses
+        self.tools = ToolRegistry()
+        self.files = FileService(store)
+        self._nursery = nursery
+        self._actors: dict[str, SessionActor] = {}
+        self._specs: dict[tuple[str, int], AgentSpec] = {}
+        self.closing = False
+
+    # -- agents ------------------------------------------------------------------------
+
+    async def create_agent(
+        self, spec: AgentSpec | Mapping[str, Any], *, owner: str = "local"
+    ) -> Agent:
+        """Register an agent, or a new version of the agent with the same name.
+
+        Raises:
+            SpecError: the spec is invalid. UnknownHarness: it names no known harness.
+        """
+        if not isinstance(spec, AgentSpec):
+            spec = AgentSpec.from_dict(spec)
+        harness = self._harness_of(spec, None)
+        row = await self.store.put_agent_version(spec.name, spec.to_dict(), owner)
+        self._specs[(row.id, row.version)] = spec
+        return Agent(
+            row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
+        )
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        """The latest version of an agent. Raises AgentNotFound."""
+        row = await self.store.get_agent(agent_id)
+        if row is None:
+            raise AgentNotFound(agent_id)
+        spec = self._spec_of(row.id, row.version, row.spec)
+        return Agent(
+            row.id,
+            row.name,
+            row.version,
+            spec.description,
+            self._harness_of(spec, None),
+            spec.model,
+            row.created_at,
+        )
+
+    async def get_agent_by_name(self, name: str) -> Agent:
+        row = await self.store.get_agent_by_name(name)
+        if row is None:
+            raise AgentNotFound(name)
+        return await self.get_agent(row.id)
+
+    async def list_agents(self) -> list[Agent]:
+        return [await self.get_agent(row.id) for row in await self.store.list_agents()]
+
+    async def get_agent_spec(self, agent_id: str, version: int | None = None) -> AgentSpec:
+        row = await self.store.get_agent(agent_id, version)
+        if row is None:
+            raise AgentNotFound(agent_id)
+        return self._spec_of(row.id, row.version, row.spec)
+
+    def _spec_of(self, agent_id: str, version: int, data: dict[str, Any]) -> AgentSpec:
+        key = (agent_id, version)
+        if key not in self._specs:
+            self._specs[key] = AgentSpec.from_dict(data)
+        return self._specs[key]
+
+    def _harness_of(self, spec: AgentSpec, override: str | None) -> str:
+        if spec.executor.type != "omnigent":
+            return spec.executor.type
+        return self.harnesses.canonical(override or spec.executor.config.harness)
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        agent_id: str,
+        *,
+        title: str | None = None,
+        parent_session_id: str | None = None,
+        harness_override: str | None = None,
+        model_override: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        initial_items: Sequence[Any] = (),
+        owner: str = "local",
+    ) -> SessionSnapshot:
+        """Create a session of an agent (its current version).
+
+        Raises:
+            AgentNotFound, SessionNotFound (parent), BadRequest / UnknownHarness
+            (override), InvalidInput (model override, labels, initial items).
+        """
+        return await sessions_api.create_session(
+            self,
+            agent_id,
+            title=title,
+            parent_session_id=parent_session_id,
+            harness_override=harness_override,
+            model_override=model_override,
+            labels=labels,
+            initial_items=initial_items,
+            owner=owner,
+        )
+
+    async def get_session(self, session_id: str) -> SessionSnapshot:
+        """The session's snapshot. Raises SessionNotFound."""
+        return await self.snapshot(await self.session_row(session_id))
+
+    async def session_row(self, session_id: str) -> SessionRow:
+        row = await self.store.get_session(session_id)
+        if row is None:
+            raise SessionNotFound(session_id)
+        return row
+
+    async def snapshot(self, row: SessionRow) -> SessionSnapshot:
+        return await sessions_api.snapshot(self, row)
+
+    async def list_sessions(
+        self,
+        *,
+        agent_name: str | None = None,
+        parent_session_id: str | None = None,
+        limit: int = 20,
+        after: str | None = None,
+    ) -> SessionPage:
+        """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id."""
+        return await sessions_api.list_sessions(
+            self, agent_name=agent_name, parent_session_id=parent_session_id, limit=limit,
+            after=after,
+        )
+
+    async def update_session(self, session_id: str, **changes: Any) -> SessionSnapshot:
+        """Change ``title``, ``labels`` or ``model_override`` (``None`` clears)."""
+        return await sessions_api.update_session(self, session_id, changes)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Cancel all work of the session and its descendants, then delete them all."""
+        await self.session_row(session_id)
+        doomed = [session_id, *await self.store.descendant_ids(session_id)]
+        for sid in doomed:
+            await self._stop_and_wait(sid)
+        await self.bus.flush()
+        await self.store.delete_sessions(doomed)
+        for sid in doomed:
+            self.bus.forget_session(sid)
+
+    async def list_items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> ItemPage:
+        """A session's history. ``after`` is an item id (exclusive)."""
+        await self.session_row(session_id)
+        if order not in ("asc", "desc"):
+            raise InvalidInput.at("order", "must be 'asc' or 'desc'")
+        if limit is not None and not 1 <= limit <= 1000:
+            raise InvalidInput.at("limit", "must be between 1 and 1000")
+        page = await self.store.list_items(session_id, order=order, limit=limit, after=after)
+        items = tuple(structure(i, Item) for i in page.rows)
+        return ItemPage(
+            items,
+            items[0].id if items else None,
+            items[-1].id if items else None,
+            page.has_more,
+        )
+
+    # -- events in -----------------------------------------------------------------------
+
+    async def send_message(
+        self, session_id: str, content: str | Sequence[Any], *, role: str = "user"
+    ) -> MessageAccepted:
+        """Post a user message: starts a turn, or is buffered for the running one.
+
+        The message is persisted before this returns.
+
+        Raises:
+            SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
+        """
+        if self.closing:
+            raise RuntimeClosed()
+        await self.session_row(session_id)
+        blocks = parse_message_content(content, root="content")
+        await self.files.check_references(blocks, root="content")
+        item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
+        await self.store.put_items(session_id, [unstructure(item, Item)])
+        status = self._actor(session_id).enqueue(item)
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+
+    async def post_event(self, session_id: str, type: str, data: Any) -> dict[str, Any]:
+        """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
+
+        Returns the answer body (``{"status": ..., "item_id": ...}`` for a message).
+
+        Raises:
+            InvalidInput naming ``type`` or the bad ``data`` field; SessionNotFound.
+        """
+        event = parse_event(type, data)
+        if event.type == "message":
+            accepted = await self.send_message(session_id, event.content, role=event.role)
+            return accepted.to_dict()
+        if event.type == "interrupt":
+            await self.interrupt(session_id)
+        elif event.type == "stop_session":
+            await self.stop_session(session_id)
+        return {"status": "accepted"}
+
+    async def interrupt(self, session_id: str) -> bool:
+        """Cancel the running turn, which ends ``cancelled``. False if none was running."""
+        await self.session_row(session_id)
+        actor = self._actors.get(session_id)
+        return actor.interrupt() if actor is not None else False
+
+    async def stop_session(self, session_id: str) -> None:
+        """Cancel the turn and everything else the session runs, and wait for it to end."""
+        await self.session_row(session_id)
+        await self._stop_and_wait(session_id)
+
+    async def _stop_and_wait(self, session_id: str) -> None:
+        actor = self._actors.get(session_id)
+        if actor is not None:
+            actor.stop()
+            await actor.done.wait()
+
+    # -- events out ----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def subscribe(
+        self, session_id: str, after: int | None = None
+    ) -> AsyncIterator[Subscription]:
+        """The session's events with ``event_id > after`` (``None``: from now on).
+
+        Resource handling: the subscription is released when the block exits.
+        Raises SessionNotFound.
+        """
+        await self.session_row(session_id)
+        async with self.bus.subscribe(session_id, after) as subscription:
+            yield subscription
+
+    # -- files ---------------------------------------------------------------------------
+
+    async def upload_file(
+        self,
+        content: bytes,
+        *,
+        filename: str,
+        content_type: str | None = None,
+        owner: str = "local",
+    ) -> FileInfo:
+        """Store a file; its id can be used in ``input_image`` blocks."""
+        return await self.files.upload(content, filename, content_type, owner)
+
+    async def get_file(self, file_id: str) -> FileInfo:
+        return await self.files.info(file_id)
+
+    async def read_file(self, file_id: str) -> bytes:
+        return await self.files.content(file_id)
+
+    # -- extension points ----------------------------------------------------------------
+
+    def register_tool(self, fn: Any, **options: Any) -> Tool:
+        """Offer a Python callable (sync or async) as a tool to every session.
+
+        See :meth:`omnigent.core.tools.ToolRegistry.register` for the options.
+        """
+        return self.tools.register(fn, **options)
+
+    def register_harness(
+        self, name: str, factory: HarnessFactory, *, aliases: Sequence[str] = ()
+    ) -> None:
+        """Make a harness available under ``name`` and ``aliases``."""
+        self.harnesses.register(name, factory, aliases=aliases)
+
+    # -- actors --------------------------------------------------------------------------
+
+    def actor_if_running(self, session_id: str) -> SessionActor | None:
+        return self._actors.get(session_id)
+
+    def _actor(self, session_id: str) -> SessionActor:
+        """The session's actor, started now if the session had no work."""
+        actor = self._actors.get(session_id)
+        if actor is not None and not actor.leaving:
+            return actor
+        actor = SessionActor(
+            session_id,
+            make_harness=lambda: self._make_harness(session_id),
+            build_request=lambda rid, msgs: self._build_request(session_id, rid, msgs),
+            services=TurnServices(self.store, self.bus, self.tools),
+            on_exit=self._actor_left,
+        )
+        self._actors[session_id] = actor
+        self._nursery.start_soon(actor.run, name=f"session {session_id}")
+        return actor
+
+    def _actor_left(self, actor: SessionActor) -> None:
+        if self._actors.get(actor.session_id) is actor:
+            del self._actors[actor.session_id]
+
+    async def _session_spec(self, row: SessionRow) -> AgentSpec:
+        agent = await self.store.get_agent(row.agent_id, row.agent_version)
+        if agent is None:
+            raise AgentNotFound(row.agent_id)
+        return self._spec_of(agent.id, agent.version, agent.spec)
+
+    async def _make_harness(self, session_id: str) -> tuple[Harness, str]:
+        row = await self.session_row(session_id)
+        spec = await self._session_spec(row)
+        name = self._harness_of(spec, row.harness_override)
+        env = HarnessEnv(session_id, spec, spec.executor.config, self.http)
+        return self.harnesses.create(name, env), name
+
+    async def _build_request(
+        self, session_id: str, response_id: str, messages: list[MessageItem]
+    ) -> TurnRequest:
+        row = await self.session_row(session_id)
+        spec = await self._session_spec(row)
+        actor = self._actors.get(session_id)
+        exclude = {m.id for m in messages} | (actor.pending_ids() if actor else set())
+        page = await self.store.list_items(session_id)
+        history = [structure(i, Item) for i in page.rows if i["id"] not in exclude]
+        resolve = self.files.resolver()
+        return TurnRequest(
+            session_id=session_id,
+            response_id=response_id,
+            turn_number=await self.store.begin_turn(session_id),
+            history=tuple([await resolve(i) for i in history]),
+            input=tuple([await resolve(m) for m in messages]),  # type: ignore[misc]
+            instructions=spec.prompt,
+            model=row.model_override or spec.model,
+            tools=self.tools.schemas(),
+            spec=spec,
+        )
+
+    async def recover(self) -> None:
+        """End turns a previous process left running (it died without finishing them)."""
+        for session_id in await self.store.sessions_with_status(_UNFINISHED):
+            error = ErrorInfo("the runtime stopped while this turn was running", "runtime_restarted")
+            await self.bus.publish(session_id, SessionStatus(status="failed", error=error))
+
+    async def aclose_sessions(self) -> None:
+        """Cancel every session's work and wait for the actors to leave."""
+        self.closing = True
+        actors = list(self._actors.values())
+        for actor in actors:
+            actor.stop()
+        for actor in actors:
+            await actor.done.wait()
+
+
+@asynccontextmanager
+async def open_runtime(
+    db: str | None = None,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    load_entry_points: bool = True,
+) -> AsyncIterator[Runtime]:
+    """Open a runtime on a store; close everything it started when the block exits.
+
+    Args:
+        db: ``sqlite:///path.db`` (or a path); ``None`` keeps everything in memory.
+        http_client: the client harnesses use for model endpoints (tests pass one
+            over ``httpx.MockTransport``); by default the runtime owns one.
+        load_entry_points: register harnesses from the ``omnigent.harnesses`` group.
+
+    Cancellation: cancelling the block cancels every turn; each still publishes its
+    terminal status before the store closes.
+    """
+    harnesses = HarnessRegistry()
+    if load_entry_points:
+        harnesses.load_entry_points()
+    body_error: BaseException | None = None
+    try:
+        async with (
+            open_sqlite_store(parse_db_url(db)) as store,
+            _open_http(http_client) as http,
+            trio.open_nursery() as services,
+        ):
+            bus = EventBus(store)
+            await services.start(bus.run)
+            try:
+                async with trio.open_nursery() as nursery:
+                    rt = Runtime(
+                        store=store, bus=bus, nursery=nursery, http=http, harnesses=harnesses
+                    )
+                    await rt.recover()
+                    try:
+                        yield rt
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await rt.aclose_sessions()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await bus.close()
+    except BaseExceptionGroup as group:
+        # The user's own exception comes back to them as itself, not wrapped in the
+        # groups of the nurseries it passed through (as trio-websocket does).
+        if body_error is not None and _only(group, body_error):
+            raise body_error from None
+        raise
+
+
+def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
+    """Whether ``exc`` is the one leaf of ``group`` (however deeply nested)."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    return leaves == [exc]
+
+
+@asynccontextmanager
+async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
+    if client is not None:
+        yield client
+        return
+    timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+    async with httpx.AsyncClient(timeout=timeout) as owned:
+        yield owned
+

@@ -1,0 +1,223 @@
+"""One turn: the harness run in a cancel scope, with exactly one terminal status.
+
+:class:`Turn` is the :class:`~omnigent.harnesses.base.TurnContext` a harness talks
+to, and :meth:`Turn.run` is the whole life of a turn: ``session.status running``,
+``response.created``, the harness, then — in a shielded ``finally``, whatever happened
+— one terminal ``response.*`` event and one terminal ``session.status``:
+
+==========================================  =============================
+how the harness ended                       terminal status
+==========================================  =============================
+returned (last in-stream report not failed)  ``idle``
+returned after reporting ``failed``         ``failed`` with its message
+raised (setup or run)                       ``failed`` with the message
+cancelled (interrupt, stop, shutdown)       ``cancelled``
+==========================================  =============================
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from .._ids import new_id
+from ..errors import HarnessError, OmnigentError
+from ..harnesses.base import Harness, TurnRequest
+from ..model import (
+    ErrorInfo,
+    Event,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    Item,
+    MessageItem,
+    OutputItemDone,
+    OutputText,
+    OutputTextDelta,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseCreated,
+    ResponseFailed,
+    ResponseInfo,
+    SessionStatus,
+)
+from ..model._wire import unstructure
+from ..stores.sqlite import SQLiteStore
+from .bus import EventBus
+from .tools import ToolRegistry
+
+__all__ = ["Turn"]
+
+log = logging.getLogger(__name__)
+
+# How long the shielded end of a turn may take to publish its terminal events.
+_FINALISE_TIMEOUT = 10.0
+
+
+class _MessageWriter:
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+        self.item_id = new_id("item")
+        self.parts: list[str] = []
+
+    async def write(self, delta: str) -> None:
+        if not delta:
+            return
+        self.parts.append(delta)
+        await self._turn.emit(
+            OutputTextDelta(response_id=self._turn.response_id, item_id=self.item_id, delta=delta)
+        )
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        _, rest = exc.split(trio.Cancelled)
+        return rest is None
+    return False
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first non-cancellation leaf of a (possibly grouped) exception."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if not _is_cancellation(inner):
+                return _first_error(inner)
+    return exc
+
+
+def describe_failure(exc: BaseException, harness: str) -> ErrorInfo:
+    """What a failed turn tells the user: a harness's own message, else what raised."""
+    leaf = _first_error(exc)
+    if isinstance(leaf, OmnigentError):
+        return ErrorInfo(leaf.message, leaf.code)
+    return ErrorInfo(f"harness {harness!r} raised {type(leaf).__name__}: {leaf}", "harness_crashed")
+
+
+@attrs.define(eq=False)
+class TurnServices:
+    """What a turn needs from its session and runtime."""
+
+    store: SQLiteStore
+    bus: EventBus
+    tools: ToolRegistry
+    take_injections: Callable[[], Awaitable[list[MessageItem]]] | None = None
+
+
+class Turn:
+    """A running turn, and the context its harness talks to."""
+
+    def __init__(self, session_id: str, harness_name: str, services: TurnServices) -> None:
+        self.session_id = session_id
+        self.response_id = new_id("resp")
+        self.harness_name = harness_name
+        self.scope = trio.CancelScope()
+        self._services = services
+        self._reported: tuple[str, str | None] | None = None
+
+    # -- TurnContext -----------------------------------------------------------------
+
+    async def emit(self, event: Event) -> None:
+        await self._services.bus.publish(self.session_id, event)
+
+    async def add_item(self, item: Item) -> None:
+        await self._services.store.put_items(self.session_id, [unstructure(item, Item)])
+        await self.emit(OutputItemDone(item=item, response_id=self.response_id))
+
+    @asynccontextmanager
+    async def open_message(self) -> AsyncIterator[_MessageWriter]:
+        writer = _MessageWriter(self)
+        try:
+            yield writer
+        except BaseException:
+            if writer.parts:
+                with trio.CancelScope(shield=True):
+                    await self._finish_message(writer, "incomplete")
+            raise
+        if writer.parts:
+            await self._finish_message(writer, "completed")
+
+    async def _finish_message(self, writer: _MessageWriter, status: Any) -> None:
+        text = "".join(writer.parts)
+        item = MessageItem(
+            role="assistant", content=(OutputText(text),), id=writer.item_id, status=status
+        )
+        await self.add_item(item)
+
+    async def call_tool(
+        self, name: str, arguments: str | Mapping[str, Any], *, call_id: str | None = None
+    ) -> str:
+        text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+        call = FunctionCallItem(call_id=call_id or new_id("call"), name=name, arguments=text)
+        await self.add_item(call)
+        output = await self._services.tools.invoke(name, arguments)
+        await self.add_item(attrs.evolve(call, status="completed"))
+        await self.add_item(FunctionCallOutputItem(call_id=call.call_id, output=output))
+        return output
+
+    async def take_injections(self) -> list[MessageItem]:
+        take = self._services.take_injections
+        return [] if take is None else await take()
+
+    def report_response_status(self, status: str, error: str | None = None) -> None:
+        self._reported = (status, error)
+
+    # -- the life of a turn ------------------------------------------------------------
+
+    async def run(self, prepare: Callable[[], Awaitable[tuple[Harness, TurnRequest]]]) -> str:
+        """Run the turn to its end; returns the terminal status.
+
+        ``prepare`` builds the harness and the request (inside the turn, so a setup
+        failure is a failed turn, not a lost one).
+
+        Cancellation: a cancel from outside (stop, shutdown) ends the turn
+        ``cancelled`` and is re-raised after the terminal events are published.
+        """
+        status, error = "failed", ErrorInfo("the turn ended unexpectedly", "internal_error")
+        try:
+            await self.emit(SessionStatus(status="running"))
+            with self.scope:
+                await self.emit(
+                    ResponseCreated(response=ResponseInfo(id=self.response_id, status="in_progress"))
+                )
+                harness, request = await prepare()
+                await harness.run_turn(request, self)
+                status, error = self._outcome()
+            if self.scope.cancelled_caught:
+                status, error = "cancelled", None
+        except BaseException as exc:
+            if _is_cancellation(exc) or not isinstance(exc, Exception):
+                status, error = "cancelled", None
+                raise
+            status, error = "failed", describe_failure(exc, self.harness_name)
+            if not isinstance(_first_error(exc), HarnessError):
+                log.warning("turn %s of %s failed", self.response_id, self.session_id, exc_info=exc)
+        finally:
+            with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
+                await self._finalise(status, error)
+        return status
+
+    def _outcome(self) -> tuple[str, ErrorInfo | None]:
+        if self._reported is not None and self._reported[0] == "failed":
+            message = self._reported[1] or "the harness reported a failed response"
+            return "failed", ErrorInfo(message, "harness_error")
+        return "idle", None
+
+    async def _finalise(self, status: str, error: ErrorInfo | None) -> None:
+        info = ResponseInfo(id=self.response_id, status="completed")
+        terminal: Event
+        if status == "idle":
+            terminal = ResponseCompleted(response=info)
+        elif status == "cancelled":
+            terminal = ResponseCancelled(response=attrs.evolve(info, status="cancelled"))
+        else:
+            assert error is not None
+            terminal = ResponseFailed(response=attrs.evolve(info, status="failed"), error=error)
+        await self.emit(terminal)
+        await self.emit(SessionStatus(status=status, error=error))  # type: ignore[arg-type]

@@ -1,0 +1,187 @@
+"""The omnigent exception tree.
+
+Every error omnigent raises on purpose descends from :class:`OmnigentError`. Each
+class carries a ``code`` slug and the HTTP ``status`` a transport answers with, and
+builds its own message from typed fields. Misuse (bad input, unknown ids), external
+failure (a model endpoint, a harness) and internal bugs are different branches, so a
+caller can tell "fix your request" from "try again later" from "report a bug"::
+
+    OmnigentError
+    ├── InvalidInput (ValueError)            422 invalid_request
+    │   └── SpecError                        422 invalid_spec
+    ├── BadRequest (ValueError)              400 bad_request
+    │   └── UnknownHarness                   400 unknown_harness
+    ├── NotFound (LookupError)               404 not_found
+    │   ├── AgentNotFound                    404 agent_not_found
+    │   ├── SessionNotFound                  404 session_not_found
+    │   └── FileNotFound                     404 file_not_found
+    ├── Conflict                             409 conflict
+    ├── RuntimeClosed (RuntimeError)         503 runtime_closed
+    ├── HarnessError                         502 harness_error
+    │   └── ModelEndpointError               502 model_endpoint_error
+    └── InternalError (RuntimeError)         500 internal_error
+
+Foreign errors are translated where they enter (``raise X(...) from exc``), so the
+original cause stays on ``__cause__`` for the log while the message stays safe to show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+__all__ = [
+    "AgentNotFound",
+    "BadRequest",
+    "Conflict",
+    "ErrorDetail",
+    "FileNotFound",
+    "HarnessError",
+    "InternalError",
+    "InvalidInput",
+    "ModelEndpointError",
+    "NotFound",
+    "OmnigentError",
+    "RuntimeClosed",
+    "SessionNotFound",
+    "SpecError",
+    "UnknownHarness",
+]
+
+
+@attrs.frozen
+class ErrorDetail:
+    """One field that failed validation.
+
+    ``loc`` is a dotted path into the input (``data.content[0].type``); ``msg`` says
+    what is wrong with it.
+    """
+
+    loc: str
+    msg: str
+
+
+class OmnigentError(Exception):
+    """Base of every deliberate omnigent error.
+
+    Attributes:
+        code: a stable slug a client can switch on.
+        status: the HTTP status a transport answers with.
+        message: a sentence that is safe to show to the caller.
+    """
+
+    code: str = "error"
+    status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(OmnigentError, ValueError):
+    """Input failed validation; ``details`` names every offending field."""
+
+    code = "invalid_request"
+    status = 422
+
+    def __init__(self, message: str, details: Sequence[ErrorDetail] = ()) -> None:
+        super().__init__(message)
+        self.details: tuple[ErrorDetail, ...] = tuple(details)
+
+    @classmethod
+    def at(cls, loc: str, msg: str) -> InvalidInput:
+        """An error about exactly one field."""
+        return cls(f"{msg} @ {loc}", [ErrorDetail(loc, msg)])
+
+
+class SpecError(InvalidInput):
+    """An agent spec is malformed: unknown key, wrong type, bad name."""
+
+    code = "invalid_spec"
+
+
+class BadRequest(OmnigentError, ValueError):
+    """The request is well-formed but cannot be honoured as asked."""
+
+    code = "bad_request"
+    status = 400
+
+
+class UnknownHarness(BadRequest):
+    """No harness is registered under this name or alias."""
+
+    code = "unknown_harness"
+
+    def __init__(self, name: str, known: Sequence[str] = ()) -> None:
+        hint = f" (known: {', '.join(sorted(known))})" if known else ""
+        super().__init__(f"unknown harness {name!r}{hint}")
+        self.name = name
+
+
+class NotFound(OmnigentError, LookupError):
+    """An id that names nothing (or nothing the caller may see)."""
+
+    code = "not_found"
+    status = 404
+    kind = "object"
+
+    def __init__(self, object_id: str) -> None:
+        super().__init__(f"{self.kind} {object_id!r} not found")
+        self.object_id = object_id
+
+
+class AgentNotFound(NotFound):
+    code = "agent_not_found"
+    kind = "agent"
+
+
+class SessionNotFound(NotFound):
+    code = "session_not_found"
+    kind = "session"
+
+
+class FileNotFound(NotFound):
+    code = "file_not_found"
+    kind = "file"
+
+
+class Conflict(OmnigentError):
+    """The request clashes with the current state of the object."""
+
+    code = "conflict"
+    status = 409
+
+
+class RuntimeClosed(OmnigentError, RuntimeError):
+    """The runtime is shutting down or closed; no new work is accepted."""
+
+    code = "runtime_closed"
+    status = 503
+
+    def __init__(self, message: str = "the runtime is closed") -> None:
+        super().__init__(message)
+
+
+class HarnessError(OmnigentError):
+    """A harness could not complete a turn. The message is shown to the user."""
+
+    code = "harness_error"
+    status = 502
+
+
+class ModelEndpointError(HarnessError):
+    """The model endpoint refused, failed or could not be reached."""
+
+    code = "model_endpoint_error"
+
+    def __init__(self, message: str, *, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+
+
+class InternalError(OmnigentError, RuntimeError):
+    """A bug in omnigent. The cause is logged, never sent."""
+
+    code = "internal_error"
+    status = 500

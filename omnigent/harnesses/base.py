@@ -1,0 +1,163 @@
+"""The harness interface: what a turn gets, and what it may ask of the core.
+
+A *harness* is the agent loop behind a session. For each turn the core calls
+``await harness.run_turn(request, ctx)``; the harness streams output and asks for
+tools through ``ctx`` (a :class:`TurnContext`), and returns when the turn is done.
+Raising ends the turn ``failed`` with the exception's message; being cancelled
+(interrupt, stop, shutdown) ends it ``cancelled``. The core, not the harness, publishes
+``response.created``, the terminal ``response.*`` event and every ``session.status``.
+
+Harnesses are created per session by a :data:`HarnessFactory` from a
+:class:`HarnessEnv`, and closed with ``aclose()`` when the session goes idle or away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+import httpx
+
+from ..model import Event, Item, MessageItem
+from ..spec import AgentSpec, ExecutorConfig
+
+__all__ = [
+    "Harness",
+    "HarnessEnv",
+    "HarnessFactory",
+    "MessageWriter",
+    "ToolSchema",
+    "TurnContext",
+    "TurnRequest",
+]
+
+
+@attrs.frozen
+class ToolSchema:
+    """A tool as offered to a model: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        """The Chat Completions ``tools`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@attrs.frozen
+class TurnRequest:
+    """Everything a harness needs to run one turn.
+
+    Attributes:
+        history: every item of the session before this turn, oldest first. A harness
+            that keeps no state of its own gets the whole conversation here, exactly
+            once, whether the session is warm or was just reloaded after a restart.
+        input: the user messages this turn answers (``file_id`` images already
+            resolved to ``data:`` URLs).
+        instructions: the agent's prompt.
+        model: the model to use (override, else the spec's), or ``None``.
+        tools: the tools the agent may call.
+    """
+
+    session_id: str
+    response_id: str
+    turn_number: int
+    history: tuple[Item, ...]
+    input: tuple[MessageItem, ...]
+    instructions: str
+    model: str | None
+    tools: tuple[ToolSchema, ...]
+    spec: AgentSpec
+
+
+@runtime_checkable
+class MessageWriter(Protocol):
+    """An assistant message being streamed; see :meth:`TurnContext.open_message`."""
+
+    item_id: str
+
+    async def write(self, delta: str) -> None:
+        """Stream one piece of text (published as ``response.output_text.delta``)."""
+        ...
+
+
+class TurnContext(Protocol):
+    """The core's side of a turn, as a harness sees it."""
+
+    session_id: str
+    response_id: str
+
+    def open_message(self) -> AbstractAsyncContextManager[MessageWriter]:
+        """Stream an assistant message; on exit it is persisted and published as done.
+
+        A message left by an exception or cancel is kept with status ``incomplete``
+        if it has any text.
+        """
+        ...
+
+    async def add_item(self, item: Item) -> None:
+        """Persist an item of this turn and publish ``response.output_item.done``."""
+        ...
+
+    async def emit(self, event: Event) -> None:
+        """Publish an auxiliary event on the session (resources, child updates, …)."""
+        ...
+
+    async def call_tool(
+        self, name: str, arguments: str | Mapping[str, Any], *, call_id: str | None = None
+    ) -> str:
+        """Run a tool through the session's policies and return its output string.
+
+        The call and its output are recorded as ``function_call`` and
+        ``function_call_output`` items. Failures come back as ``Error: …`` strings
+        the model can act on; this only raises on cancellation.
+        """
+        ...
+
+    def take_injections(self) -> list[MessageItem]:
+        """User messages that arrived during this turn, now handed to the harness.
+
+        Messages taken here are answered by this turn; those left untaken are
+        answered by a continuation turn.
+        """
+        ...
+
+    def report_response_status(self, status: str, error: str | None = None) -> None:
+        """Relay an in-stream ``response.completed`` / ``response.failed`` outcome.
+
+        The last report decides how the turn ends if the harness then returns
+        normally: ``failed`` ends the turn ``failed`` with ``error``; a later
+        ``completed`` overrides an earlier ``failed``.
+        """
+        ...
+
+
+class Harness(Protocol):
+    """An agent loop. One instance serves one session for a while."""
+
+    async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@attrs.frozen
+class HarnessEnv:
+    """What a harness factory is given to build a harness for one session."""
+
+    session_id: str
+    spec: AgentSpec
+    config: ExecutorConfig
+    http: httpx.AsyncClient
+
+
+HarnessFactory = Callable[[HarnessEnv], Harness]

@@ -1,0 +1,319 @@
+"""Session events: what the core publishes, persists and replays.
+
+Every event has ``type`` (a class constant), ``event_id`` (per-session, increasing,
+assigned by the bus when published), ``session_id`` and ``created_at``. A harness or
+the core builds an event without those three; the bus stamps them with
+:meth:`Event.stamped` as it sequences the event. ``to_dict()`` is the wire form,
+``event_from_dict()`` its inverse (used for replay from the store).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from ._items import Item
+from ._wire import converter, register_tagged_union, structure
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "ChangedFilesInvalidated",
+    "ChildSessionSummary",
+    "ChildSessionUpdated",
+    "ElicitationParams",
+    "EVENT_CLASSES",
+    "ElicitationRequest",
+    "ElicitationResolved",
+    "ErrorInfo",
+    "Event",
+    "InboxUpdated",
+    "OutputItemDone",
+    "OutputTextDelta",
+    "ResourceCreated",
+    "ResourceDeleted",
+    "ResponseCancelled",
+    "ResponseCompleted",
+    "ResponseCreated",
+    "ResponseFailed",
+    "ResponseInfo",
+    "SessionStatus",
+    "Status",
+    "event_from_dict",
+]
+
+Status = Literal["launching", "running", "waiting", "idle", "failed", "cancelled"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"idle", "failed", "cancelled"})
+
+
+@attrs.frozen
+class ErrorInfo:
+    """Why a turn or response failed: a message for people, a code for programs."""
+
+    message: str
+    code: str = "error"
+
+
+@attrs.frozen
+class ResponseInfo:
+    """The response (one turn's output) an event belongs to."""
+
+    id: str
+    status: Literal["in_progress", "completed", "failed", "cancelled"]
+
+
+class _EventBase:
+    """Shared behaviour of every event class (each is a frozen attrs class)."""
+
+    type: ClassVar[str]
+    event_id: int
+    session_id: str
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: ``{"type": ..., "event_id": ..., ...}``."""
+        out: dict[str, Any] = converter.unstructure(self, unstructure_as=Event)
+        return out
+
+    def stamped(self, *, session_id: str, event_id: int, created_at: float) -> Any:
+        """A copy carrying its place in the session's event log."""
+        return attrs.evolve(
+            self,  # type: ignore[misc]
+            session_id=session_id,
+            event_id=event_id,
+            created_at=created_at,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class SessionStatus(_EventBase):
+    """The session's state changed; a turn ends with exactly one terminal status."""
+
+    type: ClassVar[str] = "session.status"
+    status: Status
+    error: ErrorInfo | None = None
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ResponseCreated(_EventBase):
+    type: ClassVar[str] = "response.created"
+    response: ResponseInfo
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class OutputTextDelta(_EventBase):
+    """A piece of streamed assistant text. Deliberately lean: it is the hot path."""
+
+    type: ClassVar[str] = "response.output_text.delta"
+    response_id: str
+    item_id: str
+    delta: str
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "response_id": self.response_id,
+            "item_id": self.item_id,
+            "delta": self.delta,
+            "event_id": self.event_id,
+            "session_id": self.session_id,
+            "created_at": self.created_at,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class OutputItemDone(_EventBase):
+    """An item is complete (and persisted)."""
+
+    type: ClassVar[str] = "response.output_item.done"
+    item: Item
+    response_id: str | None = None
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ResponseCompleted(_EventBase):
+    type: ClassVar[str] = "response.completed"
+    response: ResponseInfo
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ResponseFailed(_EventBase):
+    type: ClassVar[str] = "response.failed"
+    response: ResponseInfo
+    error: ErrorInfo
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ResponseCancelled(_EventBase):
+    type: ClassVar[str] = "response.cancelled"
+    response: ResponseInfo
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ElicitationParams:
+    """What an elicitation asks, in MCP's vocabulary (``requestedSchema`` on the wire)."""
+
+    mode: Literal["form", "url"]
+    message: str
+    phase: str
+    requestedSchema: dict[str, Any] | None = None  # noqa: N815 - the MCP wire name
+    url: str | None = None
+    policy_name: str | None = None
+    tool_name: str | None = None
+    tool_input: dict[str, Any] | None = None
+    ask_user_question: dict[str, Any] | None = None
+    target_session_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ElicitationRequest(_EventBase):
+    type: ClassVar[str] = "response.elicitation_request"
+    elicitation_id: str
+    params: ElicitationParams
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ElicitationResolved(_EventBase):
+    type: ClassVar[str] = "response.elicitation_resolved"
+    elicitation_id: str
+    action: Literal["accept", "decline", "cancel", "expired"] | None = None
+    target_session_id: str | None = None
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ChildSessionSummary:
+    """A child session as its parent lists it."""
+
+    id: str
+    title: str | None
+    agent: str
+    session_name: str | None
+    status: str
+    busy: bool
+    current_task_status: str | None = None
+    preview: str | None = None
+    labels: dict[str, str] = attrs.Factory(dict)
+
+
+@attrs.frozen(kw_only=True)
+class ChildSessionUpdated(_EventBase):
+    type: ClassVar[str] = "session.child_session.updated"
+    child: ChildSessionSummary
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class InboxUpdated(_EventBase):
+    type: ClassVar[str] = "session.inbox.updated"
+    count: int
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ResourceCreated(_EventBase):
+    type: ClassVar[str] = "session.resource.created"
+    resource: dict[str, Any]
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ResourceDeleted(_EventBase):
+    type: ClassVar[str] = "session.resource.deleted"
+    resource_id: str
+    resource_type: str
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ChangedFilesInvalidated(_EventBase):
+    """Files in an environment changed: a client should refetch its file view."""
+
+    type: ClassVar[str] = "session.changed_files.invalidated"
+    environment_id: str = "default"
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
+
+
+Event = (
+    SessionStatus
+    | ResponseCreated
+    | OutputTextDelta
+    | OutputItemDone
+    | ResponseCompleted
+    | ResponseFailed
+    | ResponseCancelled
+    | ElicitationRequest
+    | ElicitationResolved
+    | ChildSessionUpdated
+    | InboxUpdated
+    | ResourceCreated
+    | ResourceDeleted
+    | ChangedFilesInvalidated
+)
+
+EVENT_CLASSES: dict[str, type[Any]] = {
+    c.type: c
+    for c in (
+        SessionStatus,
+        ResponseCreated,
+        OutputTextDelta,
+        OutputItemDone,
+        ResponseCompleted,
+        ResponseFailed,
+        ResponseCancelled,
+        ElicitationRequest,
+        ElicitationResolved,
+        ChildSessionUpdated,
+        InboxUpdated,
+        ResourceCreated,
+        ResourceDeleted,
+        ChangedFilesInvalidated,
+    )
+}
+
+register_tagged_union(Event, EVENT_CLASSES, what="event type")
+
+
+def event_from_dict(data: Any) -> Event:
+    """Rebuild a typed event from its wire form.
+
+    Raises:
+        InvalidInput: naming the offending field.
+    """
+    return structure(data, Event)  # type: ignore[no-any-return]

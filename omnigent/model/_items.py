@@ -1,0 +1,121 @@
+"""Conversation items and content blocks, as the wire names them.
+
+An *item* is one entry of a session's history: a message, a tool call, or a tool
+call's output (the OpenAI Responses vocabulary). Items are immutable; a tool call
+whose status changes is written again under the same id.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from .._ids import new_id
+from ._wire import WireError, register_tagged_union
+
+__all__ = [
+    "ContentBlock",
+    "FunctionCallItem",
+    "FunctionCallOutputItem",
+    "InputImage",
+    "InputText",
+    "Item",
+    "MessageItem",
+    "OutputText",
+    "item_text",
+]
+
+Role = Literal["user", "assistant", "system", "developer"]
+CallStatus = Literal["action_required", "in_progress", "completed", "failed"]
+
+
+@attrs.frozen
+class InputText:
+    """Text a user (or system) wrote."""
+
+    type: ClassVar[str] = "input_text"
+    text: str
+
+
+@attrs.frozen
+class InputImage:
+    """An image, by uploaded ``file_id`` or by ``image_url`` (often a ``data:`` URL).
+
+    The core resolves ``file_id`` to a ``data:`` URL before any harness sees it.
+    """
+
+    type: ClassVar[str] = "input_image"
+    file_id: str | None = None
+    image_url: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.file_id is None) == (self.image_url is None):
+            raise WireError("exactly one of file_id and image_url is required", "file_id")
+
+
+@attrs.frozen
+class OutputText:
+    """Text the model produced."""
+
+    type: ClassVar[str] = "output_text"
+    text: str
+
+
+ContentBlock = InputText | InputImage | OutputText
+
+
+@attrs.frozen
+class MessageItem:
+    """A message in the conversation."""
+
+    type: ClassVar[str] = "message"
+    role: Role
+    content: tuple[ContentBlock, ...]
+    id: str = attrs.field(factory=lambda: new_id("item"))
+    status: Literal["completed", "incomplete"] = "completed"
+
+
+@attrs.frozen
+class FunctionCallItem:
+    """The model asked for a tool to run; ``arguments`` is the JSON text it sent."""
+
+    type: ClassVar[str] = "function_call"
+    call_id: str
+    name: str
+    arguments: str
+    id: str = attrs.field(factory=lambda: new_id("item"))
+    status: CallStatus = "action_required"
+
+
+@attrs.frozen
+class FunctionCallOutputItem:
+    """The output of a tool call, one string (JSON, text, or ``Error: …``)."""
+
+    type: ClassVar[str] = "function_call_output"
+    call_id: str
+    output: str
+    id: str = attrs.field(factory=lambda: new_id("item"))
+
+
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem
+
+register_tagged_union(
+    ContentBlock,
+    {c.type: c for c in (InputText, InputImage, OutputText)},
+    what="content block type",
+)
+register_tagged_union(
+    Item,
+    {c.type: c for c in (MessageItem, FunctionCallItem, FunctionCallOutputItem)},
+    what="item type",
+)
+
+
+def item_text(item: Any) -> str:
+    """The plain text of a message item (its text blocks joined); ``""`` otherwise."""
+    if not isinstance(item, MessageItem):
+        return ""
+    return "".join(b.text for b in item.content if isinstance(b, InputText | OutputText))
+

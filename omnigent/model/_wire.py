@@ -1,0 +1,307 @@
+"""The wire converter: strict cattrs structuring with errors that name the field.
+
+cattrs coerces by default (``"7"`` becomes ``7``, ``"false"`` becomes ``True``), which
+would let a wrong type through silently. Here every primitive must already have the
+right JSON type, unknown keys are refused, ``Literal`` values are checked, and tagged
+unions dispatch on a ``type`` key held as a ``ClassVar`` on each class (a tag that is
+also an attrs field breaks ``forbid_extra_keys``: cattrs #483).
+
+Failures surface as one :class:`~omnigent.errors.InvalidInput` whose ``details`` list
+every bad field as a dotted path (``data.content[0].text``).
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_unstructure_fn
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
+
+from ..errors import ErrorDetail, InvalidInput
+
+__all__ = ["WireError", "converter", "register_tagged_union", "structure", "unstructure"]
+
+T = TypeVar("T")
+
+
+class WireError(ValueError):
+    """A structuring failure with a human message; ``sub`` extends the field path."""
+
+    def __init__(self, msg: str, sub: str = "") -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.sub = sub
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _strict_str(value: Any, _: type) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"expected string, got {_type_name(value)}")
+    return value
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireError(f"expected integer, got {_type_name(value)}")
+    return value
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WireError(f"expected number, got {_type_name(value)}")
+    return float(value)
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise WireError(f"expected boolean, got {_type_name(value)}")
+    return value
+
+
+def _literal_hook(tp: Any) -> Callable[[Any, Any], Any]:
+    allowed = typing.get_args(tp)
+
+    def structure_literal(value: Any, _: Any) -> Any:
+        # `True == 1` in Python: compare types too so 1 never passes for True.
+        for option in allowed:
+            if value == option and type(value) is type(option):
+                return value
+        choices = ", ".join(repr(a) for a in allowed)
+        raise WireError(f"must be one of {choices}, got {value!r}")
+
+    return structure_literal
+
+
+def _dict_hook(tp: Any) -> Callable[[Any, Any], Any]:
+    args = typing.get_args(tp)
+    value_type = args[1] if len(args) == 2 else Any
+
+    def structure_dict(value: Any, _: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise WireError(f"expected object, got {_type_name(value)}")
+        if value_type is Any:
+            return dict(value)
+        out: dict[str, Any] = {}
+        errors: list[ErrorDetail] = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise WireError("object keys must be strings")
+            try:
+                out[key] = converter.structure(item, value_type)
+            except Exception as exc:  # collected into one error below
+                errors.extend(_details(exc, key))
+        if errors:
+            raise _Nested(errors)
+        return out
+
+    return structure_dict
+
+
+def _list_hook(tp: Any) -> Callable[[Any, Any], Any]:
+    args = typing.get_args(tp)
+    item_type = args[0] if args else Any
+
+    def structure_list(value: Any, _: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise WireError(f"expected array, got {_type_name(value)}")
+        out: list[Any] = []
+        errors: list[ErrorDetail] = []
+        for index, item in enumerate(value):
+            try:
+                out.append(converter.structure(item, item_type))
+            except Exception as exc:  # collected into one error below
+                errors.extend(_details(exc, f"[{index}]"))
+        if errors:
+            raise _Nested(errors)
+        return out if typing.get_origin(tp) is not tuple else tuple(out)
+
+    return structure_list
+
+
+class _Nested(ValueError):
+    """Details already rendered by a nested structuring call."""
+
+    def __init__(self, details: list[ErrorDetail]) -> None:
+        super().__init__("; ".join(f"{d.msg} @ {d.loc}" for d in details))
+        self.details = details
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook_factory(
+        lambda t: typing.get_origin(t) is typing.Literal, _literal_hook
+    )
+    conv.register_structure_hook_factory(
+        lambda t: t is dict or typing.get_origin(t) in (dict, Mapping), _dict_hook
+    )
+    conv.register_structure_hook_factory(
+        lambda t: t is list or typing.get_origin(t) in (list, tuple), _list_hook
+    )
+    conv.register_structure_hook(Any, lambda v, _: v)
+    conv.register_unstructure_hook_factory(attrs.has, lambda cls: _omit_none(conv, cls))
+    return conv
+
+
+def _omit_none(conv: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, Any]]:
+    """Unstructure an attrs instance, leaving out fields that are ``None``.
+
+    Optional fields are absent on the wire rather than ``null`` (as the OpenAI APIs
+    do); a class that must show its ``null`` fields sets ``wire_keeps_none = True``.
+    """
+    base = make_dict_unstructure_fn(cls, conv)
+    if getattr(cls, "wire_keeps_none", False):
+        return base
+
+    def unstructure_without_none(value: Any) -> dict[str, Any]:
+        return {k: v for k, v in base(value).items() if v is not None}
+
+    return unstructure_without_none
+
+
+converter = _make_converter()
+"""The one converter for the wire. Register hooks before the first ``structure``."""
+
+
+def register_tagged_union(
+    union: Any, classes: Mapping[str, type], *, tag: str = "type", what: str = "type"
+) -> None:
+    """Dispatch ``union`` on ``data[tag]``; each class holds its tag as a ClassVar.
+
+    An unknown or missing tag, or a value that is not an object, is a clear
+    :class:`WireError` at the tag's path rather than cattrs' bare ``KeyError``.
+    """
+    names = ", ".join(sorted(classes))
+
+    def structure_union(value: Any, _: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise WireError(f"expected object, got {_type_name(value)}")
+        if tag not in value:
+            raise WireError("required field missing", tag)
+        name = value[tag]
+        cls = classes.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise WireError(f"unknown {what} {name!r} (expected one of: {names})", tag)
+        body = {k: v for k, v in value.items() if k != tag}
+        return converter.structure(body, cls)
+
+    def unstructure_tagged(value: Any) -> Any:
+        body = converter.unstructure(value, unstructure_as=type(value))
+        return {tag: getattr(value, tag), **body}
+
+    converter.register_structure_hook(union, structure_union)
+    for cls in classes.values():
+        converter.register_structure_hook(cls, _untagged_hook(cls, tag))
+    converter.register_unstructure_hook(union, unstructure_tagged)
+
+
+def _untagged_hook(cls: type, tag: str) -> Callable[[Any, Any], Any]:
+    """Structure one member directly, accepting (and checking) its own tag if present."""
+    inner = converter.gen_structure_attrs_fromdict(cls)
+
+    def structure_member(value: Any, _: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise WireError(f"expected object, got {_type_name(value)}")
+        if tag in value:
+            if value[tag] != getattr(cls, tag):
+                raise WireError(f"expected {getattr(cls, tag)!r}, got {value[tag]!r}", tag)
+            value = {k: v for k, v in value.items() if k != tag}
+        return inner(value, cls)
+
+    return structure_member
+
+
+def _join(path: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{path}[{part}]"
+    if not part:
+        return path
+    if part.startswith("["):
+        return f"{path}{part}"
+    return f"{path}.{part}" if path else part
+
+
+def _details(exc: BaseException, path: str) -> Iterator[ErrorDetail]:
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            part = getattr(note, "name", None)
+            if part is None:
+                part = getattr(note, "index", "")
+            yield from _details(inner, _join(path, part))
+        for inner in without:
+            yield from _details(inner, path)
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        for key in sorted(exc.extra_fields):
+            yield ErrorDetail(_join(path, key), "unknown field")
+    elif isinstance(exc, _Nested):
+        for d in exc.details:
+            yield ErrorDetail(_join(path, d.loc), d.msg)
+    elif isinstance(exc, WireError):
+        yield ErrorDetail(_join(path, exc.sub), exc.msg)
+    elif isinstance(exc, KeyError):
+        yield ErrorDetail(path, "required field missing")
+    elif isinstance(exc, TypeError | AttributeError):
+        yield ErrorDetail(path, "expected object")
+    else:
+        yield ErrorDetail(path, str(exc) or type(exc).__name__)
+
+
+def structure(
+    data: Any,
+    cls: type[T] | Any,
+    *,
+    root: str = "",
+    error: type[InvalidInput] = InvalidInput,
+) -> T:
+    """Structure wire ``data`` into ``cls`` strictly.
+
+    Args:
+        data: decoded JSON (or YAML) values.
+        cls: the attrs class or type to build.
+        root: a path prefix for error locations (``"data"`` for an event body).
+        error: the :class:`InvalidInput` subclass to raise.
+
+    Raises:
+        InvalidInput: (or ``error``) with one detail per offending field.
+    """
+    try:
+        return typing.cast(T, converter.structure(data, cls))
+    except Exception as exc:
+        details = list(_details(exc, root))
+        summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in details[:5])
+        raise error(f"invalid {getattr(cls, '__name__', 'input')}: {summary}", details) from exc
+
+
+def unstructure(value: Any, as_type: Any = None) -> Any:
+    """The wire (JSON-ready) form of ``value``."""
+    if as_type is None:
+        return converter.unstructure(value)
+    return converter.unstructure(value, unstructure_as=as_type)
+

@@ -1,0 +1,98 @@
+"""The SQLite schema, as an ordered list of migrations.
+
+``PRAGMA user_version`` records how many migrations a database has had; opening a
+store applies the missing ones in one transaction each. Never edit a migration that
+has shipped: append a new one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+_V1 = """
+CREATE TABLE agents (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    owner TEXT NOT NULL,
+    latest_version INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE agent_versions (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    spec TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (agent_id, version)
+) WITHOUT ROWID;
+CREATE TABLE sessions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    agent_id TEXT NOT NULL,
+    agent_version INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    title TEXT,
+    parent_session_id TEXT,
+    root_session_id TEXT NOT NULL,
+    harness_override TEXT,
+    model_override TEXT,
+    labels TEXT NOT NULL DEFAULT '{}',
+    status TEXT NOT NULL DEFAULT 'idle',
+    last_event_id INTEGER NOT NULL DEFAULT 0,
+    turn_count INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL
+);
+CREATE INDEX sessions_parent ON sessions(parent_session_id);
+CREATE INDEX sessions_agent ON sessions(agent_id);
+CREATE TABLE items (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX items_session ON items(session_id, seq);
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    event_id INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, event_id)
+) WITHOUT ROWID;
+CREATE TABLE files (
+    id TEXT PRIMARY KEY,
+    filename TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    content BLOB NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE inbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL
+);
+CREATE INDEX inbox_session ON inbox(session_id, delivered, seq);
+CREATE TABLE elicitations (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    request TEXT NOT NULL,
+    action TEXT,
+    created_at REAL NOT NULL,
+    resolved_at REAL
+);
+CREATE INDEX elicitations_session ON elicitations(session_id, status);
+CREATE TABLE permissions (
+    session_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    PRIMARY KEY (session_id, user_id)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)

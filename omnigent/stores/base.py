@@ -1,0 +1,93 @@
+"""Rows the stores hand back, and the database URL parser.
+
+Stores speak in plain rows (JSON-ready dicts for specs, items and events); the core
+turns them into typed objects. That keeps SQL out of the core and typed models out of
+the stores, so a PostgreSQL store can slot in behind the same methods.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import BadRequest
+
+__all__ = ["AgentRow", "FileRow", "Page", "SessionRow", "StoredEvent", "parse_db_url"]
+
+
+@attrs.frozen
+class AgentRow:
+    id: str
+    name: str
+    owner: str
+    version: int
+    spec: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+@attrs.frozen
+class SessionRow:
+    id: str
+    agent_id: str
+    agent_version: int
+    owner: str
+    title: str | None
+    parent_session_id: str | None
+    root_session_id: str
+    harness_override: str | None
+    model_override: str | None
+    labels: dict[str, str]
+    status: str
+    last_event_id: int
+    turn_count: int
+    created_at: float
+
+
+@attrs.frozen
+class StoredEvent:
+    """One event as persisted: its place in the log and its wire form."""
+
+    session_id: str
+    event_id: int
+    type: str
+    data: dict[str, Any]
+
+
+@attrs.frozen
+class FileRow:
+    id: str
+    filename: str
+    content_type: str
+    bytes: int
+    owner: str
+    created_at: float
+
+
+@attrs.frozen
+class Page:
+    """A slice of a listing; ``has_more`` says whether the next slice is non-empty."""
+
+    rows: list[Any]
+    has_more: bool
+
+
+def parse_db_url(url: str | None) -> Path | None:
+    """Where the SQLite database lives; ``None`` means in memory.
+
+    Accepts ``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://:memory:``
+    and a bare file path.
+
+    Raises:
+        BadRequest: for a scheme this build cannot open.
+    """
+    if url is None or url in ("", ":memory:", "sqlite://", "sqlite://:memory:"):
+        return None
+    if url.startswith("sqlite:///"):
+        return Path(url.removeprefix("sqlite:///"))
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise BadRequest(f"unsupported database URL scheme {scheme!r} (use sqlite:///PATH)")
+    return Path(url)
