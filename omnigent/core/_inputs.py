@@ -7,7 +7,7 @@ its error names the field (``data.content[0].type``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -28,6 +28,14 @@ class _EmptyData:
     pass
 
 
+_KINDS: dict[str, type[Any]] = {
+    "message": _MessageData,
+    "interrupt": _EmptyData,
+    "stop_session": _EmptyData,
+}
+EVENT_TYPES = tuple(_KINDS)
+
+
 @attrs.frozen
 class InboundEvent:
     """A validated inbound event."""
@@ -36,15 +44,6 @@ class InboundEvent:
     role: str = "user"
     content: tuple[ContentBlock, ...] = ()
     data: Any = None
-
-    kinds: ClassVar[dict[str, type]] = {
-        "message": _MessageData,
-        "interrupt": _EmptyData,
-        "stop_session": _EmptyData,
-    }
-
-
-EVENT_TYPES = tuple(InboundEvent.kinds)
 
 
 def _check_user_blocks(blocks: Sequence[ContentBlock], root: str) -> None:
@@ -81,10 +80,10 @@ def parse_event(type: Any, data: Any) -> InboundEvent:
     Raises:
         InvalidInput: at ``type`` for an unknown type, at ``data…`` for a bad body.
     """
-    if not isinstance(type, str) or type not in InboundEvent.kinds:
+    if not isinstance(type, str) or type not in _KINDS:
         expected = ", ".join(EVENT_TYPES)
         raise InvalidInput.at("type", f"unknown event type {type!r} (expected one of: {expected})")
-    body = structure({} if data is None else data, InboundEvent.kinds[type], root="data")
+    body: Any = structure({} if data is None else data, _KINDS[type], root="data")
     if isinstance(body, _MessageData):
         _check_user_blocks(body.content, "data.content")
         return InboundEvent(type, role=body.role, content=body.content)

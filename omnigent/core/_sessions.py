@@ -43,22 +43,20 @@ def _check_model_override(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not MODEL_OVERRIDE.match(value):
-        raise InvalidInput.at(
-            "model_override", "must match ^[A-Za-z0-9._:/@-]{1,200}$"
-        )
+        raise InvalidInput.at("model_override", "must match ^[A-Za-z0-9._:/@-]{1,200}$")
     return value
 
 
 def _check_labels(labels: Any) -> dict[str, str]:
     if labels is None:
         return {}
-    return structure(labels, dict[str, str], root="labels")  # type: ignore[no-any-return]
+    return structure(labels, dict[str, str], root="labels")
 
 
 def _check_title(title: Any) -> str | None:
     if title is not None and not isinstance(title, str):
         raise InvalidInput.at("title", "expected string")
-    return title  # type: ignore[no-any-return]
+    return title if title is None else str(title)
 
 
 async def create_session(
@@ -76,10 +74,10 @@ async def create_session(
     title = _check_title(title)
     model_override = _check_model_override(model_override)
     checked_labels = _check_labels(labels)
-    messages = [
-        MessageItem(role=i.data.role, content=i.data.content)
-        for i in structure(list(initial_items), list[_InitialItem], root="initial_items")
-    ]
+    initial: list[_InitialItem] = structure(
+        list(initial_items), list[_InitialItem], root="initial_items"
+    )
+    messages = [MessageItem(role=i.data.role, content=i.data.content) for i in initial]
     agent = await rt.store.get_agent(agent_id)
     if agent is None:
         raise AgentNotFound(agent_id)

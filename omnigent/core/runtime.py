@@ -29,7 +29,18 @@ from ..errors import (
 )
 from ..harnesses.base import Harness, HarnessEnv, HarnessFactory, TurnRequest
 from ..harnesses.registry import HarnessRegistry
-from ..model import ErrorInfo, Item, MessageItem, SessionStatus, structure
+from ..model import (
+    TERMINAL_STATUSES,
+    ErrorInfo,
+    Event,
+    Item,
+    MessageItem,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseFailed,
+    SessionStatus,
+    structure,
+)
 from ..model._wire import unstructure
 from ..spec import AgentSpec
 from ..stores.base import SessionRow, parse_db_url
@@ -83,6 +94,9 @@ class Runtime:
         self._nursery = nursery
         self._actors: dict[str, SessionActor] = {}
         self._specs: dict[tuple[str, int], AgentSpec] = {}
+        # Messages whose answering turn an open turn stream waits for: item id ->
+        # response id ("" when dropped by a stop). Entries live as long as the stream.
+        self._watched: dict[str, str | None] = {}
         self.closing = False
 
     # -- agents ------------------------------------------------------------------------
@@ -201,7 +215,10 @@ class Runtime:
     ) -> SessionPage:
         """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id."""
         return await sessions_api.list_sessions(
-            self, agent_name=agent_name, parent_session_id=parent_session_id, limit=limit,
+            self,
+            agent_name=agent_name,
+            parent_session_id=parent_session_id,
+            limit=limit,
             after=after,
         )
 
@@ -235,7 +252,7 @@ class Runtime:
         if limit is not None and not 1 <= limit <= 1000:
             raise InvalidInput.at("limit", "must be between 1 and 1000")
         page = await self.store.list_items(session_id, order=order, limit=limit, after=after)
-        items = tuple(structure(i, Item) for i in page.rows)
+        items: tuple[Item, ...] = tuple(structure(i, Item) for i in page.rows)
         return ItemPage(
             items,
             items[0].id if items else None,
@@ -255,6 +272,12 @@ class Runtime:
         Raises:
             SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
         """
+        item = await self._accept_message(session_id, content, role)
+        status = self._actor(session_id).enqueue(item)
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+
+    async def _accept_message(self, session_id: str, content: Any, role: str) -> MessageItem:
+        """Validate and persist a message; nothing is stored if it is invalid."""
         if self.closing:
             raise RuntimeClosed()
         await self.session_row(session_id)
@@ -262,8 +285,45 @@ class Runtime:
         await self.files.check_references(blocks, root="content")
         item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
         await self.store.put_items(session_id, [unstructure(item, Item)])
-        status = self._actor(session_id).enqueue(item)
-        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+        return item
+
+    @asynccontextmanager
+    async def open_turn_stream(
+        self, session_id: str, content: str | Sequence[Any], *, role: str = "user"
+    ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
+        """Send a message and stream the events of the turn that answers it.
+
+        Yields the acceptance and an iterator over the session's events from now on,
+        which ends with the terminal ``response.*`` event of the turn that handles
+        the message (a new turn, the running turn if it took the message as an
+        injection, or a continuation turn), or with the session's terminal status if
+        a stop dropped the message.
+
+        Resource handling: the subscription is released when the block exits.
+        """
+        async with self.subscribe(session_id, after=None) as subscription:
+            item = await self._accept_message(session_id, content, role)
+            self._watched[item.id] = None
+            try:
+                status = self._actor(session_id).enqueue(item)
+                accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
+                yield accepted, self._until_answered(subscription, item.id)
+            finally:
+                del self._watched[item.id]
+
+    async def _until_answered(
+        self, subscription: Subscription, item_id: str
+    ) -> AsyncIterator[Event]:
+        async for event in subscription:
+            yield event
+            handled_by = self._watched.get(item_id)
+            if _ends_answer(event, handled_by):
+                return
+
+    def _on_taken(self, item_ids: list[str], response_id: str) -> None:
+        for item_id in item_ids:
+            if item_id in self._watched:
+                self._watched[item_id] = response_id
 
     async def post_event(self, session_id: str, type: str, data: Any) -> dict[str, Any]:
         """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
@@ -365,6 +425,7 @@ class Runtime:
             build_request=lambda rid, msgs: self._build_request(session_id, rid, msgs),
             services=TurnServices(self.store, self.bus, self.tools),
             on_exit=self._actor_left,
+            on_taken=self._on_taken,
         )
         self._actors[session_id] = actor
         self._nursery.start_soon(actor.run, name=f"session {session_id}")
@@ -395,7 +456,7 @@ class Runtime:
         actor = self._actors.get(session_id)
         exclude = {m.id for m in messages} | (actor.pending_ids() if actor else set())
         page = await self.store.list_items(session_id)
-        history = [structure(i, Item) for i in page.rows if i["id"] not in exclude]
+        history: list[Item] = [structure(i, Item) for i in page.rows if i["id"] not in exclude]
         resolve = self.files.resolver()
         return TurnRequest(
             session_id=session_id,
@@ -412,7 +473,9 @@ class Runtime:
     async def recover(self) -> None:
         """End turns a previous process left running (it died without finishing them)."""
         for session_id in await self.store.sessions_with_status(_UNFINISHED):
-            error = ErrorInfo("the runtime stopped while this turn was running", "runtime_restarted")
+            error = ErrorInfo(
+                "the runtime stopped while this turn was running", "runtime_restarted"
+            )
             await self.bus.publish(session_id, SessionStatus(status="failed", error=error))
 
     async def aclose_sessions(self) -> None:
@@ -423,6 +486,19 @@ class Runtime:
             actor.stop()
         for actor in actors:
             await actor.done.wait()
+
+
+def _ends_answer(event: Event, handled_by: str | None) -> bool:
+    """Whether ``event`` ends the stream of a message handled by ``handled_by``.
+
+    ``handled_by`` is the answering turn's response id, ``""`` if a stop dropped the
+    message, ``None`` while no turn has taken it yet.
+    """
+    if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
+        return handled_by == event.response.id
+    if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+        return handled_by == ""
+    return False
 
 
 @asynccontextmanager
@@ -501,4 +577,3 @@ async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.As
     timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
     async with httpx.AsyncClient(timeout=timeout) as owned:
         yield owned
-

@@ -37,6 +37,8 @@ class SessionActor:
         build_request: builds a turn's request from the messages it answers.
         services: store, bus and tools, shared with each turn.
         on_exit: called (synchronously) the moment the actor decides to leave.
+        on_taken: told which turn (response id) took which messages; ``""`` for
+            messages dropped by :meth:`stop`.
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class SessionActor:
         build_request: Callable[[str, list[MessageItem]], Awaitable[TurnRequest]],
         services: TurnServices,
         on_exit: Callable[[SessionActor], None],
+        on_taken: Callable[[list[str], str], None] = lambda ids, response_id: None,
     ) -> None:
         self.session_id = session_id
         self.harness_name = "unknown"
@@ -54,6 +57,7 @@ class SessionActor:
         self._build_request = build_request
         self._services = attrs.evolve(services, take_injections=self.take_injections)
         self._on_exit = on_exit
+        self._on_taken = on_taken
         self._pending: list[MessageItem] = []
         self._harness: Harness | None = None
         self._turn: Turn | None = None
@@ -84,7 +88,8 @@ class SessionActor:
 
     def stop(self) -> None:
         """Cancel everything the session runs and drop buffered messages."""
-        self._pending.clear()
+        dropped, self._pending = self._pending, []
+        self._on_taken([m.id for m in dropped], "")
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -95,10 +100,10 @@ class SessionActor:
     async def take_injections(self) -> list[MessageItem]:
         """Give the running turn every buffered message (moved to the end of history)."""
         taken, self._pending = self._pending, []
+        if taken and self._turn is not None:
+            self._on_taken([m.id for m in taken], self._turn.response_id)
         if taken:
-            await self._services.store.move_items_to_end(
-                self.session_id, [m.id for m in taken]
-            )
+            await self._services.store.move_items_to_end(self.session_id, [m.id for m in taken])
         return taken
 
     # -- the actor ---------------------------------------------------------------------
@@ -137,11 +142,10 @@ class SessionActor:
         messages, self._pending = self._pending, []
         turn = Turn(self.session_id, self.harness_name, self._services)
         self._turn = turn
+        self._on_taken([m.id for m in messages], turn.response_id)
 
         async def prepare() -> tuple[Harness, TurnRequest]:
-            await self._services.store.move_items_to_end(
-                self.session_id, [m.id for m in messages]
-            )
+            await self._services.store.move_items_to_end(self.session_id, [m.id for m in messages])
             request = await self._build_request(turn.response_id, messages)
             if self._harness is None:
                 self._harness, self.harness_name = await self._make_harness()

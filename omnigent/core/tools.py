@@ -152,7 +152,7 @@ class ToolRegistry:
         Raises:
             BadRequest: a bad name. Conflict: the name is taken.
         """
-        tool_name = name or getattr(fn, "__name__", "")
+        tool_name = name or str(getattr(fn, "__name__", ""))
         if not _NAME.match(tool_name):
             raise BadRequest(f"invalid tool name {tool_name!r}: use [A-Za-z0-9_-]{{1,64}}")
         if tool_name in self._tools and not replace:

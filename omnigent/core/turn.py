@@ -179,12 +179,15 @@ class Turn:
         Cancellation: a cancel from outside (stop, shutdown) ends the turn
         ``cancelled`` and is re-raised after the terminal events are published.
         """
-        status, error = "failed", ErrorInfo("the turn ended unexpectedly", "internal_error")
+        status = "failed"
+        error: ErrorInfo | None = ErrorInfo("the turn ended unexpectedly", "internal_error")
         try:
             await self.emit(SessionStatus(status="running"))
             with self.scope:
                 await self.emit(
-                    ResponseCreated(response=ResponseInfo(id=self.response_id, status="in_progress"))
+                    ResponseCreated(
+                        response=ResponseInfo(id=self.response_id, status="in_progress")
+                    )
                 )
                 harness, request = await prepare()
                 await harness.run_turn(request, self)

@@ -124,7 +124,7 @@ class TurnContext(Protocol):
         """
         ...
 
-    def take_injections(self) -> list[MessageItem]:
+    async def take_injections(self) -> list[MessageItem]:
         """User messages that arrived during this turn, now handed to the harness.
 
         Messages taken here are answered by this turn; those left untaken are

@@ -17,12 +17,12 @@ from ._items import Item
 from ._wire import converter, register_tagged_union, structure
 
 __all__ = [
+    "EVENT_CLASSES",
     "TERMINAL_STATUSES",
     "ChangedFilesInvalidated",
     "ChildSessionSummary",
     "ChildSessionUpdated",
     "ElicitationParams",
-    "EVENT_CLASSES",
     "ElicitationRequest",
     "ElicitationResolved",
     "ErrorInfo",
@@ -177,7 +177,7 @@ class ElicitationParams:
     mode: Literal["form", "url"]
     message: str
     phase: str
-    requestedSchema: dict[str, Any] | None = None  # noqa: N815 - the MCP wire name
+    requestedSchema: dict[str, Any] | None = None
     url: str | None = None
     policy_name: str | None = None
     tool_name: str | None = None
@@ -316,4 +316,5 @@ def event_from_dict(data: Any) -> Event:
     Raises:
         InvalidInput: naming the offending field.
     """
-    return structure(data, Event)  # type: ignore[no-any-return]
+    event: Event = structure(data, Event)
+    return event

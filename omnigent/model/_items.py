@@ -118,4 +118,3 @@ def item_text(item: Any) -> str:
     if not isinstance(item, MessageItem):
         return ""
     return "".join(b.text for b in item.content if isinstance(b, InputText | OutputText))
-

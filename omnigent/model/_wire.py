@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn
 from cattrs.errors import (
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
 )
+from cattrs.gen import make_dict_unstructure_fn
 
 from ..errors import ErrorDetail, InvalidInput
 
@@ -149,21 +149,27 @@ class _Nested(ValueError):
         self.details = details
 
 
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Literal
+
+
+def _is_dict(tp: Any) -> bool:
+    return tp is dict or typing.get_origin(tp) in (dict, Mapping)
+
+
+def _is_sequence(tp: Any) -> bool:
+    return tp is list or typing.get_origin(tp) in (list, tuple)
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(bool, _strict_bool)
-    conv.register_structure_hook_factory(
-        lambda t: typing.get_origin(t) is typing.Literal, _literal_hook
-    )
-    conv.register_structure_hook_factory(
-        lambda t: t is dict or typing.get_origin(t) in (dict, Mapping), _dict_hook
-    )
-    conv.register_structure_hook_factory(
-        lambda t: t is list or typing.get_origin(t) in (list, tuple), _list_hook
-    )
+    conv.register_structure_hook_factory(_is_literal, _literal_hook)
+    conv.register_structure_hook_factory(_is_dict, _dict_hook)
+    conv.register_structure_hook_factory(_is_sequence, _list_hook)
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_unstructure_hook_factory(attrs.has, lambda cls: _omit_none(conv, cls))
     return conv
@@ -175,7 +181,7 @@ def _omit_none(conv: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, A
     Optional fields are absent on the wire rather than ``null`` (as the OpenAI APIs
     do); a class that must show its ``null`` fields sets ``wire_keeps_none = True``.
     """
-    base = make_dict_unstructure_fn(cls, conv)
+    base: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, conv)
     if getattr(cls, "wire_keeps_none", False):
         return base
 
@@ -223,7 +229,7 @@ def register_tagged_union(
 
 def _untagged_hook(cls: type, tag: str) -> Callable[[Any, Any], Any]:
     """Structure one member directly, accepting (and checking) its own tag if present."""
-    inner = converter.gen_structure_attrs_fromdict(cls)
+    inner: Callable[[Any, Any], Any] = converter.gen_structure_attrs_fromdict(cls)
 
     def structure_member(value: Any, _: Any) -> Any:
         if not isinstance(value, Mapping):
@@ -251,7 +257,7 @@ def _details(exc: BaseException, path: str) -> Iterator[ErrorDetail]:
     if isinstance(exc, ClassValidationError | IterableValidationError):
         with_notes, without = exc.group_exceptions()
         for inner, note in with_notes:
-            part = getattr(note, "name", None)
+            part: Any = getattr(note, "name", None)
             if part is None:
                 part = getattr(note, "index", "")
             yield from _details(inner, _join(path, part))
@@ -273,13 +279,25 @@ def _details(exc: BaseException, path: str) -> Iterator[ErrorDetail]:
         yield ErrorDetail(path, str(exc) or type(exc).__name__)
 
 
+@typing.overload
+def structure(
+    data: Any, cls: type[T], *, root: str = "", error: type[InvalidInput] = InvalidInput
+) -> T: ...
+
+
+@typing.overload
+def structure(
+    data: Any, cls: Any, *, root: str = "", error: type[InvalidInput] = InvalidInput
+) -> Any: ...
+
+
 def structure(
     data: Any,
-    cls: type[T] | Any,
+    cls: Any,
     *,
     root: str = "",
     error: type[InvalidInput] = InvalidInput,
-) -> T:
+) -> Any:
     """Structure wire ``data`` into ``cls`` strictly.
 
     Args:
@@ -292,7 +310,7 @@ def structure(
         InvalidInput: (or ``error``) with one detail per offending field.
     """
     try:
-        return typing.cast(T, converter.structure(data, cls))
+        return converter.structure(data, cls)
     except Exception as exc:
         details = list(_details(exc, root))
         summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in details[:5])
@@ -304,4 +322,3 @@ def unstructure(value: Any, as_type: Any = None) -> Any:
     if as_type is None:
         return converter.unstructure(value)
     return converter.unstructure(value, unstructure_as=as_type)
-

@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 from .._ids import new_id, now
@@ -241,7 +242,8 @@ class SQLiteStore:
         """Sessions newest first; ``after`` is the id of the last row of the previous page."""
 
         def read(c: sqlite3.Connection) -> Page:
-            where, args = ["1 = 1"], []
+            where: list[str] = ["1 = 1"]
+            args: list[Any] = []
             if agent_id is not None:
                 where.append("agent_id = ?")
                 args.append(agent_id)
@@ -278,8 +280,7 @@ class SQLiteStore:
 
         def write(c: sqlite3.Connection) -> int:
             r = c.execute(
-                "UPDATE sessions SET turn_count = turn_count + 1 WHERE id = ? "
-                "RETURNING turn_count",
+                "UPDATE sessions SET turn_count = turn_count + 1 WHERE id = ? RETURNING turn_count",
                 (session_id,),
             ).fetchone()
             return int(r[0]) - 1
@@ -324,7 +325,9 @@ class SQLiteStore:
     # -- items -----------------------------------------------------------------------
 
     @staticmethod
-    def _insert_items(c: sqlite3.Connection, session_id: str, items: Iterable[dict[str, Any]]) -> None:
+    def _insert_items(
+        c: sqlite3.Connection, session_id: str, items: Iterable[dict[str, Any]]
+    ) -> None:
         t = now()
         c.executemany(
             "INSERT INTO items (id, session_id, data, created_at) VALUES (?, ?, ?, ?) "
@@ -368,7 +371,7 @@ class SQLiteStore:
         direction, compare = ("ASC", ">") if order == "asc" else ("DESC", "<")
 
         def read(c: sqlite3.Connection) -> Page:
-            where, args = "session_id = ?", [session_id]
+            where, args = "session_id = ?", list[Any]([session_id])
             if after is not None:
                 where += f" AND seq {compare} COALESCE((SELECT seq FROM items WHERE id = ?), ?)"
                 args += [after, 0 if order == "asc" else 2**62]
@@ -440,7 +443,7 @@ class SQLiteStore:
         def write(c: sqlite3.Connection) -> None:
             c.execute(
                 "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (row.id, row.filename, row.content_type, row.bytes, row.owner, content, row.created_at),
+                (*attrs.astuple(row)[:5], content, row.created_at),
             )
 
         await self._write(write)

@@ -1,0 +1,498 @@
+"""A streaming client for OpenAI-compatible Chat Completions endpoints.
+
+It speaks to anything that serves ``POST {base_url}/chat/completions`` with
+``stream: true`` (OpenAI, vLLM, Ollama, llama.cpp, LM Studio, gateways) and turns the
+server-sent events into a small vocabulary::
+
+    ChatEvent = TextDelta | Completion
+
+A stream yields one :class:`TextDelta` per content delta, as it arrives, and then exactly
+one :class:`Completion` carrying the whole text and the tool calls assembled from their
+fragments.
+
+Every failure — a 4xx, retries exhausted on 429/5xx, a refused connection, a malformed or
+truncated stream — is a :class:`~omnigent.errors.ModelEndpointError` whose message says
+what to fix, with ``http_status`` set when the endpoint answered one and the httpx error
+on ``__cause__``.
+
+The SSE parser (:class:`_SSEFrames`) and the delta assembler (:class:`_Assembler`) are
+pure and do no I/O; :class:`ChatStream` is the thin Trio shell that feeds them.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import random
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, TypeAlias
+
+import attrs
+import httpx
+import trio
+
+from omnigent.errors import ModelEndpointError
+
+__all__ = [
+    "ChatCompletionsClient",
+    "ChatEvent",
+    "ChatStream",
+    "Completion",
+    "TextDelta",
+    "ToolCall",
+]
+
+# Bounds for work done after the answer is complete or while closing: neither may hold
+# up the caller for long, and both run shielded so a cancel cannot leak a connection.
+_DRAIN_TIMEOUT = 1.0
+_CLOSE_TIMEOUT = 2.0
+_ABANDON_MAX_CHUNKS = 1000
+
+
+@attrs.frozen
+class ToolCall:
+    """A complete tool call. ``arguments`` is the raw JSON text the model sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of the answer's text, in arrival order."""
+
+    text: str
+
+
+@attrs.frozen
+class Completion:
+    """The end of a stream: the whole text, the tool calls, and why the model stopped.
+
+    ``finish_reason`` is ``"stop"``, ``"tool_calls"``, ``"length"``, … or ``None`` if the
+    endpoint ended the stream with ``[DONE]`` without naming one.
+    """
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str | None
+
+
+ChatEvent: TypeAlias = TextDelta | Completion
+
+
+class _SSEFrames:
+    """Splits a byte stream into SSE ``data`` payloads, whatever the chunk boundaries."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._held_cr = False  # a chunk ended in "\r": it may be half of a "\r\n"
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Returns the data payload of every frame completed by ``chunk``."""
+        if self._held_cr:
+            chunk = b"\r" + chunk
+            self._held_cr = False
+        if b"\r" in chunk:
+            if chunk.endswith(b"\r"):
+                chunk = chunk[:-1]
+                self._held_cr = True
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n\n" not in chunk and not (chunk[:1] == b"\n" and self._buffer.endswith(b"\n")):
+            self._buffer += chunk
+            return []
+        *frames, self._buffer = (self._buffer + chunk).split(b"\n\n")
+        payloads = []
+        for frame in frames:
+            # The usual frame is one "data: ..." line: take it without a line split.
+            if frame.startswith(b"data: ") and b"\n" not in frame:
+                payloads.append(frame[6:])
+            elif (payload := _frame_data(frame)) is not None:
+                payloads.append(payload)
+        return payloads
+
+
+def _frame_data(frame: bytes) -> bytes | None:
+    """The joined ``data`` lines of a frame; ``None`` for comments and data-less frames."""
+    lines = [line[5:] for line in frame.split(b"\n") if line.startswith(b"data:")]
+    if not lines:
+        return None
+    return b"\n".join(line[1:] if line.startswith(b" ") else line for line in lines)
+
+
+class _ToolCallParts:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class _Assembler:
+    """Folds chunk objects into text deltas and, at the end, one :class:`Completion`."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[int, _ToolCallParts] = {}
+        self.finish_reason: str | None = None
+
+    def feed(self, chunk: Any) -> TextDelta | None:
+        if not isinstance(chunk, dict):
+            raise TypeError("an event is not a JSON object")
+        if (error := chunk.get("error")) is not None:
+            raise _StreamReportedError(_message_of(error))
+        delta_event = None
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if content := delta.get("content"):
+                self._text.append(content)
+                delta_event = TextDelta(content)
+            for fragment in delta.get("tool_calls") or ():
+                self._add_tool_call_fragment(fragment)
+            if reason := choice.get("finish_reason"):
+                self.finish_reason = reason
+        return delta_event
+
+    def _add_tool_call_fragment(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index")
+        if index is None:  # some servers send whole calls without an index
+            new = fragment.get("id") and not any(
+                p.id == fragment["id"] for p in self._calls.values()
+            )
+            index = len(self._calls) if new or not self._calls else max(self._calls)
+        parts = self._calls.get(index)
+        if parts is None:
+            parts = self._calls[index] = _ToolCallParts()
+        if call_id := fragment.get("id"):
+            parts.id = call_id
+        function = fragment.get("function") or {}
+        if (name := function.get("name")) and not parts.name:
+            parts.name = name
+        if arguments := function.get("arguments"):
+            parts.arguments.append(arguments)
+
+    def completion(self) -> Completion:
+        calls = []
+        for index in sorted(self._calls):
+            parts = self._calls[index]
+            if not parts.name:
+                raise ValueError(f"tool call {index} has no function name")
+            calls.append(
+                ToolCall(parts.id or f"call_{index}", parts.name, "".join(parts.arguments))
+            )
+        return Completion("".join(self._text), tuple(calls), self.finish_reason)
+
+
+class _StreamReportedError(Exception):
+    """The endpoint put an ``{"error": ...}`` object in the stream."""
+
+
+class ChatStream:
+    """The events of one streamed answer: an async iterator of :class:`ChatEvent`.
+
+    Obtained from :meth:`ChatCompletionsClient.open_stream`, which closes it; it is
+    single-use. It yields text deltas as they arrive and then one :class:`Completion`.
+
+    Raises:
+        ModelEndpointError: the stream broke off, was malformed, ended before the
+            answer was complete, or carried an error object.
+    """
+
+    def __init__(self, response: httpx.Response, endpoint: str) -> None:
+        self._response = response
+        self._endpoint = endpoint
+        # Raw chunks as they arrive (not lines); aiter_bytes rather than aiter_raw only
+        # so that a gateway that gzips the event stream still works. For an identity
+        # body both hand over the same bytes objects.
+        self._chunks = response.aiter_bytes()
+        self._frames = _SSEFrames()
+        self._assembler = _Assembler()
+        self._ready: collections.deque[ChatEvent] = collections.deque()
+        self._complete = False  # the Completion has been queued
+        self._closed = False
+
+    def __aiter__(self) -> ChatStream:
+        return self
+
+    async def __anext__(self) -> ChatEvent:
+        while not self._ready:
+            if self._complete or self._closed:
+                await self._drain()
+                raise StopAsyncIteration
+            chunk = await self._read()
+            if chunk is None:
+                if self._assembler.finish_reason is None:
+                    raise ModelEndpointError(
+                        f"model endpoint {self._endpoint} ended the stream before the answer "
+                        "was complete (no finish_reason and no [DONE])"
+                    )
+                self._finish()
+            else:
+                self._parse(chunk)
+        return self._ready.popleft()
+
+    def _parse(self, chunk: bytes) -> None:
+        for payload in self._frames.feed(chunk):
+            if payload == b"[DONE]":
+                self._finish()
+                return
+            try:
+                event = self._assembler.feed(json.loads(payload))
+            except _StreamReportedError as exc:
+                raise ModelEndpointError(
+                    f"model endpoint {self._endpoint} reported an error mid-stream: {exc}"
+                ) from exc
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise ModelEndpointError(
+                    f"model endpoint {self._endpoint} sent a malformed stream: {exc}"
+                ) from exc
+            if event is not None:
+                self._ready.append(event)
+
+    def _finish(self) -> None:
+        try:
+            completion = self._assembler.completion()
+        except ValueError as exc:
+            raise ModelEndpointError(
+                f"model endpoint {self._endpoint} sent a malformed stream: {exc}"
+            ) from exc
+        self._ready.append(completion)
+        self._complete = True
+
+    async def _read(self) -> bytes | None:
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        except httpx.HTTPError as exc:
+            raise ModelEndpointError(
+                f"model endpoint {self._endpoint} broke off the stream: {_describe(exc)}"
+            ) from exc
+
+    async def _drain(self) -> None:
+        # Reading to the end of the body lets httpx return the connection to its pool.
+        # Bounded: a server that keeps the body open after [DONE] costs at most a second.
+        if self._closed:
+            return
+        with trio.move_on_after(_DRAIN_TIMEOUT), contextlib.suppress(httpx.HTTPError):
+            async for _ in self._chunks:
+                pass
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the response. Idempotent; completes even when cancelled."""
+        if self._closed:
+            return
+        self._closed = True
+        with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+            await self._abandon_body()
+            await self._response.aclose()
+
+    async def _abandon_body(self) -> None:
+        # httpx reads the body through nested async generators. Dropping them while they
+        # wait at a `yield` leaves each unfinished, and Trio warns (ResourceWarning) as it
+        # collects them. Reading on in a cancelled scope instead ends them all with the
+        # Cancelled raised at their next await: they finish and nothing is left over.
+        # (Buffered chunks come back without an await: the loop is bounded for them.)
+        with trio.CancelScope() as scope, contextlib.suppress(Exception):
+            scope.cancel()
+            for _ in range(_ABANDON_MAX_CHUNKS):
+                await self._chunks.__anext__()
+
+
+class ChatCompletionsClient:
+    """Streams answers from an OpenAI-compatible Chat Completions endpoint.
+
+    Args:
+        http: the client to send with; the caller owns it and its timeouts. The httpx
+            default read timeout (5 s) is short for a model thinking over a long prompt:
+            pass e.g. ``httpx.Timeout(10.0, read=300.0)``.
+        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``.
+        api_key: sent as ``Authorization: Bearer <key>`` when given.
+        max_retries: how many times a 429 or 5xx answer is retried.
+        backoff_base: the first retry delay in seconds; it doubles on every retry (with
+            jitter), capped at ``backoff_max``. A numeric ``Retry-After`` header is
+            honoured instead, capped at ``backoff_max`` too.
+
+    Example::
+
+        async with httpx.AsyncClient() as http:
+            client = ChatCompletionsClient(http, base_url=url, api_key=key)
+            async with client.open_stream(model="gpt-4o-mini", messages=msgs) as stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        print(event.text, end="")
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str,
+        api_key: str | None,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+    ) -> None:
+        self._http = http
+        self._base_url = base_url.rstrip("/")
+        self._url = f"{self._base_url}/chat/completions"
+        self._headers = {"accept": "text/event-stream"}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        self._max_retries = max_retries
+        self._backoff_base = backoff_base
+        self._backoff_max = backoff_max
+
+    @contextlib.asynccontextmanager
+    async def open_stream(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[ChatStream]:
+        """Sends one request and yields its :class:`ChatStream`.
+
+        The request is sent (and retried) on entry; the body is read as the caller
+        iterates. ``extra_body`` adds fields such as ``max_tokens`` or ``tool_choice``.
+
+        Resource handling: leaving the block closes the response, whether or not the
+        stream was read to the end.
+
+        Cancellation: a cancel while waiting, retrying or reading propagates unchanged
+        and the response is closed on the way out (shielded, bounded).
+
+        Raises:
+            ModelEndpointError: on entry when the endpoint cannot be reached or answers
+                an error; while iterating when the stream fails.
+        """
+        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+        if tools:
+            body["tools"] = tools
+        if temperature is not None:
+            body["temperature"] = temperature
+        if extra_body:
+            body.update(extra_body)
+        stream = ChatStream(await self._send(body), self._base_url)
+        try:
+            yield stream
+        finally:
+            await stream.aclose()
+
+    async def complete(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """Streams an answer to its end and returns the :class:`Completion`.
+
+        Takes the same arguments, and raises the same errors, as :meth:`open_stream`.
+        """
+        async with self.open_stream(
+            model=model,
+            messages=messages,
+            tools=tools,
+            temperature=temperature,
+            extra_body=extra_body,
+        ) as stream:
+            # Read on to the end, not just to the Completion, so the body is drained
+            # and the connection can be reused.
+            events = [event async for event in stream if isinstance(event, Completion)]
+        return events[-1]
+
+    async def _send(self, body: dict[str, Any]) -> httpx.Response:
+        for attempt in range(self._max_retries + 1):
+            request = self._http.build_request("POST", self._url, json=body, headers=self._headers)
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                raise _transport_error(self._base_url, exc) from exc
+            if response.is_success:
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    await response.aclose()
+                    raise ModelEndpointError(
+                        f"model endpoint {self._base_url} answered JSON instead of an event "
+                        "stream: does it support stream: true?"
+                    )
+                return response
+            status = response.status_code
+            message = await _read_error_message(response)
+            if status != 429 and status < 500:
+                raise ModelEndpointError(
+                    f"model endpoint answered {status}: {message}", http_status=status
+                )
+            if attempt == self._max_retries:
+                raise ModelEndpointError(
+                    f"model endpoint answered {status} after {attempt + 1} attempts: {message}",
+                    http_status=status,
+                )
+            await trio.sleep(self._retry_delay(attempt, response.headers.get("retry-after")))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _retry_delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after is not None:
+            with contextlib.suppress(ValueError):
+                return min(max(float(retry_after), 0.0), self._backoff_max)
+        delay = min(self._backoff_base * 2.0**attempt, self._backoff_max)
+        return delay * (0.5 + random.random() / 2)  # jitter spreads out retrying clients
+
+
+async def _read_error_message(response: httpx.Response) -> str:
+    """The ``error.message`` of an error body, else its text (shortened)."""
+    try:
+        raw = await response.aread()
+    except httpx.HTTPError as exc:
+        return f"(the error body could not be read: {exc})"
+    finally:
+        await response.aclose()
+    try:
+        return _message_of(json.loads(raw))
+    except ValueError:
+        text = raw.decode("utf-8", "replace").strip()
+        return (text[:300] + "…" if len(text) > 300 else text) or response.reason_phrase
+
+
+def _message_of(error: Any) -> str:
+    # OpenAI: {"error": {"message": ...}}; others: {"error": "..."}, {"detail": ...}.
+    if isinstance(error, dict):
+        for key in ("error", "message", "detail"):
+            if key in error:
+                return _message_of(error[key])
+    return str(error)
+
+
+def _transport_error(endpoint: str, exc: httpx.HTTPError) -> ModelEndpointError:
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ModelEndpointError(
+            f"model endpoint {endpoint} did not accept the connection in time"
+        )
+    if isinstance(exc, httpx.ConnectError) and _refused(exc):
+        return ModelEndpointError(f"model endpoint {endpoint} refused the connection")
+    if isinstance(exc, httpx.ConnectError):
+        return ModelEndpointError(f"could not connect to model endpoint {endpoint}: {exc}")
+    return ModelEndpointError(f"model endpoint {endpoint} failed: {_describe(exc)}")
+
+
+def _describe(exc: httpx.HTTPError) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{type(exc).__name__} (raise the httpx client's timeout if the model is slow)"
+    return str(exc) or type(exc).__name__
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether every connection attempt behind ``exc`` was refused."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_refused(inner) for inner in exc.exceptions)
+    return cause is not None and _refused(cause)

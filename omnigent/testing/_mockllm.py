@@ -1,0 +1,414 @@
+"""MockLLM: a scripted OpenAI-compatible Chat Completions endpoint.
+
+One piece of code (:meth:`MockLLM._respond`) turns a request into a :class:`_Rendered`
+answer — status, headers and timed byte parts — and two thin shells deliver it: an
+``httpx.MockTransport`` for in-memory tests and a Hypercorn (Trio worker) server on a
+loopback port for end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, MutableMapping, Sequence
+from typing import Any, TypeAlias
+
+import attrs
+import httpx
+import hypercorn.config
+import hypercorn.trio
+import trio
+
+__all__ = [
+    "ErrorReply",
+    "HangReply",
+    "MockLLM",
+    "MockToolCall",
+    "Reply",
+    "TextReply",
+    "ToolCallsReply",
+]
+
+MODEL_ID = "mock-model"
+_NO_REPLY_LEFT = "MockLLM: no scripted reply left"
+_SSE_HEADERS = (("content-type", "text/event-stream"), ("cache-control", "no-cache"))
+_JSON_HEADERS = (("content-type", "application/json"),)
+
+
+@attrs.frozen
+class TextReply:
+    """Answer with ``text``, streamed as content deltas of ``chunk_size`` characters.
+
+    ``delay`` seconds pass between content chunks (the finish chunk and ``[DONE]``
+    follow the last one at once). ``truncated`` ends the stream after the
+    text with neither a finish_reason nor ``[DONE]``, as a dropped connection would.
+    """
+
+    text: str
+    chunk_size: int = 8
+    delay: float = 0.0
+    truncated: bool = False
+
+
+@attrs.frozen
+class MockToolCall:
+    """One scripted tool call. ``arguments`` is encoded as JSON unless it is a string."""
+
+    name: str
+    arguments: Mapping[str, Any] | str
+    call_id: str | None = None
+
+
+@attrs.frozen
+class ToolCallsReply:
+    """Answer with tool calls (finish_reason ``tool_calls``), after optional ``text``.
+
+    Each call's arguments are streamed in a few fragments, as OpenAI does; ``delay``
+    seconds pass between fragments.
+    """
+
+    calls: tuple[MockToolCall, ...]
+    text: str | None = None
+    delay: float = 0.0
+
+
+@attrs.frozen
+class ErrorReply:
+    """Answer ``status`` with an OpenAI error body; ``retry_after`` sets that header."""
+
+    status: int
+    message: str
+    retry_after: float | None = None
+
+
+@attrs.frozen
+class HangReply:
+    """Send the response headers, then nothing until the client goes away."""
+
+
+Reply: TypeAlias = TextReply | ToolCallsReply | ErrorReply | HangReply
+_Scripted: TypeAlias = Reply | Callable[[dict[str, Any]], Reply]
+
+
+@attrs.frozen
+class _Rendered:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    parts: tuple[tuple[float, bytes], ...]  # (delay before, bytes)
+    hang: bool = False
+
+
+class MockLLM:
+    """A scripted OpenAI-compatible server for tests.
+
+    Queue replies with the ``reply_*`` methods; each ``POST /v1/chat/completions``
+    consumes the next one, in order, and answers it streamed (``stream: true``) or as
+    one JSON completion. When the queue is empty the answer is a 500 whose message is
+    ``"MockLLM: no scripted reply left"``. ``GET /v1/models`` lists ``mock-model``;
+    anything else is a 404. Every chat request body is kept in :attr:`requests`.
+
+    Example::
+
+        mock = MockLLM()
+        mock.reply_text("Hello world", chunk_size=3)
+        mock.reply_tool_call("add", {"a": 1, "b": 2})
+
+        # in memory: any host, paths under /v1
+        async with httpx.AsyncClient(transport=mock.transport()) as http:
+            client = ChatCompletionsClient(http, base_url="http://mock/v1", api_key=None)
+            print(await client.complete(model="m", messages=[...]))
+
+        # or over a real loopback socket
+        async with mock.serve() as base_url:  # "http://127.0.0.1:PORT/v1"
+            ...
+
+        assert mock.pending == 0
+        assert mock.requests[0]["messages"] == [...]
+    """
+
+    def __init__(self) -> None:
+        self._queue: deque[_Scripted] = deque()
+        self._ids = itertools.count(1)
+        self.requests: list[dict[str, Any]] = []
+        """The JSON body of every chat request received, in order."""
+
+    @property
+    def pending(self) -> int:
+        """How many scripted replies have not been used yet."""
+        return len(self._queue)
+
+    # -- scripting ----------------------------------------------------------------
+
+    def reply(self, reply: Reply | Callable[[dict[str, Any]], Reply]) -> None:
+        """Queues a reply object, or a callable that builds one from the request body."""
+        self._queue.append(reply)
+
+    def reply_text(
+        self, text: str, *, chunk_size: int = 8, delay: float = 0.0, truncated: bool = False
+    ) -> None:
+        """Queues a text answer; see :class:`TextReply`."""
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        self.reply(TextReply(text, chunk_size, delay, truncated))
+
+    def reply_tool_call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str,
+        *,
+        call_id: str | None = None,
+        text: str | None = None,
+    ) -> None:
+        """Queues an answer with one tool call; see :class:`ToolCallsReply`."""
+        self.reply(ToolCallsReply((MockToolCall(name, arguments, call_id),), text))
+
+    def reply_tool_calls(
+        self, calls: Iterable[tuple[str, Mapping[str, Any] | str]], *, text: str | None = None
+    ) -> None:
+        """Queues an answer with several tool calls, given as ``(name, arguments)``."""
+        self.reply(ToolCallsReply(tuple(MockToolCall(n, a) for n, a in calls), text))
+
+    def reply_error(self, status: int, message: str, *, retry_after: float | None = None) -> None:
+        """Queues an HTTP error; see :class:`ErrorReply`."""
+        self.reply(ErrorReply(status, message, retry_after))
+
+    def reply_hang(self) -> None:
+        """Queues an answer that never comes; see :class:`HangReply`."""
+        self.reply(HangReply())
+
+    # -- the shared core ---------------------------------------------------------------
+
+    def _respond(self, method: str, path: str, raw_body: bytes) -> _Rendered:
+        path = path.rstrip("/")
+        if method == "GET" and path == "/v1/models":
+            data = [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "omnigent"}]
+            return _json(200, {"object": "list", "data": data})
+        if method != "POST" or path != "/v1/chat/completions":
+            return _error(ErrorReply(404, f"MockLLM: no route for {method} {path}"))
+        try:
+            body = json.loads(raw_body)
+        except ValueError:
+            return _error(ErrorReply(400, "MockLLM: the request body is not JSON"))
+        if not isinstance(body, dict):
+            return _error(ErrorReply(400, "MockLLM: the request body is not a JSON object"))
+        self.requests.append(body)
+        scripted = self._queue.popleft() if self._queue else ErrorReply(500, _NO_REPLY_LEFT)
+        reply = scripted(body) if callable(scripted) else scripted
+        stream = body.get("stream") is True
+        return _render(reply, f"chatcmpl-mock{next(self._ids)}", str(body.get("model")), stream)
+
+    # -- in memory ----------------------------------------------------------------------
+
+    def transport(self) -> httpx.MockTransport:
+        """An ``httpx.MockTransport`` that answers from this script (any host).
+
+        Delays use ``trio.sleep``, so ``autojump_clock`` makes them instant.
+        """
+
+        async def handle(request: httpx.Request) -> httpx.Response:
+            rendered = self._respond(request.method, request.url.path, await request.aread())
+            return httpx.Response(
+                rendered.status, headers=rendered.headers, stream=_PartsStream(rendered)
+            )
+
+        return httpx.MockTransport(handle)
+
+    # -- over a socket --------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+        """Serves this script over HTTP; yields the base URL (``http://HOST:PORT/v1``).
+
+        Resource handling: leaving the block stops the server and joins all its tasks.
+        Hanging replies are ended first, so closing takes milliseconds even with a
+        stream open.
+        """
+        config = hypercorn.config.Config()
+        config.bind = [f"{host}:{port}"]
+        config.graceful_timeout = 0.5  # only bounds streams still open after `stopping`
+        config.accesslog = None
+        config.loglevel = "WARNING"  # no "Running on …" line per test
+        stopping = trio.Event()
+        app = functools.partial(self._asgi, stopping)
+        async with trio.open_nursery() as nursery:
+            binds: list[str] = await nursery.start(
+                functools.partial(hypercorn.trio.serve, app, config, shutdown_trigger=stopping.wait)
+            )
+            try:
+                yield f"{binds[0]}/v1"
+            finally:
+                stopping.set()
+
+    async def _asgi(
+        self, stopping: trio.Event, scope: MutableMapping[str, Any], receive: Any, send: Any
+    ) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        rendered = self._respond(scope["method"], scope["path"], body)
+        headers = [(k.encode(), v.encode()) for k, v in rendered.headers]
+        await send({"type": "http.response.start", "status": rendered.status, "headers": headers})
+        for delay, data in rendered.parts:
+            if delay:
+                await trio.sleep(delay)
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        if rendered.hang:
+            await _wait_disconnect_or(stopping, receive)
+            return  # without ending the body: the client sees a broken-off stream
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _wait_disconnect_or(stopping: trio.Event, receive: Any) -> None:
+    async def wait_disconnect(cancel_scope: trio.CancelScope) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait_disconnect, nursery.cancel_scope)
+        await stopping.wait()
+        nursery.cancel_scope.cancel()
+
+
+class _PartsStream(httpx.AsyncByteStream):
+    """A rendered body for httpx. A plain iterator, not an async generator, so that
+    closing it early leaves no half-run generator for Trio to warn about."""
+
+    def __init__(self, rendered: _Rendered) -> None:
+        self._parts = iter(rendered.parts)
+        self._hang = rendered.hang
+
+    def __aiter__(self) -> _PartsStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        part = next(self._parts, None)
+        if part is None:
+            if self._hang:
+                await trio.sleep_forever()
+            raise StopAsyncIteration
+        if part[0]:
+            await trio.sleep(part[0])
+        return part[1]
+
+
+# -- rendering (pure) -----------------------------------------------------------------
+
+
+def _render(reply: Reply, completion_id: str, model: str, stream: bool) -> _Rendered:
+    if isinstance(reply, ErrorReply):
+        return _error(reply)
+    if isinstance(reply, HangReply):
+        return _Rendered(200, _SSE_HEADERS if stream else _JSON_HEADERS, (), hang=True)
+    if not stream:
+        return _json(200, _whole_completion(reply, completion_id, model))
+    envelope = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def frame(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        return b"data: " + json.dumps({**envelope, "choices": [choice]}).encode() + b"\n\n"
+
+    text = reply.text or ""
+    step = reply.chunk_size if isinstance(reply, TextReply) else 8
+    deltas = [frame({"content": text[i : i + step]}) for i in range(0, len(text), step)]
+    if isinstance(reply, ToolCallsReply):
+        deltas += [frame({"tool_calls": [d]}) for d in _tool_call_deltas(reply.calls)]
+    deltas.insert(
+        0, frame({"role": "assistant", "content": ""}) + (deltas.pop(0) if deltas else b"")
+    )
+    if not (isinstance(reply, TextReply) and reply.truncated):
+        finish_reason = "tool_calls" if isinstance(reply, ToolCallsReply) else "stop"
+        deltas[-1] += frame({}, finish_reason) + b"data: [DONE]\n\n"
+    if not reply.delay:  # coalesced: one write instead of one per frame
+        return _Rendered(200, _SSE_HEADERS, ((0.0, b"".join(deltas)),))
+    parts = tuple((reply.delay if i else 0.0, d) for i, d in enumerate(deltas))
+    return _Rendered(200, _SSE_HEADERS, parts)
+
+
+def _tool_call_deltas(calls: Sequence[MockToolCall]) -> list[dict[str, Any]]:
+    deltas: list[dict[str, Any]] = []
+    for index, call in enumerate(calls):
+        function = {"name": call.name, "arguments": ""}
+        deltas.append(
+            {"index": index, "id": _call_id(call, index), "type": "function", "function": function}
+        )
+        arguments = _arguments_text(call)
+        step = max(1, -(-len(arguments) // 3))  # three fragments, as OpenAI splits them
+        for i in range(0, len(arguments), step):
+            deltas.append({"index": index, "function": {"arguments": arguments[i : i + step]}})
+    return deltas
+
+
+def _whole_completion(
+    reply: TextReply | ToolCallsReply, completion_id: str, model: str
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    finish_reason = "stop"
+    if isinstance(reply, ToolCallsReply):
+        finish_reason = "tool_calls"
+        message["tool_calls"] = [
+            {
+                "id": _call_id(call, index),
+                "type": "function",
+                "function": {"name": call.name, "arguments": _arguments_text(call)},
+            }
+            for index, call in enumerate(reply.calls)
+        ]
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _call_id(call: MockToolCall, index: int) -> str:
+    return call.call_id or f"call_mock{index}"
+
+
+def _arguments_text(call: MockToolCall) -> str:
+    return call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+
+
+def _error(reply: ErrorReply) -> _Rendered:
+    kind = _ERROR_TYPES.get(reply.status, "server_error" if reply.status >= 500 else "api_error")
+    body = {"error": {"message": reply.message, "type": kind, "code": kind}}
+    rendered = _json(reply.status, body)
+    if reply.retry_after is None:
+        return rendered
+    retry_after = ("retry-after", f"{reply.retry_after:g}")
+    return attrs.evolve(rendered, headers=(*rendered.headers, retry_after))
+
+
+def _json(status: int, body: Any) -> _Rendered:
+    return _Rendered(status, _JSON_HEADERS, ((0.0, json.dumps(body).encode()),))
