@@ -125,7 +125,7 @@ async def snapshot(rt: Runtime, row: SessionRow) -> SessionSnapshot:
         agent_name=spec.name,
         title=row.title,
         status=rt.bus.status_of(row.id) or row.status,
-        harness=rt._harness_of(spec, row.harness_override),
+        harness=rt._harness_of(spec, row.harness_override, strict=False),
         model=row.model_override or spec.model,
         harness_override=row.harness_override,
         model_override=row.model_override,

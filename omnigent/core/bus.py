@@ -69,6 +69,8 @@ class EventBus:
         self._live: defaultdict[str, set[_Live]] = defaultdict(set)
         self._closed = False
         self._status: dict[str, str] = {}
+        # Sessions deleted in this process: a subscription to one ends at once.
+        self._deleted: set[str] = set()
 
     # -- producing -------------------------------------------------------------------
 
@@ -122,6 +124,7 @@ class EventBus:
 
     def forget_session(self, session_id: str) -> None:
         """End every live subscription of a deleted session and drop its counter."""
+        self._deleted.add(session_id)
         for live in self._live.pop(session_id, set()):
             live.send.close()
         self._last_id.pop(session_id, None)
@@ -188,7 +191,7 @@ class EventBus:
     def _attach(self, session_id: str) -> tuple[_Live, trio.MemoryReceiveChannel[Event]]:
         send, receive = trio.open_memory_channel[Event](_SUBSCRIBER_BUFFER)
         live = _Live(send)
-        if self._closed:
+        if self._closed or session_id in self._deleted:
             send.close()
         else:
             self._live[session_id].add(live)

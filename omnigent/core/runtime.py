@@ -129,7 +129,7 @@ class Runtime:
             row.name,
             row.version,
             spec.description,
-            self._harness_of(spec, None),
+            self._harness_of(spec, None, strict=False),
             spec.model,
             row.created_at,
         )
@@ -155,10 +155,18 @@ class Runtime:
             self._specs[key] = AgentSpec.from_dict(data)
         return self._specs[key]
 
-    def _harness_of(self, spec: AgentSpec, override: str | None) -> str:
-        if spec.executor.type != "omnigent":
-            return spec.executor.type
-        return self.harnesses.canonical(override or spec.executor.config.harness)
+    def _harness_of(self, spec: AgentSpec, override: str | None, *, strict: bool = True) -> str:
+        """The canonical harness a session of ``spec`` runs.
+
+        With ``strict=False`` (for display) a name no longer registered is shown as
+        written instead of raising UnknownHarness.
+        """
+        name = spec.executor.type
+        if name == "omnigent":
+            name = override or spec.executor.config.harness
+        if not strict and not self.harnesses.known(name):
+            return name
+        return self.harnesses.canonical(name)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -410,6 +418,14 @@ class Runtime:
         self.harnesses.register(name, factory, aliases=aliases)
 
     # -- actors --------------------------------------------------------------------------
+
+    def statistics(self) -> dict[str, int]:
+        """Live work: sessions with an actor, tasks in the runtime nursery, subscribers."""
+        return {
+            "active_sessions": len(self._actors),
+            "tasks": len(self._nursery.child_tasks),
+            "subscribers": self.bus.statistics()["subscribers"],
+        }
 
     def actor_if_running(self, session_id: str) -> SessionActor | None:
         return self._actors.get(session_id)

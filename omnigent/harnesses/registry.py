@@ -97,6 +97,10 @@ class HarnessRegistry:
             return self._aliases[name]
         raise UnknownHarness(name, self.names())
 
+    def known(self, name: str) -> bool:
+        """Whether ``name`` is a registered name or alias."""
+        return name in self._harnesses or name in self._aliases
+
     def names(self) -> list[str]:
         return sorted(self._harnesses)
 

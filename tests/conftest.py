@@ -1,0 +1,117 @@
+"""Shared fixtures and doubles for the test suite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
+from omnigent.model import TERMINAL_STATUSES, Event, SessionStatus
+
+TurnBody = Callable[[TurnRequest, TurnContext], Awaitable[None]]
+
+
+def scripted(name: str = "bot", script: list[Any] | None = None, **config: Any) -> dict[str, Any]:
+    """A scripted agent spec as a dict."""
+    cfg: dict[str, Any] = {"harness": "scripted", **config}
+    if script is not None:
+        cfg["script"] = script
+    return {"name": name, "executor": {"type": "omnigent", "config": cfg}}
+
+
+class Recorder:
+    """A harness double: records every request and runs ``body`` for each turn."""
+
+    def __init__(self, body: TurnBody | None = None) -> None:
+        self.requests: list[TurnRequest] = []
+        self.body = body
+        self.created = 0
+        self.closed = 0
+
+    def factory(self, env: HarnessEnv) -> Any:
+        self.created += 1
+        return _RecordingHarness(self)
+
+
+class _RecordingHarness:
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
+        self._recorder.requests.append(request)
+        if self._recorder.body is not None:
+            await self._recorder.body(request, ctx)
+        else:
+            async with ctx.open_message() as message:
+                await message.write(f"echo {len(self._recorder.requests)}")
+
+    async def aclose(self) -> None:
+        self._recorder.closed += 1
+
+
+async def collect_turn(events: AsyncIterator[Event]) -> list[Event]:
+    """Events up to and including the next terminal ``session.status``."""
+    seen: list[Event] = []
+    async for event in events:
+        seen.append(event)
+        if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+            return seen
+    raise AssertionError(f"the stream ended without a terminal status: {seen}")
+
+
+async def run_turn(rt: omnigent.Runtime, session_id: str, content: Any = "hi") -> list[Event]:
+    """Send a message and collect the events of the turn it starts."""
+    async with rt.subscribe(session_id) as events:
+        await rt.send_message(session_id, content)
+        return await collect_turn(events)
+
+
+async def wait_quiet(rt: omnigent.Runtime, timeout: float = 5) -> None:
+    """Wait until no session has work (actors leave just after their last event)."""
+    with trio.fail_after(timeout):
+        while rt.statistics()["tasks"]:
+            await trio.sleep(0.005)
+
+
+def all_tasks() -> set[trio.lowlevel.Task]:
+    """Every task in this Trio run."""
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    found, stack = set(), [root]
+    while stack:
+        task = stack.pop()
+        found.add(task)
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return found
+
+
+def statuses(events: list[Event]) -> list[str]:
+    return [e.status for e in events if isinstance(e, SessionStatus)]
+
+
+def types(events: list[Event]) -> list[str]:
+    return [e.type for e in events]
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[omnigent.Runtime]:
+    async with omnigent.open_runtime() as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def rec_session(rt: omnigent.Runtime, recorder: Recorder) -> str:
+    """A session whose harness is ``recorder``."""
+    rt.register_harness("recorder", recorder.factory)
+    agent = await rt.create_agent(scripted("rec", harness="recorder"))
+    return (await rt.create_session(agent.id)).id

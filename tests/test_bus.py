@@ -1,0 +1,144 @@
+"""The event bus: persist then publish, replay from any point, slow subscribers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.lowlevel
+
+import omnigent
+from omnigent.core import bus as bus_module
+from omnigent.model import Event, OutputTextDelta, SessionStatus
+
+from .conftest import collect_turn, run_turn, scripted, statuses
+
+WORDS = 400
+
+
+def long_say(words: int = WORDS) -> dict[str, Any]:
+    return scripted(script=[{"say": " ".join(f"w{i}" for i in range(words))}])
+
+
+async def test_every_event_is_persisted_before_a_subscriber_sees_it(
+    rt: omnigent.Runtime,
+) -> None:
+    agent = await rt.create_agent(scripted(script=[{"say": "a b c"}]))
+    session = await rt.create_session(agent.id)
+    async with rt.subscribe(session.id) as events:
+        await rt.send_message(session.id, "go")
+        async for event in events:
+            stored = await rt.store.read_events(session.id, event.event_id - 1, 1)
+            assert stored == [event.to_dict()]
+            if isinstance(event, SessionStatus) and event.status == "idle":
+                break
+
+
+async def test_subscribers_at_every_after_see_the_same_events_once(
+    rt: omnigent.Runtime,
+) -> None:
+    """Subscribe at every possible ``after`` while a turn streams hundreds of deltas."""
+    agent = await rt.create_agent(long_say())
+    session = await rt.create_session(agent.id)
+    async with rt.subscribe(session.id) as live:
+        await rt.send_message(session.id, "go")
+        reference = await collect_turn(live)
+    last = reference[-1].event_id
+    # A second turn streams while late subscribers join at every point of the log.
+    results: dict[int, list[int]] = {}
+
+    async def follow(after: int) -> None:
+        async with rt.subscribe(session.id, after=after) as events:
+            ids: list[int] = []
+            async for event in events:
+                ids.append(event.event_id)
+                if event.event_id >= 2 * last:
+                    break
+            results[after] = ids
+
+    async with trio.open_nursery() as nursery:
+        await rt.send_message(session.id, "again")
+        for after in range(0, 2 * last):
+            nursery.start_soon(follow, after)
+            if after % 7 == 0:
+                await trio.lowlevel.checkpoint()
+    for after, ids in results.items():
+        assert ids == list(range(after + 1, 2 * last + 1)), after
+
+
+async def test_live_only_subscription_starts_after_the_present(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    session = await rt.create_session(agent.id)
+    first = await run_turn(rt, session.id)
+    second = await run_turn(rt, session.id)
+    assert second[0].event_id == first[-1].event_id + 1
+
+
+async def test_slow_subscriber_never_blocks_the_writer_and_loses_nothing(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bus_module, "_SUBSCRIBER_BUFFER", 4)
+    agent = await rt.create_agent(long_say(200))
+    session = await rt.create_session(agent.id)
+    async with rt.subscribe(session.id, after=0) as slow, rt.subscribe(session.id) as fast:
+        await rt.send_message(session.id, "go")
+        fast_events = await collect_turn(fast)  # the turn finishes while `slow` sleeps
+        slow_events: list[Event] = []
+        async for event in slow:
+            slow_events.append(event)
+            await trio.lowlevel.checkpoint()
+            if event.event_id == fast_events[-1].event_id:
+                break
+    assert [e.event_id for e in slow_events] == [e.event_id for e in fast_events]
+    assert [e.to_dict() for e in slow_events] == [e.to_dict() for e in fast_events]
+
+
+async def test_a_large_backlog_replays_in_pages(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bus_module, "_REPLAY_PAGE", 16)
+    agent = await rt.create_agent(long_say(100))
+    session = await rt.create_session(agent.id)
+    reference = await run_turn(rt, session.id)
+    async with rt.subscribe(session.id, after=0) as events:
+        seen = []
+        async for event in events:
+            seen.append(event)
+            if event.event_id == reference[-1].event_id:
+                break
+    assert [e.to_dict() for e in seen] == [e.to_dict() for e in reference]
+
+
+async def test_deltas_are_written_in_batches(rt: omnigent.Runtime) -> None:
+    """A turn of thousands of deltas must not pay one store write per delta."""
+    writes = 0
+    original = rt.store.append_events
+
+    async def counting(events: Any) -> None:
+        nonlocal writes
+        writes += 1
+        await original(events)
+
+    rt.store.append_events = counting  # type: ignore[method-assign]
+    agent = await rt.create_agent(long_say(3000))
+    session = await rt.create_session(agent.id)
+    events = await run_turn(rt, session.id)
+    deltas = sum(isinstance(e, OutputTextDelta) for e in events)
+    assert deltas == 3000
+    assert writes < deltas / 10
+
+
+async def test_deleting_a_session_ends_its_subscriptions(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted(script=[{"sleep": 30}]))
+    session = await rt.create_session(agent.id)
+    with trio.fail_after(5):
+        async with rt.subscribe(session.id) as events:
+            await rt.send_message(session.id, "go")
+            await rt.delete_session(session.id)
+            seen = [e async for e in events]
+    # The turn was cancelled (and said so) before the session went away.
+    assert statuses(seen)[-1:] == ["cancelled"] or seen == []
+    with pytest.raises(omnigent.SessionNotFound):
+        await rt.get_session(session.id)
+    assert rt.statistics()["subscribers"] == 0
