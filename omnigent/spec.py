@@ -54,6 +54,7 @@ __all__ = [
     "SleepStep",
     "TerminalSpec",
     "ToolsGrant",
+    "parse_policy_spec",
 ]
 
 Problems: TypeAlias = list[ErrorDetail]
@@ -546,3 +547,13 @@ for _cls in (
     AgentSpec,
 ):
     _register(_cls)
+
+
+def parse_policy_spec(data: Any, *, root: str = "") -> PolicySpec:
+    """One policy (as in a spec's ``policies`` list), e.g. a server-wide default.
+
+    Raises:
+        SpecError: naming every failing field under ``root``.
+    """
+    policy: PolicySpec = structure(data, PolicySpec, root=root, error=SpecError)
+    return policy

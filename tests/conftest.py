@@ -98,6 +98,14 @@ def types(events: list[Event]) -> list[str]:
     return [e.type for e in events]
 
 
+@pytest.fixture(autouse=True)
+def omnigent_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Keep every test's workspaces and default database out of the real home."""
+    home = tmp_path_factory.mktemp("omnigent-home")
+    monkeypatch.setenv("OMNIGENT_HOME", str(home))
+    return home
+
+
 @pytest.fixture
 async def rt() -> AsyncIterator[omnigent.Runtime]:
     async with omnigent.open_runtime() as runtime:

@@ -120,7 +120,8 @@ async def test_tool_calls_run_and_feed_back(mock: MockLLM, mock_rt: omnigent.Run
     session = await new_session(mock_rt)
     events = await run_turn(mock_rt, session, "6 times 7?")
     assert statuses(events) == ["running", "idle"]
-    assert mock.requests[0]["tools"][0]["function"]["name"] == "multiply"
+    offered = [t["function"]["name"] for t in mock.requests[0]["tools"]]
+    assert "multiply" in offered
     second = mock.requests[1]["messages"]
     assert second[-2]["tool_calls"][0]["function"] == {
         "name": "multiply",

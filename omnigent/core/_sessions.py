@@ -14,7 +14,7 @@ import attrs
 
 from .._ids import new_id, now
 from ..errors import AgentNotFound, BadRequest, InvalidInput, SessionNotFound
-from ..model import ContentBlock, Item, MessageItem, structure
+from ..model import ContentBlock, ElicitationRequest, Item, MessageItem, structure
 from ..model._wire import unstructure
 from ..stores.base import SessionRow
 from .records import SessionPage, SessionSnapshot
@@ -119,13 +119,17 @@ async def create_session(
 async def snapshot(rt: Runtime, row: SessionRow) -> SessionSnapshot:
     spec = await rt.get_agent_spec(row.agent_id, row.agent_version)
     actor = rt.actor_if_running(row.id)
+    pending: tuple[ElicitationRequest, ...] = ()
+    if rt.elicitations.waiting:
+        family = {row.id, *await rt.store.descendant_ids(row.id)}
+        pending = tuple(rt.elicitations.pending_for(family, row.id))
     return SessionSnapshot(
         id=row.id,
         agent_id=row.agent_id,
         agent_name=spec.name,
         title=row.title,
         status=rt.bus.status_of(row.id) or row.status,
-        harness=rt._harness_of(spec, row.harness_override, strict=False),
+        harness=rt.host.harness_of(spec, row.harness_override, strict=False),
         model=row.model_override or spec.model,
         harness_override=row.harness_override,
         model_override=row.model_override,
@@ -133,7 +137,7 @@ async def snapshot(rt: Runtime, row: SessionRow) -> SessionSnapshot:
         root_session_id=row.root_session_id,
         labels=row.labels,
         busy=actor is not None and actor.busy,
-        pending_elicitations=(),
+        pending_elicitations=pending,
         last_event_id=max(row.last_event_id, rt.bus.known_last_id(row.id)),
         created_at=row.created_at,
     )

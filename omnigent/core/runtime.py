@@ -27,7 +27,7 @@ from ..errors import (
     RuntimeClosed,
     SessionNotFound,
 )
-from ..harnesses.base import Harness, HarnessEnv, HarnessFactory, TurnRequest
+from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
 from ..model import (
     TERMINAL_STATUSES,
@@ -42,13 +42,17 @@ from ..model import (
     structure,
 )
 from ..model._wire import unstructure
-from ..spec import AgentSpec
+from ..spec import AgentSpec, PolicySpec, parse_policy_spec
 from ..stores.base import SessionRow, parse_db_url
 from ..stores.sqlite import SQLiteStore, open_sqlite_store
 from . import _sessions as sessions_api
 from ._files import FileService
+from ._host import ActorHost
 from ._inputs import parse_event, parse_message_content
 from .bus import EventBus, Subscription
+from .dispatch import ToolPlace
+from .elicitations import ACTIONS, Elicitations
+from .policies import PolicyEvent, Verdict, parse_policy_event
 from .records import (
     Agent,
     FileInfo,
@@ -59,7 +63,6 @@ from .records import (
 )
 from .session import SessionActor
 from .tools import Tool, ToolRegistry
-from .turn import TurnServices
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -84,6 +87,8 @@ class Runtime:
         nursery: trio.Nursery,
         http: httpx.AsyncClient,
         harnesses: HarnessRegistry,
+        place: ToolPlace,
+        default_policies: Sequence[PolicySpec] = (),
     ) -> None:
         self.store = store
         self.bus = bus
@@ -91,12 +96,19 @@ class Runtime:
         self.harnesses = harnesses
         self.tools = ToolRegistry()
         self.files = FileService(store)
-        self._nursery = nursery
-        self._actors: dict[str, SessionActor] = {}
-        self._specs: dict[tuple[str, int], AgentSpec] = {}
-        # Messages whose answering turn an open turn stream waits for: item id ->
-        # response id ("" when dropped by a stop). Entries live as long as the stream.
-        self._watched: dict[str, str | None] = {}
+        self.elicitations = Elicitations(store, bus)
+        self.host = ActorHost(
+            nursery=nursery,
+            store=store,
+            bus=bus,
+            http=http,
+            harnesses=harnesses,
+            tools=self.tools,
+            files=self.files,
+            elicitations=self.elicitations,
+            place=place,
+            default_policies=default_policies,
+        )
         self.closing = False
 
     # -- agents ------------------------------------------------------------------------
@@ -111,9 +123,9 @@ class Runtime:
         """
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
-        harness = self._harness_of(spec, None)
+        harness = self.host.harness_of(spec, None)
         row = await self.store.put_agent_version(spec.name, spec.to_dict(), owner)
-        self._specs[(row.id, row.version)] = spec
+        self.host.remember_spec(row.id, row.version, spec)
         return Agent(
             row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
         )
@@ -123,13 +135,13 @@ class Runtime:
         row = await self.store.get_agent(agent_id)
         if row is None:
             raise AgentNotFound(agent_id)
-        spec = self._spec_of(row.id, row.version, row.spec)
+        spec = self.host.spec_of(row.id, row.version, row.spec)
         return Agent(
             row.id,
             row.name,
             row.version,
             spec.description,
-            self._harness_of(spec, None, strict=False),
+            self.host.harness_of(spec, None, strict=False),
             spec.model,
             row.created_at,
         )
@@ -147,26 +159,7 @@ class Runtime:
         row = await self.store.get_agent(agent_id, version)
         if row is None:
             raise AgentNotFound(agent_id)
-        return self._spec_of(row.id, row.version, row.spec)
-
-    def _spec_of(self, agent_id: str, version: int, data: dict[str, Any]) -> AgentSpec:
-        key = (agent_id, version)
-        if key not in self._specs:
-            self._specs[key] = AgentSpec.from_dict(data)
-        return self._specs[key]
-
-    def _harness_of(self, spec: AgentSpec, override: str | None, *, strict: bool = True) -> str:
-        """The canonical harness a session of ``spec`` runs.
-
-        With ``strict=False`` (for display) a name no longer registered is shown as
-        written instead of raising UnknownHarness.
-        """
-        name = spec.executor.type
-        if name == "omnigent":
-            name = override or spec.executor.config.harness
-        if not strict and not self.harnesses.known(name):
-            return name
-        return self.harnesses.canonical(name)
+        return self.host.spec_of(row.id, row.version, row.spec)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -281,7 +274,7 @@ class Runtime:
             SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
         """
         item = await self._accept_message(session_id, content, role)
-        status = self._actor(session_id).enqueue(item)
+        status = self.host.actor(session_id).enqueue(item)
         return MessageAccepted(status, item.id)  # type: ignore[arg-type]
 
     async def _accept_message(self, session_id: str, content: Any, role: str) -> MessageItem:
@@ -311,27 +304,22 @@ class Runtime:
         """
         async with self.subscribe(session_id, after=None) as subscription:
             item = await self._accept_message(session_id, content, role)
-            self._watched[item.id] = None
+            self.host.watched[item.id] = None
             try:
-                status = self._actor(session_id).enqueue(item)
+                status = self.host.actor(session_id).enqueue(item)
                 accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
                 yield accepted, self._until_answered(subscription, item.id)
             finally:
-                del self._watched[item.id]
+                del self.host.watched[item.id]
 
     async def _until_answered(
         self, subscription: Subscription, item_id: str
     ) -> AsyncIterator[Event]:
         async for event in subscription:
             yield event
-            handled_by = self._watched.get(item_id)
+            handled_by = self.host.watched.get(item_id)
             if _ends_answer(event, handled_by):
                 return
-
-    def _on_taken(self, item_ids: list[str], response_id: str) -> None:
-        for item_id in item_ids:
-            if item_id in self._watched:
-                self._watched[item_id] = response_id
 
     async def post_event(self, session_id: str, type: str, data: Any) -> dict[str, Any]:
         """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
@@ -354,7 +342,7 @@ class Runtime:
     async def interrupt(self, session_id: str) -> bool:
         """Cancel the running turn, which ends ``cancelled``. False if none was running."""
         await self.session_row(session_id)
-        actor = self._actors.get(session_id)
+        actor = self.host.actors.get(session_id)
         return actor.interrupt() if actor is not None else False
 
     async def stop_session(self, session_id: str) -> None:
@@ -363,7 +351,7 @@ class Runtime:
         await self._stop_and_wait(session_id)
 
     async def _stop_and_wait(self, session_id: str) -> None:
-        actor = self._actors.get(session_id)
+        actor = self.host.actors.get(session_id)
         if actor is not None:
             actor.stop()
             await actor.done.wait()
@@ -417,77 +405,71 @@ class Runtime:
         """Make a harness available under ``name`` and ``aliases``."""
         self.harnesses.register(name, factory, aliases=aliases)
 
-    # -- actors --------------------------------------------------------------------------
+    # -- elicitations and policies --------------------------------------------------
+
+    async def resolve_elicitation(
+        self, session_id: str, elicitation_id: str, action: str, content: Any = None
+    ) -> bool:
+        """Answer a pending elicitation owned by ``session_id``.
+
+        Returns False (touching nothing) when ``session_id`` does not own it, or it is
+        not pending.
+
+        Raises:
+            SessionNotFound; InvalidInput at ``action`` for anything but accept,
+            decline or cancel.
+        """
+        await self.session_row(session_id)
+        if action not in ACTIONS:
+            raise InvalidInput.at("action", "must be one of 'accept', 'decline', 'cancel'")
+        return self.elicitations.resolve(session_id, elicitation_id, action, content)
+
+    async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
+        """Evaluate the session's policies (and the runtime defaults) on ``event``.
+
+        ``event`` is a :class:`PolicyEvent` or its wire form ``{type, data,
+        request_data?, context?}``. An ASK parks an elicitation on the session
+        (``params.message = "<policy>: <reason>"``, phase ``tool_call``) and answers
+        ALLOW on accept, DENY otherwise.
+
+        Cancellation: withdraws a pending ASK.
+        """
+        if not isinstance(event, PolicyEvent):
+            event = parse_policy_event(event)
+        _, spec = await self.host.session_spec(session_id)
+        verdict = await self.host.policy_engine(spec).evaluate(event)
+        if verdict.action != "ASK":
+            return verdict
+        params = self.elicitations.params(
+            verdict.elicitation_message,
+            "tool_call",
+            policy_name=verdict.policy_name,
+            tool_name=event.tool_name,
+            tool_input=mapping_or_none(event.data.get("tool_input")),
+        )
+        answer = await self.elicitations.ask(session_id, params, mark_waiting=False)
+        return verdict.resolve(answer.accepted, event)
+
+    # -- state -----------------------------------------------------------------------
 
     def statistics(self) -> dict[str, int]:
         """Live work: sessions with an actor, tasks in the runtime nursery, subscribers."""
         return {
-            "active_sessions": len(self._actors),
-            "tasks": len(self._nursery.child_tasks),
+            "active_sessions": len(self.host.actors),
+            "tasks": self.host.task_count,
             "subscribers": self.bus.statistics()["subscribers"],
         }
 
     def actor_if_running(self, session_id: str) -> SessionActor | None:
-        return self._actors.get(session_id)
-
-    def _actor(self, session_id: str) -> SessionActor:
-        """The session's actor, started now if the session had no work."""
-        actor = self._actors.get(session_id)
-        if actor is not None and not actor.leaving:
-            return actor
-        actor = SessionActor(
-            session_id,
-            make_harness=lambda: self._make_harness(session_id),
-            build_request=lambda rid, msgs: self._build_request(session_id, rid, msgs),
-            services=TurnServices(self.store, self.bus, self.tools),
-            on_exit=self._actor_left,
-            on_taken=self._on_taken,
-        )
-        self._actors[session_id] = actor
-        self._nursery.start_soon(actor.run, name=f"session {session_id}")
-        return actor
-
-    def _actor_left(self, actor: SessionActor) -> None:
-        if self._actors.get(actor.session_id) is actor:
-            del self._actors[actor.session_id]
-
-    async def _session_spec(self, row: SessionRow) -> AgentSpec:
-        agent = await self.store.get_agent(row.agent_id, row.agent_version)
-        if agent is None:
-            raise AgentNotFound(row.agent_id)
-        return self._spec_of(agent.id, agent.version, agent.spec)
-
-    async def _make_harness(self, session_id: str) -> tuple[Harness, str]:
-        row = await self.session_row(session_id)
-        spec = await self._session_spec(row)
-        name = self._harness_of(spec, row.harness_override)
-        env = HarnessEnv(session_id, spec, spec.executor.config, self.http)
-        return self.harnesses.create(name, env), name
-
-    async def _build_request(
-        self, session_id: str, response_id: str, messages: list[MessageItem]
-    ) -> TurnRequest:
-        row = await self.session_row(session_id)
-        spec = await self._session_spec(row)
-        actor = self._actors.get(session_id)
-        exclude = {m.id for m in messages} | (actor.pending_ids() if actor else set())
-        page = await self.store.list_items(session_id)
-        history: list[Item] = [structure(i, Item) for i in page.rows if i["id"] not in exclude]
-        resolve = self.files.resolver()
-        return TurnRequest(
-            session_id=session_id,
-            response_id=response_id,
-            turn_number=await self.store.begin_turn(session_id),
-            history=tuple([await resolve(i) for i in history]),
-            input=tuple([await resolve(m) for m in messages]),  # type: ignore[misc]
-            instructions=spec.prompt,
-            model=row.model_override or spec.model,
-            tools=self.tools.schemas(),
-            spec=spec,
-        )
+        return self.host.actors.get(session_id)
 
     async def recover(self) -> None:
-        """End turns a previous process left running (it died without finishing them)."""
+        """Tidy up after a previous process that died with work in flight.
+
+        Its running turns get a ``failed`` status (code ``runtime_restarted``), and its
+        pending elicitations are marked expired: their waiters died with it.
+        """
+        await self.store.expire_pending_elicitations()
         for session_id in await self.store.sessions_with_status(_UNFINISHED):
             error = ErrorInfo(
                 "the runtime stopped while this turn was running", "runtime_restarted"
@@ -497,11 +479,15 @@ class Runtime:
     async def aclose_sessions(self) -> None:
         """Cancel every session's work and wait for the actors to leave."""
         self.closing = True
-        actors = list(self._actors.values())
+        actors = list(self.host.actors.values())
         for actor in actors:
             actor.stop()
         for actor in actors:
             await actor.done.wait()
+
+
+def mapping_or_none(value: Any) -> dict[str, Any] | None:
+    return dict(value) if isinstance(value, Mapping) else None
 
 
 def _ends_answer(event: Event, handled_by: str | None) -> bool:
@@ -523,6 +509,9 @@ async def open_runtime(
     *,
     http_client: httpx.AsyncClient | None = None,
     load_entry_points: bool = True,
+    home: str | Path | None = None,
+    workspace: str | Path | None = None,
+    default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
 ) -> AsyncIterator[Runtime]:
     """Open a runtime on a store; close everything it started when the block exits.
 
@@ -531,10 +520,20 @@ async def open_runtime(
         http_client: the client harnesses use for model endpoints (tests pass one
             over ``httpx.MockTransport``); by default the runtime owns one.
         load_entry_points: register harnesses from the ``omnigent.harnesses`` group.
+        home: where per-session workspaces live (default ``$OMNIGENT_HOME``, else
+            ``~/.omnigent``).
+        workspace: the directory an agent's ``os_env.cwd: .`` means (default: the
+            current directory).
+        default_policies: policies applied to every session after its agent's own.
 
     Cancellation: cancelling the block cancels every turn; each still publishes its
     terminal status before the store closes.
     """
+    place = ToolPlace(
+        workspace=Path(workspace) if workspace is not None else Path.cwd(),
+        home=Path(home) if home is not None else omnigent_home(),
+    )
+    policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
     harnesses = HarnessRegistry()
     if load_entry_points:
         harnesses.load_entry_points()
@@ -550,7 +549,13 @@ async def open_runtime(
             try:
                 async with trio.open_nursery() as nursery:
                     rt = Runtime(
-                        store=store, bus=bus, nursery=nursery, http=http, harnesses=harnesses
+                        store=store,
+                        bus=bus,
+                        nursery=nursery,
+                        http=http,
+                        harnesses=harnesses,
+                        place=place,
+                        default_policies=policies,
                     )
                     await rt.recover()
                     try:

@@ -1,68 +1,71 @@
-"""The session actor: a session's turns, message buffer and lifetime.
+"""The session actor: a session's turns, message buffer, background work and lifetime.
 
 A :class:`SessionActor` exists only while its session has work. It runs as one task
-in the runtime's nursery and owns a nursery for everything the session does (the
-turn, and later background tool tasks and child work), so cancelling that nursery —
-``stop`` — cancels all of it. When no message is pending and nothing runs in its
-nursery, the actor leaves and the session holds no task at all.
+in the runtime's nursery and owns a nursery for everything the session does — the
+turn, background tool tasks — so cancelling that nursery (``stop``) cancels all of it.
+When no message is pending and nothing runs in its nursery, the actor leaves and the
+session holds no task at all.
 
 Messages are persisted by the runtime before they reach :meth:`enqueue`. One that
 arrives while a turn runs is *buffered*: the harness may take it as an injection
-(:meth:`take_injections`); whatever is left starts a continuation turn.
+(:meth:`take_injections`); whatever is left starts a continuation turn. When a
+background task delivers to the inbox and no turn is running, the actor drains the
+inbox into a message and runs a turn for it, so an orchestrator sees results without a
+user prompt.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-import attrs
 import trio
 
 from ..harnesses.base import Harness, TurnRequest
-from ..model import MessageItem
+from ..model import InputText, Item, MessageItem
+from ..model._wire import unstructure
+from .dispatch import SessionTools
+from .tasks import BackgroundTasks
 from .turn import Turn, TurnServices
 
-__all__ = ["SessionActor"]
+__all__ = ["SessionActor", "SessionHost"]
 
 log = logging.getLogger(__name__)
 
 
+class SessionHost(Protocol):
+    """What an actor needs from its runtime."""
+
+    services: TurnServices
+
+    async def make_harness(self, session_id: str) -> tuple[Harness, str]: ...
+
+    async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools: ...
+
+    async def build_request(
+        self, actor: SessionActor, response_id: str, messages: list[MessageItem]
+    ) -> TurnRequest: ...
+
+    def actor_left(self, actor: SessionActor) -> None: ...
+
+    def messages_taken(self, item_ids: list[str], response_id: str) -> None: ...
+
+
 class SessionActor:
-    """The live part of one session. Created and owned by the ``Runtime``.
+    """The live part of one session. Created and owned by the ``Runtime``."""
 
-    Args:
-        session_id: the session.
-        make_harness: builds the harness (and says its name) when a turn needs it.
-        build_request: builds a turn's request from the messages it answers.
-        services: store, bus and tools, shared with each turn.
-        on_exit: called (synchronously) the moment the actor decides to leave.
-        on_taken: told which turn (response id) took which messages; ``""`` for
-            messages dropped by :meth:`stop`.
-    """
-
-    def __init__(
-        self,
-        session_id: str,
-        *,
-        make_harness: Callable[[], Awaitable[tuple[Harness, str]]],
-        build_request: Callable[[str, list[MessageItem]], Awaitable[TurnRequest]],
-        services: TurnServices,
-        on_exit: Callable[[SessionActor], None],
-        on_taken: Callable[[list[str], str], None] = lambda ids, response_id: None,
-    ) -> None:
+    def __init__(self, session_id: str, host: SessionHost) -> None:
         self.session_id = session_id
         self.harness_name = "unknown"
-        self._make_harness = make_harness
-        self._build_request = build_request
-        self._services = attrs.evolve(services, take_injections=self.take_injections)
-        self._on_exit = on_exit
-        self._on_taken = on_taken
+        self._host = host
         self._pending: list[MessageItem] = []
         self._harness: Harness | None = None
+        self._tools: SessionTools | None = None
+        self._tasks: BackgroundTasks | None = None
         self._turn: Turn | None = None
         self._nursery: trio.Nursery | None = None
         self._wakeup = trio.Event()
+        self._inbox_arrived = False
         self.leaving = False
         self.done = trio.Event()
 
@@ -72,6 +75,10 @@ class SessionActor:
     def busy(self) -> bool:
         """Whether a turn is running."""
         return self._turn is not None
+
+    @property
+    def background_tasks(self) -> int:
+        return 0 if self._tasks is None else self._tasks.running
 
     def enqueue(self, message: MessageItem) -> str:
         """Hand a persisted user message to the session: ``accepted`` or ``buffered``."""
@@ -89,7 +96,7 @@ class SessionActor:
     def stop(self) -> None:
         """Cancel everything the session runs and drop buffered messages."""
         dropped, self._pending = self._pending, []
-        self._on_taken([m.id for m in dropped], "")
+        self._host.messages_taken([m.id for m in dropped], "")
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -101,54 +108,94 @@ class SessionActor:
         """Give the running turn every buffered message (moved to the end of history)."""
         taken, self._pending = self._pending, []
         if taken and self._turn is not None:
-            self._on_taken([m.id for m in taken], self._turn.response_id)
+            self._host.messages_taken([m.id for m in taken], self._turn.response_id)
         if taken:
-            await self._services.store.move_items_to_end(self.session_id, [m.id for m in taken])
+            store = self._host.services.store
+            await store.move_items_to_end(self.session_id, [m.id for m in taken])
         return taken
+
+    def _note_inbox(self) -> None:
+        self._inbox_arrived = True
+        self._wakeup.set()
 
     # -- the actor ---------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Run turns while messages are pending; return once the session has no work.
+        """Run turns while there is work; return once the session has none.
 
         Cancellation: cancels the running turn (which still ends with a terminal
-        status) and everything in the session's nursery; the harness is closed.
+        status), background tasks (each still delivers its inbox item) and closes
+        the harness.
         """
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                while True:
-                    if self._pending:
-                        await self._run_turn()
-                        continue
-                    if not nursery.child_tasks:
-                        # Decided synchronously: from here no message can reach us,
-                        # the runtime starts a new actor for the next one.
-                        self.leaving = True
-                        self._on_exit(self)
-                        break
-                    self._wakeup = trio.Event()
-                    await self._wakeup.wait()
+                services = self._host.services
+                self._tasks = BackgroundTasks(
+                    self.session_id, nursery, services.store, services.bus, self._note_inbox
+                )
+                await self._loop(nursery)
         finally:
             if not self.leaving:
                 self.leaving = True
-                self._on_exit(self)
+                self._host.actor_left(self)
             try:
                 await self._close_harness()
             finally:
                 self.done.set()
 
+    async def _loop(self, nursery: trio.Nursery) -> None:
+        while True:
+            if self._pending:
+                await self._run_turn()
+                continue
+            if self._inbox_arrived:
+                self._inbox_arrived = False
+                notice = await self._inbox_notice()
+                if notice is not None:
+                    self._pending.append(notice)
+                continue
+            if not nursery.child_tasks:
+                # Decided synchronously: from here no message can reach this actor;
+                # the runtime starts a new one for the next message.
+                self.leaving = True
+                self._host.actor_left(self)
+                return
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+
+    async def _inbox_notice(self) -> MessageItem | None:
+        """Drain the inbox into a message for a wake-up turn (None if it is empty)."""
+        tools = await self._session_tools()
+        lines = await tools.drain_inbox()
+        if not lines:
+            return None
+        message = MessageItem(role="user", content=(InputText("\n".join(lines)),))
+        store = self._host.services.store
+        await store.put_items(self.session_id, [unstructure(message, Item)])
+        return message
+
+    async def _session_tools(self) -> SessionTools:
+        if self._tools is None:
+            assert self._tasks is not None
+            self._tools = await self._host.make_tools(self.session_id, self._tasks)
+        return self._tools
+
     async def _run_turn(self) -> None:
         messages, self._pending = self._pending, []
-        turn = Turn(self.session_id, self.harness_name, self._services)
+        turn = Turn(self.session_id, self.harness_name, self._host.services)
         self._turn = turn
-        self._on_taken([m.id for m in messages], turn.response_id)
+        self._host.messages_taken([m.id for m in messages], turn.response_id)
 
         async def prepare() -> tuple[Harness, TurnRequest]:
-            await self._services.store.move_items_to_end(self.session_id, [m.id for m in messages])
-            request = await self._build_request(turn.response_id, messages)
+            store = self._host.services.store
+            await store.move_items_to_end(self.session_id, [m.id for m in messages])
+            turn.bind(await self._session_tools(), self.take_injections)
+            request = await self._host.build_request(self, turn.response_id, messages)
             if self._harness is None:
-                self._harness, self.harness_name = await self._make_harness()
+                self._harness, self.harness_name = await self._host.make_harness(
+                    self.session_id
+                )
                 turn.harness_name = self.harness_name
             return self._harness, request
 
@@ -156,6 +203,10 @@ class SessionActor:
             await turn.run(prepare)
         finally:
             self._turn = None
+
+    @property
+    def tools(self) -> SessionTools | None:
+        return self._tools
 
     async def _close_harness(self) -> None:
         harness, self._harness = self._harness, None
@@ -166,3 +217,4 @@ class SessionActor:
                 await harness.aclose()
             except Exception:
                 log.warning("closing the harness of %s failed", self.session_id, exc_info=True)
+

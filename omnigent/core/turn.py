@@ -49,7 +49,7 @@ from ..model import (
 from ..model._wire import unstructure
 from ..stores.sqlite import SQLiteStore
 from .bus import EventBus
-from .tools import ToolRegistry
+from .dispatch import SessionTools
 
 __all__ = ["Turn"]
 
@@ -102,12 +102,10 @@ def describe_failure(exc: BaseException, harness: str) -> ErrorInfo:
 
 @attrs.define(eq=False)
 class TurnServices:
-    """What a turn needs from its session and runtime."""
+    """What a turn needs from its runtime."""
 
     store: SQLiteStore
     bus: EventBus
-    tools: ToolRegistry
-    take_injections: Callable[[], Awaitable[list[MessageItem]]] | None = None
 
 
 class Turn:
@@ -120,6 +118,17 @@ class Turn:
         self.scope = trio.CancelScope()
         self._services = services
         self._reported: tuple[str, str | None] | None = None
+        self._tools: SessionTools | None = None
+        self._take_injections: Callable[[], Awaitable[list[MessageItem]]] | None = None
+
+    def bind(
+        self,
+        tools: SessionTools,
+        take_injections: Callable[[], Awaitable[list[MessageItem]]],
+    ) -> None:
+        """Attach the session's tools and message buffer (done while preparing)."""
+        self._tools = tools
+        self._take_injections = take_injections
 
     # -- TurnContext -----------------------------------------------------------------
 
@@ -156,13 +165,16 @@ class Turn:
         text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
         call = FunctionCallItem(call_id=call_id or new_id("call"), name=name, arguments=text)
         await self.add_item(call)
-        output = await self._services.tools.invoke(name, arguments)
+        if self._tools is None:
+            output = "Error: no tools are available in this turn"
+        else:
+            output = await self._tools.call(name, arguments)
         await self.add_item(attrs.evolve(call, status="completed"))
         await self.add_item(FunctionCallOutputItem(call_id=call.call_id, output=output))
         return output
 
     async def take_injections(self) -> list[MessageItem]:
-        take = self._services.take_injections
+        take = self._take_injections
         return [] if take is None else await take()
 
     def report_response_status(self, status: str, error: str | None = None) -> None:

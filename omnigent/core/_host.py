@@ -1,0 +1,175 @@
+"""The runtime's side of its session actors: starting them and building what they run.
+
+:class:`ActorHost` implements :class:`~omnigent.core.session.SessionHost`. It keeps the
+actors of sessions that have work (an actor removes itself the moment it decides to
+leave), the cache of parsed agent specs, and the table of messages an open turn
+stream is waiting on; and it builds a session's harness, tools and turn requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import trio
+
+from ..errors import AgentNotFound, SessionNotFound
+from ..harnesses.base import Harness, HarnessEnv, TurnRequest
+from ..harnesses.registry import HarnessRegistry
+from ..model import Item, MessageItem, structure
+from ..spec import AgentSpec, PolicySpec
+from ..stores.base import SessionRow
+from ..stores.sqlite import SQLiteStore
+from ._files import FileService
+from .bus import EventBus
+from .dispatch import SessionTools, ToolPlace
+from .elicitations import Elicitations
+from .policies import PolicyEngine
+from .session import SessionActor
+from .tasks import BackgroundTasks
+from .tools import ToolRegistry
+from .turn import TurnServices
+
+__all__ = ["ActorHost"]
+
+
+class ActorHost:
+    """Starts session actors and serves them. Owned by the ``Runtime``."""
+
+    def __init__(
+        self,
+        *,
+        nursery: trio.Nursery,
+        store: SQLiteStore,
+        bus: EventBus,
+        http: httpx.AsyncClient,
+        harnesses: HarnessRegistry,
+        tools: ToolRegistry,
+        files: FileService,
+        elicitations: Elicitations,
+        place: ToolPlace,
+        default_policies: Sequence[PolicySpec],
+    ) -> None:
+        self.services = TurnServices(store, bus)
+        self.actors: dict[str, SessionActor] = {}
+        # Messages an open turn stream waits on: item id -> the response id of the
+        # turn that took it ("" when a stop dropped it). Entries live with the stream.
+        self.watched: dict[str, str | None] = {}
+        self._nursery = nursery
+        self._store = store
+        self._http = http
+        self._harnesses = harnesses
+        self._tools = tools
+        self._files = files
+        self._elicitations = elicitations
+        self._place = place
+        self._default_policies = tuple(default_policies)
+        self._specs: dict[tuple[str, int], AgentSpec] = {}
+
+    @property
+    def task_count(self) -> int:
+        return len(self._nursery.child_tasks)
+
+    # -- actors --------------------------------------------------------------------------
+
+    def actor(self, session_id: str) -> SessionActor:
+        """The session's actor, started now if the session had no work."""
+        actor = self.actors.get(session_id)
+        if actor is not None and not actor.leaving:
+            return actor
+        actor = SessionActor(session_id, self)
+        self.actors[session_id] = actor
+        self._nursery.start_soon(actor.run, name=f"session {session_id}")
+        return actor
+
+    def actor_left(self, actor: SessionActor) -> None:
+        if self.actors.get(actor.session_id) is actor:
+            del self.actors[actor.session_id]
+
+    def messages_taken(self, item_ids: list[str], response_id: str) -> None:
+        for item_id in item_ids:
+            if item_id in self.watched:
+                self.watched[item_id] = response_id
+
+    # -- specs -----------------------------------------------------------------------
+
+    def spec_of(self, agent_id: str, version: int, data: dict[str, Any]) -> AgentSpec:
+        """The parsed spec of one agent version (parsed once per process)."""
+        key = (agent_id, version)
+        if key not in self._specs:
+            self._specs[key] = AgentSpec.from_dict(data)
+        return self._specs[key]
+
+    def remember_spec(self, agent_id: str, version: int, spec: AgentSpec) -> None:
+        self._specs[(agent_id, version)] = spec
+
+    def harness_of(self, spec: AgentSpec, override: str | None, *, strict: bool = True) -> str:
+        """The canonical harness a session of ``spec`` runs.
+
+        With ``strict=False`` (for display) a name no longer registered is shown as
+        written instead of raising UnknownHarness.
+        """
+        name = spec.executor.type
+        if name == "omnigent":
+            name = override or spec.executor.config.harness
+        if not strict and not self._harnesses.known(name):
+            return name
+        return self._harnesses.canonical(name)
+
+    async def session_spec(self, session_id: str) -> tuple[SessionRow, AgentSpec]:
+        row = await self._store.get_session(session_id)
+        if row is None:
+            raise SessionNotFound(session_id)
+        agent = await self._store.get_agent(row.agent_id, row.agent_version)
+        if agent is None:
+            raise AgentNotFound(row.agent_id)
+        return row, self.spec_of(agent.id, agent.version, agent.spec)
+
+    def policy_engine(self, spec: AgentSpec) -> PolicyEngine:
+        return PolicyEngine(spec.policies, defaults=self._default_policies)
+
+    # -- what actors run -----------------------------------------------------------------
+
+    async def make_harness(self, session_id: str) -> tuple[Harness, str]:
+        row, spec = await self.session_spec(session_id)
+        name = self.harness_of(spec, row.harness_override)
+        env = HarnessEnv(session_id, spec, spec.executor.config, self._http)
+        return self._harnesses.create(name, env), name
+
+    async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools:
+        _, spec = await self.session_spec(session_id)
+        return SessionTools(
+            session_id=session_id,
+            spec=spec,
+            registry=self._tools,
+            policies=self.policy_engine(spec),
+            elicitations=self._elicitations,
+            tasks=tasks,
+            store=self._store,
+            bus=self.services.bus,
+            place=self._place,
+        )
+
+    async def build_request(
+        self, actor: SessionActor, response_id: str, messages: list[MessageItem]
+    ) -> TurnRequest:
+        session_id = actor.session_id
+        row, spec = await self.session_spec(session_id)
+        exclude = {m.id for m in messages} | actor.pending_ids()
+        page = await self._store.list_items(session_id)
+        history: list[Item] = [structure(i, Item) for i in page.rows if i["id"] not in exclude]
+        resolve = self._files.resolver()
+        tools = actor.tools
+        return TurnRequest(
+            session_id=session_id,
+            response_id=response_id,
+            turn_number=await self._store.begin_turn(session_id),
+            history=tuple([await resolve(i) for i in history]),
+            input=tuple([await resolve(m) for m in messages]),  # type: ignore[misc]
+            instructions=spec.prompt,
+            model=row.model_override or spec.model,
+            tools=tools.schemas() if tools is not None else self._tools.schemas(),
+            spec=spec,
+        )
+

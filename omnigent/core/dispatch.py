@@ -1,0 +1,290 @@
+"""A session's tools: which are offered, and one call through the policies.
+
+:class:`SessionTools` is built once per session actor. It offers the built-in
+``sys_*`` tools the spec grants (the OS tools always; the three async tools with
+``async_enabled``) and every tool registered on the runtime. :meth:`SessionTools.call`
+is the one path every tool call takes, from a turn or a background task:
+
+1. decode the arguments (an object, or JSON text);
+2. ``PHASE_TOOL_CALL`` policies: DENY returns ``Error: denied by policy …`` and the tool
+   never runs; ASK parks an elicitation and runs the tool only on ``accept``;
+3. run the tool (a failure is an ``Error: …`` string);
+4. ``PHASE_TOOL_RESULT`` policies may replace the output, or withhold it;
+5. after a write, edit or shell command, ``session.changed_files.invalidated`` is
+   published at most once per throttle window (leading edge).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ..harnesses.base import ToolSchema
+from ..model import ChangedFilesInvalidated, InboxUpdated
+from ..spec import AgentSpec
+from ..stores.sqlite import SQLiteStore
+from ..tools import os as os_tools
+from ..tools import workspace_for
+from .bus import EventBus
+from .elicitations import Elicitations
+from .policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEngine, PolicyEvent, Verdict
+from .tasks import BackgroundTasks, format_inbox
+from .tools import ToolRegistry, decode_arguments
+
+__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
+
+CHANGED_FILES_WINDOW = 2.0
+ASYNC_TOOLS = ("sys_call_async", "sys_read_inbox", "sys_cancel_async")
+
+_ASYNC_SCHEMAS: dict[str, dict[str, Any]] = {
+    "sys_call_async": {
+        "description": (
+            "Start a tool in the background and return a handle at once; its result "
+            "arrives in the inbox (read it with sys_read_inbox)."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "tool": {"type": "string", "description": "The tool to run."},
+                "args": {
+                    "type": ["object", "string"],
+                    "description": "The tool's arguments (an object or JSON text).",
+                },
+            },
+            "required": ["tool"],
+            "additionalProperties": False,
+        },
+    },
+    "sys_read_inbox": {
+        "description": "Read (and clear) the results of finished background tasks.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+    "sys_cancel_async": {
+        "description": "Cancel a running background task by its handle id.",
+        "parameters": {
+            "type": "object",
+            "properties": {"handle_id": {"type": "string"}},
+            "required": ["handle_id"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+Builtin = Callable[["SessionTools", dict[str, Any]], Awaitable[str]]
+
+
+@attrs.frozen
+class ToolPlace:
+    """Where a session's OS tools act: the runtime's start directory and home."""
+
+    workspace: Path
+    home: Path
+
+
+def _only_keys(args: Mapping[str, Any], tool: str, allowed: set[str]) -> str | None:
+    extra = sorted(set(args) - allowed)
+    if extra:
+        return f"Error: invalid arguments for {tool}: unknown argument {extra[0]!r}"
+    return None
+
+
+class SessionTools:
+    """The tools of one session. Made by the runtime for each session actor."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        spec: AgentSpec,
+        registry: ToolRegistry,
+        policies: PolicyEngine,
+        elicitations: Elicitations,
+        tasks: BackgroundTasks,
+        store: SQLiteStore,
+        bus: EventBus,
+        place: ToolPlace,
+    ) -> None:
+        self.session_id = session_id
+        self.spec = spec
+        self._registry = registry
+        self._policies = policies
+        self._elicitations = elicitations
+        self._tasks = tasks
+        self._store = store
+        self._bus = bus
+        self._place = place
+        self._cwd: Path | None = None
+        self._last_change = -math.inf
+        self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
+        for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
+            self._add(name, schema, _os_tool(name))
+        if spec.async_enabled:
+            self._add("sys_call_async", _ASYNC_SCHEMAS["sys_call_async"], _call_async)
+            self._add("sys_read_inbox", _ASYNC_SCHEMAS["sys_read_inbox"], _read_inbox)
+            self._add("sys_cancel_async", _ASYNC_SCHEMAS["sys_cancel_async"], _cancel_async)
+
+    def _add(self, name: str, schema: Mapping[str, Any], run: Builtin) -> None:
+        self._builtins[name] = (
+            ToolSchema(name, schema["description"], schema["parameters"]),
+            run,
+        )
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """Every tool this session offers, built-ins first."""
+        return (
+            *(schema for schema, _ in self._builtins.values()),
+            *(s for s in self._registry.schemas() if s.name not in self._builtins),
+        )
+
+    def offers(self, name: str) -> bool:
+        return name in self._builtins or self._registry.get(name) is not None
+
+    async def cwd(self) -> Path:
+        """The working directory of the OS tools, created on first use.
+
+        An absolute ``os_env.cwd`` is used as is; a relative one (``.`` included) is
+        relative to the directory the runtime was started in; without one, the session
+        gets its own workspace under ``$OMNIGENT_HOME/workspaces``.
+        """
+        if self._cwd is None:
+            os_env = self.spec.os_env
+            if os_env is not None and os_env.cwd:
+                target = Path(os_env.cwd)
+                if not target.is_absolute():
+                    target = self._place.workspace / target
+            else:
+                target = workspace_for(self._place.home, self.session_id)
+            await os_tools.ensure_dir(target)
+            self._cwd = await trio.to_thread.run_sync(target.resolve)
+        return self._cwd
+
+    # -- one call ----------------------------------------------------------------------
+
+    async def call(
+        self, name: str, arguments: str | Mapping[str, Any], *, in_turn: bool = True
+    ) -> str:
+        """Run one tool call through the policies; always returns the output string.
+
+        Cancellation: propagates (an ASK waiting for an answer is withdrawn).
+        """
+        args = decode_arguments(arguments)
+        if isinstance(args, str):
+            return args
+        if not self.offers(name):
+            known = ", ".join(s.name for s in self.schemas())
+            return f"Error: unknown tool {name!r} (available: {known})"
+        call = PolicyEvent(PHASE_TOOL_CALL, {"tool_name": name, "tool_input": args})
+        verdict = await self._settle(await self._policies.evaluate(call), call, in_turn)
+        if verdict.action == "DENY":
+            return f"Error: denied by policy {verdict.policy_name}: {verdict.reason}"
+        output = await self._run(name, args)
+        result = PolicyEvent(
+            PHASE_TOOL_RESULT, {"tool_name": name, "tool_input": args, "tool_output": output}
+        )
+        verdict = await self._settle(await self._policies.evaluate(result), result, in_turn)
+        if verdict.action == "DENY":
+            marker = verdict.data if isinstance(verdict.data, str) else None
+            return marker or f"[result withheld by policy {verdict.policy_name}]"
+        if verdict.action == "ALLOW" and verdict.data is not None:
+            return verdict.data if isinstance(verdict.data, str) else json.dumps(verdict.data)
+        return output
+
+    async def _settle(self, verdict: Verdict, event: PolicyEvent, in_turn: bool) -> Verdict:
+        """An ASK becomes ALLOW or DENY once its elicitation is answered."""
+        if verdict.action != "ASK":
+            return verdict
+        params = self._elicitations.params(
+            verdict.elicitation_message,
+            "tool_call" if event.type == PHASE_TOOL_CALL else "tool_result",
+            policy_name=verdict.policy_name,
+            tool_name=event.tool_name,
+            tool_input=dict(event.data.get("tool_input") or {}),
+        )
+        answer = await self._elicitations.ask(self.session_id, params, mark_waiting=in_turn)
+        return verdict.resolve(answer.accepted, event)
+
+    async def _run(self, name: str, args: dict[str, Any]) -> str:
+        builtin = self._builtins.get(name)
+        if builtin is None:
+            return await self._registry.invoke(name, args)
+        output = await builtin[1](self, args)
+        if os_tools.is_mutating(name):
+            await self._files_changed()
+        return output
+
+    async def _files_changed(self) -> None:
+        now = trio.current_time()
+        if now - self._last_change >= CHANGED_FILES_WINDOW:
+            self._last_change = now
+            await self._bus.publish(self.session_id, ChangedFilesInvalidated())
+
+    # -- used by the async tools -------------------------------------------------------
+
+    def start_background(self, tool: str, args: dict[str, Any]) -> str:
+        return self._tasks.start(tool, lambda: self.call(tool, args, in_turn=False))
+
+    def cancel_background(self, handle_id: str) -> bool:
+        return self._tasks.cancel(handle_id)
+
+    async def drain_inbox(self) -> list[str]:
+        rows = await self._store.drain_inbox(self.session_id)
+        if rows:
+            await self._bus.publish(self.session_id, InboxUpdated(count=0))
+        return format_inbox(rows)
+
+
+def _os_tool(name: str) -> Builtin:
+    tool = getattr(os_tools, name)
+
+    async def run(tools: SessionTools, args: dict[str, Any]) -> str:
+        output: str = await tool(await tools.cwd(), args)
+        return output
+
+    return run
+
+
+async def _call_async(tools: SessionTools, args: dict[str, Any]) -> str:
+    problem = _only_keys(args, "sys_call_async", {"tool", "args"})
+    if problem:
+        return problem
+    tool = args.get("tool")
+    if not isinstance(tool, str) or not tool:
+        return "Error: invalid arguments for sys_call_async: 'tool' must be a tool name"
+    if tool in ASYNC_TOOLS:
+        return f"Error: {tool} cannot run in the background"
+    if not tools.offers(tool):
+        return f"Error: unknown tool {tool!r}; call one of the tools you were offered"
+    inner = decode_arguments(args.get("args") or {})
+    if isinstance(inner, str):
+        return inner.replace("Error: arguments", "Error: 'args'", 1)
+    try:
+        handle_id = tools.start_background(tool, inner)
+    except OverflowError as exc:
+        return f"Error: {exc}; wait for some to finish or cancel them"
+    return json.dumps({"handle_id": handle_id, "tool": tool, "status": "running"})
+
+
+async def _read_inbox(tools: SessionTools, args: dict[str, Any]) -> str:
+    problem = _only_keys(args, "sys_read_inbox", set())
+    if problem:
+        return problem
+    lines = await tools.drain_inbox()
+    return "\n".join(lines) if lines else "The inbox is empty."
+
+
+async def _cancel_async(tools: SessionTools, args: dict[str, Any]) -> str:
+    problem = _only_keys(args, "sys_cancel_async", {"handle_id"})
+    if problem:
+        return problem
+    handle_id = args.get("handle_id")
+    if not isinstance(handle_id, str):
+        return "Error: invalid arguments for sys_cancel_async: 'handle_id' must be a string"
+    if not tools.cancel_background(handle_id):
+        return f"Error: no running background task {handle_id!r}"
+    return json.dumps({"handle_id": handle_id, "status": "cancelling"})

@@ -1,0 +1,217 @@
+"""Elicitations: a turn (or hook) parks until a person answers.
+
+:meth:`Elicitations.ask` parks a waiter keyed by a new ``elicitation_id`` and owned by
+one session. The request is persisted as pending, published as
+``response.elicitation_request`` on the owner, and mirrored to every ancestor session
+with ``params.target_session_id`` set to the owner — so a parent's stream and snapshot
+show (and can answer) a child's prompt. While a turn waits, its session shows
+``waiting``.
+
+Only the owner resolves: :meth:`Elicitations.resolve` with another session's id
+returns ``False`` and leaves the waiter untouched. ``accept`` / ``decline`` /
+``cancel`` are MCP's actions. Whatever ends the wait — an answer, an interrupt, a stop,
+a disconnected hook caller, shutdown — the ``finally`` marks the row resolved or
+expired and publishes ``response.elicitation_resolved`` on the owner and its
+ancestors, so nothing is left dangling. Rows still pending when a process starts are
+expired (their waiters died with the old process).
+
+Resource handling: the waiter table holds one entry per *waiting task*, removed by
+that task's ``finally``; it owns no tasks itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from .._ids import new_id
+from ..model import (
+    ElicitationParams,
+    ElicitationRequest,
+    ElicitationResolved,
+    SessionStatus,
+    event_from_dict,
+)
+from ..stores.sqlite import SQLiteStore
+from .bus import EventBus
+
+__all__ = ["ACTIONS", "Elicitations", "Resolution"]
+
+log = logging.getLogger(__name__)
+
+Action = Literal["accept", "decline", "cancel"]
+ACTIONS: tuple[str, ...] = ("accept", "decline", "cancel")
+
+
+@attrs.frozen
+class Resolution:
+    """How a person answered: ``action`` and, for ``accept``, optional ``content``."""
+
+    action: Action
+    content: Any = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    session_id: str
+    request: ElicitationRequest
+    done: trio.Event = attrs.field(factory=trio.Event)
+    resolution: Resolution | None = None
+
+
+class Elicitations:
+    """Pending elicitations of one runtime. Owned by the ``Runtime``."""
+
+    def __init__(self, store: SQLiteStore, bus: EventBus) -> None:
+        self._store = store
+        self._bus = bus
+        self._waiters: dict[str, _Waiter] = {}
+
+    @property
+    def waiting(self) -> int:
+        """How many elicitations are pending in this process."""
+        return len(self._waiters)
+
+    async def ask(
+        self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = True
+    ) -> Resolution:
+        """Publish an elicitation and wait for its owner to resolve it.
+
+        Args:
+            session_id: the owning session.
+            params: what to ask (``target_session_id`` is filled in for mirrors).
+            mark_waiting: publish ``session.status waiting`` while blocked (and
+                ``running`` after); hooks answered outside a turn pass ``False``.
+
+        Cancellation: withdraws the elicitation (marked expired, resolved signal
+        published) and re-raises.
+        """
+        async with self.open(session_id, params, mark_waiting=mark_waiting) as waiter:
+            await waiter.done.wait()
+            assert waiter.resolution is not None
+            return waiter.resolution
+
+    @asynccontextmanager
+    async def open(
+        self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = True
+    ) -> AsyncIterator[_Waiter]:
+        """Like :meth:`ask`, for callers that wait on ``waiter.done`` themselves."""
+        elicitation_id = new_id("elicit")
+        if params.mode == "url" and params.url is None:
+            params = attrs.evolve(params, url=f"/approve/{session_id}/{elicitation_id}")
+        request = ElicitationRequest(elicitation_id=elicitation_id, params=params)
+        waiter = _Waiter(session_id, request)
+        await self._store.insert_elicitation(
+            elicitation_id, session_id, json.dumps(request.to_dict())
+        )
+        self._waiters[elicitation_id] = waiter
+        try:
+            await self._publish_everywhere(session_id, request)
+            if mark_waiting:
+                await self._bus.publish(session_id, SessionStatus(status="waiting"))
+            yield waiter
+        finally:
+            del self._waiters[elicitation_id]
+            with trio.move_on_after(10, shield=True):
+                await self._finish(waiter, mark_waiting)
+
+    async def _finish(self, waiter: _Waiter, mark_waiting: bool) -> None:
+        action = waiter.resolution.action if waiter.resolution else "expired"
+        eid = waiter.request.elicitation_id
+        await self._store.finish_elicitation(
+            eid, "resolved" if waiter.resolution else "expired", action
+        )
+        resolved = ElicitationResolved(elicitation_id=eid, action=action)
+        await self._publish_everywhere(waiter.session_id, resolved)
+        if mark_waiting and waiter.resolution is not None:
+            await self._bus.publish(waiter.session_id, SessionStatus(status="running"))
+
+    async def _publish_everywhere(
+        self, owner: str, event: ElicitationRequest | ElicitationResolved
+    ) -> None:
+        await self._bus.publish(owner, event)
+        for ancestor in await self._store.ancestor_ids(owner):
+            if isinstance(event, ElicitationRequest):
+                params = attrs.evolve(event.params, target_session_id=owner)
+                mirror: Any = attrs.evolve(event, params=params)
+            else:
+                mirror = attrs.evolve(event, target_session_id=owner)
+            await self._bus.publish(ancestor, mirror)
+
+    def resolve(
+        self, session_id: str, elicitation_id: str, action: str, content: Any = None
+    ) -> bool:
+        """Answer a pending elicitation; only its owning session's id resolves it.
+
+        Returns False (and changes nothing) for an unknown id, another session's id,
+        or one already answered.
+
+        Raises:
+            ValueError: ``action`` is not accept, decline or cancel (callers validate
+            at their boundary first).
+        """
+        if action not in ACTIONS:
+            raise ValueError(f"unknown elicitation action {action!r}")
+        waiter = self._waiters.get(elicitation_id)
+        if waiter is None or waiter.session_id != session_id or waiter.resolution is not None:
+            return False
+        waiter.resolution = Resolution(action, content if action == "accept" else None)  # type: ignore[arg-type]
+        waiter.done.set()
+        return True
+
+    def pending_for(self, session_ids: set[str], owner_of_view: str) -> list[ElicitationRequest]:
+        """Pending requests owned by any of ``session_ids``, as ``owner_of_view`` sees them.
+
+        Requests owned by another session (a descendant) carry its id in
+        ``params.target_session_id``, as their mirrored events do.
+        """
+        found = []
+        for waiter in self._waiters.values():
+            if waiter.session_id in session_ids and waiter.resolution is None:
+                request = waiter.request
+                if waiter.session_id != owner_of_view:
+                    params = attrs.evolve(request.params, target_session_id=waiter.session_id)
+                    request = attrs.evolve(request, params=params)
+                found.append(request)
+        return found
+
+    def get(self, elicitation_id: str) -> ElicitationRequest | None:
+        """The pending request with this id, if it is still waiting."""
+        waiter = self._waiters.get(elicitation_id)
+        return None if waiter is None or waiter.resolution else waiter.request
+
+    def owner_of(self, elicitation_id: str) -> str | None:
+        waiter = self._waiters.get(elicitation_id)
+        return None if waiter is None else waiter.session_id
+
+    async def stored(self, elicitation_id: str) -> tuple[str, ElicitationRequest] | None:
+        """``(status, request)`` from the store, for ids no longer waiting here."""
+        row = await self._store.get_elicitation(elicitation_id)
+        if row is None:
+            return None
+        request: ElicitationRequest = event_from_dict(json.loads(row["request"]))  # type: ignore[assignment]
+        return row["status"], request
+
+    @staticmethod
+    def params(message: str, phase: str, **fields: Any) -> ElicitationParams:
+        """Params for a request; ``mode``/``url`` follow ``$OMNIGENT_ELICITATION_MODE``."""
+        mode = os.environ.get("OMNIGENT_ELICITATION_MODE", "url")
+        if mode not in ("url", "form"):
+            mode = "url"
+        return ElicitationParams(
+            mode=mode,  # type: ignore[arg-type]
+            message=message,
+            phase=phase,
+            **fields,
+        )

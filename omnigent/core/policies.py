@@ -1,0 +1,504 @@
+"""Tool policies: a pure engine that answers ALLOW, DENY, ASK or UNSPECIFIED.
+
+The engine does no I/O of its own; the only foreign code it runs is a ``function``
+policy. The session's turn asks it about each tool call (``PHASE_TOOL_CALL``, before the
+tool runs) and each tool result (``PHASE_TOOL_RESULT``, before the model sees it);
+``POST /sessions/{id}/policies/evaluate`` asks it on behalf of an external harness.
+
+Contract (``docs/policies.md`` has the long form):
+
+* **Tool policies** (``deny_tools``, ``ask_tools``, ``allow_tools``) apply at
+  ``PHASE_TOOL_CALL`` only, when ``data.tool_name`` matches one of ``tools``
+  (:func:`fnmatch.fnmatchcase` patterns: ``*``, ``sys_os_*``, ``mcp__fs__*``). They
+  answer DENY (reason: the spec's ``reason`` or ``"tool <name> is denied"``), ASK
+  (``reason`` or ``"approve <name>?"``) or ALLOW.
+* **Function policies** apply at both phases. The function gets the event as a plain
+  dict (:meth:`PolicyEvent.to_dict`, a deep copy) and returns ``None`` (no opinion) or
+  ``{"result": "ALLOW"|"DENY"|"ASK"|"UNSPECIFIED", "reason"?: str, "data"?: JSON}``;
+  ``POLICY_ACTION_*`` names and any letter case are accepted. A sync function runs in a
+  worker thread, an async one on the event loop.
+* **Result phase.** ``data`` on an ALLOW (or ASK) replaces the tool output; later
+  policies see the replaced output as ``data.tool_output``, so a redaction cannot be
+  undone by a later policy. A DENY withholds the output: the verdict's ``data`` is a
+  marker such as ``"[result withheld by policy <name>]"``. The engine never encodes
+  ``data``: the caller turns a non-string replacement into JSON text
+  (the runtime's tool dispatch does it with ``json.dumps``; over HTTP, ``data`` is sent
+  as a JSON value and the harness encodes it).
+* **Combination.** Agent policies in order, then server defaults. The first DENY wins
+  at once (later policies are not run). Otherwise the first ASK, else ALLOW if any
+  policy allowed, else UNSPECIFIED. ``data`` is the last one any ALLOW/ASK gave;
+  ``policy_name`` names the deciding policy (for ALLOW: the last one that gave ``data``,
+  else the first that allowed).
+* **Fail closed.** A function that raises, returns a wrong shape or an unknown result,
+  or whose reference cannot be loaded, answers DENY with reason
+  ``"policy <name> failed: <error>"`` (the traceback is logged). At the result phase the
+  output is withheld (``data = "[result withheld: policy <name> failed]"``) and the
+  reason gives only the error's type, since an exception message may quote the output.
+
+Error handling: :func:`load_function` and :func:`parse_policy_event` raise
+:class:`~omnigent.errors.InvalidInput`; :meth:`PolicyEngine.evaluate` raises nothing but
+cancellation. A bad reference is reported at evaluation time (so one bad policy cannot
+stop a session from being created) and by :meth:`PolicyEngine.check`.
+
+Cancellation: :meth:`PolicyEngine.evaluate` propagates ``trio.Cancelled``. An async
+function policy is cancelled with it; a sync one in a thread cannot be interrupted, so
+cancellation waits for it to return.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import importlib
+import inspect
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal, TypeAlias
+
+import attrs
+import trio
+
+from ..errors import ErrorDetail, InternalError, InvalidInput
+from ..model._wire import structure
+from ..spec import PolicySpec
+
+__all__ = [
+    "PHASE_TOOL_CALL",
+    "PHASE_TOOL_RESULT",
+    "PolicyAction",
+    "PolicyEngine",
+    "PolicyEvent",
+    "PolicyPhase",
+    "Verdict",
+    "load_function",
+    "parse_policy_event",
+]
+
+log = logging.getLogger(__name__)
+
+PHASE_TOOL_CALL: Final = "PHASE_TOOL_CALL"
+PHASE_TOOL_RESULT: Final = "PHASE_TOOL_RESULT"
+PolicyPhase: TypeAlias = Literal["PHASE_TOOL_CALL", "PHASE_TOOL_RESULT"]
+PolicyAction: TypeAlias = Literal["ALLOW", "DENY", "ASK", "UNSPECIFIED"]
+PolicyFunction: TypeAlias = Callable[..., Any]
+
+_ACTIONS: Final[frozenset[str]] = frozenset({"ALLOW", "DENY", "ASK", "UNSPECIFIED"})
+_ANSWER_KEYS: Final[frozenset[str]] = frozenset({"result", "reason", "data"})
+_MAX_ERROR_TEXT: Final = 300
+
+
+def _withheld(policy_name: str | None) -> str:
+    return f"[result withheld by policy {policy_name or 'unknown'}]"
+
+
+def _failed_marker(policy_name: str) -> str:
+    return f"[result withheld: policy {policy_name} failed]"
+
+
+@attrs.frozen
+class PolicyEvent:
+    """What a policy judges: one tool call, or one tool result.
+
+    ``data`` holds ``tool_name`` (required), ``tool_input`` and, at the result phase,
+    ``tool_output``; other keys pass through to function policies untouched.
+    ``request_data`` and ``context`` are free-form and read only by function policies.
+    """
+
+    type: PolicyPhase = attrs.field(
+        validator=attrs.validators.in_((PHASE_TOOL_CALL, PHASE_TOOL_RESULT))
+    )
+    data: Mapping[str, Any] = attrs.field(hash=False)
+    request_data: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
+    context: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Without a name, tool policies would silently match nothing: refuse instead.
+        if not isinstance(self.data.get("tool_name"), str):
+            raise InvalidInput.at("data.tool_name", "required string")
+
+    @property
+    def tool_name(self) -> str:
+        name: str = self.data["tool_name"]
+        return name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain dict a function policy receives (a deep copy it may mutate)."""
+        return {
+            "type": self.type,
+            "data": copy.deepcopy(dict(self.data)),
+            "request_data": None
+            if self.request_data is None
+            else copy.deepcopy(dict(self.request_data)),
+            "context": None if self.context is None else copy.deepcopy(dict(self.context)),
+        }
+
+
+@attrs.frozen
+class Verdict:
+    """The engine's answer. ``policy_name`` is the deciding policy (None: nobody spoke).
+
+    ``data`` at ``PHASE_TOOL_RESULT`` is the replacement output (ALLOW, ASK) or the
+    withheld-marker (DENY); at ``PHASE_TOOL_CALL`` it is passed through to the caller.
+    """
+
+    action: PolicyAction
+    policy_name: str | None = None
+    reason: str | None = None
+    data: Any = attrs.field(default=None, hash=False)
+
+    def wire(self) -> dict[str, Any]:
+        """The HTTP answer: ``{"result": "POLICY_ACTION_…", "reason"?, "data"?}``.
+
+        Raises:
+            InternalError: for an ASK, which the caller must resolve first
+                (:meth:`resolve`) — ASK is never sent on the wire.
+        """
+        if self.action == "ASK":
+            raise InternalError("an ASK verdict must be resolved before it is answered")
+        answer: dict[str, Any] = {"result": f"POLICY_ACTION_{self.action}"}
+        if self.reason is not None:
+            answer["reason"] = self.reason
+        if self.data is not None:
+            answer["data"] = self.data
+        return answer
+
+    @property
+    def elicitation_message(self) -> str:
+        """The approval prompt for an ASK: ``"<policy name>: <reason>"``."""
+        return f"{self.policy_name}: {self.reason or 'approve?'}"
+
+    def resolve(self, accepted: bool, event: PolicyEvent) -> Verdict:
+        """Turn an ASK into ALLOW (``accepted``) or DENY, once the user has answered.
+
+        A declined result-phase ASK withholds the output, like any DENY there.
+        """
+        if self.action != "ASK":
+            raise InternalError(f"only an ASK verdict can be resolved, not {self.action}")
+        if accepted:
+            return attrs.evolve(self, action="ALLOW")
+        reason = f"declined: {self.reason}" if self.reason else "declined"
+        data = _withheld(self.policy_name) if event.type == PHASE_TOOL_RESULT else None
+        return Verdict("DENY", self.policy_name, reason, data)
+
+
+_UNSPECIFIED: Final = Verdict("UNSPECIFIED")
+
+
+# -- function references -------------------------------------------------------------
+
+
+def load_function(ref: str) -> PolicyFunction:
+    """Import the callable named by ``ref`` (``"pkg.mod:attr"`` or ``"pkg.mod.attr"``).
+
+    After a colon, ``attr`` may be dotted (``pkg.mod:Class.method``). In the dotted
+    form the longest importable module prefix is used.
+
+    Raises:
+        InvalidInput: the module or attribute does not exist, the module fails to
+            import, or the object is not callable; the cause is chained.
+    """
+    module_name, colon, attr_path = ref.partition(":")
+    if colon:
+        candidates = [(module_name, attr_path.split("."))]
+    else:
+        parts = ref.split(".")
+        candidates = [(".".join(parts[:i]), parts[i:]) for i in range(len(parts) - 1, 0, -1)]
+    if not all(name and all(attrs_) for name, attrs_ in candidates) or not candidates:
+        raise InvalidInput(f"bad function reference {ref!r}: use 'pkg.mod:attr'")
+    for name, attr_names in candidates:
+        try:
+            target: Any = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            # Only "this prefix is not a module" moves on; a missing dependency of a
+            # module that does exist is that module's error, reported as such.
+            missing = exc.name or ""
+            if not colon and (name == missing or name.startswith(f"{missing}.")):
+                continue
+            raise InvalidInput(f"cannot load {ref!r}: {exc}") from exc
+        except Exception as exc:
+            raise InvalidInput(f"cannot load {ref!r}: importing {name} raised {exc!r}") from exc
+        for attr in attr_names:
+            try:
+                target = getattr(target, attr)
+            except AttributeError as exc:
+                raise InvalidInput(f"cannot load {ref!r}: {name} has no {attr!r}") from exc
+        if not callable(target):
+            raise InvalidInput(f"cannot load {ref!r}: {type(target).__name__} is not callable")
+        return target  # type: ignore[no-any-return]
+    raise InvalidInput(f"cannot load {ref!r}: no module named {ref.split('.')[0]!r}")
+
+
+def _is_async(fn: PolicyFunction) -> bool:
+    # An object whose ``__call__`` is async counts too.
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+# -- answers -------------------------------------------------------------------------
+
+
+class _Broken(Exception):
+    """A function policy cannot be loaded, or returned an answer the engine cannot read."""
+
+
+def _action(value: Any) -> PolicyAction:
+    if value is None:
+        return "UNSPECIFIED"
+    if not isinstance(value, str):
+        raise _Broken(f"result must be a string, got {type(value).__name__}")
+    name = value.upper().removeprefix("POLICY_ACTION_")
+    if name not in _ACTIONS:
+        raise _Broken(f"unknown result {value!r} (expected ALLOW, DENY, ASK or UNSPECIFIED)")
+    return name  # type: ignore[return-value]
+
+
+def _read_answer(policy_name: str, raw: Any, event: PolicyEvent) -> Verdict:
+    if raw is None:
+        return Verdict("UNSPECIFIED", policy_name)
+    if not isinstance(raw, Mapping):
+        raise _Broken(f"returned {type(raw).__name__}, expected a mapping or None")
+    if "result" not in raw:
+        raise _Broken("answer has no 'result'")
+    extra = sorted(map(str, set(raw) - _ANSWER_KEYS))
+    if extra:
+        raise _Broken(f"answer has unknown keys {extra} (expected result, reason, data)")
+    action = _action(raw["result"])
+    reason = raw.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise _Broken(f"reason must be a string, got {type(reason).__name__}")
+    data = raw.get("data")
+    try:
+        json.dumps(data)
+    except (TypeError, ValueError) as exc:
+        raise _Broken(f"data is not JSON-serialisable: {exc}") from exc
+    if action == "DENY" and event.type == PHASE_TOOL_RESULT and data is None:
+        data = _withheld(policy_name)
+    return Verdict(action, policy_name, reason, data)
+
+
+def _failure(policy_name: str, event: PolicyEvent, exc: Exception) -> Verdict:
+    if event.type == PHASE_TOOL_RESULT:
+        # The message of an exception may quote the output it was withholding.
+        reason = f"policy {policy_name} failed: {type(exc).__name__}"
+        return Verdict("DENY", policy_name, reason, data=_failed_marker(policy_name))
+    detail = str(exc) or type(exc).__name__
+    if len(detail) > _MAX_ERROR_TEXT:
+        detail = detail[:_MAX_ERROR_TEXT] + "…"
+    return Verdict("DENY", policy_name, f"policy {policy_name} failed: {detail}")
+
+
+def _tool_verdict(spec: PolicySpec, event: PolicyEvent) -> Verdict:
+    name = event.tool_name
+    if event.type != PHASE_TOOL_CALL or not any(
+        fnmatch.fnmatchcase(name, pattern) for pattern in spec.tools
+    ):
+        return _UNSPECIFIED
+    if spec.type == "deny_tools":
+        return Verdict("DENY", spec.name, spec.reason or f"tool {name} is denied")
+    if spec.type == "ask_tools":
+        return Verdict("ASK", spec.name, spec.reason or f"approve {name}?")
+    return Verdict("ALLOW", spec.name, spec.reason)
+
+
+@attrs.define
+class _Tally:
+    """The running combination of one evaluation's non-DENY verdicts."""
+
+    event: PolicyEvent
+    ask: Verdict | None = None
+    allow: Verdict | None = None
+    data_from: Verdict | None = None
+
+    def add(self, verdict: Verdict) -> None:
+        if verdict.action == "ASK" and self.ask is None:
+            self.ask = verdict
+        elif verdict.action == "ALLOW" and self.allow is None:
+            self.allow = verdict
+        if verdict.action in ("ALLOW", "ASK") and verdict.data is not None:
+            self.data_from = verdict
+            if self.event.type == PHASE_TOOL_RESULT:
+                data = {**self.event.data, "tool_output": verdict.data}
+                self.event = attrs.evolve(self.event, data=data)
+
+    def verdict(self) -> Verdict:
+        data = None if self.data_from is None else self.data_from.data
+        if self.ask is not None:
+            return attrs.evolve(self.ask, data=data)
+        if self.data_from is not None and self.data_from.action == "ALLOW":
+            return self.data_from
+        if self.allow is not None:
+            return attrs.evolve(self.allow, data=data)
+        return _UNSPECIFIED
+
+
+# -- the engine ----------------------------------------------------------------------
+
+
+class PolicyEngine:
+    """Evaluates one agent's policies, then the server's defaults, against events.
+
+    Args:
+        policies: the agent's policies, in order.
+        defaults: server-wide policies evaluated after the agent's.
+        resolve_function: turns a ``function`` reference into a callable
+            (default :func:`load_function`). Called at most once per reference, in a
+            worker thread since imports block; a failure is remembered too.
+    """
+
+    def __init__(
+        self,
+        policies: Sequence[PolicySpec],
+        *,
+        defaults: Sequence[PolicySpec] = (),
+        resolve_function: Callable[[str], PolicyFunction] | None = None,
+    ) -> None:
+        self._agent_policies = tuple(policies)
+        self._defaults = tuple(defaults)
+        self._resolve = resolve_function or load_function
+        self._functions: dict[str, PolicyFunction | Exception] = {}
+
+    @property
+    def policies(self) -> tuple[PolicySpec, ...]:
+        """Every policy in evaluation order: the agent's, then the defaults."""
+        return self._agent_policies + self._defaults
+
+    def check(self) -> list[ErrorDetail]:
+        """Resolve every function reference now; one problem per one that fails.
+
+        ``loc`` is ``policies[i].function`` or ``defaults[i].function``. This imports
+        modules and so blocks: from async code, run it with ``trio.to_thread.run_sync``.
+        """
+        problems = []
+        groups = (("policies", self._agent_policies), ("defaults", self._defaults))
+        for where, specs in groups:
+            for index, spec in enumerate(specs):
+                if spec.function is None:
+                    continue
+                found = self._functions.get(spec.function)
+                if found is None:
+                    found = self._functions[spec.function] = self._load(spec.function)
+                if isinstance(found, Exception):
+                    problems.append(ErrorDetail(f"{where}[{index}].function", str(found)))
+        return problems
+
+    async def evaluate(self, event: PolicyEvent) -> Verdict:
+        """Run the policies against ``event`` and combine their verdicts.
+
+        Returns:
+            The combined :class:`Verdict` (see the module docstring for the rules).
+
+        Raises:
+            trio.Cancelled: only; every policy failure becomes a fail-closed DENY.
+        """
+        tally = _Tally(event)
+        for spec in self.policies:
+            if spec.type == "function":
+                verdict = await self._run_function(spec, tally.event)
+            else:
+                verdict = _tool_verdict(spec, tally.event)
+            if verdict.action == "DENY":
+                return verdict
+            tally.add(verdict)
+        return tally.verdict()
+
+    async def _run_function(self, spec: PolicySpec, event: PolicyEvent) -> Verdict:
+        assert spec.function is not None  # PolicySpec requires it for this type
+        try:
+            fn = await self._function(spec.function)
+            if _is_async(fn):
+                raw = await fn(event.to_dict())
+            else:
+                raw = await trio.to_thread.run_sync(fn, event.to_dict())
+            if inspect.isawaitable(raw):
+                raw = await raw
+            return _read_answer(spec.name, raw, event)
+        except trio.Cancelled:
+            raise
+        except _Broken as exc:
+            # The message is the whole story here; a traceback would only point at us.
+            log.error("policy %r failed: %s", spec.name, exc)  # noqa: TRY400
+            return _failure(spec.name, event, exc)
+        except Exception as exc:
+            log.exception("policy %r failed", spec.name)
+            return _failure(spec.name, event, exc)
+
+    async def _function(self, ref: str) -> PolicyFunction:
+        found = self._functions.get(ref)
+        if found is None:
+            found = await trio.to_thread.run_sync(self._load, ref)
+            found = self._functions.setdefault(ref, found)
+        if isinstance(found, Exception):
+            raise _Broken(str(found))
+        return found
+
+    def _load(self, ref: str) -> PolicyFunction | Exception:
+        try:
+            fn = self._resolve(ref)
+        except Exception as exc:
+            log.exception("cannot resolve policy function %r", ref)
+            return exc
+        if not callable(fn):
+            log.error("policy function %r resolved to a %s", ref, type(fn).__name__)
+            return TypeError(f"{ref!r} resolved to a {type(fn).__name__}, not a callable")
+        return fn
+
+
+# -- the wire ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _WireEvent:
+    type: PolicyPhase
+    data: dict[str, Any]
+    request_data: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class _WireToolData:
+    tool_name: str
+    tool_input: dict[str, Any] | None = None
+
+
+def parse_policy_event(obj: Any, *, root: str = "") -> PolicyEvent:
+    """Validate the wire form ``{type, data, request_data?, context?}`` strictly.
+
+    ``data.tool_name`` must be a string and ``data.tool_input`` (if given) an object;
+    ``data.tool_output`` is required at ``PHASE_TOOL_RESULT`` and refused at
+    ``PHASE_TOOL_CALL``; other keys of ``data`` pass through.
+
+    Args:
+        obj: the decoded JSON value.
+        root: a prefix for error paths (``"event"`` for the HTTP body's ``event``).
+
+    Raises:
+        InvalidInput: naming every bad field (``event.data.tool_name``).
+    """
+    data_root = f"{root}.data" if root else "data"
+    details: list[ErrorDetail] = []
+    try:
+        wire: _WireEvent | None = structure(obj, _WireEvent, root=root)
+    except InvalidInput as exc:
+        wire, details = None, list(exc.details)
+    data = obj.get("data") if isinstance(obj, Mapping) else None
+    if isinstance(data, Mapping):
+        details += _data_problems(obj.get("type"), data, data_root)
+    if wire is None or details:
+        summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in details[:5])
+        raise InvalidInput(f"invalid policy event: {summary}", details)
+    return PolicyEvent(wire.type, wire.data, wire.request_data, wire.context)
+
+
+def _data_problems(phase: Any, data: Mapping[str, Any], data_root: str) -> list[ErrorDetail]:
+    known = {k: data[k] for k in ("tool_name", "tool_input") if k in data}
+    try:
+        structure(known, _WireToolData, root=data_root)
+    except InvalidInput as exc:
+        details = list(exc.details)
+    else:
+        details = []
+    if phase == PHASE_TOOL_RESULT and "tool_output" not in data:
+        details.append(ErrorDetail(f"{data_root}.tool_output", "required field missing"))
+    if phase == PHASE_TOOL_CALL and "tool_output" in data:
+        details.append(ErrorDetail(f"{data_root}.tool_output", "only valid at PHASE_TOOL_RESULT"))
+    return details

@@ -1,0 +1,191 @@
+"""Run a shell command in its own process group, and kill the whole group.
+
+``trio.run_process`` kills only the direct child on cancel; a grandchild (``sleep &``,
+a test runner's workers) would survive and keep the output pipes open. So the command
+runs in a new session (``start_new_session=True``: its own process group, with the
+child's pid as the group id) and every way out of :func:`run_in_group` — normal exit,
+timeout, cancellation — ends with the group gone: SIGTERM to the group, then SIGKILL
+to the group if anything is still alive after a grace period.
+
+Why the kill is shielded: ``run_process`` cancels its ``deliver_cancel`` as soon as the
+*direct* child exits. A shell that dies on SIGTERM while its grandchild ignores it
+would otherwise cancel the SIGKILL step and leak the grandchild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import attrs
+import trio
+
+__all__ = ["ShellOutcome", "kill_group", "run_in_group"]
+
+_POLL_INTERVAL = 0.02
+
+
+@attrs.frozen
+class ShellOutcome:
+    """What a command produced. ``exit_code`` is ``None`` when it timed out.
+
+    ``exit_code`` is negative (``-signal``) when the shell was killed by a signal
+    that did not come from us.
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+
+
+class _CappedBuffer:
+    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._chunks: list[bytes] = []
+        self._kept = 0
+        self.dropped = 0
+
+    def add(self, chunk: bytes | bytearray) -> None:
+        room = self._cap - self._kept
+        if room > 0:
+            self._chunks.append(bytes(chunk[:room]))
+            self._kept += min(room, len(chunk))
+        self.dropped += max(len(chunk) - max(room, 0), 0)
+
+    def text(self) -> str:
+        text = b"".join(self._chunks).decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n[… truncated {self.dropped} bytes]"
+        return text
+
+
+def _live_members(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a member that is not a zombie.
+
+    A zombie cannot be killed and holds no pipes; counting one as alive would only
+    make us wait out the grace period (orphans whose reaper is slow stay zombies).
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        # "pid (comm) state ppid pgrp …"; comm may contain spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(pgid, sig)
+
+
+async def kill_group(pgid: int, *, grace: float) -> None:
+    """SIGTERM the group, wait up to ``grace`` seconds, then SIGKILL what is left.
+
+    Cancellation: shielded — once started it finishes (within ``grace`` plus a poll),
+    so a cancelled caller never leaves the group running.
+    """
+    with trio.CancelScope(shield=True):
+        if not await trio.to_thread.run_sync(_live_members, pgid):
+            return
+        _signal_group(pgid, signal.SIGTERM)
+        with trio.move_on_after(grace):
+            # Polling, because nothing notifies "the group is empty": a pidfd or
+            # wait() covers one process, and the grandchildren are not ours to wait for.
+            while await trio.to_thread.run_sync(_live_members, pgid):  # noqa: ASYNC110
+                await trio.sleep(_POLL_INTERVAL)
+            return
+        _signal_group(pgid, signal.SIGKILL)
+
+
+async def _drain(stream: trio.abc.ReceiveStream, buffer: _CappedBuffer) -> None:
+    async with stream:
+        async for chunk in stream:
+            buffer.add(chunk)
+
+
+async def _reap_after_exit(proc: trio.Process, grace: float) -> None:
+    # Background jobs the command left behind would hold our pipes open (and outlive
+    # the call); once the shell is gone, so is its group.
+    await proc.wait()
+    await kill_group(proc.pid, grace=grace)
+
+
+async def run_in_group(
+    command: str,
+    cwd: Path,
+    *,
+    timeout: float,
+    output_cap: int,
+    grace: float = 2.0,
+) -> ShellOutcome:
+    """Run ``/bin/sh -c command`` in ``cwd`` with stdin from ``/dev/null``.
+
+    Processes left in the command's group when the shell exits are killed too.
+
+    Returns:
+        The first ``output_cap`` bytes of each stream (decoded as UTF-8 with
+        replacement, plus a truncation marker), and the exit code — or
+        ``timed_out=True`` and no exit code if ``timeout`` seconds passed first.
+
+    Raises:
+        OSError: the shell could not be started.
+
+    Cancellation: the whole process group is killed (SIGTERM, SIGKILL after
+    ``grace`` seconds) before ``trio.Cancelled`` propagates.
+    """
+    stdout = _CappedBuffer(output_cap)
+    stderr = _CappedBuffer(output_cap)
+    run = functools.partial(
+        trio.run_process,
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        check=False,
+        start_new_session=True,
+        deliver_cancel=functools.partial(_deliver_cancel, grace=grace),
+    )
+    proc: trio.Process | None = None
+    try:
+        with trio.move_on_after(timeout) as deadline:
+            async with trio.open_nursery() as nursery:
+                proc = await nursery.start(run)
+                assert proc.stdout is not None and proc.stderr is not None
+                nursery.start_soon(_drain, proc.stdout, stdout)
+                nursery.start_soon(_drain, proc.stderr, stderr)
+                nursery.start_soon(_reap_after_exit, proc, grace)
+    finally:
+        # Normally a no-op (every path above already killed the group); this covers
+        # an unexpected error in a reader task.
+        if proc is not None:
+            await kill_group(proc.pid, grace=grace)
+    timed_out = deadline.cancelled_caught
+    exit_code = None if timed_out or proc is None else proc.returncode
+    return ShellOutcome(stdout.text(), stderr.text(), exit_code, timed_out)
+
+
+async def _deliver_cancel(proc: trio.Process, *, grace: float) -> None:
+    await kill_group(proc.pid, grace=grace)

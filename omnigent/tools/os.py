@@ -1,0 +1,378 @@
+"""The built-in OS tools: ``sys_os_read``, ``sys_os_write``, ``sys_os_edit``, ``sys_os_shell``.
+
+Each tool is a plain async function over an explicit working directory ``cwd`` and the
+model's argument object; it returns the tool's output string — JSON on success,
+``Error: <what and how to fix it>`` for a failure the model can act on. They know
+nothing about sessions or the runtime: the core binds ``cwd`` (see ``docs/tools.md``).
+
+Every path is resolved (symlinks included) and must stay inside ``cwd``; see
+:mod:`._paths`. The shell runs in its own process group that is killed as a whole on
+timeout and on cancellation; see :mod:`._process`.
+
+Error handling: bad arguments, escaping paths, missing files, unmatched edits and the
+like come back as ``Error: …`` strings, never exceptions. Anything unexpected raises.
+
+Cancellation: the file tools do their I/O in worker threads (a cancelled call waits
+for the current thread call to return; none of them is long). The shell kills its
+process group before ``trio.Cancelled`` propagates.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import stat
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, ParamSpec
+
+import trio
+
+from ._args import (
+    ArgField,
+    ToolError,
+    check_args,
+    non_empty_string,
+    non_negative_int,
+    positive_int,
+    positive_number,
+    string,
+)
+from ._paths import resolve_inside, resolve_root
+from ._process import run_in_group
+from ._schemas import DEFAULT_READ_LIMIT, MAX_SHELL_TIMEOUT, OS_TOOL_SCHEMAS
+
+__all__ = [
+    "DEFAULT_READ_LIMIT",
+    "MAX_SHELL_TIMEOUT",
+    "OS_TOOL_SCHEMAS",
+    "ensure_dir",
+    "is_mutating",
+    "sys_os_edit",
+    "sys_os_read",
+    "sys_os_shell",
+    "sys_os_write",
+]
+
+_MUTATING = frozenset({"sys_os_write", "sys_os_edit", "sys_os_shell"})
+_SNIPPET = 80
+_NOT_REGULAR = "not a regular file (a FIFO, socket or device)"
+
+_P = ParamSpec("_P")
+
+
+def _reports_tool_errors(
+    fn: Callable[_P, Awaitable[str]],
+) -> Callable[_P, Awaitable[str]]:
+    """Turn a :class:`ToolError` raised inside ``fn`` into its ``Error: …`` output."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> str:
+        try:
+            return await fn(*args, **kwargs)
+        except ToolError as exc:
+            return exc.render()
+
+    return wrapper
+
+
+def _json(**fields: Any) -> str:
+    return json.dumps(fields, ensure_ascii=False)
+
+
+def is_mutating(tool_name: str) -> bool:
+    """Whether the OS tool ``tool_name`` can change the filesystem (write, edit, shell)."""
+    return tool_name in _MUTATING
+
+
+async def ensure_dir(path: Path) -> Path:
+    """Create ``path`` and its parents if missing; return it."""
+    await trio.to_thread.run_sync(functools.partial(path.mkdir, parents=True, exist_ok=True))
+    return path
+
+
+def _encode(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # Only a lone surrogate (from a JSON "\\ud800" escape) gets here.
+        raise ToolError(f"{what} is not valid Unicode text ({exc.reason}); fix the text") from exc
+
+
+def _os_failure(action: str, raw: str, exc: OSError) -> ToolError:
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"cannot {action} {raw!r}: no such file; check the path")
+    if isinstance(exc, IsADirectoryError):
+        return ToolError(f"cannot {action} {raw!r}: it is a directory; name a file")
+    if isinstance(exc, NotADirectoryError | FileExistsError):
+        return ToolError(f"cannot {action} {raw!r}: a parent of it is not a directory")
+    return ToolError(f"cannot {action} {raw!r}: {reason}")
+
+
+# -- sys_os_read ----------------------------------------------------------------------
+
+_READ_ARGS = (
+    ArgField("path", non_empty_string, required=True),
+    ArgField("offset", non_negative_int),
+    ArgField("limit", positive_int),
+)
+
+
+def _require_regular(fd: int) -> None:
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory")
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.ENODEV, _NOT_REGULAR)
+
+
+def _open_regular(target: Path, *, write: bool = False) -> BinaryIO:
+    """Open ``target`` only if it is a regular file, never following a final symlink.
+
+    ``O_NONBLOCK`` so a FIFO cannot hang the worker thread (which a cancelled turn
+    would then wait on) before we get to reject it; it changes nothing for files.
+    ``target`` is already resolved, so its last component is no symlink, and
+    ``O_NOFOLLOW`` keeps it that way if one appears in the meantime.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC if write else os.O_RDONLY
+    try:
+        fd = os.open(target, flags | os.O_NONBLOCK | os.O_NOFOLLOW, 0o666)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise
+        raise OSError(errno.ENODEV, _NOT_REGULAR) from exc
+    try:
+        _require_regular(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb") if write else os.fdopen(fd, "rb")
+
+
+def _read_window(target: Path, offset: int, limit: int) -> tuple[bytes, int, int]:
+    """The bytes of lines ``[offset, offset + limit)``, how many, and the total count."""
+    selected: list[bytes] = []
+    total = 0
+    with _open_regular(target) as file:
+        for line in file:  # splits on b"\n" and keeps it, so "\r\n" survives
+            if offset <= total < offset + limit:
+                selected.append(line)
+            total += 1
+    return b"".join(selected), len(selected), total
+
+
+@_reports_tool_errors
+async def sys_os_read(cwd: Path, args: Mapping[str, Any]) -> str:
+    """Read lines ``[offset, offset + limit)`` of a text file inside ``cwd``.
+
+    Undecodable bytes are replaced (U+FFFD) and ``encoding`` says ``"utf-8 (lossy)"``.
+    """
+    check_args("sys_os_read", args, _READ_ARGS)
+    raw: str = args["path"]
+    offset: int = args.get("offset", 0)
+    limit: int = args.get("limit", DEFAULT_READ_LIMIT)
+    target = await trio.to_thread.run_sync(resolve_inside, cwd, raw)
+    try:
+        data, returned, total = await trio.to_thread.run_sync(_read_window, target, offset, limit)
+    except OSError as exc:
+        raise _os_failure("read", raw, exc) from exc
+    try:
+        content, encoding = data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        content, encoding = data.decode("utf-8", errors="replace"), "utf-8 (lossy)"
+    return _json(
+        path=raw,
+        content=content,
+        encoding=encoding,
+        offset=offset,
+        limit=limit,
+        returned_lines=returned,
+        total_lines=total,
+    )
+
+
+# -- sys_os_write ---------------------------------------------------------------------
+
+_WRITE_ARGS = (
+    ArgField("path", non_empty_string, required=True),
+    ArgField("content", string, required=True),
+)
+
+
+def _write_file(target: Path, data: bytes, *, make_parents: bool) -> bool:
+    """Write ``data`` to the resolved ``target``; whether it was created."""
+    if make_parents:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    existed = target.exists()
+    with _open_regular(target, write=True) as file:
+        file.write(data)
+    return not existed
+
+
+@_reports_tool_errors
+async def sys_os_write(cwd: Path, args: Mapping[str, Any]) -> str:
+    """Create or overwrite a file inside ``cwd`` with UTF-8 ``content``.
+
+    Missing parent directories (inside ``cwd``) are created.
+    """
+    check_args("sys_os_write", args, _WRITE_ARGS)
+    raw: str = args["path"]
+    data = _encode(args["content"], "content")
+    target = await trio.to_thread.run_sync(resolve_inside, cwd, raw)
+    if target == await trio.to_thread.run_sync(resolve_root, cwd):
+        raise ToolError(f"cannot write {raw!r}: it is the working directory; name a file")
+    try:
+        created = await trio.to_thread.run_sync(
+            functools.partial(_write_file, target, data, make_parents=True)
+        )
+    except OSError as exc:
+        raise _os_failure("write", raw, exc) from exc
+    return _json(path=raw, bytes_written=len(data), created=created)
+
+
+# -- sys_os_edit ----------------------------------------------------------------------
+
+
+def _edit_item(value: Any) -> str | None:
+    if not isinstance(value, Mapping) or set(value) != {"oldText", "newText"}:
+        return "must be an object with exactly the keys 'oldText' and 'newText'"
+    if non_empty_string(value["oldText"]) or string(value["newText"]):
+        return "needs a non-empty string 'oldText' and a string 'newText'"
+    return None
+
+
+def _edit_list(value: Any) -> str | None:
+    if not isinstance(value, list) or not value:
+        return "must be a non-empty array of {oldText, newText} objects"
+    for index, item in enumerate(value):
+        problem = _edit_item(item)
+        if problem:
+            return f"item {index} {problem}"
+    return None
+
+
+_EDIT_ARGS = (
+    ArgField("path", non_empty_string, required=True),
+    ArgField("oldText", non_empty_string),
+    ArgField("newText", string),
+    ArgField("edits", _edit_list),
+)
+
+
+def _edits_from(args: Mapping[str, Any]) -> list[tuple[str, str]]:
+    single = "oldText" in args or "newText" in args
+    if single and "edits" in args:
+        raise ToolError(
+            "invalid arguments for sys_os_edit: give either oldText/newText or edits, not both"
+        )
+    if "edits" in args:
+        return [(e["oldText"], e["newText"]) for e in args["edits"]]
+    if "oldText" not in args or "newText" not in args:
+        raise ToolError(
+            "invalid arguments for sys_os_edit: give oldText and newText together, "
+            "or a list of edits [{oldText, newText}]"
+        )
+    return [(args["oldText"], args["newText"])]
+
+
+def _snippet(text: str) -> str:
+    return repr(text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…")
+
+
+def _apply_edits(raw: str, text: str, edits: list[tuple[str, str]]) -> str:
+    for index, (old, new) in enumerate(edits):
+        where = f" (edit {index})" if len(edits) > 1 else ""
+        matches = text.count(old)
+        if matches == 0:
+            raise ToolError(
+                f"oldText not found in {raw}{where}: {_snippet(old)}; copy the exact text "
+                "from the file, whitespace included (nothing was written)"
+            )
+        if matches > 1:
+            raise ToolError(
+                f"ambiguous: {matches} matches of oldText in {raw}{where}; include more "
+                "context so it matches exactly once (nothing was written)"
+            )
+        text = text.replace(old, new, 1)
+    return text
+
+
+def _read_text(target: Path, raw: str) -> str:
+    with _open_regular(target) as file:
+        data = file.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"cannot edit {raw!r}: it is not valid UTF-8 text; rewrite it with sys_os_write"
+        ) from exc
+
+
+@_reports_tool_errors
+async def sys_os_edit(cwd: Path, args: Mapping[str, Any]) -> str:
+    """Replace exact text in a file inside ``cwd``; all edits apply, or none.
+
+    Each ``oldText`` must occur exactly once in the text as it stands after the edits
+    before it. The file is written once, after every edit has matched.
+    """
+    check_args("sys_os_edit", args, _EDIT_ARGS)
+    edits = _edits_from(args)
+    raw: str = args["path"]
+    target = await trio.to_thread.run_sync(resolve_inside, cwd, raw)
+    try:
+        text = await trio.to_thread.run_sync(_read_text, target, raw)
+        data = _encode(_apply_edits(raw, text, edits), "newText")
+        await trio.to_thread.run_sync(
+            functools.partial(_write_file, target, data, make_parents=False)
+        )
+    except OSError as exc:
+        raise _os_failure("edit", raw, exc) from exc
+    return _json(path=raw, replacements=len(edits), bytes_written=len(data))
+
+
+# -- sys_os_shell ---------------------------------------------------------------------
+
+_SHELL_ARGS = (
+    ArgField("command", non_empty_string, required=True),
+    ArgField("timeout", positive_number(MAX_SHELL_TIMEOUT)),
+)
+
+
+@_reports_tool_errors
+async def sys_os_shell(
+    cwd: Path,
+    args: Mapping[str, Any],
+    *,
+    default_timeout: float = 120.0,
+    output_cap: int = 100_000,
+    kill_grace: float = 2.0,
+) -> str:
+    """Run ``command`` with ``/bin/sh -c`` in ``cwd``, in its own process group.
+
+    stdin is ``/dev/null``; the environment is inherited. Each output stream keeps its
+    first ``output_cap`` bytes. On timeout the group is killed and ``exit_code`` is
+    ``null``. Processes the command leaves in the background are killed when it exits.
+
+    Cancellation: the process group gets SIGTERM, then SIGKILL after ``kill_grace``
+    seconds if anything survives; ``trio.Cancelled`` propagates once it is gone.
+    """
+    check_args("sys_os_shell", args, _SHELL_ARGS)
+    timeout = float(args.get("timeout", default_timeout))
+    root = await trio.to_thread.run_sync(resolve_root, cwd)
+    try:
+        outcome = await run_in_group(
+            args["command"], root, timeout=timeout, output_cap=output_cap, grace=kill_grace
+        )
+    except OSError as exc:
+        raise ToolError(f"cannot start /bin/sh: {exc.strerror or exc}") from exc
+    return _json(
+        stdout=outcome.stdout,
+        stderr=outcome.stderr,
+        exit_code=outcome.exit_code,
+        timed_out=outcome.timed_out,
+        shell="/bin/sh",
+        cwd=str(cwd),
+    )
