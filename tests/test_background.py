@@ -73,9 +73,8 @@ async def test_os_tools_use_the_per_session_workspace(
     assert not (workspace.parent / "escape.txt").exists()
     # Two writes and a shell command in one turn: one refetch signal (leading edge).
     assert sum(isinstance(e, ChangedFilesInvalidated) for e in events) == 1
-    assert [e for e in events if isinstance(e, ChangedFilesInvalidated)][0].to_dict()[
-        "environment_id"
-    ] == "default"
+    changed = next(e for e in events if isinstance(e, ChangedFilesInvalidated))
+    assert changed.to_dict()["environment_id"] == "default"
 
 
 async def test_os_env_cwd_absolute_and_dot(tmp_path: Path, recorder: Recorder) -> None:
