@@ -308,6 +308,22 @@ class SQLiteStore:
 
         await self._write(write)
 
+    async def ancestor_ids(self, session_id: str) -> list[str]:
+        """The parent, grandparent, … of a session, nearest first."""
+
+        def read(c: sqlite3.Connection) -> list[str]:
+            rows = c.execute(
+                "WITH RECURSIVE a(id, depth) AS ("
+                "SELECT parent_session_id, 1 FROM sessions WHERE id = ? "
+                "UNION ALL SELECT s.parent_session_id, a.depth + 1 FROM sessions s "
+                "JOIN a ON s.id = a.id WHERE a.depth < 64) "
+                "SELECT id FROM a WHERE id IS NOT NULL ORDER BY depth",
+                (session_id,),
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return await self._read(read)
+
     async def descendant_ids(self, session_id: str) -> list[str]:
         """Every session below ``session_id`` (children, grandchildren, …)."""
 
@@ -436,6 +452,87 @@ class SQLiteStore:
             return int(r[0] or 0)
 
         return await self._read(read)
+
+    # -- inbox -----------------------------------------------------------------------
+
+    async def add_inbox_item(self, session_id: str, item_id: str, data: str) -> int:
+        """Persist one inbox item; returns the session's undelivered count."""
+
+        def write(c: sqlite3.Connection) -> int:
+            c.execute(
+                "INSERT INTO inbox (id, session_id, data, created_at) VALUES (?, ?, ?, ?)",
+                (item_id, session_id, data, now()),
+            )
+            return self._undelivered(c, session_id)
+
+        return await self._write(write)
+
+    async def drain_inbox(self, session_id: str) -> list[tuple[str, str]]:
+        """Take every undelivered item ``(id, data)``, oldest first, marking it delivered."""
+
+        def write(c: sqlite3.Connection) -> list[tuple[str, str]]:
+            rows = c.execute(
+                "SELECT id, data FROM inbox WHERE session_id = ? AND delivered = 0 ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            c.execute(
+                "UPDATE inbox SET delivered = 1 WHERE session_id = ? AND delivered = 0",
+                (session_id,),
+            )
+            return [(r[0], r[1]) for r in rows]
+
+        return await self._write(write)
+
+    async def inbox_count(self, session_id: str) -> int:
+        return await self._read(lambda c: self._undelivered(c, session_id))
+
+    @staticmethod
+    def _undelivered(c: sqlite3.Connection, session_id: str) -> int:
+        r = c.execute(
+            "SELECT COUNT(*) FROM inbox WHERE session_id = ? AND delivered = 0", (session_id,)
+        ).fetchone()
+        return int(r[0])
+
+    # -- elicitations ---------------------------------------------------------------
+
+    async def insert_elicitation(self, elicitation_id: str, session_id: str, request: str) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO elicitations (id, session_id, status, request, created_at) "
+                "VALUES (?, ?, 'pending', ?, ?)",
+                (elicitation_id, session_id, request, now()),
+            )
+
+        await self._write(write)
+
+    async def finish_elicitation(self, elicitation_id: str, status: str, action: str) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "UPDATE elicitations SET status = ?, action = ?, resolved_at = ? WHERE id = ?",
+                (status, action, now(), elicitation_id),
+            )
+
+        await self._write(write)
+
+    async def get_elicitation(self, elicitation_id: str) -> dict[str, Any] | None:
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+            r = c.execute("SELECT * FROM elicitations WHERE id = ?", (elicitation_id,)).fetchone()
+            return None if r is None else dict(r)
+
+        return await self._read(read)
+
+    async def expire_pending_elicitations(self) -> int:
+        """Mark every pending elicitation expired (their waiters died with a process)."""
+
+        def write(c: sqlite3.Connection) -> int:
+            cur = c.execute(
+                "UPDATE elicitations SET status = 'expired', action = 'expired', "
+                "resolved_at = ? WHERE status = 'pending'",
+                (now(),),
+            )
+            return cur.rowcount
+
+        return await self._write(write)
 
     # -- files -----------------------------------------------------------------------
 
