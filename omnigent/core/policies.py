@@ -33,7 +33,8 @@ Contract (``docs/policies.md`` has the long form):
   or whose reference cannot be loaded, answers DENY with reason
   ``"policy <name> failed: <error>"`` (the traceback is logged). At the result phase the
   output is withheld (``data = "[result withheld: policy <name> failed]"``) and the
-  reason gives only the error's type, since an exception message may quote the output.
+  reason gives only the error's type (or ``invalid answer`` / ``cannot load the
+  function``), since an exception message may quote the output.
 
 Error handling: :func:`load_function` and :func:`parse_policy_event` raise
 :class:`~omnigent.errors.InvalidInput`; :meth:`PolicyEngine.evaluate` raises nothing but
@@ -238,7 +239,14 @@ def _is_async(fn: PolicyFunction) -> bool:
 
 
 class _Broken(Exception):
-    """A function policy cannot be loaded, or returned an answer the engine cannot read."""
+    """A function policy cannot be loaded, or returned an answer the engine cannot read.
+
+    ``summary`` is a fixed phrase, safe to show where the message might quote output.
+    """
+
+    def __init__(self, message: str, summary: str = "invalid answer") -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 def _action(value: Any) -> PolicyAction:
@@ -279,7 +287,8 @@ def _read_answer(policy_name: str, raw: Any, event: PolicyEvent) -> Verdict:
 def _failure(policy_name: str, event: PolicyEvent, exc: Exception) -> Verdict:
     if event.type == PHASE_TOOL_RESULT:
         # The message of an exception may quote the output it was withholding.
-        reason = f"policy {policy_name} failed: {type(exc).__name__}"
+        summary = exc.summary if isinstance(exc, _Broken) else type(exc).__name__
+        reason = f"policy {policy_name} failed: {summary}"
         return Verdict("DENY", policy_name, reason, data=_failed_marker(policy_name))
     detail = str(exc) or type(exc).__name__
     if len(detail) > _MAX_ERROR_TEXT:
@@ -428,7 +437,7 @@ class PolicyEngine:
             found = await trio.to_thread.run_sync(self._load, ref)
             found = self._functions.setdefault(ref, found)
         if isinstance(found, Exception):
-            raise _Broken(str(found))
+            raise _Broken(str(found), "cannot load the function")
         return found
 
     def _load(self, ref: str) -> PolicyFunction | Exception:
