@@ -111,8 +111,20 @@ async def test_function_policy_replaces_the_result(rt: omnigent.Runtime) -> None
     assert (await rt.list_items(session)).data[-1].output == "RECORDED"  # type: ignore[union-attr]
 
 
-async def test_a_broken_function_policy_fails_closed(rt: omnigent.Runtime) -> None:
+def explode(event: dict[str, Any]) -> None:
+    """A function policy that always fails."""
+    raise RuntimeError("policy bug")
+
+
+async def test_a_bad_function_reference_is_refused_at_creation(rt: omnigent.Runtime) -> None:
     policy = {"name": "broken", "type": "function", "function": "no.such.module:check"}
+    with pytest.raises(omnigent.SpecError) as caught:
+        await agent_with(rt, [policy])
+    assert [d.loc for d in caught.value.details] == ["policies[0].function"]
+
+
+async def test_a_failing_function_policy_fails_closed(rt: omnigent.Runtime) -> None:
+    policy = {"name": "broken", "type": "function", "function": f"{__name__}:explode"}
     agent = await agent_with(rt, [policy])
     session = (await rt.create_session(agent)).id
     await run_turn(rt, session)

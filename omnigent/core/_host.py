@@ -66,6 +66,8 @@ class ActorHost:
         self._place = place
         self._default_policies = tuple(default_policies)
         self._specs: dict[tuple[str, int], AgentSpec] = {}
+        # One engine per agent version, so function references resolve once.
+        self._engines: dict[tuple[str, int], PolicyEngine] = {}
 
     @property
     def task_count(self) -> int:
@@ -126,8 +128,12 @@ class ActorHost:
             raise AgentNotFound(row.agent_id)
         return row, self.spec_of(agent.id, agent.version, agent.spec)
 
-    def policy_engine(self, spec: AgentSpec) -> PolicyEngine:
-        return PolicyEngine(spec.policies, defaults=self._default_policies)
+    def policy_engine(self, row: SessionRow, spec: AgentSpec) -> PolicyEngine:
+        """The policy engine of a session's agent version (its policies, then defaults)."""
+        key = (row.agent_id, row.agent_version)
+        if key not in self._engines:
+            self._engines[key] = PolicyEngine(spec.policies, defaults=self._default_policies)
+        return self._engines[key]
 
     # -- what actors run -----------------------------------------------------------------
 
@@ -138,12 +144,12 @@ class ActorHost:
         return self._harnesses.create(name, env), name
 
     async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools:
-        _, spec = await self.session_spec(session_id)
+        row, spec = await self.session_spec(session_id)
         return SessionTools(
             session_id=session_id,
             spec=spec,
             registry=self._tools,
-            policies=self.policy_engine(spec),
+            policies=self.policy_engine(row, spec),
             elicitations=self._elicitations,
             tasks=tasks,
             store=self._store,

@@ -26,6 +26,7 @@ from ..errors import (
     InvalidInput,
     RuntimeClosed,
     SessionNotFound,
+    SpecError,
 )
 from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
@@ -52,7 +53,7 @@ from ._inputs import parse_event, parse_message_content
 from .bus import EventBus, Subscription
 from .dispatch import ToolPlace
 from .elicitations import ACTIONS, Elicitations
-from .policies import PolicyEvent, Verdict, parse_policy_event
+from .policies import PolicyEngine, PolicyEvent, Verdict, parse_policy_event
 from .records import (
     Agent,
     FileInfo,
@@ -124,6 +125,10 @@ class Runtime:
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
         harness = self.host.harness_of(spec, None)
+        problems = await trio.to_thread.run_sync(PolicyEngine(spec.policies).check)
+        if problems:
+            summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
+            raise SpecError(f"invalid AgentSpec: {summary}", problems)
         row = await self.store.put_agent_version(spec.name, spec.to_dict(), owner)
         self.host.remember_spec(row.id, row.version, spec)
         return Agent(
@@ -436,8 +441,8 @@ class Runtime:
         """
         if not isinstance(event, PolicyEvent):
             event = parse_policy_event(event)
-        _, spec = await self.host.session_spec(session_id)
-        verdict = await self.host.policy_engine(spec).evaluate(event)
+        row, spec = await self.host.session_spec(session_id)
+        verdict = await self.host.policy_engine(row, spec).evaluate(event)
         if verdict.action != "ASK":
             return verdict
         params = self.elicitations.params(
