@@ -67,9 +67,7 @@ async def one_write_per_event(path: Path, n: int) -> float:
             event = OutputTextDelta(response_id="r", item_id="i", delta=f"w{i} ").stamped(
                 session_id="conv_x", event_id=i + 1, created_at=0.0
             )
-            await store.append_events(
-                [StoredEvent("conv_x", i + 1, event.type, event.to_dict())]
-            )
+            await store.append_events([StoredEvent("conv_x", i + 1, event.type, event.to_dict())])
         return time.perf_counter() - start
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
 import signal
 import sys
 import threading
@@ -42,7 +41,7 @@ from ._cli_render import (
     one_line,
 )
 from .core import Runtime, open_runtime
-from .core.runtime import omnigent_home
+from .core.runtime import default_db_url
 from .errors import BadRequest, OmnigentError
 from .spec import AgentSpec
 
@@ -56,14 +55,6 @@ if TYPE_CHECKING:
     _Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 _TITLE_LENGTH = 80
-
-
-def default_db_url() -> str:
-    """``$OMNIGENT_DB``, else ``sqlite:///$OMNIGENT_HOME/omnigent.db`` (home: ``~/.omnigent``)."""
-    configured = os.environ.get("OMNIGENT_DB")
-    if configured:
-        return configured
-    return f"sqlite:///{omnigent_home().expanduser() / 'omnigent.db'}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,8 +170,15 @@ def _add_sessions_parser(subparsers: _Subparsers) -> None:
     listing.set_defaults(handler=_cmd_sessions_list)
 
 
+def _add_serve_parser(subparsers: _Subparsers) -> None:
+    from .transports.serve import add_serve_parser, run_serve
+
+    add_serve_parser(subparsers).set_defaults(handler=run_serve)
+
+
 _SUBCOMMANDS: tuple[Callable[[_Subparsers], None], ...] = (
     _add_run_parser,
+    _add_serve_parser,
     _add_agents_parser,
     _add_sessions_parser,
 )

@@ -154,7 +154,7 @@ async def test_cancel_mid_stream_leaves_no_task(endpoint: Endpoint) -> None:
         assert seen == [TextDelta("a")]
         # The server side notices the disconnect and its handler ends too (polled:
         # those tasks are the server's and signal nothing).
-        while len(_all_tasks()) > tasks_before:  # noqa: ASYNC110
+        while len(_all_tasks()) > tasks_before:
             await trio.sleep(0.01)
         # The endpoint is still usable afterwards.
         assert (await collect(client))[-1] == Completion("next", (), "stop")

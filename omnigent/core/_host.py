@@ -178,4 +178,3 @@ class ActorHost:
             tools=tools.schemas() if tools is not None else self._tools.schemas(),
             spec=spec,
         )
-

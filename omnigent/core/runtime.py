@@ -65,7 +65,7 @@ from .records import (
 from .session import SessionActor
 from .tools import Tool, ToolRegistry
 
-__all__ = ["Runtime", "open_runtime"]
+__all__ = ["Runtime", "default_db_url", "omnigent_home", "open_runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +73,13 @@ _UNFINISHED = ("launching", "running", "waiting")
 
 
 def omnigent_home() -> Path:
-    """``$OMNIGENT_HOME``, else ``~/.omnigent``."""
-    return Path(os.environ.get("OMNIGENT_HOME") or Path.home() / ".omnigent")
+    """``$OMNIGENT_HOME``, else ``~/.omnigent`` (``~`` expanded)."""
+    return Path(os.environ.get("OMNIGENT_HOME") or "~/.omnigent").expanduser()
+
+
+def default_db_url() -> str:
+    """``$OMNIGENT_DB``, else ``sqlite:///$OMNIGENT_HOME/omnigent.db``: the CLI's store."""
+    return os.environ.get("OMNIGENT_DB") or f"sqlite:///{omnigent_home() / 'omnigent.db'}"
 
 
 class Runtime:

@@ -193,9 +193,7 @@ class SessionActor:
             turn.bind(await self._session_tools(), self.take_injections)
             request = await self._host.build_request(self, turn.response_id, messages)
             if self._harness is None:
-                self._harness, self.harness_name = await self._host.make_harness(
-                    self.session_id
-                )
+                self._harness, self.harness_name = await self._host.make_harness(self.session_id)
                 turn.harness_name = self.harness_name
             return self._harness, request
 
@@ -217,4 +215,3 @@ class SessionActor:
                 await harness.aclose()
             except Exception:
                 log.warning("closing the harness of %s failed", self.session_id, exc_info=True)
-

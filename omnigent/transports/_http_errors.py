@@ -1,0 +1,73 @@
+"""The HTTP error envelope, and the handlers that put every failure into it.
+
+Every error body is ``{"error": {"code": SLUG, "message": TEXT}}``; a ``422`` adds
+``"details": [{"loc", "msg"}]``. Deliberate errors (:class:`~omnigent.OmnigentError`)
+answer with their own ``status`` and ``code``; Quart's own routing errors (unknown
+route ``404``, ``405``, ``413``) use the same envelope; anything else is a bug, answered
+``500`` with a fixed sentence while the cause goes to the log, never to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from quart import Quart, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from ..errors import ErrorDetail, InternalError, InvalidInput, OmnigentError
+
+__all__ = ["INTERNAL_MESSAGE", "envelope", "error_response", "install_error_handlers"]
+
+log = logging.getLogger("omnigent.transports.http")
+
+INTERNAL_MESSAGE = "internal error; the cause was logged"
+
+
+def envelope(
+    code: str, message: str, details: Sequence[ErrorDetail] | None = None
+) -> dict[str, Any]:
+    """The wire form of an error; ``details`` only when given (422)."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = [{"loc": d.loc, "msg": d.msg} for d in details]
+    return {"error": body}
+
+
+def error_response(
+    status: int, code: str, message: str, details: Sequence[ErrorDetail] | None = None
+) -> Response:
+    response: Response = jsonify(envelope(code, message, details))
+    response.status_code = status
+    return response
+
+
+def _from_omnigent(error: OmnigentError) -> Response:
+    if isinstance(error, InternalError) or (error.status >= 500 and not error.message):
+        log.error("internal error: %s", error, exc_info=error)
+        return error_response(500, InternalError.code, INTERNAL_MESSAGE)
+    details = error.details if isinstance(error, InvalidInput) else None
+    return error_response(error.status, error.code, error.message, details)
+
+
+def _from_http(error: HTTPException) -> Response:
+    status = error.code or 500
+    name = (error.name or "error").lower().replace(" ", "_")
+    if status >= 500:
+        log.error("HTTP %s: %s", status, error, exc_info=error)
+        return error_response(status, name, INTERNAL_MESSAGE)
+    return error_response(status, name, error.description or error.name)
+
+
+def _from_unexpected(error: Exception) -> Response:
+    # The cause may hold secrets (paths, keys, SQL): it goes to the log only.
+    log.error("unhandled error in an HTTP route", exc_info=error)
+    return error_response(500, InternalError.code, INTERNAL_MESSAGE)
+
+
+def install_error_handlers(app: Quart) -> None:
+    """Route every failure of ``app`` through the envelope."""
+    app.register_error_handler(OmnigentError, _from_omnigent)
+    app.register_error_handler(HTTPException, _from_http)
+    app.register_error_handler(Exception, _from_unexpected)

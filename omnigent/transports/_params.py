@@ -1,0 +1,149 @@
+"""Boundary validation for the HTTP routes: bodies, query parameters, identity.
+
+Bodies are decoded here (non-JSON or non-object bodies are ``422`` at ``body``) and
+structured into frozen attrs request classes with the strict wire converter, so an
+unknown key or a wrong type is a ``422`` naming the field before anything happens.
+The app's only state (the runtime, the auth mode, the stopping event) is one frozen
+:class:`AppState` in ``app.extensions``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, TypeVar
+
+import attrs
+import trio
+from quart import current_app, request
+
+from ..core.runtime import Runtime
+from ..errors import InvalidInput, OmnigentError
+from ..model import structure
+
+__all__ = [
+    "AppState",
+    "CreateSessionBody",
+    "EventBody",
+    "Unauthorized",
+    "json_body",
+    "owner",
+    "query_bool",
+    "query_choice",
+    "query_int",
+    "query_str",
+    "state",
+    "structured_body",
+]
+
+T = TypeVar("T")
+
+AuthMode = Literal["none", "header"]
+IDENTITY_HEADER = "X-Forwarded-Email"
+
+
+@attrs.frozen
+class AppState:
+    runtime: Runtime
+    auth: AuthMode
+    stopping: trio.Event
+    ping_interval: float = 15.0
+
+
+class Unauthorized(OmnigentError):
+    """The request carries no identity while the server requires one."""
+
+    code = "unauthorized"
+    status = 401
+
+    def __init__(self) -> None:
+        super().__init__(f"missing {IDENTITY_HEADER} header")
+
+
+def state() -> AppState:
+    found: AppState = current_app.extensions["omnigent"]
+    return found
+
+
+def owner() -> str:
+    """The caller: the identity header with ``--auth header``, else ``local``."""
+    if state().auth == "header":
+        caller = request.headers.get(IDENTITY_HEADER)
+        if not caller:
+            raise Unauthorized()
+        return caller
+    return "local"
+
+
+@attrs.frozen
+class CreateSessionBody:
+    agent_id: str
+    title: str | None = None
+    parent_session_id: str | None = None
+    harness_override: str | None = None
+    model_override: str | None = None
+    labels: dict[str, str] | None = None
+    initial_items: list[Any] = attrs.Factory(list)
+
+
+@attrs.frozen
+class EventBody:
+    type: str
+    data: Any = None
+
+
+async def json_body() -> dict[str, Any]:
+    """The request body as a JSON object, else InvalidInput at ``body``."""
+    raw = await request.get_data()
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput.at("body", "the body must be a JSON object") from exc
+    if not isinstance(data, dict):
+        raise InvalidInput.at("body", "the body must be a JSON object")
+    return data
+
+
+async def structured_body(cls: type[T]) -> T:
+    """The body structured into ``cls`` (unknown keys and wrong types are 422)."""
+    return structure(await json_body(), cls)
+
+
+def query_str(name: str) -> str | None:
+    value = request.args.get(name)
+    if value == "":
+        raise InvalidInput.at(name, "must not be empty")
+    return value
+
+
+def query_int(name: str, *, low: int, high: int | None = None) -> int | None:
+    value = request.args.get(name)
+    if value is None:
+        return None
+    return parse_int(value, name, low=low, high=high)
+
+
+def parse_int(value: str, loc: str, *, low: int, high: int | None = None) -> int:
+    bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise InvalidInput.at(loc, f"must be an integer {bounds}") from None
+    if number < low or (high is not None and number > high):
+        raise InvalidInput.at(loc, f"must be an integer {bounds}")
+    return number
+
+
+def query_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    value = request.args.get(name, default)
+    if value not in choices:
+        raise InvalidInput.at(name, f"must be one of {', '.join(choices)}")
+    return value
+
+
+def query_bool(name: str) -> bool:
+    value = request.args.get(name, "false").lower()
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise InvalidInput.at(name, "must be true or false")

@@ -1,0 +1,128 @@
+"""Routes for sessions: create, list, read, update, delete, items, child sessions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quart import Blueprint
+
+from ..core.records import SessionSnapshot
+from ..core.runtime import Runtime
+from ..errors import InvalidInput
+from ..model import MessageItem, item_text
+from ._params import (
+    CreateSessionBody,
+    json_body,
+    owner,
+    query_choice,
+    query_int,
+    query_str,
+    state,
+    structured_body,
+)
+
+__all__ = ["PREVIEW_CHARS", "blueprint"]
+
+blueprint = Blueprint("omnigent_sessions", __name__)
+
+PREVIEW_CHARS = 200
+_PATCHABLE = ("title", "labels", "model_override")
+
+
+@blueprint.post("/sessions")
+async def create_session() -> tuple[dict[str, Any], int]:
+    caller = owner()
+    body = await structured_body(CreateSessionBody)
+    snapshot = await state().runtime.create_session(
+        body.agent_id,
+        title=body.title,
+        parent_session_id=body.parent_session_id,
+        harness_override=body.harness_override,
+        model_override=body.model_override,
+        labels=body.labels,
+        initial_items=body.initial_items,
+        owner=caller,
+    )
+    return snapshot.to_dict(), 201
+
+
+@blueprint.get("/sessions")
+async def list_sessions() -> dict[str, Any]:
+    page = await state().runtime.list_sessions(
+        agent_name=query_str("agent_name"),
+        parent_session_id=query_str("parent_session_id"),
+        limit=query_int("limit", low=1, high=100) or 20,
+        after=query_str("after"),
+    )
+    return page.to_dict()
+
+
+@blueprint.get("/sessions/<session_id>")
+async def get_session(session_id: str) -> dict[str, Any]:
+    return (await state().runtime.get_session(session_id)).to_dict()
+
+
+@blueprint.patch("/sessions/<session_id>")
+async def update_session(session_id: str) -> dict[str, Any]:
+    body = await json_body()
+    for key in body:
+        if key not in _PATCHABLE:
+            raise InvalidInput.at(key, "unknown field")
+    return (await state().runtime.update_session(session_id, **body)).to_dict()
+
+
+@blueprint.delete("/sessions/<session_id>")
+async def delete_session(session_id: str) -> dict[str, Any]:
+    await state().runtime.delete_session(session_id)
+    return {"id": session_id, "object": "session.deleted", "deleted": True}
+
+
+@blueprint.get("/sessions/<session_id>/items")
+async def list_items(session_id: str) -> dict[str, Any]:
+    page = await state().runtime.list_items(
+        session_id,
+        order=query_choice("order", ("asc", "desc"), "asc"),
+        limit=query_int("limit", low=1, high=100),
+        after=query_str("after"),
+    )
+    return page.to_dict()
+
+
+@blueprint.get("/sessions/<session_id>/child_sessions")
+async def child_sessions(session_id: str) -> dict[str, Any]:
+    runtime = state().runtime
+    await runtime.session_row(session_id)
+    children: list[dict[str, Any]] = []
+    after: str | None = None
+    while True:
+        page = await runtime.list_sessions(parent_session_id=session_id, limit=100, after=after)
+        children.extend([await _child_summary(runtime, s) for s in page.data])
+        if not page.has_more or not page.data:
+            break
+        after = page.data[-1].id
+    return {"object": "list", "data": children}
+
+
+async def _child_summary(runtime: Runtime, child: SessionSnapshot) -> dict[str, Any]:
+    return {
+        "id": child.id,
+        "title": child.title,
+        "agent": child.agent_name,
+        "session_name": child.title,
+        "status": child.status,
+        "busy": child.busy,
+        "current_task_status": child.status if child.busy else None,
+        "preview": await _preview(runtime, child.id),
+        "labels": child.labels,
+    }
+
+
+async def _preview(runtime: Runtime, session_id: str) -> str | None:
+    """The last assistant text of a session, truncated; None if it has none."""
+    page = await runtime.list_items(session_id, order="desc", limit=50)
+    for item in page.data:
+        if isinstance(item, MessageItem) and item.role == "assistant":
+            text = item_text(item)
+            if text:
+                return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+    return None

@@ -1,0 +1,90 @@
+"""Events in (``POST /v1/sessions/{id}/events``) and out (``GET …/stream``, SSE).
+
+Everything that can fail with a status code is checked before the ``200`` goes out:
+the body, the event type and content, the session, the resume point. What can still
+fail once streaming has begun (the session deleted meanwhile, the runtime closing)
+ends the stream with an ``event: error`` frame (see :mod:`._sse`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from quart import Blueprint, Response, request
+
+from ..core._inputs import parse_event
+from ..errors import InvalidInput
+from ._params import EventBody, parse_int, query_bool, state, structured_body
+from ._sse import Source, SSEBody, encode_event
+
+__all__ = ["blueprint", "sse_response"]
+
+blueprint = Blueprint("omnigent_streams", __name__)
+
+
+def sse_response(source: Source) -> Response:
+    """A ``200 text/event-stream`` response relaying ``source``; never timed out."""
+    app_state = state()
+    body = SSEBody(source, stopping=app_state.stopping, ping_interval=app_state.ping_interval)
+    response = Response(body, status=200, content_type="text/event-stream")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    # Quart's RESPONSE_TIMEOUT (60 s) would otherwise cut a long stream silently.
+    response.timeout = None
+    return response
+
+
+@blueprint.post("/sessions/<session_id>/events")
+async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
+    runtime = state().runtime
+    stream = query_bool("stream")
+    body = await structured_body(EventBody)
+    if not stream:
+        return await runtime.post_event(session_id, body.type, body.data), 202
+    event = parse_event(body.type, body.data)
+    if event.type != "message":
+        raise InvalidInput.at("stream", "only a message event can be streamed")
+    await runtime.session_row(session_id)
+    await runtime.files.check_references(event.content, root="data.content")
+
+    async def turn_frames(send: trio.MemorySendChannel[bytes]) -> None:
+        async with runtime.open_turn_stream(session_id, event.content, role=event.role) as (
+            _accepted,
+            events,
+        ):
+            async for item in events:
+                await send.send(encode_event(item))
+
+    return sse_response(turn_frames)
+
+
+@blueprint.get("/sessions/<session_id>/stream")
+async def stream(session_id: str) -> Response:
+    runtime = state().runtime
+    await runtime.session_row(session_id)
+    after = await _resume_point(session_id)
+
+    async def session_frames(send: trio.MemorySendChannel[bytes]) -> None:
+        async with runtime.subscribe(session_id, after=after) as subscription:
+            async for event in subscription:
+                await send.send(encode_event(event))
+
+    return sse_response(session_frames)
+
+
+async def _resume_point(session_id: str) -> int:
+    """Where the stream starts: ``Last-Event-ID``, else ``?after``, else now.
+
+    The header wins: a browser's EventSource reconnects to the same URL (which may
+    carry the first connection's ``?after``) and says where it stopped in the header.
+    "Now" is resolved here, before the response starts, so a client that posts a
+    message once it sees the headers cannot miss the turn's first events.
+    """
+    header = request.headers.get("Last-Event-ID")
+    if header is not None:
+        return parse_int(header.strip(), "Last-Event-ID", low=0)
+    query = request.args.get("after")
+    if query is not None:
+        return parse_int(query, "after", low=0)
+    return await state().runtime.bus.last_event_id(session_id)

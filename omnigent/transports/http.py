@@ -1,0 +1,82 @@
+"""The HTTP + SSE transport: a Quart-Trio app over a :class:`~omnigent.Runtime`.
+
+:func:`create_app` builds the app; it keeps no state of its own beyond the runtime,
+the auth mode and the ``stopping`` event the server runner sets before shutting
+Hypercorn down (open SSE streams end on it). Routes live in small modules:
+``_agents_files`` (agents, files), ``_session_routes`` (sessions, items, children),
+``_stream_routes`` (events in, SSE out); ``_http_errors`` puts every failure into the
+``{"error": {...}}`` envelope; ``_openapi`` is the OpenAPI 3.1 document served at
+``/v1/openapi.json``. The wire contract is in ``docs/http.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from quart import request
+from quart_trio import QuartTrio
+
+from ..core._files import MAX_FILE_BYTES
+from ..core.runtime import Runtime
+from . import _agents_files, _session_routes, _stream_routes
+from ._http_errors import install_error_handlers
+from ._openapi import openapi_document
+from ._params import AppState, AuthMode, owner
+
+__all__ = ["API_PREFIX", "create_app"]
+
+API_PREFIX = "/v1"
+_OPEN_PATHS = ("/health",)
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    auth: AuthMode = "none",
+    stopping: trio.Event | None = None,
+    ping_interval: float = 15.0,
+) -> QuartTrio:
+    """The HTTP app serving ``runtime``.
+
+    Args:
+        runtime: the open runtime every route calls.
+        auth: ``"none"`` (everyone is ``local``) or ``"header"`` (the caller is the
+            ``X-Forwarded-Email`` header; a request without it is ``401``, except
+            ``/health``).
+        stopping: set by the server runner before it shuts Hypercorn down; every open
+            SSE stream ends when it is set. A new event by default.
+        ping_interval: seconds of silence before an SSE stream sends ``: ping``.
+
+    Resource handling: the app owns nothing; each SSE response owns its own relay
+    task, which ends with the response.
+    """
+    if auth not in ("none", "header"):
+        raise ValueError(f"auth must be 'none' or 'header', not {auth!r}")
+    app = QuartTrio("omnigent")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_FILE_BYTES + (1 << 20)
+    app.config["JSON_SORT_KEYS"] = False
+    app.extensions["omnigent"] = AppState(
+        runtime,
+        auth,
+        trio.Event() if stopping is None else stopping,
+        ping_interval=ping_interval,
+    )
+    install_error_handlers(app)
+
+    @app.before_request
+    async def require_identity() -> None:
+        if request.path not in _OPEN_PATHS:
+            owner()  # raises Unauthorized when --auth header and no identity
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @app.get(f"{API_PREFIX}/openapi.json")
+    async def openapi() -> dict[str, Any]:
+        return openapi_document()
+
+    for module in (_agents_files, _session_routes, _stream_routes):
+        app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
+    return app
