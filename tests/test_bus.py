@@ -142,3 +142,35 @@ async def test_deleting_a_session_ends_its_subscriptions(rt: omnigent.Runtime) -
     with pytest.raises(omnigent.SessionNotFound):
         await rt.get_session(session.id)
     assert rt.statistics()["subscribers"] == 0
+
+
+async def test_a_cancelled_catch_up_loses_nothing(rt: omnigent.Runtime) -> None:
+    """Regression: a cancel between the first store read and going live made a gap."""
+    agent = await rt.create_agent(scripted(script=[{"say": "a b c d"}]))
+    session = await rt.create_session(agent.id)
+    reference = await run_turn(rt, session.id)
+    original = rt.store.read_events
+    calls = 0
+    scope = trio.CancelScope()
+
+    async def cancelled_on_second_read(session_id: str, after: int, limit: int = 1000) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            scope.cancel()
+            await trio.lowlevel.checkpoint()
+        return await original(session_id, after, limit)
+
+    rt.store.read_events = cancelled_on_second_read  # type: ignore[method-assign]
+    async with rt.subscribe(session.id, after=0) as events:
+        with scope:
+            while True:
+                await events.__anext__()
+        assert scope.cancelled_caught
+        first_batch_seen = events.last_event_id
+        rest = []
+        with trio.fail_after(5):
+            while events.last_event_id < reference[-1].event_id:
+                rest.append(await events.__anext__())
+    ids = [e.event_id for e in rest]
+    assert ids == list(range(first_batch_seen + 1, reference[-1].event_id + 1))

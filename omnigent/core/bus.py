@@ -246,6 +246,11 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Event:
+        """The next event.
+
+        Cancellation: safe at any point. Every store read is kept the moment it
+        returns, so a cancelled call loses nothing and the next call resumes.
+        """
         while True:
             if self._replay:
                 event = self._replay.popleft()
@@ -253,9 +258,10 @@ class Subscription:
                     self.last_event_id = event.event_id
                     return event
                 continue
-            if self._receive is None:
-                await self._catch_up()
+            if not self._caught_up:
+                await self._catch_up_step()
                 continue
+            assert self._receive is not None
             try:
                 event = await self._receive.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
@@ -267,25 +273,22 @@ class Subscription:
                 self.last_event_id = event.event_id
                 return event
 
-    async def _catch_up(self) -> None:
-        """Read the store up to the present, then attach for live delivery.
+    async def _catch_up_step(self) -> None:
+        """One read of the store towards the present.
 
-        The live registration happens before the final store read, so an event is
-        either in that read or delivered live (or both, and then skipped by id).
+        Reads a page after the last yielded id. A full page means more to read. A
+        short one means the store is nearly caught up: attach for live delivery, then
+        read once more — an event committed meanwhile is either in that read or
+        delivered live (or both, and then skipped by id) — and go live.
         """
         page = await self._read_page(self.last_event_id)
-        if len(page) == _REPLAY_PAGE:
-            self._replay.extend(page)  # more to read before going live
-            return
-        self._live, self._receive = self._bus._attach(self.session_id)
-        after = page[-1].event_id if page else self.last_event_id
-        while True:
-            more = await self._read_page(after)
-            page += more
-            if len(more) < _REPLAY_PAGE:
-                break
-            after = more[-1].event_id
         self._replay.extend(page)
+        if len(page) == _REPLAY_PAGE:
+            return
+        if self._receive is None:
+            self._live, self._receive = self._bus._attach(self.session_id)
+        else:
+            self._caught_up = True
 
     async def _read_page(self, after: int) -> list[Event]:
         rows = await self._bus._store.read_events(self.session_id, after, _REPLAY_PAGE)
@@ -298,3 +301,4 @@ class Subscription:
             self._receive.close()
         self._live = None
         self._receive = None
+        self._caught_up = False
