@@ -15,6 +15,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   ├── AgentNotFound                    404 agent_not_found
     │   ├── SessionNotFound                  404 session_not_found
     │   └── FileNotFound                     404 file_not_found
+    ├── Forbidden (PermissionError)          403 forbidden
     ├── Conflict                             409 conflict
     ├── RuntimeClosed (RuntimeError)         503 runtime_closed
     ├── HarnessError                         502 harness_error
@@ -37,6 +38,7 @@ __all__ = [
     "Conflict",
     "ErrorDetail",
     "FileNotFound",
+    "Forbidden",
     "HarnessError",
     "InternalError",
     "InvalidInput",
@@ -144,6 +146,13 @@ class SessionNotFound(NotFound):
 class FileNotFound(NotFound):
     code = "file_not_found"
     kind = "file"
+
+
+class Forbidden(OmnigentError, PermissionError):
+    """The caller may see the object but not do this to it."""
+
+    code = "forbidden"
+    status = 403
 
 
 class Conflict(OmnigentError):

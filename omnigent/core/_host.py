@@ -51,7 +51,7 @@ class ActorHost:
         place: ToolPlace,
         default_policies: Sequence[PolicySpec],
     ) -> None:
-        self.services = TurnServices(store, bus)
+        self.services = TurnServices(store, bus, elicitations)
         self.actors: dict[str, SessionActor] = {}
         # Messages an open turn stream waits on: item id -> the response id of the
         # turn that took it ("" when a stop dropped it). Entries live with the stream.

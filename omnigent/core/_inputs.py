@@ -14,7 +14,14 @@ import attrs
 from ..errors import InvalidInput
 from ..model import ContentBlock, InputImage, InputText, structure
 
-__all__ = ["EVENT_TYPES", "InboundEvent", "parse_event", "parse_message_content"]
+__all__ = [
+    "EVENT_TYPES",
+    "ApprovalData",
+    "InboundEvent",
+    "McpElicitationData",
+    "parse_event",
+    "parse_message_content",
+]
 
 
 @attrs.frozen
@@ -28,10 +35,29 @@ class _EmptyData:
     pass
 
 
+@attrs.frozen
+class ApprovalData:
+    """``approval``: answer an elicitation (as the resolve route does)."""
+
+    elicitation_id: str
+    action: Literal["accept", "decline", "cancel"]
+    content: Any = None
+
+
+@attrs.frozen
+class McpElicitationData:
+    """``mcp_elicitation``: ask the person a question (MCP's elicitation request)."""
+
+    message: str
+    requestedSchema: dict[str, Any] | None = None
+
+
 _KINDS: dict[str, type[Any]] = {
     "message": _MessageData,
     "interrupt": _EmptyData,
     "stop_session": _EmptyData,
+    "approval": ApprovalData,
+    "mcp_elicitation": McpElicitationData,
 }
 EVENT_TYPES = tuple(_KINDS)
 

@@ -150,6 +150,7 @@ async def list_sessions(
     parent_session_id: str | None,
     limit: int,
     after: str | None,
+    viewer: str | None = None,
 ) -> SessionPage:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
         raise InvalidInput.at("limit", "must be an integer between 1 and 100")
@@ -160,7 +161,11 @@ async def list_sessions(
             return SessionPage((), False)
         agent_id = agent.id
     page = await rt.store.list_sessions(
-        agent_id=agent_id, parent_session_id=parent_session_id, limit=limit, after=after
+        agent_id=agent_id,
+        parent_session_id=parent_session_id,
+        limit=limit,
+        after=after,
+        viewer=viewer,
     )
     return SessionPage(tuple([await snapshot(rt, r) for r in page.rows]), page.has_more)
 

@@ -23,6 +23,8 @@ import trio
 
 from ..errors import (
     AgentNotFound,
+    Conflict,
+    Forbidden,
     InvalidInput,
     RuntimeClosed,
     SessionNotFound,
@@ -32,6 +34,7 @@ from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
 from ..model import (
     TERMINAL_STATUSES,
+    ElicitationParams,
     ErrorInfo,
     Event,
     Item,
@@ -49,10 +52,11 @@ from ..stores.sqlite import SQLiteStore, open_sqlite_store
 from . import _sessions as sessions_api
 from ._files import FileService
 from ._host import ActorHost
-from ._inputs import parse_event, parse_message_content
+from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
 from .bus import EventBus, Subscription
 from .dispatch import ToolPlace
-from .elicitations import ACTIONS, Elicitations
+from .elicitations import ACTIONS, Elicitations, Resolution
+from .permissions import Permissions
 from .policies import PolicyEngine, PolicyEvent, Verdict, parse_policy_event
 from .records import (
     Agent,
@@ -103,6 +107,7 @@ class Runtime:
         self.tools = ToolRegistry()
         self.files = FileService(store)
         self.elicitations = Elicitations(store, bus)
+        self.permissions = Permissions(store)
         self.host = ActorHost(
             nursery=nursery,
             store=store,
@@ -130,6 +135,9 @@ class Runtime:
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
         harness = self.host.harness_of(spec, None)
+        existing = await self.store.get_agent_by_name(spec.name)
+        if existing is not None and existing.owner != owner:
+            raise Forbidden(f"agent {spec.name!r} belongs to another user")
         problems = await trio.to_thread.run_sync(PolicyEngine(spec.policies).check)
         if problems:
             summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
@@ -223,14 +231,19 @@ class Runtime:
         parent_session_id: str | None = None,
         limit: int = 20,
         after: str | None = None,
+        viewer: str | None = None,
     ) -> SessionPage:
-        """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id."""
+        """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id.
+
+        ``viewer`` limits the list to sessions that user may read.
+        """
         return await sessions_api.list_sessions(
             self,
             agent_name=agent_name,
             parent_session_id=parent_session_id,
             limit=limit,
             after=after,
+            viewer=viewer,
         )
 
     async def update_session(self, session_id: str, **changes: Any) -> SessionSnapshot:
@@ -343,6 +356,20 @@ class Runtime:
         if event.type == "message":
             accepted = await self.send_message(session_id, event.content, role=event.role)
             return accepted.to_dict()
+        if isinstance(event.data, ApprovalData):
+            approval = event.data
+            resolved = await self.resolve_elicitation(
+                session_id, approval.elicitation_id, approval.action, approval.content
+            )
+            return {"status": "accepted", "resolved": resolved}
+        if isinstance(event.data, McpElicitationData):
+            params = self.elicitations.params(
+                event.data.message, "mcp_elicitation", requestedSchema=event.data.requestedSchema
+            )
+            return {
+                "status": "accepted",
+                "elicitation_id": await self.hold_elicitation(session_id, params),
+            }
         if event.type == "interrupt":
             await self.interrupt(session_id)
         elif event.type == "stop_session":
@@ -433,6 +460,38 @@ class Runtime:
         if action not in ACTIONS:
             raise InvalidInput.at("action", "must be one of 'accept', 'decline', 'cancel'")
         return self.elicitations.resolve(session_id, elicitation_id, action, content)
+
+    async def elicit(
+        self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = False
+    ) -> Resolution:
+        """Ask the person behind ``session_id`` and wait for the answer.
+
+        The caller's task holds the elicitation (a hook request, say): if it is
+        cancelled — the caller went away — the elicitation is withdrawn.
+
+        Raises:
+            SessionNotFound.
+        """
+        await self.session_row(session_id)
+        return await self.elicitations.ask(session_id, params, mark_waiting=mark_waiting)
+
+    async def hold_elicitation(self, session_id: str, params: ElicitationParams) -> str:
+        """Publish an elicitation the *session* holds until answered; returns its id.
+
+        Unlike :meth:`elicit` this returns at once: the session's nursery keeps the
+        elicitation open, and a stop (or delete, or shutdown) withdraws it.
+
+        Raises:
+            SessionNotFound; RuntimeClosed; Conflict if the session was stopped first.
+        """
+        if self.closing:
+            raise RuntimeClosed()
+        await self.session_row(session_id)
+        held = self.host.actor(session_id).hold_elicitation(params)
+        await held.started.wait()
+        if held.elicitation_id is None:
+            raise Conflict("the session was stopped before the elicitation was published")
+        return held.elicitation_id
 
     async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
         """Evaluate the session's policies (and the runtime defaults) on ``event``.

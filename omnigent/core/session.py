@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+import attrs
 import trio
 
 from ..harnesses.base import Harness, TurnRequest
-from ..model import InputText, Item, MessageItem
+from ..model import ElicitationParams, InputText, Item, MessageItem
 from ..model._wire import unstructure
 from .dispatch import SessionTools
 from .tasks import BackgroundTasks
@@ -51,6 +52,15 @@ class SessionHost(Protocol):
     def messages_taken(self, item_ids: list[str], response_id: str) -> None: ...
 
 
+@attrs.define(eq=False)
+class HeldElicitation:
+    """An elicitation the session holds open until answered (``mcp_elicitation``)."""
+
+    params: ElicitationParams
+    started: trio.Event = attrs.field(factory=trio.Event)
+    elicitation_id: str | None = None
+
+
 class SessionActor:
     """The live part of one session. Created and owned by the ``Runtime``."""
 
@@ -66,6 +76,7 @@ class SessionActor:
         self._nursery: trio.Nursery | None = None
         self._wakeup = trio.Event()
         self._inbox_arrived = False
+        self._to_hold: list[HeldElicitation] = []
         self.leaving = False
         self.done = trio.Event()
 
@@ -93,8 +104,22 @@ class SessionActor:
         self._turn.scope.cancel()
         return True
 
+    def hold_elicitation(self, params: ElicitationParams) -> HeldElicitation:
+        """Open an elicitation held by the session's nursery until it is answered.
+
+        Wait on ``held.started``; ``held.elicitation_id`` is then set, or stays None if
+        the session was stopped first. A stop withdraws it (marked expired).
+        """
+        held = HeldElicitation(params)
+        self._to_hold.append(held)
+        self._wakeup.set()
+        return held
+
     def stop(self) -> None:
         """Cancel everything the session runs and drop buffered messages."""
+        for held in self._to_hold:
+            held.started.set()
+        self._to_hold.clear()
         dropped, self._pending = self._pending, []
         self._host.messages_taken([m.id for m in dropped], "")
         if self._nursery is not None:
@@ -146,6 +171,8 @@ class SessionActor:
 
     async def _loop(self, nursery: trio.Nursery) -> None:
         while True:
+            while self._to_hold:
+                nursery.start_soon(self._hold, self._to_hold.pop(0))
             if self._pending:
                 await self._run_turn()
                 continue
@@ -163,6 +190,19 @@ class SessionActor:
                 return
             self._wakeup = trio.Event()
             await self._wakeup.wait()
+
+    async def _hold(self, held: HeldElicitation) -> None:
+        elicitations = self._host.services.elicitations
+        try:
+            async with elicitations.open(
+                self.session_id, held.params, mark_waiting=False
+            ) as waiter:
+                held.elicitation_id = waiter.request.elicitation_id
+                held.started.set()
+                await waiter.done.wait()
+        finally:
+            held.started.set()
+            self._wakeup.set()  # the actor may have no work left
 
     async def _inbox_notice(self) -> MessageItem | None:
         """Drain the inbox into a message for a wake-up turn (None if it is empty)."""

@@ -50,6 +50,7 @@ from ..model._wire import unstructure
 from ..stores.sqlite import SQLiteStore
 from .bus import EventBus
 from .dispatch import SessionTools
+from .elicitations import Elicitations
 
 __all__ = ["Turn"]
 
@@ -106,6 +107,7 @@ class TurnServices:
 
     store: SQLiteStore
     bus: EventBus
+    elicitations: Elicitations
 
 
 class Turn:

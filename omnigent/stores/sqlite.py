@@ -86,6 +86,10 @@ def _session_row(r: sqlite3.Row) -> SessionRow:
     )
 
 
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
 class SQLiteStore:
     """SQLite-backed store. Open with :func:`open_sqlite_store`."""
 
@@ -238,12 +242,24 @@ class SQLiteStore:
         parent_session_id: str | None = None,
         limit: int = 20,
         after: str | None = None,
+        viewer: str | None = None,
     ) -> Page:
-        """Sessions newest first; ``after`` is the id of the last row of the previous page."""
+        """Sessions newest first; ``after`` is the id of the last row of the previous page.
+
+        With ``viewer``, only sessions that user may read: owned, granted, or public
+        (directly or through the session's root).
+        """
 
         def read(c: sqlite3.Connection) -> Page:
             where: list[str] = ["1 = 1"]
             args: list[Any] = []
+            if viewer is not None:
+                where.append(
+                    "(owner = ? OR root_session_id IN (SELECT id FROM sessions WHERE owner = ?) "
+                    "OR EXISTS (SELECT 1 FROM permissions p WHERE p.session_id IN "
+                    "(sessions.id, sessions.root_session_id) AND p.user_id IN (?, '__public__')))"
+                )
+                args += [viewer, viewer, viewer]
             if agent_id is not None:
                 where.append("agent_id = ?")
                 args.append(agent_id)
@@ -452,6 +468,45 @@ class SQLiteStore:
             return int(r[0] or 0)
 
         return await self._read(read)
+
+    # -- permissions -----------------------------------------------------------------
+
+    async def grants_for(
+        self, session_ids: set[str], user_ids: set[str] | None
+    ) -> list[tuple[str, int]]:
+        """``(user_id, level)`` grants on any of ``session_ids`` (for ``user_ids``)."""
+        sessions = sorted(session_ids)
+        sql = f"SELECT user_id, level FROM permissions WHERE session_id IN ({_marks(sessions)})"
+        args: list[Any] = list(sessions)
+        if user_ids is not None:
+            users = sorted(user_ids)
+            sql += f" AND user_id IN ({_marks(users)})"
+            args += users
+
+        def read(c: sqlite3.Connection) -> list[tuple[str, int]]:
+            return [(r[0], int(r[1])) for r in c.execute(sql + " ORDER BY user_id", args)]
+
+        return await self._read(read)
+
+    async def put_grant(self, session_id: str, user_id: str, level: int) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO permissions VALUES (?, ?, ?) "
+                "ON CONFLICT(session_id, user_id) DO UPDATE SET level = excluded.level",
+                (session_id, user_id, level),
+            )
+
+        await self._write(write)
+
+    async def delete_grant(self, session_id: str, user_id: str) -> bool:
+        def write(c: sqlite3.Connection) -> bool:
+            cur = c.execute(
+                "DELETE FROM permissions WHERE session_id = ? AND user_id = ?",
+                (session_id, user_id),
+            )
+            return cur.rowcount > 0
+
+        return await self._write(write)
 
     # -- inbox -----------------------------------------------------------------------
 

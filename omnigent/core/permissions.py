@@ -1,0 +1,99 @@
+"""Who may do what with a session: owners, grants, and the public.
+
+Levels are cumulative: ``1`` read, ``2`` edit (send messages, resolve elicitations,
+interrupt, patch), ``3`` manage (share, delete). A session's creator owns it (level 3).
+A grant gives one user a level on one session; the user ``__public__`` stands for
+everyone and is read-only at most. A child session is shared with its root: whoever
+may read (edit, manage) the root may do the same on every session below it.
+
+The runtime answers :meth:`Permissions.level`; transports enforce it (HTTP answers
+``404`` below read and ``403`` below the level a write needs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidInput, SessionNotFound
+from ..stores.base import SessionRow
+from ..stores.sqlite import SQLiteStore
+
+__all__ = ["EDIT", "MANAGE", "NONE", "PUBLIC", "READ", "Grant", "Permissions"]
+
+NONE, READ, EDIT, MANAGE = 0, 1, 2, 3
+PUBLIC = "__public__"
+_LEVELS = (READ, EDIT, MANAGE)
+
+
+@attrs.frozen
+class Grant:
+    """One user's level on one session (``owner`` marks the session's creator)."""
+
+    user_id: str
+    level: int
+    owner: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"user_id": self.user_id, "level": self.level, "owner": self.owner}
+
+
+def check_level(level: Any, user_id: str, *, loc: str = "level") -> int:
+    """A valid level for ``user_id``, else InvalidInput at ``loc``."""
+    if isinstance(level, bool) or level not in _LEVELS:
+        raise InvalidInput.at(loc, "must be 1 (read), 2 (edit) or 3 (manage)")
+    if user_id == PUBLIC and level != READ:
+        raise InvalidInput.at(loc, "__public__ can only be granted read (1)")
+    return int(level)
+
+
+def check_user(user_id: Any, *, loc: str = "user_id") -> str:
+    if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > 320:
+        raise InvalidInput.at(loc, "must be a non-empty user id")
+    return user_id
+
+
+class Permissions:
+    """Session access over the store. One per runtime."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    async def level(self, row: SessionRow, user_id: str) -> int:
+        """The highest level ``user_id`` has on the session ``row``."""
+        if user_id in (row.owner,):
+            return MANAGE
+        if row.root_session_id != row.id:
+            root = await self._store.get_session(row.root_session_id)
+            if root is not None and root.owner == user_id:
+                return MANAGE
+        grants = await self._store.grants_for({row.id, row.root_session_id}, {user_id, PUBLIC})
+        best = NONE
+        for grantee, level in grants:
+            best = max(best, min(level, READ) if grantee == PUBLIC else level)
+        return best
+
+    async def grant(self, session_id: str, user_id: str, level: Any) -> Grant:
+        """Give ``user_id`` ``level`` on the session (replacing an earlier grant).
+
+        Raises:
+            SessionNotFound; InvalidInput at ``user_id`` or ``level``.
+        """
+        user_id = check_user(user_id)
+        level = check_level(level, user_id)
+        if await self._store.get_session(session_id) is None:
+            raise SessionNotFound(session_id)
+        await self._store.put_grant(session_id, user_id, level)
+        return Grant(user_id, level)
+
+    async def revoke(self, session_id: str, user_id: str) -> bool:
+        """Remove a grant; False if there was none."""
+        return await self._store.delete_grant(session_id, user_id)
+
+    async def list(self, row: SessionRow) -> list[Grant]:
+        """The owner, then every grant on the session itself."""
+        grants = [Grant(row.owner, MANAGE, owner=True)]
+        for user_id, level in await self._store.grants_for({row.id}, None):
+            grants.append(Grant(user_id, level))
+        return grants

@@ -1,0 +1,129 @@
+"""Owners, grants and the public; approval and mcp_elicitation events in the core."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.core.permissions import EDIT, MANAGE, NONE, PUBLIC, READ
+from omnigent.errors import InvalidInput
+from omnigent.model import ElicitationRequest, ElicitationResolved
+
+from .conftest import scripted, wait_quiet
+
+
+async def test_levels_follow_owner_grants_root_and_public(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted(), owner="alice")
+    root = await rt.create_session(agent.id, owner="alice")
+    child = await rt.create_session(agent.id, parent_session_id=root.id, owner="alice")
+    perms = rt.permissions
+    root_row, child_row = await rt.session_row(root.id), await rt.session_row(child.id)
+    assert await perms.level(root_row, "alice") == MANAGE
+    assert await perms.level(root_row, "bob") == NONE
+    await perms.grant(root.id, "bob", EDIT)
+    assert await perms.level(root_row, "bob") == EDIT
+    assert await perms.level(child_row, "bob") == EDIT  # shared with the root
+    await perms.grant(child.id, PUBLIC, READ)
+    assert await perms.level(child_row, "carol") == READ
+    assert await perms.level(root_row, "carol") == NONE
+    assert [g.to_dict() for g in await perms.list(root_row)] == [
+        {"user_id": "alice", "level": 3, "owner": True},
+        {"user_id": "bob", "level": 2, "owner": False},
+    ]
+    assert await perms.revoke(root.id, "bob") is True
+    assert await perms.revoke(root.id, "bob") is False
+    assert await perms.level(child_row, "bob") == READ  # the child is public
+
+
+async def test_bad_grants_are_refused(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted())
+    session = await rt.create_session(agent.id)
+    for user, level, loc in [
+        (PUBLIC, EDIT, "level"),
+        ("bob", 4, "level"),
+        ("bob", True, "level"),
+        ("", 1, "user_id"),
+    ]:
+        with pytest.raises(InvalidInput) as caught:
+            await rt.permissions.grant(session.id, user, level)
+        assert [d.loc for d in caught.value.details] == [loc]
+    with pytest.raises(omnigent.SessionNotFound):
+        await rt.permissions.grant("conv_missing", "bob", READ)
+
+
+async def test_session_lists_show_only_what_the_viewer_may_read(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted())
+    mine = await rt.create_session(agent.id, owner="alice")
+    theirs = await rt.create_session(agent.id, owner="bob")
+    public = await rt.create_session(agent.id, owner="bob")
+    await rt.permissions.grant(public.id, PUBLIC, READ)
+    seen = await rt.list_sessions(viewer="alice")
+    assert {s.id for s in seen.data} == {mine.id, public.id}
+    assert theirs.id in {s.id for s in (await rt.list_sessions()).data}
+
+
+async def test_an_agent_name_belongs_to_its_creator(rt: omnigent.Runtime) -> None:
+    await rt.create_agent(scripted("shared-name"), owner="alice")
+    with pytest.raises(omnigent.Forbidden):
+        await rt.create_agent(scripted("shared-name"), owner="bob")
+    again = await rt.create_agent(scripted("shared-name"), owner="alice")
+    assert again.version == 2
+
+
+async def test_mcp_elicitation_is_held_by_the_session_until_answered(
+    rt: omnigent.Runtime,
+) -> None:
+    agent = await rt.create_agent(scripted())
+    session = await rt.create_session(agent.id)
+    async with rt.subscribe(session.id) as events:
+        answer = await rt.post_event(
+            session.id,
+            "mcp_elicitation",
+            {"message": "Pick a colour", "requestedSchema": {"type": "object"}},
+        )
+        eid = answer["elicitation_id"]
+        request = await events.__anext__()
+        assert isinstance(request, ElicitationRequest)
+        assert request.elicitation_id == eid
+        assert request.params.phase == "mcp_elicitation"
+        assert request.params.requestedSchema == {"type": "object"}
+        snapshot = await rt.get_session(session.id)
+        assert [p.elicitation_id for p in snapshot.pending_elicitations] == [eid]
+        resolved = await rt.post_event(
+            session.id, "approval", {"elicitation_id": eid, "action": "accept", "content": {}}
+        )
+        assert resolved == {"status": "accepted", "resolved": True}
+        done = await events.__anext__()
+        assert isinstance(done, ElicitationResolved)
+        assert done.action == "accept"
+    await wait_quiet(rt)
+
+
+async def test_stopping_a_session_withdraws_its_held_elicitations(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted())
+    session = await rt.create_session(agent.id)
+    answer = await rt.post_event(session.id, "mcp_elicitation", {"message": "Still there?"})
+    with trio.fail_after(5):
+        await rt.stop_session(session.id)
+    stored = await rt.elicitations.stored(answer["elicitation_id"])
+    assert stored is not None and stored[0] == "expired"
+    assert rt.statistics()["tasks"] == 0
+
+
+async def test_approval_event_validation(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted())
+    session = await rt.create_session(agent.id)
+    for data, loc in [
+        ({"elicitation_id": "e", "action": "maybe"}, "data.action"),
+        ({"action": "accept"}, "data.elicitation_id"),
+    ]:
+        with pytest.raises(InvalidInput) as caught:
+            await rt.post_event(session.id, "approval", data)
+        assert loc in [d.loc for d in caught.value.details]
+    answer = await rt.post_event(
+        session.id, "approval", {"elicitation_id": "elicit_unknown", "action": "decline"}
+    )
+    assert answer["resolved"] is False
+    with pytest.raises(InvalidInput):
+        await rt.post_event(session.id, "mcp_elicitation", {"requestedSchema": {}})
