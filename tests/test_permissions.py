@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
 
@@ -10,7 +12,7 @@ from omnigent.core.permissions import EDIT, MANAGE, NONE, PUBLIC, READ
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationRequest, ElicitationResolved
 
-from .conftest import scripted, wait_quiet
+from .conftest import run_turn, scripted, wait_quiet
 
 
 async def test_levels_follow_owner_grants_root_and_public(rt: omnigent.Runtime) -> None:
@@ -127,3 +129,47 @@ async def test_approval_event_validation(rt: omnigent.Runtime) -> None:
     assert answer["resolved"] is False
     with pytest.raises(InvalidInput):
         await rt.post_event(session.id, "mcp_elicitation", {"requestedSchema": {}})
+
+
+@pytest.mark.parametrize(
+    ("sharing", "args", "expect"),
+    [
+        ("none", {"user_id": "bob"}, "Error: this agent may not share sessions"),
+        ("non-public", {"user_id": "__public__"}, "Error: this agent may not make sessions public"),
+        ("non-public", {"user_id": "bob", "level": 7}, "Error: must be 1 (read)"),
+        ("public", {"user_id": "__public__", "level": 2}, "Error: __public__ can only be granted"),
+        ("public", {"user_id": "bob", "session_id": "conv_other"}, "Error: only this session"),
+        ("public", {"user_id": "bob", "extra": 1}, "Error: invalid arguments"),
+    ],
+)
+async def test_session_share_refusals_write_nothing(
+    rt: omnigent.Runtime, sharing: str, args: dict[str, object], expect: str
+) -> None:
+    spec = scripted(script=[{"call": "sys_session_share", "args": args}])
+    spec["agent_session_sharing"] = sharing
+    agent = await rt.create_agent(spec)
+    session = await rt.create_session(agent.id)
+    await run_turn(rt, session.id)
+    output = (await rt.list_items(session.id)).data[-1].output  # type: ignore[union-attr]
+    assert output.startswith(expect), output
+    row = await rt.session_row(session.id)
+    assert [g.user_id for g in await rt.permissions.list(row)] == ["local"]
+
+
+@pytest.mark.parametrize(
+    ("sharing", "user", "level"), [("non-public", "bob", 2), ("public", "__public__", 1)]
+)
+async def test_session_share_grants(
+    rt: omnigent.Runtime, sharing: str, user: str, level: int
+) -> None:
+    spec = scripted(
+        script=[{"call": "sys_session_share", "args": {"user_id": user, "level": level}}]
+    )
+    spec["agent_session_sharing"] = sharing
+    agent = await rt.create_agent(spec)
+    session = await rt.create_session(agent.id)
+    await run_turn(rt, session.id)
+    output = (await rt.list_items(session.id)).data[-1].output  # type: ignore[union-attr]
+    assert json.loads(output) == {"session_id": session.id, "user_id": user, "level": level}
+    row = await rt.session_row(session.id)
+    assert await rt.permissions.level(row, "bob") == (level if user == "bob" else READ)

@@ -25,6 +25,7 @@ from ._files import FileService
 from .bus import EventBus
 from .dispatch import SessionTools, ToolPlace
 from .elicitations import Elicitations
+from .permissions import Permissions
 from .policies import PolicyEngine
 from .session import SessionActor
 from .tasks import BackgroundTasks
@@ -50,6 +51,7 @@ class ActorHost:
         elicitations: Elicitations,
         place: ToolPlace,
         default_policies: Sequence[PolicySpec],
+        permissions: Permissions,
     ) -> None:
         self.services = TurnServices(store, bus, elicitations)
         self.actors: dict[str, SessionActor] = {}
@@ -64,6 +66,7 @@ class ActorHost:
         self._files = files
         self._elicitations = elicitations
         self._place = place
+        self._permissions = permissions
         self._default_policies = tuple(default_policies)
         self._specs: dict[tuple[str, int], AgentSpec] = {}
         # One engine per agent version, so function references resolve once.
@@ -155,6 +158,7 @@ class ActorHost:
             store=self._store,
             bus=self.services.bus,
             place=self._place,
+            permissions=self._permissions,
         )
 
     async def build_request(

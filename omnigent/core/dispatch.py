@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..errors import OmnigentError
 from ..harnesses.base import ToolSchema
 from ..model import ChangedFilesInvalidated, InboxUpdated
 from ..spec import AgentSpec
@@ -33,6 +34,7 @@ from ..tools import os as os_tools
 from ..tools import workspace_for
 from .bus import EventBus
 from .elicitations import Elicitations
+from .permissions import PUBLIC, Permissions, check_level
 from .policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEngine, PolicyEvent, Verdict
 from .tasks import BackgroundTasks, format_inbox
 from .tools import ToolRegistry, decode_arguments
@@ -64,6 +66,22 @@ _ASYNC_SCHEMAS: dict[str, dict[str, Any]] = {
     "sys_read_inbox": {
         "description": "Read (and clear) the results of finished background tasks.",
         "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+    "sys_session_share": {
+        "description": (
+            "Share this session (or one of its sub-sessions) with a user: level 1 read, "
+            "2 edit, 3 manage; user_id __public__ makes it readable by everyone."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "user_id": {"type": "string"},
+                "level": {"type": "integer", "enum": [1, 2, 3]},
+                "session_id": {"type": "string"},
+            },
+            "required": ["user_id"],
+            "additionalProperties": False,
+        },
     },
     "sys_cancel_async": {
         "description": "Cancel a running background task by its handle id.",
@@ -109,6 +127,7 @@ class SessionTools:
         store: SQLiteStore,
         bus: EventBus,
         place: ToolPlace,
+        permissions: Permissions,
     ) -> None:
         self.session_id = session_id
         self.spec = spec
@@ -119,11 +138,13 @@ class SessionTools:
         self._store = store
         self._bus = bus
         self._place = place
+        self.permissions = permissions
         self._cwd: Path | None = None
         self._last_change = -math.inf
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, _os_tool(name))
+        self._add("sys_session_share", _ASYNC_SCHEMAS["sys_session_share"], _session_share)
         if spec.async_enabled:
             self._add("sys_call_async", _ASYNC_SCHEMAS["sys_call_async"], _call_async)
             self._add("sys_read_inbox", _ASYNC_SCHEMAS["sys_read_inbox"], _read_inbox)
@@ -224,6 +245,9 @@ class SessionTools:
             self._last_change = now
             await self._bus.publish(self.session_id, ChangedFilesInvalidated())
 
+    async def descendants(self) -> list[str]:
+        return await self._store.descendant_ids(self.session_id)
+
     # -- used by the async tools -------------------------------------------------------
 
     def start_background(self, tool: str, args: dict[str, Any]) -> str:
@@ -288,3 +312,31 @@ async def _cancel_async(tools: SessionTools, args: dict[str, Any]) -> str:
     if not tools.cancel_background(handle_id):
         return f"Error: no running background task {handle_id!r}"
     return json.dumps({"handle_id": handle_id, "status": "cancelling"})
+
+
+async def _session_share(tools: SessionTools, args: dict[str, Any]) -> str:
+    """``sys_session_share``: gated by the spec's ``agent_session_sharing``."""
+    sharing = tools.spec.agent_session_sharing
+    if sharing == "none":
+        return (
+            "Error: this agent may not share sessions (its spec says agent_session_sharing: none)"
+        )
+    problem = _only_keys(args, "sys_session_share", {"user_id", "level", "session_id"})
+    if problem:
+        return problem
+    user_id, level = args.get("user_id"), args.get("level", 1)
+    target = args.get("session_id", tools.session_id)
+    if not isinstance(user_id, str) or not user_id:
+        return "Error: invalid arguments for sys_session_share: 'user_id' must be a user id"
+    if not isinstance(target, str):
+        return "Error: invalid arguments for sys_session_share: 'session_id' must be a string"
+    if user_id == PUBLIC and sharing != "public":
+        return f"Error: this agent may not make sessions public (agent_session_sharing: {sharing})"
+    try:
+        level = check_level(level, user_id)
+        if target != tools.session_id and target not in await tools.descendants():
+            return "Error: only this session and its sub-sessions can be shared"
+        grant = await tools.permissions.grant(target, user_id, level)
+    except OmnigentError as exc:
+        return f"Error: {exc.message}"
+    return json.dumps({"session_id": target, "user_id": grant.user_id, "level": grant.level})

@@ -119,6 +119,7 @@ class Runtime:
             elicitations=self.elicitations,
             place=place,
             default_policies=default_policies,
+            permissions=self.permissions,
         )
         self.closing = False
 
