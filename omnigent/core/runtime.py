@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +23,18 @@ import trio
 
 from ..errors import (
     AgentNotFound,
-    Conflict,
-    Forbidden,
     InvalidInput,
     RuntimeClosed,
     SessionNotFound,
-    SpecError,
 )
 from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
 from ..model import (
-    TERMINAL_STATUSES,
     ElicitationParams,
     ErrorInfo,
     Event,
     Item,
     MessageItem,
-    ResponseCancelled,
-    ResponseCompleted,
-    ResponseFailed,
     SessionStatus,
     structure,
 )
@@ -49,15 +42,18 @@ from ..model._wire import unstructure
 from ..spec import AgentSpec, PolicySpec, parse_policy_spec
 from ..stores.base import SessionRow, parse_db_url
 from ..stores.sqlite import SQLiteStore, open_sqlite_store
+from . import _agents as agents_api
+from . import _asking as asking
 from . import _sessions as sessions_api
 from ._files import FileService
 from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
+from ._streams import open_turn_stream
 from .bus import EventBus, Subscription
 from .dispatch import ToolPlace
 from .elicitations import ACTIONS, Elicitations, Resolution
 from .permissions import Permissions
-from .policies import PolicyEngine, PolicyEvent, Verdict, parse_policy_event
+from .policies import Verdict
 from .records import (
     Agent,
     FileInfo,
@@ -131,50 +127,25 @@ class Runtime:
         """Register an agent, or a new version of the agent with the same name.
 
         Raises:
-            SpecError: the spec is invalid. UnknownHarness: it names no known harness.
+            SpecError: the spec is invalid (a bad function policy reference included).
+            UnknownHarness: it names no known harness. Forbidden: another user owns
+            the name.
         """
-        if not isinstance(spec, AgentSpec):
-            spec = AgentSpec.from_dict(spec)
-        harness = self.host.harness_of(spec, None)
-        existing = await self.store.get_agent_by_name(spec.name)
-        if existing is not None and existing.owner != owner:
-            raise Forbidden(f"agent {spec.name!r} belongs to another user")
-        problems = await trio.to_thread.run_sync(PolicyEngine(spec.policies).check)
-        if problems:
-            summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
-            raise SpecError(f"invalid AgentSpec: {summary}", problems)
-        row = await self.store.put_agent_version(spec.name, spec.to_dict(), owner)
-        self.host.remember_spec(row.id, row.version, spec)
-        return Agent(
-            row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
-        )
+        return await agents_api.create_agent(self, spec, owner)
 
     async def get_agent(self, agent_id: str) -> Agent:
         """The latest version of an agent. Raises AgentNotFound."""
-        row = await self.store.get_agent(agent_id)
-        if row is None:
-            raise AgentNotFound(agent_id)
-        spec = self.host.spec_of(row.id, row.version, row.spec)
-        return Agent(
-            row.id,
-            row.name,
-            row.version,
-            spec.description,
-            self.host.harness_of(spec, None, strict=False),
-            spec.model,
-            row.created_at,
-        )
+        return await agents_api.agent_view(self, await self.store.get_agent(agent_id), agent_id)
 
     async def get_agent_by_name(self, name: str) -> Agent:
-        row = await self.store.get_agent_by_name(name)
-        if row is None:
-            raise AgentNotFound(name)
-        return await self.get_agent(row.id)
+        """The latest version of the agent called ``name``. Raises AgentNotFound."""
+        return await agents_api.agent_view(self, await self.store.get_agent_by_name(name), name)
 
     async def list_agents(self) -> list[Agent]:
-        return [await self.get_agent(row.id) for row in await self.store.list_agents()]
+        return [await agents_api.agent_view(self, r, r.id) for r in await self.store.list_agents()]
 
     async def get_agent_spec(self, agent_id: str, version: int | None = None) -> AgentSpec:
+        """The spec of an agent version (the latest by default). Raises AgentNotFound."""
         row = await self.store.get_agent(agent_id, version)
         if row is None:
             raise AgentNotFound(agent_id)
@@ -297,11 +268,11 @@ class Runtime:
         Raises:
             SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
         """
-        item = await self._accept_message(session_id, content, role)
+        item = await self.accept_message(session_id, content, role)
         status = self.host.actor(session_id).enqueue(item)
         return MessageAccepted(status, item.id)  # type: ignore[arg-type]
 
-    async def _accept_message(self, session_id: str, content: Any, role: str) -> MessageItem:
+    async def accept_message(self, session_id: str, content: Any, role: str) -> MessageItem:
         """Validate and persist a message; nothing is stored if it is invalid."""
         if self.closing:
             raise RuntimeClosed()
@@ -312,10 +283,9 @@ class Runtime:
         await self.store.put_items(session_id, [unstructure(item, Item)])
         return item
 
-    @asynccontextmanager
-    async def open_turn_stream(
+    def open_turn_stream(
         self, session_id: str, content: str | Sequence[Any], *, role: str = "user"
-    ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
+    ) -> AbstractAsyncContextManager[tuple[MessageAccepted, AsyncIterator[Event]]]:
         """Send a message and stream the events of the turn that answers it.
 
         Yields the acceptance and an iterator over the session's events from now on,
@@ -326,24 +296,7 @@ class Runtime:
 
         Resource handling: the subscription is released when the block exits.
         """
-        async with self.subscribe(session_id, after=None) as subscription:
-            item = await self._accept_message(session_id, content, role)
-            self.host.watched[item.id] = None
-            try:
-                status = self.host.actor(session_id).enqueue(item)
-                accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
-                yield accepted, self._until_answered(subscription, item.id)
-            finally:
-                del self.host.watched[item.id]
-
-    async def _until_answered(
-        self, subscription: Subscription, item_id: str
-    ) -> AsyncIterator[Event]:
-        async for event in subscription:
-            yield event
-            handled_by = self.host.watched.get(item_id)
-            if _ends_answer(event, handled_by):
-                return
+        return open_turn_stream(self, session_id, content, role)
 
     async def post_event(self, session_id: str, type: str, data: Any) -> dict[str, Any]:
         """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
@@ -485,14 +438,7 @@ class Runtime:
         Raises:
             SessionNotFound; RuntimeClosed; Conflict if the session was stopped first.
         """
-        if self.closing:
-            raise RuntimeClosed()
-        await self.session_row(session_id)
-        held = self.host.actor(session_id).hold_elicitation(params)
-        await held.started.wait()
-        if held.elicitation_id is None:
-            raise Conflict("the session was stopped before the elicitation was published")
-        return held.elicitation_id
+        return await asking.hold_elicitation(self, session_id, params)
 
     async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
         """Evaluate the session's policies (and the runtime defaults) on ``event``.
@@ -504,21 +450,7 @@ class Runtime:
 
         Cancellation: withdraws a pending ASK.
         """
-        if not isinstance(event, PolicyEvent):
-            event = parse_policy_event(event)
-        row, spec = await self.host.session_spec(session_id)
-        verdict = await self.host.policy_engine(row, spec).evaluate(event)
-        if verdict.action != "ASK":
-            return verdict
-        params = self.elicitations.params(
-            verdict.elicitation_message,
-            "tool_call",
-            policy_name=verdict.policy_name,
-            tool_name=event.tool_name,
-            tool_input=mapping_or_none(event.data.get("tool_input")),
-        )
-        answer = await self.elicitations.ask(session_id, params, mark_waiting=False)
-        return verdict.resolve(answer.accepted, event)
+        return await asking.evaluate_policy(self, session_id, event)
 
     # -- state -----------------------------------------------------------------------
 
@@ -554,23 +486,6 @@ class Runtime:
             actor.stop()
         for actor in actors:
             await actor.done.wait()
-
-
-def mapping_or_none(value: Any) -> dict[str, Any] | None:
-    return dict(value) if isinstance(value, Mapping) else None
-
-
-def _ends_answer(event: Event, handled_by: str | None) -> bool:
-    """Whether ``event`` ends the stream of a message handled by ``handled_by``.
-
-    ``handled_by`` is the answering turn's response id, ``""`` if a stop dropped the
-    message, ``None`` while no turn has taken it yet.
-    """
-    if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
-        return handled_by == event.response.id
-    if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
-        return handled_by == ""
-    return False
 
 
 @asynccontextmanager
