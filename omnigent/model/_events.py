@@ -62,13 +62,14 @@ class ResponseInfo:
     status: Literal["in_progress", "completed", "failed", "cancelled"]
 
 
+@attrs.frozen(kw_only=True)
 class _EventBase:
-    """Shared behaviour of every event class (each is a frozen attrs class)."""
+    """What every event has: its place in a session's log, and its wire form."""
 
     type: ClassVar[str]
-    event_id: int
-    session_id: str
-    created_at: float
+    event_id: int = 0
+    session_id: str = ""
+    created_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: ``{"type": ..., "event_id": ..., ...}``."""
@@ -78,7 +79,7 @@ class _EventBase:
     def stamped(self, *, session_id: str, event_id: int, created_at: float) -> Any:
         """A copy carrying its place in the session's event log."""
         return attrs.evolve(
-            self,  # type: ignore[misc]
+            self,
             session_id=session_id,
             event_id=event_id,
             created_at=created_at,
@@ -92,18 +93,12 @@ class SessionStatus(_EventBase):
     type: ClassVar[str] = "session.status"
     status: Status
     error: ErrorInfo | None = None
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
 class ResponseCreated(_EventBase):
     type: ClassVar[str] = "response.created"
     response: ResponseInfo
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -114,9 +109,6 @@ class OutputTextDelta(_EventBase):
     response_id: str
     item_id: str
     delta: str
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,18 +129,12 @@ class OutputItemDone(_EventBase):
     type: ClassVar[str] = "response.output_item.done"
     item: Item
     response_id: str | None = None
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
 class ResponseCompleted(_EventBase):
     type: ClassVar[str] = "response.completed"
     response: ResponseInfo
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -156,18 +142,12 @@ class ResponseFailed(_EventBase):
     type: ClassVar[str] = "response.failed"
     response: ResponseInfo
     error: ErrorInfo
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
 class ResponseCancelled(_EventBase):
     type: ClassVar[str] = "response.cancelled"
     response: ResponseInfo
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -191,9 +171,6 @@ class ElicitationRequest(_EventBase):
     type: ClassVar[str] = "response.elicitation_request"
     elicitation_id: str
     params: ElicitationParams
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -202,9 +179,6 @@ class ElicitationResolved(_EventBase):
     elicitation_id: str
     action: Literal["accept", "decline", "cancel", "expired"] | None = None
     target_session_id: str | None = None
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -226,27 +200,18 @@ class ChildSessionSummary:
 class ChildSessionUpdated(_EventBase):
     type: ClassVar[str] = "session.child_session.updated"
     child: ChildSessionSummary
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
 class InboxUpdated(_EventBase):
     type: ClassVar[str] = "session.inbox.updated"
     count: int
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
 class ResourceCreated(_EventBase):
     type: ClassVar[str] = "session.resource.created"
     resource: dict[str, Any]
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -254,9 +219,6 @@ class ResourceDeleted(_EventBase):
     type: ClassVar[str] = "session.resource.deleted"
     resource_id: str
     resource_type: str
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -265,9 +227,6 @@ class ChangedFilesInvalidated(_EventBase):
 
     type: ClassVar[str] = "session.changed_files.invalidated"
     environment_id: str = "default"
-    event_id: int = 0
-    session_id: str = ""
-    created_at: float = 0.0
 
 
 Event = (
