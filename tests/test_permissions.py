@@ -173,3 +173,34 @@ async def test_session_share_grants(
     assert json.loads(output) == {"session_id": session.id, "user_id": user, "level": level}
     row = await rt.session_row(session.id)
     assert await rt.permissions.level(row, "bob") == (level if user == "bob" else READ)
+
+
+async def test_the_owner_cannot_be_granted_and_unknown_sessions_cannot_be_revoked(
+    rt: omnigent.Runtime,
+) -> None:
+    agent = await rt.create_agent(scripted())
+    session = await rt.create_session(agent.id, owner="alice")
+    with pytest.raises(InvalidInput) as caught:
+        await rt.permissions.grant(session.id, "alice", READ)
+    assert [d.loc for d in caught.value.details] == ["user_id"]
+    with pytest.raises(omnigent.SessionNotFound):
+        await rt.permissions.revoke("conv_missing", "bob")
+
+
+async def test_initial_items_may_not_name_unknown_files(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted())
+    with pytest.raises(InvalidInput) as caught:
+        await rt.create_session(
+            agent.id,
+            initial_items=[
+                {
+                    "type": "message",
+                    "data": {
+                        "role": "user",
+                        "content": [{"type": "input_image", "file_id": "file_nope"}],
+                    },
+                }
+            ],
+        )
+    assert [d.loc for d in caught.value.details] == ["initial_items[0].data.content[0].file_id"]
+    assert (await rt.list_sessions()).data == ()

@@ -78,6 +78,10 @@ async def create_session(
         list(initial_items), list[_InitialItem], root="initial_items"
     )
     messages = [MessageItem(role=i.data.role, content=i.data.content) for i in initial]
+    for index, message in enumerate(messages):
+        await rt.files.check_references(
+            message.content, root=f"initial_items[{index}].data.content"
+        )
     agent = await rt.store.get_agent(agent_id)
     if agent is None:
         raise AgentNotFound(agent_id)

@@ -82,13 +82,18 @@ class Permissions:
         """
         user_id = check_user(user_id)
         level = check_level(level, user_id)
-        if await self._store.get_session(session_id) is None:
+        row = await self._store.get_session(session_id)
+        if row is None:
             raise SessionNotFound(session_id)
+        if user_id == row.owner:
+            raise InvalidInput.at("user_id", "the owner already manages this session")
         await self._store.put_grant(session_id, user_id, level)
         return Grant(user_id, level)
 
     async def revoke(self, session_id: str, user_id: str) -> bool:
-        """Remove a grant; False if there was none."""
+        """Remove a grant; False if there was none. Raises SessionNotFound."""
+        if await self._store.get_session(session_id) is None:
+            raise SessionNotFound(session_id)
         return await self._store.delete_grant(session_id, user_id)
 
     async def list(self, row: SessionRow) -> list[Grant]:
