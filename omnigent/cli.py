@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import logging
+import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -32,17 +35,24 @@ from ._cli_render import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    ApprovalMode,
     Chunk,
+    ElicitationDialog,
+    Reply,
     TurnRenderer,
+    auto_reply,
+    elicitation_owner,
     format_agent,
     format_agents,
     format_error,
     format_sessions,
     one_line,
+    withdrawn_note,
 )
 from .core import Runtime, open_runtime
 from .core.runtime import default_db_url
-from .errors import BadRequest, OmnigentError
+from .errors import BadRequest, OmnigentError, SessionNotFound
+from .model import ElicitationRequest, ElicitationResolved, Event
 from .spec import AgentSpec
 
 __all__ = ["build_parser", "default_db_url", "main"]
@@ -144,6 +154,22 @@ def _add_run_parser(subparsers: _Subparsers) -> None:
     run.add_argument("path", metavar="PATH", help="agent spec file (YAML, or JSON if *.json)")
     run.add_argument("prompt", metavar="PROMPT", help="the user message")
     run.add_argument("--model", metavar="M", help="use model M for this session")
+    answers = run.add_mutually_exclusive_group()
+    answers.add_argument(
+        "--yes",
+        dest="approvals",
+        action="store_const",
+        const="yes",
+        help="approve every tool call a policy asks about, without asking",
+    )
+    answers.add_argument(
+        "--no-input",
+        dest="approvals",
+        action="store_const",
+        const="no-input",
+        help="decline every approval without asking (never reads stdin)",
+    )
+    run.set_defaults(approvals="ask")
     _add_db_option(run)
     run.set_defaults(handler=_cmd_run)
 
@@ -195,6 +221,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.prompt,
         db=_db_url(args),
         model=args.model,
+        approvals=args.approvals,
         watch_sigint=_owns_sigint(),
     )
     # Ctrl-C outside the turn (while the runtime opens, say) then surfaces at a
@@ -254,14 +281,23 @@ def _with_runtime(db: str, action: Callable[[Runtime], Awaitable[T]]) -> T:
 
 
 async def _run_turn(
-    spec: AgentSpec, prompt: str, *, db: str, model: str | None, watch_sigint: bool
+    spec: AgentSpec,
+    prompt: str,
+    *,
+    db: str,
+    model: str | None,
+    approvals: ApprovalMode,
+    watch_sigint: bool,
 ) -> int:
     """Register ``spec``, open a session and stream one turn answering ``prompt``.
 
     Returns the exit code (see :class:`~omnigent._cli_render.TurnRenderer`).
+    Elicitations the stream shows are answered as ``approvals`` says (see
+    :class:`_Approvals`).
 
     Cancellation: a first Ctrl-C interrupts the turn, which ends ``cancelled`` and is
-    recorded so; a second stops waiting for it. Either way the runtime closes.
+    recorded so; a second stops waiting for it. Either way the runtime closes, and an
+    open prompt is abandoned.
     """
     renderer = TurnRenderer()
     with trio.CancelScope() as give_up:
@@ -270,12 +306,14 @@ async def _run_turn(
             session = await rt.create_session(
                 agent.id, title=one_line(prompt, _TITLE_LENGTH) or None, model_override=model
             )
+            answering = _Approvals(rt, session.id, renderer, approvals, _stdin_lines)
             async with rt.open_turn_stream(session.id, prompt) as (_, events):
                 log.info("session %s: turn started", session.id)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(_interrupt_on_sigint, rt, session.id, give_up, watch_sigint)
+                    nursery.start_soon(answering.run)
                     async for event in events:
-                        _write(renderer.feed(event))
+                        answering.feed(event)
                     nursery.cancel_scope.cancel()
     if give_up.cancelled_caught:
         renderer.note_interrupted()
@@ -321,6 +359,185 @@ async def _interrupt_turn(rt: Runtime, session_id: str) -> None:
     # the message instead, and the turn stream ends on the session's status.
     if not await rt.interrupt(session_id):
         await rt.stop_session(session_id)
+
+
+class _Approvals:
+    """Answers the elicitations of a turn's stream, one at a time, as ``mode`` says.
+
+    :meth:`feed` takes every event of the stream: it renders it, queues an
+    ``response.elicitation_request`` (the session's own, or a descendant's mirrored one),
+    and abandons the open prompt when its ``response.elicitation_resolved`` arrives —
+    answered elsewhere, or withdrawn because the turn was interrupted. :meth:`run`
+    asks, then resolves under the owning session. While a prompt is open, the turn's
+    other output is held back and written when it closes, so the two never mix.
+
+    Cancellation: cancelling :meth:`run` abandons the open prompt (the read is
+    cancellable; see :class:`_Lines`), ends its line and writes what was held.
+    """
+
+    def __init__(
+        self,
+        rt: Runtime,
+        session_id: str,
+        renderer: TurnRenderer,
+        mode: ApprovalMode,
+        open_lines: Callable[[], _Lines],
+    ) -> None:
+        self._rt = rt
+        self._session_id = session_id
+        self._renderer = renderer
+        self._mode: ApprovalMode = mode
+        self._open_lines = open_lines
+        self._lines: _Lines | None = None  # opened at the first prompt
+        # At most the runtime's pending elicitations of this session tree: small.
+        self._queued: dict[str, ElicitationRequest] = {}
+        self._queue_changed = trio.Event()
+        self._asking: tuple[str, trio.CancelScope] | None = None
+        self._held: list[Chunk] | None = None  # not None while a prompt is open
+        self._mid_prompt = False
+        self._ended_elsewhere = ""  # the note for a prompt abandoned by its resolution
+
+    def feed(self, event: Event) -> None:
+        if isinstance(event, ElicitationRequest):
+            self._queued[event.elicitation_id] = event
+            self._queue_changed.set()
+        elif isinstance(event, ElicitationResolved):
+            self._queued.pop(event.elicitation_id, None)
+            if self._asking is not None and self._asking[0] == event.elicitation_id:
+                self._asking[1].cancel()
+                self._ended_elsewhere = withdrawn_note(event.action)
+        self._output(self._renderer.feed(event))
+
+    async def run(self) -> None:
+        while True:
+            if not self._queued:
+                self._queue_changed = trio.Event()
+                await self._queue_changed.wait()
+                continue
+            request = self._queued.pop(next(iter(self._queued)))
+            reply = await self._reply(request)
+            if reply is not None:
+                await self._resolve(request, reply)
+
+    async def _reply(self, request: ElicitationRequest) -> Reply | None:
+        """How the person answers ``request``; ``None`` if it ended before they did."""
+        if self._mode != "ask":
+            reply, line = auto_reply(request, self._mode)
+            self._output([*self._renderer.break_line(), Chunk("stderr", line)])
+            return reply
+        dialog = ElicitationDialog(request)
+        with trio.CancelScope() as scope:
+            self._asking = (request.elicitation_id, scope)
+            self._held = []
+            try:
+                self._say(dialog.opening(), before=self._renderer.break_line())
+                while (prompt := dialog.next_prompt()) is not None:
+                    self._say(dialog.answer(await self._read_line(prompt)))
+            finally:
+                self._asking = None
+                self._end_prompt()
+        return None if scope.cancelled_caught else dialog.reply
+
+    async def _read_line(self, prompt: str) -> str | None:
+        if self._lines is None:
+            self._lines = self._open_lines()
+        self._say(prompt)
+        line = await self._lines.readline()
+        # A terminal echoes what is typed, Enter included (but not Ctrl-D); piped
+        # answers are echoed here, so the transcript reads the same either way.
+        if line is None or not self._lines.is_terminal:
+            self._say(f"{line or ''}\n")
+        self._mid_prompt = False
+        return line
+
+    async def _resolve(self, request: ElicitationRequest, reply: Reply) -> None:
+        owner = elicitation_owner(request, self._session_id)
+        try:
+            resolved = await self._rt.resolve_elicitation(
+                owner, request.elicitation_id, reply.action, reply.content
+            )
+        except SessionNotFound:  # the sub-session was deleted meanwhile
+            resolved = False
+        if not resolved:
+            self._output([Chunk("stderr", withdrawn_note(None))])
+
+    def _say(self, text: str, before: Iterable[Chunk] = ()) -> None:
+        """Write prompt text on stderr now, even while other output is held."""
+        if text:
+            _write([*before, Chunk("stderr", text)])
+            self._mid_prompt = not text.endswith("\n")
+
+    def _output(self, chunks: Iterable[Chunk]) -> None:
+        if self._held is None:
+            _write(chunks)
+        else:
+            self._held.extend(chunks)
+
+    def _end_prompt(self) -> None:
+        if self._mid_prompt:  # abandoned while waiting for a line
+            self._say("\n")
+        note, self._ended_elsewhere = self._ended_elsewhere, ""
+        held, self._held = self._held or [], None
+        _write([Chunk("stderr", note), *held])
+
+
+class _Lines:
+    """Lines of stdin, read without blocking the event loop; ``None`` at end of input.
+
+    A terminal, pipe or socket is waited on with :func:`trio.lowlevel.wait_readable`,
+    which is cancellable, and then read once with ``os.read``: the descriptor is left in
+    blocking mode (it is usually shared with stdout and stderr, and with the shell), and
+    a read after readiness returns at once. A file or ``/dev/null`` never blocks and is
+    read directly. Only where polling is refused (``OSError``) is the read done in a
+    worker thread; a cancelled prompt then abandons that thread, which may consume one
+    more line of input before the process exits.
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+        self._buffer = b""
+        self._ended = fd is None
+        self.is_terminal = fd is not None and os.isatty(fd)
+        mode = os.fstat(fd).st_mode if fd is not None else 0
+        self._pollable = self.is_terminal or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    async def readline(self) -> str | None:
+        while b"\n" not in self._buffer and not self._ended:
+            data = await self._read()
+            self._ended = not data
+            self._buffer += data
+        if not self._buffer:
+            await trio.lowlevel.checkpoint()
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace").removesuffix("\r")
+
+    async def _read(self) -> bytes:
+        assert self._fd is not None
+        fd = self._fd
+        if not self._pollable:
+            await trio.lowlevel.checkpoint()
+            return os.read(fd, 4096)
+        while True:
+            try:
+                await trio.lowlevel.wait_readable(fd)
+            except OSError:  # not pollable after all (kqueue and some devices)
+                return await trio.to_thread.run_sync(os.read, fd, 4096, abandon_on_cancel=True)
+            try:
+                return os.read(fd, 4096)
+            except BlockingIOError:  # someone made it non-blocking and the data went
+                continue
+
+
+def _stdin_lines() -> _Lines:
+    """:class:`_Lines` of ``sys.stdin``; at once at end if there is none (closed, say)."""
+    try:
+        fd = sys.stdin.fileno() if sys.stdin is not None else None
+        if fd is not None:
+            os.fstat(fd)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        fd = None
+    return _Lines(fd)
 
 
 def _owns_sigint() -> bool:
