@@ -1,4 +1,9 @@
-"""Routes for agents (``/v1/agents``) and files (``/v1/files``)."""
+"""Routes for agents (``/v1/agents``) and files (``/v1/files``).
+
+Agents are readable by every caller; a name belongs to whoever registered it first
+(another caller posting it is ``403``, from the core). Files are their uploader's
+alone: to anyone else they do not exist (``404``), except under ``--auth none``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from quart import Blueprint, Response, request
 from ..core._files import MAX_FILE_BYTES
 from ..errors import InvalidInput
 from ..spec import AgentSpec
+from ._access import file_access
 from ._params import json_body, owner, state
 
 __all__ = ["YAML_TYPES", "blueprint"]
@@ -66,12 +72,12 @@ async def upload_file() -> tuple[dict[str, Any], int]:
 
 @blueprint.get("/files/<file_id>")
 async def get_file(file_id: str) -> dict[str, Any]:
+    await file_access(file_id)
     return (await state().runtime.get_file(file_id)).to_dict()
 
 
 @blueprint.get("/files/<file_id>/content")
 async def get_file_content(file_id: str) -> Response:
-    runtime = state().runtime
-    info = await runtime.get_file(file_id)
-    content = await runtime.read_file(file_id)
-    return Response(content, status=200, content_type=info.content_type)
+    row = await file_access(file_id)
+    content = await state().runtime.read_file(file_id)
+    return Response(content, status=200, content_type=row.content_type)

@@ -1,6 +1,9 @@
 """The OpenAPI 3.1 document of the HTTP transport, written by hand.
 
 A test compares its paths and methods with the app's URL map, so it stays true.
+Every ``/v1`` operation may answer ``401`` under ``--auth header`` (added when the
+document is built); a session route answers ``404`` to a caller who cannot read the
+session and ``403`` to one who can read but not do what it asks.
 """
 
 from __future__ import annotations
@@ -115,7 +118,10 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["type"],
         "additionalProperties": False,
         "properties": {
-            "type": {"type": "string", "enum": ["message", "interrupt", "stop_session"]},
+            "type": {
+                "type": "string",
+                "enum": ["message", "interrupt", "stop_session", "approval", "mcp_elicitation"],
+            },
             "data": _OBJ,
         },
     },
@@ -141,6 +147,23 @@ _SCHEMAS: dict[str, Any] = {
             ]
         },
     },
+    "PutGrant": {
+        "type": "object",
+        "required": ["user_id", "level"],
+        "additionalProperties": False,
+        "properties": {
+            "user_id": {"type": "string", "description": "'__public__' is everyone (read only)"},
+            "level": {"enum": [1, 2, 3], "description": "1 read, 2 edit, 3 manage"},
+        },
+    },
+    "Grant": {
+        "type": "object",
+        "properties": {
+            "user_id": {"type": "string"},
+            "level": {"enum": [1, 2, 3]},
+            "owner": {"type": "boolean"},
+        },
+    },
 }
 
 _SID = [_path("session_id")]
@@ -158,7 +181,7 @@ _PATHS: dict[str, Any] = {
                     "application/yaml": {"schema": {"type": "string"}},
                 },
             },
-            "responses": {**_ok("201", "created", _ref("Agent")), **_errors("401", "422")},
+            "responses": {**_ok("201", "created", _ref("Agent")), **_errors("403", "422")},
         },
         "get": {"summary": "List agents", "responses": _ok("200", "agents", _ref("List"))},
     },
@@ -175,7 +198,7 @@ _PATHS: dict[str, Any] = {
             "requestBody": {"required": True, **_json(_ref("CreateSession"))},
             "responses": {
                 **_ok("201", "snapshot", _ref("Session")),
-                **_errors("400", "404", "422"),
+                **_errors("400", "403", "404", "422"),
             },
         },
         "get": {
@@ -199,12 +222,15 @@ _PATHS: dict[str, Any] = {
             "summary": "Change title, labels or model_override (null clears)",
             "parameters": _SID,
             "requestBody": {"required": True, **_json(_ref("UpdateSession"))},
-            "responses": {**_ok("200", "snapshot", _ref("Session")), **_errors("404", "422")},
+            "responses": {
+                **_ok("200", "snapshot", _ref("Session")),
+                **_errors("403", "404", "422"),
+            },
         },
         "delete": {
             "summary": "Cancel all work of the session and its children, then delete them",
             "parameters": _SID,
-            "responses": {**_ok("200", "deleted", _OBJ), **_errors("404")},
+            "responses": {**_ok("200", "deleted", _OBJ), **_errors("403", "404")},
         },
     },
     "/v1/sessions/{session_id}/items": {
@@ -228,7 +254,7 @@ _PATHS: dict[str, Any] = {
     },
     "/v1/sessions/{session_id}/events": {
         "post": {
-            "summary": "Post an event: message, interrupt, stop_session",
+            "summary": "Post an event: message, interrupt, stop_session, approval, mcp_elicitation",
             "parameters": [
                 *_SID,
                 _query("stream", {"type": "boolean"}, "stream the turn answering a message"),
@@ -237,7 +263,7 @@ _PATHS: dict[str, Any] = {
             "responses": {
                 **_ok("202", "accepted", _OBJ),
                 "200": {"description": "the turn's events (stream=true)", **_SSE},
-                **_errors("404", "422", "503"),
+                **_errors("403", "404", "422", "503"),
             },
         }
     },
@@ -255,6 +281,29 @@ _PATHS: dict[str, Any] = {
                 },
             ],
             "responses": {"200": {"description": "event stream", **_SSE}, **_errors("404", "422")},
+        }
+    },
+    "/v1/sessions/{session_id}/permissions": {
+        "get": {
+            "summary": "The session's owner and grants (needs read)",
+            "parameters": _SID,
+            "responses": {**_ok("200", "grants", _ref("List")), **_errors("404")},
+        },
+        "put": {
+            "summary": "Grant a user a level, replacing an earlier grant (needs manage)",
+            "parameters": _SID,
+            "requestBody": {"required": True, **_json(_ref("PutGrant"))},
+            "responses": {
+                **_ok("200", "the grant", _ref("Grant")),
+                **_errors("403", "404", "409", "422"),
+            },
+        },
+    },
+    "/v1/sessions/{session_id}/permissions/{user_id}": {
+        "delete": {
+            "summary": "Revoke a user's grant (needs manage); deleted: false if there was none",
+            "parameters": [*_SID, _path("user_id")],
+            "responses": {**_ok("200", "{user_id, deleted}", _OBJ), **_errors("403", "404", "409")},
         }
     },
     "/v1/files": {
@@ -289,6 +338,193 @@ _PATHS: dict[str, Any] = {
         }
     },
 }
+
+# -- elicitations, hooks, policy evaluation, the approval page -------------------------
+
+_SCHEMAS.update(
+    {
+        "ElicitationResult": {
+            "type": "object",
+            "required": ["action"],
+            "additionalProperties": False,
+            "properties": {
+                "action": {"enum": ["accept", "decline", "cancel"]},
+                "content": {"description": "the answer (accept only)"},
+            },
+        },
+        "Elicitation": {
+            "type": "object",
+            "required": ["status", "elicitation_id"],
+            "properties": {
+                "status": {"enum": ["pending", "resolved"]},
+                "elicitation_id": {"type": "string"},
+                "message": {"type": "string"},
+                "phase": {"type": "string"},
+                "policy_name": {"type": ["string", "null"]},
+                "requested_schema": _OBJ,
+                "content_preview": {"type": "string", "maxLength": 500},
+                "target_session_id": {"type": "string"},
+            },
+        },
+        "PermissionRequestHook": {
+            "type": "object",
+            "required": ["tool_name", "tool_input"],
+            "additionalProperties": True,
+            "properties": {
+                "hook_event_name": {"const": "PermissionRequest"},
+                "tool_name": {"type": "string"},
+                "tool_input": _OBJ,
+            },
+        },
+        "PermissionRequestAnswer": {
+            "type": "object",
+            "properties": {
+                "hookSpecificOutput": {
+                    "type": "object",
+                    "properties": {
+                        "hookEventName": {"const": "PermissionRequest"},
+                        "decision": {
+                            "type": "object",
+                            "required": ["behavior"],
+                            "properties": {
+                                "behavior": {"enum": ["allow", "deny"]},
+                                "updatedInput": _OBJ,
+                                "message": {"type": "string"},
+                            },
+                        },
+                    },
+                }
+            },
+        },
+        "CodexRequest": {
+            "type": "object",
+            "required": ["id", "method"],
+            "additionalProperties": False,
+            "properties": {
+                "jsonrpc": {"const": "2.0"},
+                "id": {"type": ["string", "integer"]},
+                "method": {"type": "string"},
+                "params": _OBJ,
+            },
+        },
+        "PolicyEvaluation": {
+            "type": "object",
+            "required": ["event"],
+            "additionalProperties": False,
+            "properties": {
+                "event": {
+                    "type": "object",
+                    "required": ["type", "data"],
+                    "properties": {
+                        "type": {"enum": ["PHASE_TOOL_CALL", "PHASE_TOOL_RESULT"]},
+                        "data": _OBJ,
+                        "request_data": _OBJ,
+                        "context": _OBJ,
+                    },
+                }
+            },
+        },
+        "PolicyVerdict": {
+            "type": "object",
+            "required": ["result"],
+            "properties": {
+                "result": {
+                    "enum": [
+                        "POLICY_ACTION_ALLOW",
+                        "POLICY_ACTION_DENY",
+                        "POLICY_ACTION_UNSPECIFIED",
+                    ]
+                },
+                "reason": {"type": "string"},
+                "data": {},
+            },
+        },
+    }
+)
+
+_EID = [*_SID, _path("elicitation_id")]
+_HTML = {"content": {"text/html": {"schema": {"type": "string"}}}}
+_WAITS = " The request stays open until a person answers."
+
+_PATHS.update(
+    {
+        "/v1/sessions/{session_id}/elicitations/{elicitation_id}/resolve": {
+            "post": {
+                "summary": "Answer an elicitation owned by this session (needs edit)",
+                "parameters": _EID,
+                "requestBody": {"required": True, **_json(_ref("ElicitationResult"))},
+                "responses": {
+                    **_ok("202", "{resolved: true|false}", _OBJ),
+                    **_errors("403", "404", "422"),
+                },
+            }
+        },
+        "/v1/sessions/{session_id}/elicitations/{elicitation_id}": {
+            "get": {
+                "summary": "A pending elicitation of this session or a descendant; else resolved",
+                "parameters": _EID,
+                "responses": {**_ok("200", "elicitation", _ref("Elicitation")), **_errors("404")},
+            }
+        },
+        "/v1/sessions/{session_id}/hooks/permission-request": {
+            "post": {
+                "summary": "Claude Code's PermissionRequest hook (needs edit)." + _WAITS,
+                "parameters": _SID,
+                "requestBody": {"required": True, **_json(_ref("PermissionRequestHook"))},
+                "responses": {
+                    **_ok("200", "the decision", _ref("PermissionRequestAnswer")),
+                    **_errors("403", "404", "422", "503"),
+                },
+            }
+        },
+        "/v1/sessions/{session_id}/hooks/codex-elicitation-request": {
+            "post": {
+                "summary": "A Codex app-server approval request (needs edit)." + _WAITS,
+                "parameters": _SID,
+                "requestBody": {"required": True, **_json(_ref("CodexRequest"))},
+                "responses": {
+                    **_ok("200", '{decision: "accept"|"decline"}', _OBJ),
+                    **_errors("403", "404", "422", "503"),
+                },
+            }
+        },
+        "/v1/sessions/{session_id}/policies/evaluate": {
+            "post": {
+                "summary": "Evaluate the session's policies (needs edit); an ASK waits." + _WAITS,
+                "parameters": _SID,
+                "requestBody": {"required": True, **_json(_ref("PolicyEvaluation"))},
+                "responses": {
+                    **_ok("200", "the verdict", _ref("PolicyVerdict")),
+                    **_errors("403", "404", "422", "503"),
+                },
+            }
+        },
+        "/approve/{session_id}/{elicitation_id}": {
+            "get": {
+                "summary": "An HTML page showing the request, with an Accept/Decline form",
+                "parameters": _EID,
+                "responses": {"200": {"description": "the page", **_HTML}, **_errors("401", "404")},
+            },
+            "post": {
+                "summary": "Answer from the page's form (field 'action'; needs edit)",
+                "parameters": _EID,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/x-www-form-urlencoded": {"schema": _OBJ}},
+                },
+                "responses": {
+                    "200": {"description": "the outcome page", **_HTML},
+                    **_errors("401", "403", "404", "422"),
+                },
+            },
+        },
+    }
+)
+
+for _path_name, _operations in _PATHS.items():
+    if _path_name.startswith("/v1/"):
+        for _operation in _operations.values():
+            _operation["responses"].update(_errors("401"))
 
 _DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",

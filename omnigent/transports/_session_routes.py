@@ -1,4 +1,9 @@
-"""Routes for sessions: create, list, read, update, delete, items, child sessions."""
+"""Routes for sessions: create, list, read, update, delete, items, child sessions.
+
+Every route checks the caller's level first (:func:`._access.session_access`): reading
+needs read, changing needs edit, deleting needs manage; lists hold only what the
+caller may read.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,14 @@ from ..core.records import SessionSnapshot
 from ..core.runtime import Runtime
 from ..errors import InvalidInput
 from ..model import MessageItem, item_text
+from ._access import (
+    EDIT,
+    MANAGE,
+    READ,
+    check_initial_item_files,
+    session_access,
+    viewer,
+)
 from ._params import (
     CreateSessionBody,
     json_body,
@@ -33,6 +46,11 @@ _PATCHABLE = ("title", "labels", "model_override")
 async def create_session() -> tuple[dict[str, Any], int]:
     caller = owner()
     body = await structured_body(CreateSessionBody)
+    if body.parent_session_id is not None:
+        # A child runs under the parent's root and shares its grants: making one is a
+        # change to the parent.
+        await session_access(body.parent_session_id, EDIT)
+    await check_initial_item_files(body.initial_items)
     snapshot = await state().runtime.create_session(
         body.agent_id,
         title=body.title,
@@ -53,17 +71,20 @@ async def list_sessions() -> dict[str, Any]:
         parent_session_id=query_str("parent_session_id"),
         limit=query_int("limit", low=1, high=100) or 20,
         after=query_str("after"),
+        viewer=viewer(),
     )
     return page.to_dict()
 
 
 @blueprint.get("/sessions/<session_id>")
 async def get_session(session_id: str) -> dict[str, Any]:
-    return (await state().runtime.get_session(session_id)).to_dict()
+    row = await session_access(session_id, READ)
+    return (await state().runtime.snapshot(row)).to_dict()
 
 
 @blueprint.patch("/sessions/<session_id>")
 async def update_session(session_id: str) -> dict[str, Any]:
+    await session_access(session_id, EDIT)
     body = await json_body()
     for key in body:
         if key not in _PATCHABLE:
@@ -73,12 +94,14 @@ async def update_session(session_id: str) -> dict[str, Any]:
 
 @blueprint.delete("/sessions/<session_id>")
 async def delete_session(session_id: str) -> dict[str, Any]:
+    await session_access(session_id, MANAGE)
     await state().runtime.delete_session(session_id)
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 
 
 @blueprint.get("/sessions/<session_id>/items")
 async def list_items(session_id: str) -> dict[str, Any]:
+    await session_access(session_id, READ)
     page = await state().runtime.list_items(
         session_id,
         order=query_choice("order", ("asc", "desc"), "asc"),
@@ -91,11 +114,16 @@ async def list_items(session_id: str) -> dict[str, Any]:
 @blueprint.get("/sessions/<session_id>/child_sessions")
 async def child_sessions(session_id: str) -> dict[str, Any]:
     runtime = state().runtime
-    await runtime.session_row(session_id)
+    await session_access(session_id, READ)
+    # Children share the root's grants, but a grant on a middle session reaches only
+    # that session: the list is filtered like any other.
+    who = viewer()
     children: list[dict[str, Any]] = []
     after: str | None = None
     while True:
-        page = await runtime.list_sessions(parent_session_id=session_id, limit=100, after=after)
+        page = await runtime.list_sessions(
+            parent_session_id=session_id, limit=100, after=after, viewer=who
+        )
         children.extend([await _child_summary(runtime, s) for s in page.data])
         if not page.has_more or not page.data:
             break

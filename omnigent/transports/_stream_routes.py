@@ -1,7 +1,8 @@
 """Events in (``POST /v1/sessions/{id}/events``) and out (``GET …/stream``, SSE).
 
 Everything that can fail with a status code is checked before the ``200`` goes out:
-the body, the event type and content, the session, the resume point. What can still
+the caller's level on the session (edit to post, read to watch), the body, the event
+type and content, the files it names, the resume point. What can still
 fail once streaming has begun (the session deleted meanwhile, the runtime closing)
 ends the stream with an ``event: error`` frame (see :mod:`._sse`).
 """
@@ -15,6 +16,7 @@ from quart import Blueprint, Response, request
 
 from ..core._inputs import parse_event
 from ..errors import InvalidInput
+from ._access import EDIT, READ, check_block_files, session_access
 from ._params import EventBody, parse_int, query_bool, state, structured_body
 from ._sse import Source, SSEBody, encode_event
 
@@ -38,14 +40,15 @@ def sse_response(source: Source) -> Response:
 @blueprint.post("/sessions/<session_id>/events")
 async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
     runtime = state().runtime
+    await session_access(session_id, EDIT)
     stream = query_bool("stream")
     body = await structured_body(EventBody)
+    event = parse_event(body.type, body.data)
+    await check_block_files(event.content, root="data.content")
     if not stream:
         return await runtime.post_event(session_id, body.type, body.data), 202
-    event = parse_event(body.type, body.data)
     if event.type != "message":
         raise InvalidInput.at("stream", "only a message event can be streamed")
-    await runtime.session_row(session_id)
     await runtime.files.check_references(event.content, root="data.content")
 
     async def turn_frames(send: trio.MemorySendChannel[bytes]) -> None:
@@ -62,7 +65,7 @@ async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
 @blueprint.get("/sessions/<session_id>/stream")
 async def stream(session_id: str) -> Response:
     runtime = state().runtime
-    await runtime.session_row(session_id)
+    await session_access(session_id, READ)
     after = await _resume_point(session_id)
 
     async def session_frames(send: trio.MemorySendChannel[bytes]) -> None:

@@ -4,7 +4,8 @@
 the auth mode and the ``stopping`` event the server runner sets before shutting
 Hypercorn down (open SSE streams end on it). Routes live in small modules:
 ``_agents_files`` (agents, files), ``_session_routes`` (sessions, items, children),
-``_stream_routes`` (events in, SSE out); ``_http_errors`` puts every failure into the
+``_stream_routes`` (events in, SSE out), ``_permission_routes`` (sharing); ``_access``
+checks who may touch what; ``_http_errors`` puts every failure into the
 ``{"error": {...}}`` envelope; ``_openapi`` is the OpenAPI 3.1 document served at
 ``/v1/openapi.json``. The wire contract is in ``docs/http.md``.
 """
@@ -19,7 +20,15 @@ from quart_trio import QuartTrio
 
 from ..core._files import MAX_FILE_BYTES
 from ..core.runtime import Runtime
-from . import _agents_files, _session_routes, _stream_routes
+from . import (
+    _agents_files,
+    _approval_page,
+    _elicitation_routes,
+    _hook_routes,
+    _permission_routes,
+    _session_routes,
+    _stream_routes,
+)
 from ._http_errors import install_error_handlers
 from ._openapi import openapi_document
 from ._params import AppState, AuthMode, owner
@@ -77,6 +86,11 @@ def create_app(
     async def openapi() -> dict[str, Any]:
         return openapi_document()
 
-    for module in (_agents_files, _session_routes, _stream_routes):
+    for module in (_agents_files, _session_routes, _stream_routes, _permission_routes):
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
+    # Elicitations (resolve, look up), coding-agent hooks, policy evaluation.
+    for module in (_elicitation_routes, _hook_routes):
+        app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
+    # The HTML approval page is for people, at the path params.url names: no /v1.
+    app.register_blueprint(_approval_page.blueprint)
     return app

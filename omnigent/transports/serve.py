@@ -22,19 +22,22 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import hypercorn.trio
 import trio
+import yaml
 from hypercorn.config import Config
 
 from ..core.runtime import Runtime, default_db_url, open_runtime
-from ..spec import AgentSpec
+from ..errors import BadRequest, ErrorDetail, SpecError
+from ..spec import AgentSpec, parse_policy_spec
 from .http import create_app
 
-__all__ = ["add_serve_parser", "run_serve", "serve"]
+__all__ = ["add_serve_parser", "load_policies", "run_serve", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,37 @@ async def register_agents(runtime: Runtime, agents_dir: str | Path) -> list[str]
     return names
 
 
+def load_policies(path: str | Path) -> list[dict[str, Any]]:
+    """The server-wide default policies in a YAML file: a list of policy specs.
+
+    Each entry is written as in an agent spec's ``policies`` list; they apply to every
+    session after its agent's own policies.
+
+    Raises:
+        SpecError: naming the file and the bad entry (``[1].tools``).
+        BadRequest: the file cannot be read.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"cannot read the policies file {path}: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: invalid YAML: {exc}", [ErrorDetail("$", str(exc))]) from exc
+    if data is None:
+        return []
+    if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
+        detail = ErrorDetail("$", "expected a list of policies")
+        raise SpecError(f"{path}: expected a list of policies", [detail])
+    for index, policy in enumerate(data):
+        try:
+            parse_policy_spec(policy, root=f"[{index}]")
+        except SpecError as exc:
+            raise SpecError(f"{path}: {exc.message}", exc.details) from exc
+    return data
+
+
 async def serve(
     runtime_db: str | None,
     host: str,
@@ -65,6 +99,7 @@ async def serve(
     agents_dir: str | Path | None,
     auth: str,
     *,
+    policies: Sequence[Mapping[str, Any]] = (),
     stop: trio.Event | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -75,6 +110,7 @@ async def serve(
         host, port: where to listen (port 0 picks a free port).
         agents_dir: register every ``*.yaml`` in it first (``None``: none).
         auth: ``none`` or ``header``.
+        policies: server-wide default policies (``open_runtime(default_policies=...)``).
         stop: set it to shut down; without it, cancel the caller's scope.
         task_status: started with the bound URL (``http://HOST:PORT``).
 
@@ -82,7 +118,7 @@ async def serve(
     a deadline; open streams end and every turn ends ``cancelled``.
     """
     stop = trio.Event() if stop is None else stop
-    async with open_runtime(runtime_db) as runtime:
+    async with open_runtime(runtime_db, default_policies=policies) as runtime:
         if agents_dir is not None:
             await register_agents(runtime, agents_dir)
         stopping = trio.Event()
@@ -141,6 +177,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--auth", choices=("none", "header"), default="none")
     parser.add_argument("--agents", default=None, help="register every *.yaml in DIR")
+    parser.add_argument(
+        "--policies",
+        default=None,
+        metavar="FILE",
+        help="YAML list of default policies applied to every session",
+    )
     parser.set_defaults(func=run_serve)
     return parser
 
@@ -150,16 +192,21 @@ def run_serve(args: argparse.Namespace) -> int:
     db = args.db or default_db_url()
     if db.startswith("sqlite:///"):
         Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    trio.run(_main, db, args.host, args.port, args.agents, args.auth)
+    policies = load_policies(args.policies) if getattr(args, "policies", None) else []
+    trio.run(_main, db, args.host, args.port, args.agents, args.auth, policies)
     return 0
 
 
-async def _main(db: str, host: str, port: int, agents: str | None, auth: str) -> None:
+async def _main(
+    db: str, host: str, port: int, agents: str | None, auth: str, policies: list[dict[str, Any]]
+) -> None:
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(partial(serve, db, host, port, agents, auth, stop=stop))
+            url = await nursery.start(
+                partial(serve, db, host, port, agents, auth, policies=policies, stop=stop)
+            )
             print(f"omnigent serving on {url}", flush=True)
             async for signum in signals:
                 log.info("signal %s: shutting down", signum)

@@ -1,0 +1,115 @@
+"""Elicitations over HTTP: resolve one (``POST …/resolve``) and look one up (``GET``).
+
+Resolving is owner-scoped, as in the core: only the session that owns an elicitation
+answers it; under any other session (an ancestor that sees it mirrored included) the
+answer is ``{"resolved": false}`` and nothing is touched.
+
+Looking one up is wider, because an ancestor's stream and snapshot show its
+descendants' prompts: a pending elicitation is *visible* from its owner and from every
+ancestor of the owner (the view carries ``target_session_id`` = the owner, the id to
+resolve with). Resolved, expired, unknown and not-visible elicitations all look the
+same — ``{"status": "resolved", "elicitation_id"}`` — so a lookup reveals nothing about
+other sessions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import attrs
+from quart import Blueprint
+
+from ..model import ElicitationRequest
+from ._access import EDIT, READ, session_access
+from ._params import state, structured_body
+
+__all__ = ["PREVIEW_CHARS", "blueprint", "content_preview", "visible_pending"]
+
+blueprint = Blueprint("omnigent_elicitations", __name__)
+
+PREVIEW_CHARS = 500
+
+
+@attrs.frozen
+class ResolveBody:
+    """MCP's ``ElicitationResult``: ``{action, content?}`` (strict: no other keys)."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: Any = None
+
+
+@blueprint.post("/sessions/<session_id>/elicitations/<elicitation_id>/resolve")
+async def resolve(session_id: str, elicitation_id: str) -> tuple[dict[str, Any], int]:
+    await session_access(session_id, EDIT)
+    body = await structured_body(ResolveBody)
+    resolved = await state().runtime.resolve_elicitation(
+        session_id, elicitation_id, body.action, body.content
+    )
+    return {"resolved": resolved}, 202
+
+
+@blueprint.get("/sessions/<session_id>/elicitations/<elicitation_id>")
+async def get_elicitation(session_id: str, elicitation_id: str) -> dict[str, Any]:
+    await session_access(session_id, READ)
+    request = await visible_pending(session_id, elicitation_id)
+    if request is None:
+        return {"status": "resolved", "elicitation_id": elicitation_id}
+    return pending_view(request)
+
+
+async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRequest | None:
+    """The pending request as ``session_id`` sees it, if it owns it or is an ancestor.
+
+    A request owned by a descendant comes back with ``params.target_session_id`` set to
+    its owner, as the mirrored event and the snapshot show it.
+    """
+    runtime = state().runtime
+    owner = runtime.elicitations.owner_of(elicitation_id)
+    if owner is None or runtime.elicitations.get(elicitation_id) is None:
+        return None
+    if owner != session_id and session_id not in await runtime.store.ancestor_ids(owner):
+        return None
+    for request in runtime.elicitations.pending_for({owner}, session_id):
+        if request.elicitation_id == elicitation_id:
+            return request
+    return None  # answered while we looked
+
+
+def pending_view(request: ElicitationRequest) -> dict[str, Any]:
+    """The ``GET`` answer for a pending request (optional fields only when present)."""
+    params = request.params
+    view: dict[str, Any] = {
+        "status": "pending",
+        "elicitation_id": request.elicitation_id,
+        "message": params.message,
+        "phase": params.phase,
+        "policy_name": params.policy_name,
+    }
+    if params.requestedSchema is not None:
+        view["requested_schema"] = params.requestedSchema
+    preview = content_preview(request)
+    if preview is not None:
+        view["content_preview"] = preview
+    if params.target_session_id is not None:
+        view["target_session_id"] = params.target_session_id
+    return view
+
+
+def content_preview(request: ElicitationRequest) -> str | None:
+    """A short text of what is being approved, at most :data:`PREVIEW_CHARS` long.
+
+    The questions (one a line) for an ``AskUserQuestion``; else the tool input as
+    compact JSON; ``None`` when there is neither.
+    """
+    params = request.params
+    text: str | None = None
+    if params.ask_user_question is not None:
+        questions = params.ask_user_question.get("questions")
+        if isinstance(questions, list):
+            text = "\n".join(str(q.get("question", "")) for q in questions if isinstance(q, dict))
+    if text is None and params.tool_input is not None:
+        text = json.dumps(params.tool_input, ensure_ascii=False, default=str)
+    if text is None:
+        return None
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
