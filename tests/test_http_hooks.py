@@ -296,6 +296,7 @@ async def test_codex_command_approval_round_trip(action: str, decision: str) -> 
             request, answer = await ask_and_answer(server, sid, CODEX.format(sid), body, action)
             params = request["params"]
             assert params["phase"] == "codex_command_approval"
+            assert params["command"] == "git push --force"
             assert params["message"] == "Codex wants to run: git push --force (needs network)"
             assert params["tool_input"] == {
                 "command": "git push --force",

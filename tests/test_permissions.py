@@ -95,10 +95,11 @@ async def test_mcp_elicitation_is_held_by_the_session_until_answered(
         resolved = await rt.post_event(
             session.id, "approval", {"elicitation_id": eid, "action": "accept", "content": {}}
         )
-        assert resolved == {"status": "accepted", "resolved": True}
+        assert resolved == {"resolved": True}
         done = await events.__anext__()
         assert isinstance(done, ElicitationResolved)
         assert done.action == "accept"
+        assert done.content == {}
     await wait_quiet(rt)
 
 

@@ -127,12 +127,15 @@ class Elicitations:
                 await self._finish(waiter, mark_waiting)
 
     async def _finish(self, waiter: _Waiter, mark_waiting: bool) -> None:
-        action = waiter.resolution.action if waiter.resolution else "expired"
+        resolution = waiter.resolution
+        action = resolution.action if resolution else "expired"
         eid = waiter.request.elicitation_id
         await self._store.finish_elicitation(
             eid, "resolved" if waiter.resolution else "expired", action
         )
-        resolved = ElicitationResolved(elicitation_id=eid, action=action)
+        resolved = ElicitationResolved(
+            elicitation_id=eid, action=action, content=resolution.content if resolution else None
+        )
         await self._publish_everywhere(waiter.session_id, resolved)
         if mark_waiting and waiter.resolution is not None:
             await self._bus.publish(waiter.session_id, SessionStatus(status="running"))
@@ -185,6 +188,22 @@ class Elicitations:
                     request = attrs.evolve(request, params=params)
                 found.append(request)
         return found
+
+    async def visible(self, session_id: str, elicitation_id: str) -> ElicitationRequest | None:
+        """The pending request as ``session_id`` sees it: its own, or a descendant's.
+
+        A descendant's request carries its owner in ``params.target_session_id``, as
+        the mirrored event and the snapshot show it. ``None`` when it is not pending or
+        not in ``session_id``'s family.
+        """
+        waiter = self._waiters.get(elicitation_id)
+        if waiter is None or waiter.resolution is not None:
+            return None
+        owner = waiter.session_id
+        if owner != session_id and session_id not in await self._store.ancestor_ids(owner):
+            return None
+        found = self.pending_for({owner}, session_id)
+        return found[0] if found else None
 
     def get(self, elicitation_id: str) -> ElicitationRequest | None:
         """The pending request with this id, if it is still waiting."""

@@ -315,15 +315,12 @@ class Runtime:
             resolved = await self.resolve_elicitation(
                 session_id, approval.elicitation_id, approval.action, approval.content
             )
-            return {"status": "accepted", "resolved": resolved}
+            return {"resolved": resolved}
         if isinstance(event.data, McpElicitationData):
             params = self.elicitations.params(
                 event.data.message, "mcp_elicitation", requestedSchema=event.data.requestedSchema
             )
-            return {
-                "status": "accepted",
-                "elicitation_id": await self.hold_elicitation(session_id, params),
-            }
+            return {"elicitation_id": await self.hold_elicitation(session_id, params)}
         if event.type == "interrupt":
             await self.interrupt(session_id)
         elif event.type == "stop_session":

@@ -162,6 +162,7 @@ class ElicitationParams:
     policy_name: str | None = None
     tool_name: str | None = None
     tool_input: dict[str, Any] | None = None
+    command: str | None = None
     ask_user_question: dict[str, Any] | None = None
     target_session_id: str | None = None
 
@@ -178,6 +179,7 @@ class ElicitationResolved(_EventBase):
     type: ClassVar[str] = "response.elicitation_resolved"
     elicitation_id: str
     action: Literal["accept", "decline", "cancel", "expired"] | None = None
+    content: Any = None
     target_session_id: str | None = None
 
 

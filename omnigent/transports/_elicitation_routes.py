@@ -64,16 +64,7 @@ async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRe
     A request owned by a descendant comes back with ``params.target_session_id`` set to
     its owner, as the mirrored event and the snapshot show it.
     """
-    runtime = state().runtime
-    owner = runtime.elicitations.owner_of(elicitation_id)
-    if owner is None or runtime.elicitations.get(elicitation_id) is None:
-        return None
-    if owner != session_id and session_id not in await runtime.store.ancestor_ids(owner):
-        return None
-    for request in runtime.elicitations.pending_for({owner}, session_id):
-        if request.elicitation_id == elicitation_id:
-            return request
-    return None  # answered while we looked
+    return await state().runtime.elicitations.visible(session_id, elicitation_id)
 
 
 def pending_view(request: ElicitationRequest) -> dict[str, Any]:

@@ -183,10 +183,10 @@ def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
     reason = rpc_params.get("reason")
     suffix = f" ({reason})" if isinstance(reason, str) and reason else ""
     tool_input: dict[str, Any]
+    command: str | None = None
     if phase == CODEX_COMMAND_PHASE:
-        command = rpc_params.get("command")
-        if isinstance(command, list):
-            command = " ".join(str(part) for part in command)
+        raw = rpc_params.get("command")
+        command = " ".join(str(part) for part in raw) if isinstance(raw, list) else str(raw)
         tool_input = {"command": command, "cwd": rpc_params.get("cwd"), "reason": reason}
         message = f"Codex wants to run: {command}{suffix}"
     elif phase == CODEX_FILE_CHANGE_PHASE:
@@ -195,7 +195,9 @@ def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
     else:
         tool_input = dict(rpc_params)
         message = f"Codex asks for approval: {method}{suffix}"
-    return state().runtime.elicitations.params(message, phase, tool_input=tool_input)
+    return state().runtime.elicitations.params(
+        message, phase, tool_input=tool_input, command=command
+    )
 
 
 # -- policies ------------------------------------------------------------------------
