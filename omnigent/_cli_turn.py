@@ -1,0 +1,127 @@
+"""One turn of ``omnigent run``: stream it, answer its approvals, and take Ctrl-C.
+
+:func:`run_turn` registers the spec, opens a session and streams one turn to the
+terminal, with :class:`~omnigent._cli_prompt.Approvals` beside it answering what the
+turn asks. Ctrl-C is taken as a message rather than as ``KeyboardInterrupt`` at an
+arbitrary point, so that an interrupted turn ends through the runtime like any other:
+recorded ``cancelled``, its runtime closed, its open prompt abandoned.
+:func:`owns_sigint` says whether Ctrl-C is ours to take at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+
+import trio
+
+from ._cli_approval_render import ApprovalMode
+from ._cli_output import one_line, write
+from ._cli_prompt import Approvals, Lines
+from ._cli_render import TurnRenderer
+from .core import Runtime, open_runtime
+from .spec import AgentSpec
+
+__all__ = ["owns_sigint", "run_turn"]
+
+# The command line's logger: what -v shows is named as it was before this module
+# was split out of omnigent.cli.
+log = logging.getLogger("omnigent.cli")
+
+_TITLE_LENGTH = 80
+
+
+async def run_turn(
+    spec: AgentSpec,
+    prompt: str,
+    *,
+    db: str,
+    model: str | None,
+    approvals: ApprovalMode,
+    watch_sigint: bool,
+    open_lines: Callable[[], Lines],
+) -> int:
+    """Register ``spec``, open a session and stream one turn answering ``prompt``.
+
+    Returns the exit code (see :class:`~omnigent._cli_render.TurnRenderer`).
+    Elicitations the stream shows are answered as ``approvals`` says (see
+    :class:`~omnigent._cli_prompt.Approvals`), reading the terminal's answers from
+    ``open_lines()``, which is called at the first prompt.
+
+    Cancellation: a first Ctrl-C interrupts the turn, which ends ``cancelled`` and is
+    recorded so; a second stops waiting for it. Either way the runtime closes, and an
+    open prompt is abandoned.
+    """
+    renderer = TurnRenderer()
+    with trio.CancelScope() as give_up:
+        async with open_runtime(db=db) as rt:
+            agent = await rt.create_agent(spec)
+            session = await rt.create_session(
+                agent.id, title=one_line(prompt, _TITLE_LENGTH) or None, model_override=model
+            )
+            answering = Approvals(rt, session.id, renderer, approvals, open_lines)
+            async with rt.open_turn_stream(session.id, prompt) as (_, events):
+                log.info("session %s: turn started", session.id)
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(_interrupt_on_sigint, rt, session.id, give_up, watch_sigint)
+                    nursery.start_soon(answering.run)
+                    async for event in events:
+                        answering.feed(event)
+                    nursery.cancel_scope.cancel()
+    if give_up.cancelled_caught:
+        renderer.note_interrupted()
+    write(renderer.finish())
+    return renderer.exit_code
+
+
+async def _interrupt_on_sigint(
+    rt: Runtime,
+    session_id: str,
+    give_up: trio.CancelScope,
+    watch: bool,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """While running, Ctrl-C interrupts the turn, and a second one cancels ``give_up``.
+
+    Taking SIGINT as a message, instead of letting trio raise ``KeyboardInterrupt`` at
+    an arbitrary point, lets the turn end through the runtime like any interrupt: its
+    ``response.cancelled`` is published, persisted and rendered. With ``watch`` false
+    it only reports started.
+    """
+    if not watch:
+        task_status.started()
+        return
+    # The interrupt runs beside the receiver: a stop waits for the session's work to
+    # end, and a second Ctrl-C must be heard meanwhile.
+    async with trio.open_nursery() as interrupting:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            interrupted = False
+            async for _ in signals:
+                if interrupted:
+                    give_up.cancel()
+                    return
+                interrupted = True
+                interrupting.start_soon(_interrupt_turn, rt, session_id)
+
+
+async def _interrupt_turn(rt: Runtime, session_id: str) -> None:
+    log.info("session %s: interrupting the turn", session_id)
+    # Before a turn has taken the message there is nothing to interrupt; a stop drops
+    # the message instead, and the turn stream ends on the session's status.
+    if not await rt.interrupt(session_id):
+        await rt.stop_session(session_id)
+
+
+def owns_sigint() -> bool:
+    """Whether Ctrl-C is ours to handle: Python's default handler has it.
+
+    Not off the main thread, where signals never arrive, nor when the process was
+    started with SIGINT ignored or someone embedding us installed their own handler.
+    Asked before ``trio.run``, which puts its own handler in place of the default.
+    """
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    return on_main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler
