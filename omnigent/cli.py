@@ -48,8 +48,8 @@ from ._cli_render import (
     format_sessions,
 )
 from ._cli_turn import owns_sigint, run_turn
+from ._config import default_db_url
 from .core import Runtime, open_runtime
-from .core.runtime import default_db_url
 from .errors import BadRequest, OmnigentError
 from .spec import AgentSpec
 

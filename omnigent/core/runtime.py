@@ -1,9 +1,7 @@
-"""The runtime: the root of every lifetime, and the library's API.
+"""The runtime: the library's API, and the owner of every session's work.
 
-:func:`open_runtime` opens the store, the event bus writer and the root nurseries, and
-yields a :class:`Runtime`. Leaving the block cancels every session's work (each
-running turn still ends with a terminal ``cancelled`` status), waits for it, lets the
-bus persist what is queued, and closes the store. Nothing it started outlives it.
+A :class:`Runtime` is made by :func:`~omnigent.core._open.open_runtime`, which owns its
+lifetime.
 
 Lifetimes nest ``Runtime ⊃ SessionActor ⊃ Turn ⊃ tool call``; transports call the
 methods here and nothing else.
@@ -12,10 +10,8 @@ methods here and nothing else.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -31,17 +27,15 @@ from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
 from ..model import (
     ElicitationParams,
-    ErrorInfo,
     Event,
     Item,
     MessageItem,
-    SessionStatus,
     structure,
 )
 from ..model._wire import unstructure
-from ..spec import AgentSpec, PolicySpec, parse_policy_spec
-from ..stores.base import SessionRow, parse_db_url
-from ..stores.sqlite import SQLiteStore, open_sqlite_store
+from ..spec import AgentSpec, PolicySpec
+from ..stores.base import SessionRow
+from ..stores.sqlite import SQLiteStore
 from . import _agents as agents_api
 from . import _asking as asking
 from . import _sessions as sessions_api
@@ -65,21 +59,11 @@ from .records import (
 from .session import SessionActor
 from .tools import Tool, ToolRegistry
 
-__all__ = ["Runtime", "default_db_url", "omnigent_home", "open_runtime"]
+__all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
 
 _UNFINISHED = ("launching", "running", "waiting")
-
-
-def omnigent_home() -> Path:
-    """``$OMNIGENT_HOME``, else ``~/.omnigent`` (``~`` expanded)."""
-    return Path(os.environ.get("OMNIGENT_HOME") or "~/.omnigent").expanduser()
-
-
-def default_db_url() -> str:
-    """``$OMNIGENT_DB``, else ``sqlite:///$OMNIGENT_HOME/omnigent.db``: the CLI's store."""
-    return os.environ.get("OMNIGENT_DB") or f"sqlite:///{omnigent_home() / 'omnigent.db'}"
 
 
 class Runtime:
@@ -461,122 +445,3 @@ class Runtime:
 
     def actor_if_running(self, session_id: str) -> SessionActor | None:
         return self.host.actors.get(session_id)
-
-    async def recover(self) -> None:
-        """Tidy up after a previous process that died with work in flight.
-
-        Its running turns get a ``failed`` status (code ``runtime_restarted``), and its
-        pending elicitations are marked expired: their waiters died with it.
-        """
-        await self.store.expire_pending_elicitations()
-        for session_id in await self.store.sessions_with_status(_UNFINISHED):
-            error = ErrorInfo(
-                "the runtime stopped while this turn was running", "runtime_restarted"
-            )
-            await self.bus.publish(session_id, SessionStatus(status="failed", error=error))
-
-    async def aclose_sessions(self) -> None:
-        """Cancel every session's work and wait for the actors to leave."""
-        self.closing = True
-        actors = list(self.host.actors.values())
-        for actor in actors:
-            actor.stop()
-        for actor in actors:
-            await actor.done.wait()
-
-
-@asynccontextmanager
-async def open_runtime(
-    db: str | None = None,
-    *,
-    http_client: httpx.AsyncClient | None = None,
-    load_entry_points: bool = True,
-    home: str | Path | None = None,
-    workspace: str | Path | None = None,
-    default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
-) -> AsyncIterator[Runtime]:
-    """Open a runtime on a store; close everything it started when the block exits.
-
-    Args:
-        db: ``sqlite:///path.db`` (or a path); ``None`` keeps everything in memory.
-        http_client: the client harnesses use for model endpoints (tests pass one
-            over ``httpx.MockTransport``); by default the runtime owns one.
-        load_entry_points: register harnesses from the ``omnigent.harnesses`` group.
-        home: where per-session workspaces live (default ``$OMNIGENT_HOME``, else
-            ``~/.omnigent``).
-        workspace: the directory an agent's ``os_env.cwd: .`` means (default: the
-            current directory).
-        default_policies: policies applied to every session after its agent's own.
-
-    Cancellation: cancelling the block cancels every turn; each still publishes its
-    terminal status before the store closes.
-    """
-    place = ToolPlace(
-        workspace=Path(workspace) if workspace is not None else Path.cwd(),
-        home=Path(home) if home is not None else omnigent_home(),
-    )
-    policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
-    harnesses = HarnessRegistry()
-    if load_entry_points:
-        harnesses.load_entry_points()
-    body_error: BaseException | None = None
-    try:
-        async with (
-            open_sqlite_store(parse_db_url(db)) as store,
-            _open_http(http_client) as http,
-            trio.open_nursery() as services,
-        ):
-            bus = EventBus(store)
-            await services.start(bus.run)
-            try:
-                async with trio.open_nursery() as nursery:
-                    rt = Runtime(
-                        store=store,
-                        bus=bus,
-                        nursery=nursery,
-                        http=http,
-                        harnesses=harnesses,
-                        place=place,
-                        default_policies=policies,
-                    )
-                    await rt.recover()
-                    try:
-                        yield rt
-                    except BaseException as exc:
-                        body_error = exc
-                        raise
-                    finally:
-                        with trio.CancelScope(shield=True):
-                            await rt.aclose_sessions()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await bus.close()
-    except BaseExceptionGroup as group:
-        # The user's own exception comes back to them as itself, not wrapped in the
-        # groups of the nurseries it passed through (as trio-websocket does).
-        if body_error is not None and _only(group, body_error):
-            raise body_error from None
-        raise
-
-
-def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
-    """Whether ``exc`` is the one leaf of ``group`` (however deeply nested)."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        else:
-            leaves.append(current)
-    return leaves == [exc]
-
-
-@asynccontextmanager
-async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
-    if client is not None:
-        yield client
-        return
-    timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-    async with httpx.AsyncClient(timeout=timeout) as owned:
-        yield owned

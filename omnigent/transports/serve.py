@@ -32,7 +32,8 @@ import trio
 import yaml
 from hypercorn.config import Config
 
-from ..core.runtime import Runtime, default_db_url, open_runtime
+from .._config import default_db_url
+from ..core import Runtime, open_runtime
 from ..errors import BadRequest, ErrorDetail, SpecError
 from ..spec import AgentSpec, parse_policy_spec
 from .http import create_app

@@ -1,0 +1,152 @@
+"""Opening a runtime: the root of every lifetime.
+
+:func:`open_runtime` opens the store, the HTTP client harnesses use, the event bus
+writer and the root nurseries, and yields a :class:`~omnigent.core.runtime.Runtime`.
+Leaving the block cancels every session's work (each running turn still ends with a
+terminal ``cancelled`` status), waits for it, lets the bus persist what is queued, and
+closes the store. Nothing it started outlives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from .._config import omnigent_home
+from ..harnesses.registry import HarnessRegistry
+from ..model import ErrorInfo, SessionStatus
+from ..spec import PolicySpec, parse_policy_spec
+from ..stores.base import parse_db_url
+from ..stores.sqlite import open_sqlite_store
+from .bus import EventBus
+from .dispatch import ToolPlace
+from .runtime import Runtime
+
+__all__ = ["open_runtime"]
+
+
+@asynccontextmanager
+async def open_runtime(
+    db: str | None = None,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    load_entry_points: bool = True,
+    home: str | Path | None = None,
+    workspace: str | Path | None = None,
+    default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
+) -> AsyncIterator[Runtime]:
+    """Open a runtime on a store; close everything it started when the block exits.
+
+    Args:
+        db: ``sqlite:///path.db`` (or a path); ``None`` keeps everything in memory.
+        http_client: the client harnesses use for model endpoints (tests pass one
+            over ``httpx.MockTransport``); by default the runtime owns one.
+        load_entry_points: register harnesses from the ``omnigent.harnesses`` group.
+        home: where per-session workspaces live (default ``$OMNIGENT_HOME``, else
+            ``~/.omnigent``).
+        workspace: the directory an agent's ``os_env.cwd: .`` means (default: the
+            current directory).
+        default_policies: policies applied to every session after its agent's own.
+
+    Cancellation: cancelling the block cancels every turn; each still publishes its
+    terminal status before the store closes.
+    """
+    place = ToolPlace(
+        workspace=Path(workspace) if workspace is not None else Path.cwd(),
+        home=Path(home) if home is not None else omnigent_home(),
+    )
+    policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
+    harnesses = HarnessRegistry()
+    if load_entry_points:
+        harnesses.load_entry_points()
+    body_error: BaseException | None = None
+    try:
+        async with (
+            open_sqlite_store(parse_db_url(db)) as store,
+            _open_http(http_client) as http,
+            trio.open_nursery() as services,
+        ):
+            bus = EventBus(store)
+            await services.start(bus.run)
+            try:
+                async with trio.open_nursery() as nursery:
+                    rt = Runtime(
+                        store=store,
+                        bus=bus,
+                        nursery=nursery,
+                        http=http,
+                        harnesses=harnesses,
+                        place=place,
+                        default_policies=policies,
+                    )
+                    await _recover(rt)
+                    try:
+                        yield rt
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await _stop_all_sessions(rt)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await bus.close()
+    except BaseExceptionGroup as group:
+        # The user's own exception comes back to them as itself, not wrapped in the
+        # groups of the nurseries it passed through (as trio-websocket does).
+        if body_error is not None and _only(group, body_error):
+            raise body_error from None
+        raise
+
+
+def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
+    """Whether ``exc`` is the one leaf of ``group`` (however deeply nested)."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    return leaves == [exc]
+
+
+@asynccontextmanager
+async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
+    if client is not None:
+        yield client
+        return
+    timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+    async with httpx.AsyncClient(timeout=timeout) as owned:
+        yield owned
+
+
+_UNFINISHED = ("launching", "running", "waiting")
+
+
+async def _recover(rt: Runtime) -> None:
+    """Tidy up after a previous process that died with work in flight.
+
+    Its running turns get a ``failed`` status (code ``runtime_restarted``), and its
+    pending elicitations are marked expired: their waiters died with it.
+    """
+    await rt.store.expire_pending_elicitations()
+    for session_id in await rt.store.sessions_with_status(_UNFINISHED):
+        error = ErrorInfo("the runtime stopped while this turn was running", "runtime_restarted")
+        await rt.bus.publish(session_id, SessionStatus(status="failed", error=error))
+
+
+async def _stop_all_sessions(rt: Runtime) -> None:
+    """Refuse new work, cancel every session's, and wait for the actors to leave."""
+    rt.closing = True
+    actors = list(rt.host.actors.values())
+    for actor in actors:
+        actor.stop()
+    for actor in actors:
+        await actor.done.wait()
