@@ -1,0 +1,30 @@
+"""What every table family of the SQLite store relies on: run work in a thread.
+
+The store is assembled from one mixin per table family (``_sqlite_agents``,
+``_sqlite_sessions``, ``_sqlite_log``, ``_sqlite_extras``); each needs only to run a
+function on a connection, inside a write transaction or on a reader. This base declares
+those two methods so the mixins type-check on their own; :class:`~.sqlite.SQLiteStore`
+supplies the real thread plumbing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["SQLiteBase"]
+
+T = TypeVar("T")
+
+
+class SQLiteBase:
+    """The two calls a table mixin may make; :class:`~.sqlite.SQLiteStore` defines them."""
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the writer connection inside one ``BEGIN IMMEDIATE`` transaction."""
+        raise NotImplementedError
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on a reader connection (beside the writer, under WAL)."""
+        raise NotImplementedError

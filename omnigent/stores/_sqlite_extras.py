@@ -1,0 +1,133 @@
+"""The SQLite store's side tables: the inbox, elicitations and uploaded files.
+
+Each is small and independent of the others: the inbox buffers messages for a busy
+session until a turn drains them; elicitations record questions put to a user, so a
+restart can expire the ones nobody is waiting on; files hold uploaded content by id.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import attrs
+
+from .._ids import now
+from ._sqlite_base import SQLiteBase
+from .base import FileRow
+
+__all__ = ["ExtrasMixin"]
+
+
+class ExtrasMixin(SQLiteBase):
+    """File, inbox and elicitation methods of :class:`~.sqlite.SQLiteStore`."""
+
+    # -- inbox -----------------------------------------------------------------------
+
+    async def add_inbox_item(self, session_id: str, item_id: str, data: str) -> int:
+        """Persist one inbox item; returns the session's undelivered count."""
+
+        def write(c: sqlite3.Connection) -> int:
+            c.execute(
+                "INSERT INTO inbox (id, session_id, data, created_at) VALUES (?, ?, ?, ?)",
+                (item_id, session_id, data, now()),
+            )
+            return self._undelivered(c, session_id)
+
+        return await self._write(write)
+
+    async def drain_inbox(self, session_id: str) -> list[tuple[str, str]]:
+        """Take every undelivered item ``(id, data)``, oldest first, marking it delivered."""
+
+        def write(c: sqlite3.Connection) -> list[tuple[str, str]]:
+            rows = c.execute(
+                "SELECT id, data FROM inbox WHERE session_id = ? AND delivered = 0 ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            c.execute(
+                "UPDATE inbox SET delivered = 1 WHERE session_id = ? AND delivered = 0",
+                (session_id,),
+            )
+            return [(r[0], r[1]) for r in rows]
+
+        return await self._write(write)
+
+    async def inbox_count(self, session_id: str) -> int:
+        return await self._read(lambda c: self._undelivered(c, session_id))
+
+    @staticmethod
+    def _undelivered(c: sqlite3.Connection, session_id: str) -> int:
+        r = c.execute(
+            "SELECT COUNT(*) FROM inbox WHERE session_id = ? AND delivered = 0", (session_id,)
+        ).fetchone()
+        return int(r[0])
+
+    # -- elicitations ---------------------------------------------------------------
+
+    async def insert_elicitation(self, elicitation_id: str, session_id: str, request: str) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO elicitations (id, session_id, status, request, created_at) "
+                "VALUES (?, ?, 'pending', ?, ?)",
+                (elicitation_id, session_id, request, now()),
+            )
+
+        await self._write(write)
+
+    async def finish_elicitation(self, elicitation_id: str, status: str, action: str) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "UPDATE elicitations SET status = ?, action = ?, resolved_at = ? WHERE id = ?",
+                (status, action, now(), elicitation_id),
+            )
+
+        await self._write(write)
+
+    async def get_elicitation(self, elicitation_id: str) -> dict[str, Any] | None:
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+            r = c.execute("SELECT * FROM elicitations WHERE id = ?", (elicitation_id,)).fetchone()
+            return None if r is None else dict(r)
+
+        return await self._read(read)
+
+    async def expire_pending_elicitations(self) -> int:
+        """Mark every pending elicitation expired (their waiters died with a process)."""
+
+        def write(c: sqlite3.Connection) -> int:
+            cur = c.execute(
+                "UPDATE elicitations SET status = 'expired', action = 'expired', "
+                "resolved_at = ? WHERE status = 'pending'",
+                (now(),),
+            )
+            return cur.rowcount
+
+        return await self._write(write)
+
+    # -- files -----------------------------------------------------------------------
+
+    async def put_file(self, row: FileRow, content: bytes) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*attrs.astuple(row)[:5], content, row.created_at),
+            )
+
+        await self._write(write)
+
+    async def get_file(self, file_id: str) -> FileRow | None:
+        def read(c: sqlite3.Connection) -> FileRow | None:
+            r = c.execute(
+                "SELECT id, filename, content_type, bytes, owner, created_at FROM files "
+                "WHERE id = ?",
+                (file_id,),
+            ).fetchone()
+            return None if r is None else FileRow(*r)
+
+        return await self._read(read)
+
+    async def get_file_content(self, file_id: str) -> bytes | None:
+        def read(c: sqlite3.Connection) -> bytes | None:
+            r = c.execute("SELECT content FROM files WHERE id = ?", (file_id,)).fetchone()
+            return None if r is None else bytes(r[0])
+
+        return await self._read(read)

@@ -1,0 +1,137 @@
+"""The SQLite store's per-session log: conversation items and the event stream.
+
+Items are the history the model reads (upserted by id, ordered by ``seq``); events are
+the append-only wire log that clients replay from an ``event_id``. Events are written
+in batches because a thread hop per row would dominate the hot path.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .._ids import now
+from ._sqlite_base import SQLiteBase
+from .base import Page, StoredEvent
+
+__all__ = ["LogMixin", "insert_items"]
+
+
+def insert_items(c: sqlite3.Connection, session_id: str, items: Iterable[dict[str, Any]]) -> None:
+    """Upsert ``items`` into a session's history on ``c`` (inside the caller's transaction)."""
+    t = now()
+    c.executemany(
+        "INSERT INTO items (id, session_id, data, created_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET data = excluded.data",
+        [(item["id"], session_id, json.dumps(item), t) for item in items],
+    )
+
+
+class LogMixin(SQLiteBase):
+    """Item and event methods of :class:`~.sqlite.SQLiteStore`."""
+
+    # -- items -----------------------------------------------------------------------
+
+    async def put_items(self, session_id: str, items: Sequence[dict[str, Any]]) -> None:
+        """Append items; an item whose id exists is replaced in place (same position)."""
+        await self._write(lambda c: insert_items(c, session_id, items))
+
+    async def move_items_to_end(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Move items to the end of the session's history, keeping their relative order.
+
+        A buffered message is stored when it arrives, but the model reads it only when
+        a turn takes it; moving it keeps the stored order equal to what the model saw.
+        """
+        if not item_ids:
+            return
+
+        def write(c: sqlite3.Connection) -> None:
+            for item_id in item_ids:
+                c.execute(
+                    "UPDATE items SET seq = (SELECT MAX(seq) FROM items) + 1 "
+                    "WHERE id = ? AND session_id = ? AND seq < (SELECT MAX(seq) FROM items "
+                    "WHERE session_id = ?)",
+                    (item_id, session_id, session_id),
+                )
+
+        await self._write(write)
+
+    async def list_items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Page:
+        """Items of a session in order; ``after`` is an item id (exclusive cursor)."""
+        direction, compare = ("ASC", ">") if order == "asc" else ("DESC", "<")
+
+        def read(c: sqlite3.Connection) -> Page:
+            where, args = "session_id = ?", list[Any]([session_id])
+            if after is not None:
+                where += f" AND seq {compare} COALESCE((SELECT seq FROM items WHERE id = ?), ?)"
+                args += [after, 0 if order == "asc" else 2**62]
+            sql = f"SELECT data FROM items WHERE {where} ORDER BY seq {direction}"
+            if limit is not None:
+                sql += f" LIMIT {int(limit) + 1}"
+            rows = [json.loads(r[0]) for r in c.execute(sql, args)]
+            if limit is not None and len(rows) > limit:
+                return Page(rows[:limit], True)
+            return Page(rows, False)
+
+        return await self._read(read)
+
+    # -- events ----------------------------------------------------------------------
+
+    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+        """Persist a batch of events in one transaction.
+
+        Also keeps each session's ``last_event_id`` and ``status`` (from its latest
+        ``session.status`` event) current, so snapshots need no scan of the log.
+        """
+        rows = [(e.session_id, e.event_id, e.type, json.dumps(e.data)) for e in events]
+        last: dict[str, int] = {}
+        status: dict[str, str] = {}
+        for e in events:
+            last[e.session_id] = e.event_id
+            if e.type == "session.status":
+                status[e.session_id] = e.data["status"]
+
+        def write(c: sqlite3.Connection) -> None:
+            c.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
+            c.executemany(
+                "UPDATE sessions SET last_event_id = ? WHERE id = ?",
+                [(v, k) for k, v in last.items()],
+            )
+            c.executemany(
+                "UPDATE sessions SET status = ? WHERE id = ?", [(v, k) for k, v in status.items()]
+            )
+
+        await self._write(write)
+
+    async def read_events(
+        self, session_id: str, after: int, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Events with ``event_id > after``, oldest first, wire form."""
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = c.execute(
+                "SELECT data FROM events WHERE session_id = ? AND event_id > ? "
+                "ORDER BY event_id LIMIT ?",
+                (session_id, after, limit),
+            )
+            return [json.loads(r[0]) for r in rows]
+
+        return await self._read(read)
+
+    async def max_event_id(self, session_id: str) -> int:
+        def read(c: sqlite3.Connection) -> int:
+            r = c.execute(
+                "SELECT MAX(event_id) FROM events WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return int(r[0] or 0)
+
+        return await self._read(read)
