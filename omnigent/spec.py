@@ -20,24 +20,27 @@ Contract:
 * Specs are immutable and compare by value. ``dict`` fields (``env``, ``metadata``,
   ``options``...) are left out of ``__hash__`` so that specs stay hashable, and must not
   be mutated.
+
+This module holds the spec's shape and cross-field rules; the per-field checks are in
+:mod:`omnigent._spec_rules`, and the cattrs hooks that apply them to the wire are in
+:mod:`omnigent._spec_wire`, registered on the converter at the end of this module.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 import yaml
-from cattrs.errors import ClassValidationError
-from cattrs.gen import make_dict_structure_fn, override
 
+from . import _spec_rules as rule
+from ._spec_rules import Rules
+from ._spec_wire import register_spec_hooks
 from .errors import ErrorDetail, SpecError
-from .model._wire import WireError, converter, structure, unstructure
+from .model._wire import structure, unstructure
 
 __all__ = [
     "AgentSpec",
@@ -57,109 +60,6 @@ __all__ = [
     "parse_policy_spec",
 ]
 
-Problems: TypeAlias = list[ErrorDetail]
-"""Rule failures; each ``loc`` is relative to the value or object checked."""
-Rules: TypeAlias = dict[str, Callable[[Any], Problems]]
-"""Per-field rules of a class (its ``_rules``), checked as the wire is structured and
-again on construction, so a spec built in Python obeys them too."""
-
-_AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
-# MCP tools are exposed as ``mcp__<server>__<tool>``, and a model API takes function
-# names matching ``[a-zA-Z0-9_-]+``: no dots, and no ``__`` or edge ``_`` so the server
-# part can be split back out unambiguously.
-_MCP_NAME = re.compile(r"[a-z0-9]+(?:[_-][a-z0-9]+)*")
-_MAX_NAME = 100
-
-
-# -- per-value rules ------------------------------------------------------------------
-
-
-def _matches(pattern: re.Pattern[str], shape: str) -> Callable[[str], Problems]:
-    def check(name: str) -> Problems:
-        if len(name) > _MAX_NAME:
-            return [ErrorDetail("", f"must be at most {_MAX_NAME} characters")]
-        if not pattern.fullmatch(name):
-            return [ErrorDetail("", f"must match {shape}, got {name!r}")]
-        return []
-
-    return check
-
-
-_agent_name = _matches(_AGENT_NAME, "[a-z0-9][a-z0-9._-]*")
-_mcp_name = _matches(_MCP_NAME, "lowercase words joined by single '_' or '-'")
-
-
-def _non_empty(value: str | tuple[Any, ...] | None) -> Problems:
-    return [ErrorDetail("", "must not be empty")] if value is not None and not value else []
-
-
-def _command(argv: tuple[str, ...] | None) -> Problems:
-    if argv is None:
-        return []
-    if not argv:
-        return [ErrorDetail("", "must not be empty")]
-    return [ErrorDetail(f"[{i}]", "must not be empty") for i, arg in enumerate(argv) if not arg]
-
-
-def _at_least_one(value: int) -> Problems:
-    return [] if value >= 1 else [ErrorDetail("", f"must be at least 1, got {value}")]
-
-
-def _seconds(value: float) -> Problems:
-    if math.isfinite(value) and value >= 0:
-        return []
-    return [ErrorDetail("", f"must be a finite number >= 0, got {value}")]
-
-
-def _function_ref(ref: str | None) -> Problems:
-    if ref is None:
-        return []
-    module, colon, attr = ref.partition(":")
-    dotted = (module, attr) if colon else (ref,)
-    if all(p.isidentifier() for part in dotted for p in part.split(".")) and (colon or "." in ref):
-        return []
-    return [ErrorDetail("", f"must be 'pkg.module:attr' or 'pkg.module.attr', got {ref!r}")]
-
-
-def _url(url: str | None) -> Problems:
-    if url is None or url.startswith(("http://", "https://")):
-        return []
-    return [ErrorDetail("", f"must be an http:// or https:// URL, got {url!r}")]
-
-
-def _rules(cls: type) -> Rules:
-    rules: Rules = getattr(cls, "_rules", {})
-    return rules
-
-
-def _join(field: str, loc: str) -> str:
-    if not loc:
-        return field
-    return f"{field}{loc}" if loc.startswith("[") else f"{field}.{loc}"
-
-
-def _validate(obj: object, cross: Sequence[ErrorDetail] = ()) -> None:
-    """Raise one :class:`SpecError` for every field rule and ``cross`` failure."""
-    problems = [
-        ErrorDetail(_join(name, d.loc), d.msg)
-        for name, rule in _rules(type(obj)).items()
-        for d in rule(getattr(obj, name))
-    ]
-    problems.extend(cross)
-    if problems:
-        summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in problems[:5])
-        raise SpecError(f"invalid {type(obj).__name__}: {summary}", problems)
-
-
-def _duplicates(names: list[str], where: str, what: str) -> Problems:
-    seen: set[str] = set()
-    problems = []
-    for index, name in enumerate(names):
-        if name in seen:
-            problems.append(ErrorDetail(f"{where}[{index}].name", f"duplicate {what} {name!r}"))
-        seen.add(name)
-    return problems
-
 
 # -- the spec -------------------------------------------------------------------------
 
@@ -175,23 +75,23 @@ class SayStep:
 class CallStep:
     """Scripted step: call tool ``call`` with ``args``, through the agent's policies."""
 
-    _rules: ClassVar[Rules] = {"call": _non_empty}
+    _rules: ClassVar[Rules] = {"call": rule.non_empty}
     call: str
     args: dict[str, Any] = attrs.field(factory=dict, hash=False)
 
     def __attrs_post_init__(self) -> None:
-        _validate(self)
+        rule.validate(self)
 
 
 @attrs.frozen
 class SleepStep:
     """Scripted step: wait ``sleep`` seconds (cancellable like any turn)."""
 
-    _rules: ClassVar[Rules] = {"sleep": _seconds}
+    _rules: ClassVar[Rules] = {"sleep": rule.seconds}
     sleep: float
 
     def __attrs_post_init__(self) -> None:
-        _validate(self)
+        rule.validate(self)
 
 
 @attrs.frozen
@@ -223,10 +123,10 @@ class ExecutorConfig:
     """
 
     _rules: ClassVar[Rules] = {
-        "harness": _non_empty,
-        "max_steps": _at_least_one,
-        "turns": _non_empty,
-        "command": _command,
+        "harness": rule.non_empty,
+        "max_steps": rule.at_least_one,
+        "turns": rule.non_empty,
+        "command": rule.command,
     }
     harness: str = "loop"
     model: str | None = None
@@ -246,7 +146,7 @@ class ExecutorConfig:
             cross.append(ErrorDetail("turns", "script and turns are mutually exclusive"))
         if self.harness == "external" and self.command is None:
             cross.append(ErrorDetail("command", "required when harness is 'external'"))
-        _validate(self, cross)
+        rule.validate(self, cross)
 
 
 @attrs.frozen
@@ -284,14 +184,14 @@ class ToolsGrant:
 class TerminalSpec:
     """A named terminal the agent can open (grants the ``sys_terminal_*`` tools)."""
 
-    _rules: ClassVar[Rules] = {"command": _non_empty}
+    _rules: ClassVar[Rules] = {"command": rule.non_empty}
     command: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = attrs.field(factory=dict, hash=False)
     cwd: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        _validate(self)
+        rule.validate(self)
 
 
 PolicyType = Literal["ask_tools", "deny_tools", "allow_tools", "function"]
@@ -306,7 +206,7 @@ class PolicySpec:
     ``reason`` is shown to the user or model when the policy asks or denies.
     """
 
-    _rules: ClassVar[Rules] = {"name": _non_empty, "function": _function_ref}
+    _rules: ClassVar[Rules] = {"name": rule.non_empty, "function": rule.function_ref}
     name: str
     type: PolicyType
     tools: tuple[str, ...] = ()
@@ -325,7 +225,7 @@ class PolicySpec:
                 cross.append(ErrorDetail("tools", f"required for {self.type} policies"))
             if self.function is not None:
                 cross.append(ErrorDetail("function", "only valid for function policies"))
-        _validate(self, cross)
+        rule.validate(self, cross)
 
 
 @attrs.frozen
@@ -335,7 +235,7 @@ class McpServerSpec:
     Its tools appear to the model as ``mcp__<name>__<tool>``.
     """
 
-    _rules: ClassVar[Rules] = {"name": _mcp_name, "command": _command, "url": _url}
+    _rules: ClassVar[Rules] = {"name": rule.mcp_name, "command": rule.command, "url": rule.url}
     name: str
     command: tuple[str, ...] | None = None
     url: str | None = None
@@ -352,7 +252,7 @@ class McpServerSpec:
             cross.append(ErrorDetail("env", "only valid with command"))
         if self.headers and self.url is None:
             cross.append(ErrorDetail("headers", "only valid with url"))
-        _validate(self, cross)
+        rule.validate(self, cross)
 
 
 Sharing = Literal["none", "non-public", "public"]
@@ -367,7 +267,7 @@ class AgentSpec:
     field. ``metadata`` is free-form and never read by omnigent.
     """
 
-    _rules: ClassVar[Rules] = {"name": _agent_name}
+    _rules: ClassVar[Rules] = {"name": rule.agent_name}
     name: str
     description: str = ""
     prompt: str = ""
@@ -385,16 +285,16 @@ class AgentSpec:
 
     def __attrs_post_init__(self) -> None:
         sub_names = [a.name for a in self.sub_agents]
-        cross = _duplicates(sub_names, "sub_agents", "sub-agent name")
+        cross = rule.duplicates(sub_names, "sub_agents", "sub-agent name")
         known = ", ".join(dict.fromkeys(sub_names)) or "none defined"
         cross += [
             ErrorDetail(f"tools.agents[{i}]", f"no sub-agent named {n!r} (sub_agents: {known})")
             for i, n in enumerate(self.tools.agents)
             if n not in sub_names
         ]
-        cross += _duplicates([p.name for p in self.policies], "policies", "policy name")
-        cross += _duplicates([m.name for m in self.mcp_servers], "mcp_servers", "server name")
-        _validate(self, cross)
+        cross += rule.duplicates([p.name for p in self.policies], "policies", "policy name")
+        cross += rule.duplicates([m.name for m in self.mcp_servers], "mcp_servers", "server name")
+        rule.validate(self, cross)
 
     @property
     def harness(self) -> str:
@@ -469,84 +369,26 @@ class AgentSpec:
         return out
 
 
-# -- wire hooks (registered at import, before any structure call) ---------------------
-
-
-def _wire_error(problems: Problems, cls: type) -> Exception:
-    """Rule failures in the form :func:`omnigent.model._wire.structure` reports."""
-    errors: list[Exception] = [WireError(d.msg, d.loc) for d in problems]
-    if len(errors) == 1:
-        return errors[0]
-    return ClassValidationError(f"invalid {cls.__name__}", errors, cls)
-
-
-def _field_hook(field_type: Any, rule: Callable[[Any], Problems]) -> Callable[[Any, Any], Any]:
-    # Checking the field as it is structured reports it alongside the other field
-    # errors of the same object, instead of only once the whole object has built.
-    def structure_checked(value: Any, _: Any) -> Any:
-        out = converter.structure(value, field_type)
-        if problems := rule(out):
-            raise _wire_error(problems, type(out))
-        return out
-
-    return structure_checked
-
-
-def _register(cls: type) -> None:
-    attrs.resolve_types(cls)
-    fields = {f.name: f.type for f in attrs.fields(cls)}
-    overrides = {
-        name: override(struct_hook=_field_hook(fields[name], rule))
-        for name, rule in _rules(cls).items()
-    }
-    # mypy reads ``**overrides`` as possibly feeding the ``_cattrs_*`` flags.
-    make_fn: Callable[..., Callable[[Any, Any], Any]] = make_dict_structure_fn
-    inner = make_fn(cls, converter, **overrides)
-
-    def structure_spec_object(value: Any, _: Any) -> Any:
-        # The dict hook raises the wire's "expected object, got <type>" for non-mappings.
-        converter.structure(value, dict[str, Any])
-        try:
-            return inner(value, cls)
-        except ClassValidationError as exc:
-            # cattrs wraps what ``__init__`` raised (our SpecError from a cross-field
-            # rule) in a ClassValidationError; rewrite it in the wire's terms.
-            failed = [e for e in exc.exceptions if isinstance(e, SpecError)]
-            if not failed:
-                raise
-            raise _wire_error([d for e in failed for d in e.details], cls) from None
-
-    converter.register_structure_hook(cls, structure_spec_object)
-
-
-def _structure_step(value: Any, _: Any) -> ScriptStep:
-    converter.structure(value, dict[str, Any])
-    kinds = [key for key in _STEP_KINDS if key in value]
-    if len(kinds) != 1:
-        found = f", got {' and '.join(kinds)}" if kinds else ""
-        raise WireError(f"a step needs exactly one of say, call, sleep, fail{found}")
-    step: ScriptStep = converter.structure(value, _STEP_KINDS[kinds[0]])
-    return step
-
-
-# Leaves first: a generated hook captures the hooks of its fields' classes when built.
-converter.register_structure_hook(ScriptStep, _structure_step)
-for _cls in (
-    SayStep,
-    CallStep,
-    SleepStep,
-    FailStep,
-    ExecutorConfig,
-    ExecutorSpec,
-    SandboxSpec,
-    OsEnv,
-    ToolsGrant,
-    TerminalSpec,
-    PolicySpec,
-    McpServerSpec,
-    AgentSpec,
-):
-    _register(_cls)
+# Registered at import, before any structure call; leaves first (see register_spec_hooks).
+register_spec_hooks(
+    ScriptStep,
+    _STEP_KINDS,
+    (
+        SayStep,
+        CallStep,
+        SleepStep,
+        FailStep,
+        ExecutorConfig,
+        ExecutorSpec,
+        SandboxSpec,
+        OsEnv,
+        ToolsGrant,
+        TerminalSpec,
+        PolicySpec,
+        McpServerSpec,
+        AgentSpec,
+    ),
+)
 
 
 def parse_policy_spec(data: Any, *, root: str = "") -> PolicySpec:

@@ -1,0 +1,130 @@
+"""The rules an agent spec obeys beyond its types, and the one error they raise.
+
+:mod:`omnigent.spec` declares each class's per-field rules as a ``_rules`` mapping of
+field name to one of the checks here, and calls :func:`validate` from
+``__attrs_post_init__`` with any cross-field failures of its own. Keeping the checks
+apart from the classes keeps :mod:`omnigent.spec` a plain statement of the spec's shape;
+:mod:`omnigent._spec_wire` runs the same ``_rules`` while structuring the wire, so a
+spec read from YAML and one built in Python fail the same way.
+
+A check takes the field's value and returns :data:`Problems` with ``loc`` relative to
+that value (``""`` for the value itself, ``"[2]"`` for an item), so the caller can
+prefix the field path. Nothing here knows cattrs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+from .errors import ErrorDetail, SpecError
+
+Problems: TypeAlias = list[ErrorDetail]
+"""Rule failures; each ``loc`` is relative to the value or object checked."""
+Rules: TypeAlias = dict[str, Callable[[Any], Problems]]
+"""Per-field rules of a class (its ``_rules``), checked as the wire is structured and
+again on construction, so a spec built in Python obeys them too."""
+
+_AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+# MCP tools are exposed as ``mcp__<server>__<tool>``, and a model API takes function
+# names matching ``[a-zA-Z0-9_-]+``: no dots, and no ``__`` or edge ``_`` so the server
+# part can be split back out unambiguously.
+_MCP_NAME = re.compile(r"[a-z0-9]+(?:[_-][a-z0-9]+)*")
+_MAX_NAME = 100
+
+
+# -- per-value rules ------------------------------------------------------------------
+
+
+def _matches(pattern: re.Pattern[str], shape: str) -> Callable[[str], Problems]:
+    def check(name: str) -> Problems:
+        if len(name) > _MAX_NAME:
+            return [ErrorDetail("", f"must be at most {_MAX_NAME} characters")]
+        if not pattern.fullmatch(name):
+            return [ErrorDetail("", f"must match {shape}, got {name!r}")]
+        return []
+
+    return check
+
+
+agent_name = _matches(_AGENT_NAME, "[a-z0-9][a-z0-9._-]*")
+mcp_name = _matches(_MCP_NAME, "lowercase words joined by single '_' or '-'")
+
+
+def non_empty(value: str | tuple[Any, ...] | None) -> Problems:
+    return [ErrorDetail("", "must not be empty")] if value is not None and not value else []
+
+
+def command(argv: tuple[str, ...] | None) -> Problems:
+    if argv is None:
+        return []
+    if not argv:
+        return [ErrorDetail("", "must not be empty")]
+    return [ErrorDetail(f"[{i}]", "must not be empty") for i, arg in enumerate(argv) if not arg]
+
+
+def at_least_one(value: int) -> Problems:
+    return [] if value >= 1 else [ErrorDetail("", f"must be at least 1, got {value}")]
+
+
+def seconds(value: float) -> Problems:
+    if math.isfinite(value) and value >= 0:
+        return []
+    return [ErrorDetail("", f"must be a finite number >= 0, got {value}")]
+
+
+def function_ref(ref: str | None) -> Problems:
+    if ref is None:
+        return []
+    module, colon, attr = ref.partition(":")
+    dotted = (module, attr) if colon else (ref,)
+    if all(p.isidentifier() for part in dotted for p in part.split(".")) and (colon or "." in ref):
+        return []
+    return [ErrorDetail("", f"must be 'pkg.module:attr' or 'pkg.module.attr', got {ref!r}")]
+
+
+def url(value: str | None) -> Problems:
+    if value is None or value.startswith(("http://", "https://")):
+        return []
+    return [ErrorDetail("", f"must be an http:// or https:// URL, got {value!r}")]
+
+
+# -- applying them to an object -------------------------------------------------------
+
+
+def rules_of(cls: type) -> Rules:
+    """The per-field rules ``cls`` declares (none if it has no ``_rules``)."""
+    rules: Rules = getattr(cls, "_rules", {})
+    return rules
+
+
+def _join(field: str, loc: str) -> str:
+    if not loc:
+        return field
+    return f"{field}{loc}" if loc.startswith("[") else f"{field}.{loc}"
+
+
+def validate(obj: object, cross: Sequence[ErrorDetail] = ()) -> None:
+    """Raise one :class:`SpecError` for every field rule and ``cross`` failure."""
+    problems = [
+        ErrorDetail(_join(name, d.loc), d.msg)
+        for name, rule in rules_of(type(obj)).items()
+        for d in rule(getattr(obj, name))
+    ]
+    problems.extend(cross)
+    if problems:
+        summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in problems[:5])
+        raise SpecError(f"invalid {type(obj).__name__}: {summary}", problems)
+
+
+def duplicates(names: list[str], where: str, what: str) -> Problems:
+    """A problem at ``where[i].name`` for each name already seen earlier in ``names``."""
+    seen: set[str] = set()
+    problems = []
+    for index, name in enumerate(names):
+        if name in seen:
+            problems.append(ErrorDetail(f"{where}[{index}].name", f"duplicate {what} {name!r}"))
+        seen.add(name)
+    return problems

@@ -1,0 +1,107 @@
+"""Structuring hooks that make the wire converter apply the agent spec's rules.
+
+The strict converter of :mod:`omnigent.model._wire` checks types; the spec also has
+per-field rules (a class's ``_rules``, see :mod:`omnigent._spec_rules`) and cross-field
+rules (raised as :class:`~omnigent.errors.SpecError` from ``__attrs_post_init__``).
+The hooks here report both in the wire's own terms (:class:`WireError`, or cattrs'
+``ClassValidationError`` for several), so one structure call collects every failure
+of a spec under its field path.
+
+:mod:`omnigent.spec` calls :func:`register_spec_hooks` once, at import, after its
+classes exist and before anything structures one. This module never imports the spec
+classes, so the two do not import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from cattrs.errors import ClassValidationError
+from cattrs.gen import make_dict_structure_fn, override
+
+from ._spec_rules import Problems, rules_of
+from .errors import SpecError
+from .model._wire import WireError, converter
+
+StructureHook = Callable[[Any, Any], Any]
+
+
+def _wire_error(problems: Problems, cls: type) -> Exception:
+    """Rule failures in the form :func:`omnigent.model._wire.structure` reports."""
+    errors: list[Exception] = [WireError(d.msg, d.loc) for d in problems]
+    if len(errors) == 1:
+        return errors[0]
+    return ClassValidationError(f"invalid {cls.__name__}", errors, cls)
+
+
+def _field_hook(field_type: Any, rule: Callable[[Any], Problems]) -> StructureHook:
+    # Checking the field as it is structured reports it alongside the other field
+    # errors of the same object, instead of only once the whole object has built.
+    def structure_checked(value: Any, _: Any) -> Any:
+        out = converter.structure(value, field_type)
+        if problems := rule(out):
+            raise _wire_error(problems, type(out))
+        return out
+
+    return structure_checked
+
+
+def _register(cls: type) -> None:
+    attrs.resolve_types(cls)
+    fields = {f.name: f.type for f in attrs.fields(cls)}
+    overrides = {
+        name: override(struct_hook=_field_hook(fields[name], rule))
+        for name, rule in rules_of(cls).items()
+    }
+    # mypy reads ``**overrides`` as possibly feeding the ``_cattrs_*`` flags.
+    make_fn: Callable[..., StructureHook] = make_dict_structure_fn
+    inner = make_fn(cls, converter, **overrides)
+
+    def structure_spec_object(value: Any, _: Any) -> Any:
+        # The dict hook raises the wire's "expected object, got <type>" for non-mappings.
+        converter.structure(value, dict[str, Any])
+        try:
+            return inner(value, cls)
+        except ClassValidationError as exc:
+            # cattrs wraps what ``__init__`` raised (our SpecError from a cross-field
+            # rule) in a ClassValidationError; rewrite it in the wire's terms.
+            failed = [e for e in exc.exceptions if isinstance(e, SpecError)]
+            if not failed:
+                raise
+            raise _wire_error([d for e in failed for d in e.details], cls) from None
+
+    converter.register_structure_hook(cls, structure_spec_object)
+
+
+def _step_hook(kinds: Mapping[str, type]) -> StructureHook:
+    """Structure a script step by the one key of ``kinds`` present in it."""
+    names = ", ".join(kinds)
+
+    def structure_step(value: Any, _: Any) -> Any:
+        converter.structure(value, dict[str, Any])
+        present = [key for key in kinds if key in value]
+        if len(present) != 1:
+            found = f", got {' and '.join(present)}" if present else ""
+            raise WireError(f"a step needs exactly one of {names}{found}")
+        return converter.structure(value, kinds[present[0]])
+
+    return structure_step
+
+
+def register_spec_hooks(
+    step_union: object, step_kinds: Mapping[str, type], classes: Sequence[type]
+) -> None:
+    """Register the spec's hooks on the wire converter.
+
+    Args:
+        step_union: the union type of script steps, dispatched on its key.
+        step_kinds: each step key (``say``, ``call``...) and the class it picks.
+        classes: every spec class, **leaves first**: a generated hook captures the
+            hooks of its fields' classes when it is built, so a class registered
+            before the classes it holds would structure them without their rules.
+    """
+    converter.register_structure_hook(step_union, _step_hook(step_kinds))
+    for cls in classes:
+        _register(cls)
