@@ -5,6 +5,11 @@ policy. The session's turn asks it about each tool call (``PHASE_TOOL_CALL``, be
 tool runs) and each tool result (``PHASE_TOOL_RESULT``, before the model sees it);
 ``POST /sessions/{id}/policies/evaluate`` asks it on behalf of an external harness.
 
+This module holds the value types, the tool policies, the combination rules and the
+wire form of an event. Loading, calling and reading a ``function`` policy (and its
+fail-closed verdicts) live in :mod:`omnigent.core._policy_functions`, which is where
+foreign code can go wrong; :func:`load_function` is re-exported from here.
+
 Contract (``docs/policies.md`` has the long form):
 
 * **Tool policies** (``deny_tools``, ``ask_tools``, ``allow_tools``) apply at
@@ -50,19 +55,15 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import importlib
-import inspect
-import json
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias
 
 import attrs
-import trio
 
 from ..errors import ErrorDetail, InternalError, InvalidInput
 from ..model._wire import structure
 from ..spec import PolicySpec
+from ._policy_functions import FunctionPolicies, PolicyFunction, load_function, withheld_marker
 
 __all__ = [
     "PHASE_TOOL_CALL",
@@ -76,25 +77,10 @@ __all__ = [
     "parse_policy_event",
 ]
 
-log = logging.getLogger(__name__)
-
 PHASE_TOOL_CALL: Final = "PHASE_TOOL_CALL"
 PHASE_TOOL_RESULT: Final = "PHASE_TOOL_RESULT"
 PolicyPhase: TypeAlias = Literal["PHASE_TOOL_CALL", "PHASE_TOOL_RESULT"]
 PolicyAction: TypeAlias = Literal["ALLOW", "DENY", "ASK", "UNSPECIFIED"]
-PolicyFunction: TypeAlias = Callable[..., Any]
-
-_ACTIONS: Final[frozenset[str]] = frozenset({"ALLOW", "DENY", "ASK", "UNSPECIFIED"})
-_ANSWER_KEYS: Final[frozenset[str]] = frozenset({"result", "reason", "data"})
-_MAX_ERROR_TEXT: Final = 300
-
-
-def _withheld(policy_name: str | None) -> str:
-    return f"[result withheld by policy {policy_name or 'unknown'}]"
-
-
-def _failed_marker(policy_name: str) -> str:
-    return f"[result withheld: policy {policy_name} failed]"
 
 
 @attrs.frozen
@@ -179,121 +165,11 @@ class Verdict:
         if accepted:
             return attrs.evolve(self, action="ALLOW")
         reason = f"declined: {self.reason}" if self.reason else "declined"
-        data = _withheld(self.policy_name) if event.type == PHASE_TOOL_RESULT else None
+        data = withheld_marker(self.policy_name) if event.type == PHASE_TOOL_RESULT else None
         return Verdict("DENY", self.policy_name, reason, data)
 
 
 _UNSPECIFIED: Final = Verdict("UNSPECIFIED")
-
-
-# -- function references -------------------------------------------------------------
-
-
-def load_function(ref: str) -> PolicyFunction:
-    """Import the callable named by ``ref`` (``"pkg.mod:attr"`` or ``"pkg.mod.attr"``).
-
-    After a colon, ``attr`` may be dotted (``pkg.mod:Class.method``). In the dotted
-    form the longest importable module prefix is used.
-
-    Raises:
-        InvalidInput: the module or attribute does not exist, the module fails to
-            import, or the object is not callable; the cause is chained.
-    """
-    module_name, colon, attr_path = ref.partition(":")
-    if colon:
-        candidates = [(module_name, attr_path.split("."))]
-    else:
-        parts = ref.split(".")
-        candidates = [(".".join(parts[:i]), parts[i:]) for i in range(len(parts) - 1, 0, -1)]
-    if not all(name and all(attrs_) for name, attrs_ in candidates) or not candidates:
-        raise InvalidInput(f"bad function reference {ref!r}: use 'pkg.mod:attr'")
-    for name, attr_names in candidates:
-        try:
-            target: Any = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            # Only "this prefix is not a module" moves on; a missing dependency of a
-            # module that does exist is that module's error, reported as such.
-            missing = exc.name or ""
-            if not colon and (name == missing or name.startswith(f"{missing}.")):
-                continue
-            raise InvalidInput(f"cannot load {ref!r}: {exc}") from exc
-        except Exception as exc:
-            raise InvalidInput(f"cannot load {ref!r}: importing {name} raised {exc!r}") from exc
-        for attr in attr_names:
-            try:
-                target = getattr(target, attr)
-            except AttributeError as exc:
-                raise InvalidInput(f"cannot load {ref!r}: {name} has no {attr!r}") from exc
-        if not callable(target):
-            raise InvalidInput(f"cannot load {ref!r}: {type(target).__name__} is not callable")
-        return target  # type: ignore[no-any-return]
-    raise InvalidInput(f"cannot load {ref!r}: no module named {ref.split('.')[0]!r}")
-
-
-def _is_async(fn: PolicyFunction) -> bool:
-    # An object whose ``__call__`` is async counts too.
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
-
-
-# -- answers -------------------------------------------------------------------------
-
-
-class _Broken(Exception):
-    """A function policy cannot be loaded, or returned an answer the engine cannot read.
-
-    ``summary`` is a fixed phrase, safe to show where the message might quote output.
-    """
-
-    def __init__(self, message: str, summary: str = "invalid answer") -> None:
-        super().__init__(message)
-        self.summary = summary
-
-
-def _action(value: Any) -> PolicyAction:
-    if value is None:
-        return "UNSPECIFIED"
-    if not isinstance(value, str):
-        raise _Broken(f"result must be a string, got {type(value).__name__}")
-    name = value.upper().removeprefix("POLICY_ACTION_")
-    if name not in _ACTIONS:
-        raise _Broken(f"unknown result {value!r} (expected ALLOW, DENY, ASK or UNSPECIFIED)")
-    return name  # type: ignore[return-value]
-
-
-def _read_answer(policy_name: str, raw: Any, event: PolicyEvent) -> Verdict:
-    if raw is None:
-        return Verdict("UNSPECIFIED", policy_name)
-    if not isinstance(raw, Mapping):
-        raise _Broken(f"returned {type(raw).__name__}, expected a mapping or None")
-    if "result" not in raw:
-        raise _Broken("answer has no 'result'")
-    extra = sorted(map(str, set(raw) - _ANSWER_KEYS))
-    if extra:
-        raise _Broken(f"answer has unknown keys {extra} (expected result, reason, data)")
-    action = _action(raw["result"])
-    reason = raw.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise _Broken(f"reason must be a string, got {type(reason).__name__}")
-    data = raw.get("data")
-    try:
-        json.dumps(data)
-    except (TypeError, ValueError) as exc:
-        raise _Broken(f"data is not JSON-serialisable: {exc}") from exc
-    if action == "DENY" and event.type == PHASE_TOOL_RESULT and data is None:
-        data = _withheld(policy_name)
-    return Verdict(action, policy_name, reason, data)
-
-
-def _failure(policy_name: str, event: PolicyEvent, exc: Exception) -> Verdict:
-    if event.type == PHASE_TOOL_RESULT:
-        # The message of an exception may quote the output it was withholding.
-        summary = exc.summary if isinstance(exc, _Broken) else type(exc).__name__
-        reason = f"policy {policy_name} failed: {summary}"
-        return Verdict("DENY", policy_name, reason, data=_failed_marker(policy_name))
-    detail = str(exc) or type(exc).__name__
-    if len(detail) > _MAX_ERROR_TEXT:
-        detail = detail[:_MAX_ERROR_TEXT] + "…"
-    return Verdict("DENY", policy_name, f"policy {policy_name} failed: {detail}")
 
 
 def _tool_verdict(spec: PolicySpec, event: PolicyEvent) -> Verdict:
@@ -363,8 +239,7 @@ class PolicyEngine:
     ) -> None:
         self._agent_policies = tuple(policies)
         self._defaults = tuple(defaults)
-        self._resolve = resolve_function or load_function
-        self._functions: dict[str, PolicyFunction | Exception] = {}
+        self._functions = FunctionPolicies(resolve_function or load_function)
 
     @property
     def policies(self) -> tuple[PolicySpec, ...]:
@@ -383,11 +258,9 @@ class PolicyEngine:
             for index, spec in enumerate(specs):
                 if spec.function is None:
                     continue
-                found = self._functions.get(spec.function)
-                if found is None:
-                    found = self._functions[spec.function] = self._load(spec.function)
-                if isinstance(found, Exception):
-                    problems.append(ErrorDetail(f"{where}[{index}].function", str(found)))
+                problem = self._functions.problem(spec.function)
+                if problem is not None:
+                    problems.append(ErrorDetail(f"{where}[{index}].function", str(problem)))
         return problems
 
     async def evaluate(self, event: PolicyEvent) -> Verdict:
@@ -412,44 +285,9 @@ class PolicyEngine:
 
     async def _run_function(self, spec: PolicySpec, event: PolicyEvent) -> Verdict:
         assert spec.function is not None  # PolicySpec requires it for this type
-        try:
-            fn = await self._function(spec.function)
-            if _is_async(fn):
-                raw = await fn(event.to_dict())
-            else:
-                raw = await trio.to_thread.run_sync(fn, event.to_dict())
-            if inspect.isawaitable(raw):
-                raw = await raw
-            return _read_answer(spec.name, raw, event)
-        except trio.Cancelled:
-            raise
-        except _Broken as exc:
-            # The message is the whole story here; a traceback would only point at us.
-            log.error("policy %r failed: %s", spec.name, exc)  # noqa: TRY400
-            return _failure(spec.name, event, exc)
-        except Exception as exc:
-            log.exception("policy %r failed", spec.name)
-            return _failure(spec.name, event, exc)
-
-    async def _function(self, ref: str) -> PolicyFunction:
-        found = self._functions.get(ref)
-        if found is None:
-            found = await trio.to_thread.run_sync(self._load, ref)
-            found = self._functions.setdefault(ref, found)
-        if isinstance(found, Exception):
-            raise _Broken(str(found), "cannot load the function")
-        return found
-
-    def _load(self, ref: str) -> PolicyFunction | Exception:
-        try:
-            fn = self._resolve(ref)
-        except Exception as exc:
-            log.exception("cannot resolve policy function %r", ref)
-            return exc
-        if not callable(fn):
-            log.error("policy function %r resolved to a %s", ref, type(fn).__name__)
-            return TypeError(f"{ref!r} resolved to a {type(fn).__name__}, not a callable")
-        return fn
+        at_result = event.type == PHASE_TOOL_RESULT
+        answer = await self._functions.run(spec.name, spec.function, event, at_result=at_result)
+        return Verdict(answer.action, spec.name, answer.reason, answer.data)
 
 
 # -- the wire ------------------------------------------------------------------------

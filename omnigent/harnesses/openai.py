@@ -15,8 +15,10 @@ truncated stream — is a :class:`~omnigent.errors.ModelEndpointError` whose mes
 what to fix, with ``http_status`` set when the endpoint answered one and the httpx error
 on ``__cause__``.
 
-The SSE parser (:class:`_SSEFrames`) and the delta assembler (:class:`_Assembler`) are
-pure and do no I/O; :class:`ChatStream` is the thin Trio shell that feeds them.
+The SSE parser and the delta assembler are pure and do no I/O: they live in
+:mod:`omnigent.harnesses._chat_sse`, tested without a network. This module holds the
+public event types, the retrying client and :class:`ChatStream`, the thin Trio shell
+that feeds them and translates their errors into :class:`ModelEndpointError`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ import httpx
 import trio
 
 from omnigent.errors import ModelEndpointError
+from omnigent.harnesses._chat_sse import (
+    DeltaAssembler,
+    SSEFrames,
+    StreamReportedError,
+    message_of,
+)
 
 __all__ = [
     "ChatCompletionsClient",
@@ -82,113 +90,6 @@ class Completion:
 ChatEvent: TypeAlias = TextDelta | Completion
 
 
-class _SSEFrames:
-    """Splits a byte stream into SSE ``data`` payloads, whatever the chunk boundaries."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._held_cr = False  # a chunk ended in "\r": it may be half of a "\r\n"
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """Returns the data payload of every frame completed by ``chunk``."""
-        if self._held_cr:
-            chunk = b"\r" + chunk
-            self._held_cr = False
-        if b"\r" in chunk:
-            if chunk.endswith(b"\r"):
-                chunk = chunk[:-1]
-                self._held_cr = True
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if b"\n\n" not in chunk and not (chunk[:1] == b"\n" and self._buffer.endswith(b"\n")):
-            self._buffer += chunk
-            return []
-        *frames, self._buffer = (self._buffer + chunk).split(b"\n\n")
-        payloads = []
-        for frame in frames:
-            # The usual frame is one "data: ..." line: take it without a line split.
-            if frame.startswith(b"data: ") and b"\n" not in frame:
-                payloads.append(frame[6:])
-            elif (payload := _frame_data(frame)) is not None:
-                payloads.append(payload)
-        return payloads
-
-
-def _frame_data(frame: bytes) -> bytes | None:
-    """The joined ``data`` lines of a frame; ``None`` for comments and data-less frames."""
-    lines = [line[5:] for line in frame.split(b"\n") if line.startswith(b"data:")]
-    if not lines:
-        return None
-    return b"\n".join(line[1:] if line.startswith(b" ") else line for line in lines)
-
-
-class _ToolCallParts:
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.arguments: list[str] = []
-
-
-class _Assembler:
-    """Folds chunk objects into text deltas and, at the end, one :class:`Completion`."""
-
-    def __init__(self) -> None:
-        self._text: list[str] = []
-        self._calls: dict[int, _ToolCallParts] = {}
-        self.finish_reason: str | None = None
-
-    def feed(self, chunk: Any) -> TextDelta | None:
-        if not isinstance(chunk, dict):
-            raise TypeError("an event is not a JSON object")
-        if (error := chunk.get("error")) is not None:
-            raise _StreamReportedError(_message_of(error))
-        delta_event = None
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            if content := delta.get("content"):
-                self._text.append(content)
-                delta_event = TextDelta(content)
-            for fragment in delta.get("tool_calls") or ():
-                self._add_tool_call_fragment(fragment)
-            if reason := choice.get("finish_reason"):
-                self.finish_reason = reason
-        return delta_event
-
-    def _add_tool_call_fragment(self, fragment: dict[str, Any]) -> None:
-        index = fragment.get("index")
-        if index is None:  # some servers send whole calls without an index
-            new = fragment.get("id") and not any(
-                p.id == fragment["id"] for p in self._calls.values()
-            )
-            index = len(self._calls) if new or not self._calls else max(self._calls)
-        parts = self._calls.get(index)
-        if parts is None:
-            parts = self._calls[index] = _ToolCallParts()
-        if call_id := fragment.get("id"):
-            parts.id = call_id
-        function = fragment.get("function") or {}
-        if (name := function.get("name")) and not parts.name:
-            parts.name = name
-        if arguments := function.get("arguments"):
-            parts.arguments.append(arguments)
-
-    def completion(self) -> Completion:
-        calls = []
-        for index in sorted(self._calls):
-            parts = self._calls[index]
-            if not parts.name:
-                raise ValueError(f"tool call {index} has no function name")
-            calls.append(
-                ToolCall(parts.id or f"call_{index}", parts.name, "".join(parts.arguments))
-            )
-        return Completion("".join(self._text), tuple(calls), self.finish_reason)
-
-
-class _StreamReportedError(Exception):
-    """The endpoint put an ``{"error": ...}`` object in the stream."""
-
-
 class ChatStream:
     """The events of one streamed answer: an async iterator of :class:`ChatEvent`.
 
@@ -207,8 +108,8 @@ class ChatStream:
         # so that a gateway that gzips the event stream still works. For an identity
         # body both hand over the same bytes objects.
         self._chunks = response.aiter_bytes()
-        self._frames = _SSEFrames()
-        self._assembler = _Assembler()
+        self._frames = SSEFrames()
+        self._assembler = DeltaAssembler()
         self._ready: collections.deque[ChatEvent] = collections.deque()
         self._complete = False  # the Completion has been queued
         self._closed = False
@@ -239,8 +140,8 @@ class ChatStream:
                 self._finish()
                 return
             try:
-                event = self._assembler.feed(json.loads(payload))
-            except _StreamReportedError as exc:
+                text = self._assembler.feed(json.loads(payload))
+            except StreamReportedError as exc:
                 raise ModelEndpointError(
                     f"model endpoint {self._endpoint} reported an error mid-stream: {exc}"
                 ) from exc
@@ -248,17 +149,18 @@ class ChatStream:
                 raise ModelEndpointError(
                     f"model endpoint {self._endpoint} sent a malformed stream: {exc}"
                 ) from exc
-            if event is not None:
-                self._ready.append(event)
+            if text is not None:
+                self._ready.append(TextDelta(text))
 
     def _finish(self) -> None:
         try:
-            completion = self._assembler.completion()
+            text, calls = self._assembler.result()
         except ValueError as exc:
             raise ModelEndpointError(
                 f"model endpoint {self._endpoint} sent a malformed stream: {exc}"
             ) from exc
-        self._ready.append(completion)
+        tool_calls = tuple(ToolCall(*call) for call in calls)
+        self._ready.append(Completion(text, tool_calls, self._assembler.finish_reason))
         self._complete = True
 
     async def _read(self) -> bytes | None:
@@ -455,19 +357,10 @@ async def _read_error_message(response: httpx.Response) -> str:
     finally:
         await response.aclose()
     try:
-        return _message_of(json.loads(raw))
+        return message_of(json.loads(raw))
     except ValueError:
         text = raw.decode("utf-8", "replace").strip()
         return (text[:300] + "…" if len(text) > 300 else text) or response.reason_phrase
-
-
-def _message_of(error: Any) -> str:
-    # OpenAI: {"error": {"message": ...}}; others: {"error": "..."}, {"detail": ...}.
-    if isinstance(error, dict):
-        for key in ("error", "message", "detail"):
-            if key in error:
-                return _message_of(error[key])
-    return str(error)
 
 
 def _transport_error(endpoint: str, exc: httpx.HTTPError) -> ModelEndpointError:
