@@ -193,18 +193,6 @@ def is_terminal_status(frame: Frame) -> bool:
     )
 
 
-def all_tasks() -> set[trio.lowlevel.Task]:
-    root = trio.lowlevel.current_root_task()
-    assert root is not None
-    found, stack = set(), [root]
-    while stack:
-        task = stack.pop()
-        found.add(task)
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
-    return found
-
-
 async def wait_for(predicate: Any, timeout: float = 5.0, step: float = 0.005) -> None:
     with trio.fail_after(timeout):
         while not predicate():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import httpx
 import trio
 
+from .conftest import all_tasks
 from .http_helpers import (
     HTTPX_GENERATORS,
     Frame,
     Server,
-    all_tasks,
     is_terminal_status,
     open_server,
     open_stream,
