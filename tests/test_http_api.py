@@ -217,6 +217,17 @@ async def test_every_4xx_uses_the_envelope() -> None:
                 ("DELETE", f"{NOPE}", {}, 404, SNF, None),
                 ("GET", "/v1/nowhere", {}, 404, "not_found", None),
                 ("PUT", "/v1/agents", {}, 405, "method_not_allowed", None),
+                # Regressions: each of these was a 500 (review, 2026-11-30).
+                ("POST", SS, {"content": b'{"agent_id": "\\ud800"}'}, 422, IR, "body"),
+                ("PATCH", f"{S}", {"content": b'{"title": "\\udfff"}'}, 422, IR, "body"),
+                ("POST", SS, {"content": b"[" * 100_000 + b"]" * 100_000}, 422, IR, "body"),
+                ("POST", ev, {"content": b'{"type": "message", "data": NaN}'}, 422, IR, "body"),
+                ("GET", f"{S}/stream?after={2**70}", {}, 422, IR, "after"),
+                ("GET", f"{S}/stream", {"headers": {"Last-Event-ID": str(2**64)}}, 422, IR,
+                 "Last-Event-ID"),
+                ("POST", ev, {"json": {"type": "message", "data": {"content": [
+                    {"type": "input_image", "file_id": "file_nope"}]}}}, 422, IR,
+                 "data.content[0].file_id"),
             ]  # fmt: skip
             for method, url, options, status, code, loc in cases:
                 answer = await _bad(server, method, url, **options)

@@ -12,6 +12,7 @@ every bad field as a dotted path (``data.content[0].text``).
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -27,7 +28,14 @@ from cattrs.gen import make_dict_unstructure_fn
 
 from ..errors import ErrorDetail, InvalidInput
 
-__all__ = ["WireError", "converter", "register_tagged_union", "structure", "unstructure"]
+__all__ = [
+    "WireError",
+    "converter",
+    "loads",
+    "register_tagged_union",
+    "structure",
+    "unstructure",
+]
 
 T = TypeVar("T")
 
@@ -314,7 +322,36 @@ def structure(
     except Exception as exc:
         details = list(_details(exc, root))
         summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in details[:5])
-        raise error(f"invalid {getattr(cls, '__name__', 'input')}: {summary}", details) from exc
+        name = getattr(cls, "__name__", "")
+        what = name if attrs.has(cls) and not name.startswith("_") else "input"
+        raise error(f"invalid {what}: {summary}", details) from exc
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads(raw: bytes | str, *, loc: str = "body") -> Any:
+    """Decode JSON from the wire, strictly.
+
+    Refuses what Python's ``json`` accepts but JSON does not (``NaN``, ``Infinity``),
+    nesting too deep to handle, and lone surrogates (``"\\ud800"``), which no UTF-8
+    store can keep.
+
+    Raises:
+        InvalidInput: at ``loc``.
+    """
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise InvalidInput.at(loc, "JSON nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidInput.at(loc, f"not valid JSON: {exc}") from None
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput.at(loc, "invalid Unicode: a lone surrogate") from None
+    return data
 
 
 def unstructure(value: Any, as_type: Any = None) -> Any:

@@ -9,7 +9,6 @@ The app's only state (the runtime, the auth mode, the stopping event) is one fro
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -18,7 +17,7 @@ from quart import current_app, request
 
 from ..core.runtime import Runtime
 from ..errors import InvalidInput, OmnigentError
-from ..model import structure
+from ..model._wire import loads, structure
 
 __all__ = [
     "AppState",
@@ -93,11 +92,7 @@ class EventBody:
 
 async def json_body() -> dict[str, Any]:
     """The request body as a JSON object, else InvalidInput at ``body``."""
-    raw = await request.get_data()
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput.at("body", "the body must be a JSON object") from exc
+    data = loads(await request.get_data(), loc="body")
     if not isinstance(data, dict):
         raise InvalidInput.at("body", "the body must be a JSON object")
     return data
@@ -122,13 +117,16 @@ def query_int(name: str, *, low: int, high: int | None = None) -> int | None:
     return parse_int(value, name, low=low, high=high)
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def parse_int(value: str, loc: str, *, low: int, high: int | None = None) -> int:
     bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
     try:
         number = int(value, 10)
     except ValueError:
         raise InvalidInput.at(loc, f"must be an integer {bounds}") from None
-    if number < low or (high is not None and number > high):
+    if number < low or number > (_INT64_MAX if high is None else high):
         raise InvalidInput.at(loc, f"must be an integer {bounds}")
     return number
 

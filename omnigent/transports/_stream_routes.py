@@ -45,11 +45,11 @@ async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
     body = await structured_body(EventBody)
     event = parse_event(body.type, body.data)
     await check_block_files(event.content, root="data.content")
+    await runtime.files.check_references(event.content, root="data.content")
     if not stream:
         return await runtime.post_event(session_id, body.type, body.data), 202
     if event.type != "message":
         raise InvalidInput.at("stream", "only a message event can be streamed")
-    await runtime.files.check_references(event.content, root="data.content")
 
     async def turn_frames(send: trio.MemorySendChannel[bytes]) -> None:
         async with runtime.open_turn_stream(session_id, event.content, role=event.role) as (
