@@ -69,7 +69,8 @@ async def test_ask_parks_until_resolved(rt: omnigent.Runtime, action: str, runs:
         assert request.params.url == f"/approve/{session}/{request.elicitation_id}"
         assert (await rt.get_session(session)).status == "waiting"
         snapshot = await rt.get_session(session)
-        assert [p.elicitation_id for p in snapshot.pending_elicitations] == [request.elicitation_id]
+        # Regression: snapshot entries carried blank stamps (event_id 0, no session).
+        assert snapshot.pending_elicitations == (request,)
         assert await rt.resolve_elicitation(session, request.elicitation_id, action)
         assert not await rt.resolve_elicitation(session, request.elicitation_id, action)
         rest = await collect_turn(events)
@@ -183,7 +184,8 @@ async def test_child_prompt_is_mirrored_to_every_ancestor(rt: omnigent.Runtime) 
             assert mirror.elicitation_id == own.elicitation_id
             assert mirror.params.target_session_id == child
         top = await rt.get_session(grandparent)
-        assert [p.params.target_session_id for p in top.pending_elicitations] == [child]
+        assert top.pending_elicitations == (mirrored[1],)
+        assert (await rt.get_session(parent)).pending_elicitations == (mirrored[0],)
         # Only the owner's id resolves it, even from an ancestor's view.
         assert not await rt.resolve_elicitation(grandparent, own.elicitation_id, "accept")
         assert await rt.resolve_elicitation(child, own.elicitation_id, "accept")

@@ -14,7 +14,7 @@ import attrs
 
 from .._ids import new_id, now
 from ..errors import AgentNotFound, BadRequest, InvalidInput, SessionNotFound
-from ..model import ContentBlock, ElicitationRequest, Item, MessageItem, structure
+from ..model import ContentBlock, Item, MessageItem, structure
 from ..model._wire import unstructure
 from ..stores.base import SessionRow
 from .records import SessionPage, SessionSnapshot
@@ -123,10 +123,7 @@ async def create_session(
 async def snapshot(rt: Runtime, row: SessionRow) -> SessionSnapshot:
     spec = await rt.get_agent_spec(row.agent_id, row.agent_version)
     actor = rt.actor_if_running(row.id)
-    pending: tuple[ElicitationRequest, ...] = ()
-    if rt.elicitations.waiting:
-        family = {row.id, *await rt.store.descendant_ids(row.id)}
-        pending = tuple(rt.elicitations.pending_for(family, row.id))
+    pending = tuple(rt.elicitations.pending_for(row.id))
     return SessionSnapshot(
         id=row.id,
         agent_id=row.agent_id,

@@ -68,6 +68,9 @@ class _Waiter:
     request: ElicitationRequest
     done: trio.Event = attrs.field(factory=trio.Event)
     resolution: Resolution | None = None
+    # The published request as each session that shows it saw it (the owner and its
+    # ancestors): stamped with that stream's event id, mirrors with target_session_id.
+    views: dict[str, ElicitationRequest] = attrs.field(factory=dict)
 
 
 class Elicitations:
@@ -117,7 +120,7 @@ class Elicitations:
         )
         self._waiters[elicitation_id] = waiter
         try:
-            await self._publish_everywhere(session_id, request)
+            waiter.views = await self._publish_everywhere(session_id, request)
             if mark_waiting:
                 await self._bus.publish(session_id, SessionStatus(status="waiting"))
             yield waiter
@@ -142,15 +145,17 @@ class Elicitations:
 
     async def _publish_everywhere(
         self, owner: str, event: ElicitationRequest | ElicitationResolved
-    ) -> None:
-        await self._bus.publish(owner, event)
+    ) -> dict[str, Any]:
+        """Publish on the owner and mirror to its ancestors; the stamped copies by session."""
+        published = {owner: await self._bus.publish(owner, event)}
         for ancestor in await self._store.ancestor_ids(owner):
             if isinstance(event, ElicitationRequest):
                 params = attrs.evolve(event.params, target_session_id=owner)
                 mirror: Any = attrs.evolve(event, params=params)
             else:
                 mirror = attrs.evolve(event, target_session_id=owner)
-            await self._bus.publish(ancestor, mirror)
+            published[ancestor] = await self._bus.publish(ancestor, mirror)
+        return published
 
     def resolve(
         self, session_id: str, elicitation_id: str, action: str, content: Any = None
@@ -173,37 +178,28 @@ class Elicitations:
         waiter.done.set()
         return True
 
-    def pending_for(self, session_ids: set[str], owner_of_view: str) -> list[ElicitationRequest]:
-        """Pending requests owned by any of ``session_ids``, as ``owner_of_view`` sees them.
+    def pending_for(self, session_id: str) -> list[ElicitationRequest]:
+        """Pending requests shown on ``session_id``: its own and its descendants'.
 
-        Requests owned by another session (a descendant) carry its id in
-        ``params.target_session_id``, as their mirrored events do.
+        Each is the event exactly as that session's stream carried it (its
+        ``event_id``; a descendant's with ``params.target_session_id``), oldest first.
         """
-        found = []
-        for waiter in self._waiters.values():
-            if waiter.session_id in session_ids and waiter.resolution is None:
-                request = waiter.request
-                if waiter.session_id != owner_of_view:
-                    params = attrs.evolve(request.params, target_session_id=waiter.session_id)
-                    request = attrs.evolve(request, params=params)
-                found.append(request)
-        return found
+        found = [
+            waiter.views[session_id]
+            for waiter in self._waiters.values()
+            if waiter.resolution is None and session_id in waiter.views
+        ]
+        return sorted(found, key=lambda request: request.event_id)
 
-    async def visible(self, session_id: str, elicitation_id: str) -> ElicitationRequest | None:
-        """The pending request as ``session_id`` sees it: its own, or a descendant's.
+    def visible(self, session_id: str, elicitation_id: str) -> ElicitationRequest | None:
+        """The pending request as ``session_id`` sees it (its own, or a descendant's).
 
-        A descendant's request carries its owner in ``params.target_session_id``, as
-        the mirrored event and the snapshot show it. ``None`` when it is not pending or
-        not in ``session_id``'s family.
+        ``None`` when it is not pending or not shown on ``session_id``.
         """
         waiter = self._waiters.get(elicitation_id)
         if waiter is None or waiter.resolution is not None:
             return None
-        owner = waiter.session_id
-        if owner != session_id and session_id not in await self._store.ancestor_ids(owner):
-            return None
-        found = self.pending_for({owner}, session_id)
-        return found[0] if found else None
+        return waiter.views.get(session_id)
 
     def get(self, elicitation_id: str) -> ElicitationRequest | None:
         """The pending request with this id, if it is still waiting."""

@@ -64,7 +64,7 @@ async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRe
     A request owned by a descendant comes back with ``params.target_session_id`` set to
     its owner, as the mirrored event and the snapshot show it.
     """
-    return await state().runtime.elicitations.visible(session_id, elicitation_id)
+    return state().runtime.elicitations.visible(session_id, elicitation_id)
 
 
 def pending_view(request: ElicitationRequest) -> dict[str, Any]:
