@@ -8,13 +8,14 @@ stream is waiting on; and it builds a session's harness, tools and turn requests
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import trio
 
-from ..errors import AgentNotFound, SessionNotFound
+from ..errors import AgentNotFound, RuntimeClosed, SessionNotFound
 from ..harnesses.base import Harness, HarnessEnv, TurnRequest
 from ..harnesses.registry import HarnessRegistry
 from ..model import Item, MessageItem, structure
@@ -30,9 +31,11 @@ from .policies import PolicyEngine
 from .session import SessionActor
 from .tasks import BackgroundTasks
 from .tools import ToolRegistry
-from .turn import TurnServices
+from .turn import TurnServices, only_exceptions, split_cancellation
 
 __all__ = ["ActorHost"]
+
+log = logging.getLogger(__name__)
 
 
 class ActorHost:
@@ -55,6 +58,9 @@ class ActorHost:
     ) -> None:
         self.services = TurnServices(store, bus, elicitations)
         self.actors: dict[str, SessionActor] = {}
+        # Sessions being deleted: no new work may start on them.
+        self.deleting: set[str] = set()
+        self.closing = False
         # Messages an open turn stream waits on: item id -> the response id of the
         # turn that took it ("" when a stop dropped it). Entries live with the stream.
         self.watched: dict[str, str | None] = {}
@@ -79,14 +85,42 @@ class ActorHost:
     # -- actors --------------------------------------------------------------------------
 
     def actor(self, session_id: str) -> SessionActor:
-        """The session's actor, started now if the session had no work."""
+        """The session's actor, started now if the session had no work.
+
+        A new actor starts after a predecessor still winding down (stopped, or
+        leaving), so one session's work never runs twice at once.
+
+        Raises:
+            RuntimeClosed: the runtime is shutting down. SessionNotFound: the session
+            is being deleted.
+        """
+        if self.closing:
+            raise RuntimeClosed()
+        if session_id in self.deleting:
+            raise SessionNotFound(session_id)
         actor = self.actors.get(session_id)
         if actor is not None and not actor.leaving:
             return actor
-        actor = SessionActor(session_id, self)
+        actor = SessionActor(session_id, self, predecessor=actor)
         self.actors[session_id] = actor
-        self._nursery.start_soon(actor.run, name=f"session {session_id}")
+        self._nursery.start_soon(self._run_actor, actor, name=f"session {session_id}")
         return actor
+
+    async def _run_actor(self, actor: SessionActor) -> None:
+        """An actor, behind an error boundary: one session's bug is not every session's.
+
+        A turn ends itself (with ``failed``) on any error; what could still escape is
+        the actor's own plumbing. It is logged, and the runtime goes on.
+        """
+        try:
+            await actor.run()
+        except BaseException as exc:
+            cancel, failure = split_cancellation(exc)
+            if failure is None or not only_exceptions(failure):
+                raise
+            log.exception("session %s failed outside a turn", actor.session_id, exc_info=failure)
+            if cancel is not None:
+                raise cancel from None
 
     def actor_left(self, actor: SessionActor) -> None:
         if self.actors.get(actor.session_id) is actor:

@@ -144,7 +144,7 @@ async def _recover(rt: Runtime) -> None:
 
 async def _stop_all_sessions(rt: Runtime) -> None:
     """Refuse new work, cancel every session's, and wait for the actors to leave."""
-    rt.closing = True
+    rt.host.closing = True
     actors = list(rt.host.actors.values())
     for actor in actors:
         actor.stop()

@@ -20,6 +20,7 @@ holding a half-assigned sequence number.
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,6 +42,7 @@ _QUEUE_SIZE = 8192
 _BATCH_MAX = 1024
 _SUBSCRIBER_BUFFER = 2048
 _REPLAY_PAGE = 500
+_RETRY_DELAYS = (0.05, 0.25, 1.0)
 
 
 @attrs.define(eq=False)
@@ -63,7 +65,10 @@ class EventBus:
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
-        self._send, self._receive = trio.open_memory_channel[Event | _Flush](_QUEUE_SIZE)
+        # The channel itself is unbounded; publish() keeps it to _QUEUE_SIZE by waiting
+        # for room, and only publish_now() (a turn's terminal events: a handful per
+        # live turn) may go past that bound, so a turn can always end.
+        self._send, self._receive = trio.open_memory_channel[Event | _Flush](math.inf)
         self._room = trio.lowlevel.ParkingLot()
         self._last_id: dict[str, int] = {}
         self._live: defaultdict[str, set[_Live]] = defaultdict(set)
@@ -92,6 +97,22 @@ class EventBus:
         await self.last_event_id(session_id)
         while self._queued() >= _QUEUE_SIZE:
             await self._room.park()
+        return self._stamp_and_queue(session_id, event)
+
+    async def publish_now(self, session_id: str, *events: Event) -> list[Event]:
+        """Publish ``events`` back to back without waiting for room in the queue.
+
+        For what must not be held up or split: a turn's terminal ``response.*`` event
+        and ``session.status`` go out together even when the queue is full.
+
+        Raises:
+            trio.ClosedResourceError: the bus is closed.
+        """
+        await self.last_event_id(session_id)
+        return [self._stamp_and_queue(session_id, event) for event in events]
+
+    def _stamp_and_queue(self, session_id: str, event: Event) -> Event:
+        # Synchronous: nothing can run between taking an id and queueing the event.
         if self._closed:
             raise trio.ClosedResourceError("the event bus is closed")
         event_id = self._last_id[session_id] + 1
@@ -99,7 +120,6 @@ class EventBus:
         stamped: Event = event.stamped(session_id=session_id, event_id=event_id, created_at=now())
         if isinstance(stamped, SessionStatus):
             self._status[session_id] = stamped.status
-        # No checkpoint since the room check, so there is room: this cannot block.
         self._send.send_nowait(stamped)
         return stamped
 
@@ -133,18 +153,24 @@ class EventBus:
     # -- the writer ------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The writer: persist each batch, then fan it out. Returns after :meth:`close`."""
+        """The writer: persist each batch, then fan it out. Returns after :meth:`close`.
+
+        Cancellation: shielded. The writer must outlive every turn that may still
+        publish its terminal events while the runtime is being cancelled; it ends only
+        when :meth:`close` is called (the runtime does, last).
+        """
         task_status.started()
-        async with self._receive:
-            async for first in self._receive:
-                batch = [first]
-                while len(batch) < _BATCH_MAX:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                self._room.unpark_all()
-                await self._write(batch)
+        with trio.CancelScope(shield=True):
+            async with self._receive:
+                async for first in self._receive:
+                    batch = [first]
+                    while len(batch) < _BATCH_MAX:
+                        try:
+                            batch.append(self._receive.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    self._room.unpark_all()
+                    await self._write(batch)
         for subscribers in self._live.values():
             for live in subscribers:
                 live.send.close()
@@ -152,18 +178,32 @@ class EventBus:
 
     async def _write(self, batch: list[Event | _Flush]) -> None:
         events = [e for e in batch if not isinstance(e, _Flush)]
-        if events:
-            # Shielded: a batch that was taken off the queue must reach the store
-            # and its subscribers, even while the runtime is being cancelled.
-            with trio.CancelScope(shield=True):
-                await self._store.append_events(
-                    [StoredEvent(e.session_id, e.event_id, e.type, e.to_dict()) for e in events]
-                )
+        stored = not events or await self._persist(events)
         for item in batch:
             if isinstance(item, _Flush):
                 item.done.set()
-            else:
+            elif stored:
                 self._deliver(item)
+
+    async def _persist(self, events: list[Event]) -> bool:
+        """Write a batch, retrying a failing store; False if it could not be written.
+
+        A store that keeps failing must not take the runtime down with it: the batch
+        is then dropped (and logged), as it was never durable it is never delivered.
+        """
+        rows = [StoredEvent(e.session_id, e.event_id, e.type, e.to_dict()) for e in events]
+        for delay in (*_RETRY_DELAYS, None):
+            try:
+                await self._store.append_events(rows)
+            except Exception:
+                if delay is None:
+                    log.exception("dropping %d events the store would not take", len(rows))
+                    return False
+                log.warning("the store refused %d events; retrying", len(rows), exc_info=True)
+                await trio.sleep(delay)
+            else:
+                return True
+        return False  # pragma: no cover - the loop always returns
 
     def _deliver(self, event: Event) -> None:
         subscribers = self._live.get(event.session_id)

@@ -259,7 +259,8 @@ class SessionTools:
     async def drain_inbox(self) -> list[str]:
         rows = await self._store.drain_inbox(self.session_id)
         if rows:
-            await self._bus.publish(self.session_id, InboxUpdated(count=0))
+            # No waiting for room here: the rows are already marked delivered.
+            await self._bus.publish_now(self.session_id, InboxUpdated(count=0))
         return format_inbox(rows)
 
 

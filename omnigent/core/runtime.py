@@ -101,7 +101,11 @@ class Runtime:
             default_policies=default_policies,
             permissions=self.permissions,
         )
-        self.closing = False
+
+    @property
+    def closing(self) -> bool:
+        """Whether the runtime is shutting down (no new work is accepted)."""
+        return self.host.closing
 
     # -- agents ------------------------------------------------------------------------
 
@@ -210,12 +214,16 @@ class Runtime:
         """Cancel all work of the session and its descendants, then delete them all."""
         await self.session_row(session_id)
         doomed = [session_id, *await self.store.descendant_ids(session_id)]
-        for sid in doomed:
-            await self._stop_and_wait(sid)
-        await self.bus.flush()
-        await self.store.delete_sessions(doomed)
-        for sid in doomed:
-            self.bus.forget_session(sid)
+        self.host.deleting.update(doomed)  # from here no new work starts on them
+        try:
+            for sid in doomed:
+                await self._stop_and_wait(sid)
+            await self.bus.flush()
+            await self.store.delete_sessions(doomed)
+            for sid in doomed:
+                self.bus.forget_session(sid)
+        finally:
+            self.host.deleting.difference_update(doomed)
 
     async def list_items(
         self,
@@ -264,6 +272,8 @@ class Runtime:
         blocks = parse_message_content(content, root="content")
         await self.files.check_references(blocks, root="content")
         item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
+        if session_id in self.host.deleting:
+            raise SessionNotFound(session_id)
         await self.store.put_items(session_id, [unstructure(item, Item)])
         return item
 

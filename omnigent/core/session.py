@@ -64,8 +64,11 @@ class HeldElicitation:
 class SessionActor:
     """The live part of one session. Created and owned by the ``Runtime``."""
 
-    def __init__(self, session_id: str, host: SessionHost) -> None:
+    def __init__(
+        self, session_id: str, host: SessionHost, predecessor: SessionActor | None = None
+    ) -> None:
         self.session_id = session_id
+        self._predecessor = predecessor
         self.harness_name = "unknown"
         self._host = host
         self._pending: list[MessageItem] = []
@@ -77,6 +80,7 @@ class SessionActor:
         self._wakeup = trio.Event()
         self._inbox_arrived = False
         self._to_hold: list[HeldElicitation] = []
+        self._stopped = False
         self.leaving = False
         self.done = trio.Event()
 
@@ -122,6 +126,12 @@ class SessionActor:
         self._to_hold.clear()
         dropped, self._pending = self._pending, []
         self._host.messages_taken([m.id for m in dropped], "")
+        # From now on new work goes to a new actor (which waits for this one to end),
+        # not to this one, whose nursery is being cancelled.
+        if not self.leaving:
+            self.leaving = True
+            self._host.actor_left(self)
+        self._stopped = True
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -153,8 +163,13 @@ class SessionActor:
         the harness.
         """
         try:
+            if self._predecessor is not None:
+                await self._predecessor.done.wait()
+                self._predecessor = None
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self._stopped:
+                    nursery.cancel_scope.cancel()
                 services = self._host.services
                 self._tasks = BackgroundTasks(
                     self.session_id, nursery, services.store, services.bus, self._note_inbox
@@ -207,13 +222,17 @@ class SessionActor:
     async def _inbox_notice(self) -> MessageItem | None:
         """Drain the inbox into a message for a wake-up turn (None if it is empty)."""
         tools = await self._session_tools()
-        lines = await tools.drain_inbox()
-        if not lines:
-            return None
-        message = MessageItem(role="user", content=(InputText("\n".join(lines)),))
-        store = self._host.services.store
-        await store.put_items(self.session_id, [unstructure(message, Item)])
-        return message
+        # Drained items are marked delivered: the message that carries them must be
+        # stored too, even if a stop lands in between.
+        with trio.move_on_after(10, shield=True):
+            lines = await tools.drain_inbox()
+            if not lines:
+                return None
+            message = MessageItem(role="user", content=(InputText("\n".join(lines)),))
+            store = self._host.services.store
+            await store.put_items(self.session_id, [unstructure(message, Item)])
+            return message
+        return None
 
     async def _session_tools(self) -> SessionTools:
         if self._tools is None:

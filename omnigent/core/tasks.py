@@ -139,11 +139,13 @@ class BackgroundTasks:
             status, output = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             del self._tasks[task.handle_id]
-            with trio.move_on_after(10, shield=True):
-                await self._deliver(task, status, output)
+            try:
+                with trio.move_on_after(10, shield=True):
+                    await self._deliver(task, status, output)
+            finally:
+                self._on_inbox()  # wake the session even if delivery failed
 
     async def _deliver(self, task: _Task, status: str, output: str) -> None:
         item = {"handle_id": task.handle_id, "tool": task.tool, "status": status, "output": output}
         count = await self._store.add_inbox_item(self.session_id, new_id("inbox"), json.dumps(item))
         await self._bus.publish(self.session_id, InboxUpdated(count=count))
-        self._on_inbox()

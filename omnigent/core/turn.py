@@ -52,7 +52,7 @@ from .bus import EventBus
 from .dispatch import SessionTools
 from .elicitations import Elicitations
 
-__all__ = ["Turn"]
+__all__ = ["Turn", "only_exceptions", "split_cancellation"]
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,25 @@ class _MessageWriter:
 
 
 def _is_cancellation(exc: BaseException) -> bool:
-    if isinstance(exc, trio.Cancelled):
-        return True
+    return split_cancellation(exc)[1] is None
+
+
+def split_cancellation(
+    exc: BaseException,
+) -> tuple[BaseException | None, BaseException | None]:
+    """``(the trio.Cancelled part, the rest)`` of a possibly grouped exception."""
     if isinstance(exc, BaseExceptionGroup):
-        _, rest = exc.split(trio.Cancelled)
-        return rest is None
-    return False
+        return exc.split(trio.Cancelled)
+    if isinstance(exc, trio.Cancelled):
+        return exc, None
+    return None, exc
+
+
+def only_exceptions(exc: BaseException) -> bool:
+    """Whether ``exc`` holds only ``Exception``s (no KeyboardInterrupt and the like)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(Exception)[1] is None
+    return isinstance(exc, Exception)
 
 
 def _first_error(exc: BaseException) -> BaseException:
@@ -148,8 +161,12 @@ class Turn:
             yield writer
         except BaseException:
             if writer.parts:
-                with trio.CancelScope(shield=True):
-                    await self._finish_message(writer, "incomplete")
+                # Keep what was streamed, but never let that mask why the turn ended.
+                with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
+                    try:
+                        await self._finish_message(writer, "incomplete")
+                    except Exception:
+                        log.warning("could not keep a partial message", exc_info=True)
             raise
         if writer.parts:
             await self._finish_message(writer, "completed")
@@ -171,8 +188,11 @@ class Turn:
             output = "Error: no tools are available in this turn"
         else:
             output = await self._tools.call(name, arguments)
-        await self.add_item(attrs.evolve(call, status="completed"))
-        await self.add_item(FunctionCallOutputItem(call_id=call.call_id, output=output))
+        # A tool that ran has its output recorded, even if the turn is being cancelled:
+        # it may have had effects (or drained the inbox) the history must show.
+        with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
+            await self.add_item(attrs.evolve(call, status="completed"))
+            await self.add_item(FunctionCallOutputItem(call_id=call.call_id, output=output))
         return output
 
     async def take_injections(self) -> list[MessageItem]:
@@ -209,12 +229,18 @@ class Turn:
             if self.scope.cancelled_caught:
                 status, error = "cancelled", None
         except BaseException as exc:
-            if _is_cancellation(exc) or not isinstance(exc, Exception):
+            cancel, failure = split_cancellation(exc)
+            if failure is None or not only_exceptions(failure):
                 status, error = "cancelled", None
                 raise
-            status, error = "failed", describe_failure(exc, self.harness_name)
-            if not isinstance(_first_error(exc), HarnessError):
+            status, error = "failed", describe_failure(failure, self.harness_name)
+            if not isinstance(_first_error(failure), HarnessError):
                 log.warning("turn %s of %s failed", self.response_id, self.session_id, exc_info=exc)
+            if cancel is not None:
+                # The turn failed while being cancelled (a harness nursery whose child
+                # raised during a stop): it ends ``failed``, and the cancellation goes
+                # on to the scope that asked for it.
+                raise cancel from None
         finally:
             with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
                 await self._finalise(status, error)
@@ -236,5 +262,10 @@ class Turn:
         else:
             assert error is not None
             terminal = ResponseFailed(response=attrs.evolve(info, status="failed"), error=error)
-        await self.emit(terminal)
-        await self.emit(SessionStatus(status=status, error=error))  # type: ignore[arg-type]
+        ended = SessionStatus(status=status, error=error)  # type: ignore[arg-type]
+        try:
+            # Together and without waiting for room: a turn always ends, and never
+            # with half of its terminal pair.
+            await self._services.bus.publish_now(self.session_id, terminal, ended)
+        except Exception:
+            log.exception("could not publish the end of turn %s", self.response_id)

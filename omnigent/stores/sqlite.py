@@ -92,10 +92,13 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(conn)
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # Also when COMMIT itself failed (disk full, I/O error): a transaction
+                # left open would make every later BEGIN fail.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
             return result
 
         return await trio.to_thread.run_sync(run, limiter=self._write_limiter)
