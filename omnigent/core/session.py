@@ -126,11 +126,10 @@ class SessionActor:
         self._to_hold.clear()
         dropped, self._pending = self._pending, []
         self._host.messages_taken([m.id for m in dropped], "")
-        # From now on new work goes to a new actor (which waits for this one to end),
-        # not to this one, whose nursery is being cancelled.
-        if not self.leaving:
-            self.leaving = True
-            self._host.actor_left(self)
+        # From now on new work goes to a successor (which waits for this actor to
+        # end), not to this one, whose nursery is being cancelled. This actor stays
+        # the session's entry until then, so the successor can find it.
+        self.leaving = True
         self._stopped = True
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
@@ -176,9 +175,8 @@ class SessionActor:
                 )
                 await self._loop(nursery)
         finally:
-            if not self.leaving:
-                self.leaving = True
-                self._host.actor_left(self)
+            self.leaving = True
+            self._host.actor_left(self)
             try:
                 await self._close_harness()
             finally:
