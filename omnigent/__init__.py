@@ -41,6 +41,7 @@ from .errors import (
     RuntimeClosed,
     SessionNotFound,
     SpecError,
+    StoreBusy,
     UnknownHarness,
 )
 from .harnesses.base import Harness, HarnessEnv, MessageWriter, ToolSchema, TurnContext, TurnRequest
@@ -78,6 +79,7 @@ __all__ = [
     "SessionPage",
     "SessionSnapshot",
     "SpecError",
+    "StoreBusy",
     "Subscription",
     "Tool",
     "ToolSchema",

@@ -266,7 +266,8 @@ def _with_runtime(db: str, action: Callable[[Runtime], Awaitable[T]]) -> T:
     """Open a runtime on ``db``, await ``action(runtime)``, close it; its result."""
 
     async def run() -> T:
-        async with open_runtime(db=db) as rt:
+        # Records only, beside a server that may own the database.
+        async with open_runtime(db=db, exclusive=False) as rt:
             return await action(rt)
 
     return trio.run(run, restrict_keyboard_interrupt_to_checkpoints=True)

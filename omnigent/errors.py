@@ -17,6 +17,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   └── FileNotFound                     404 file_not_found
     ├── Forbidden (PermissionError)          403 forbidden
     ├── Conflict                             409 conflict
+    │   └── StoreBusy                        409 store_busy
     ├── RuntimeClosed (RuntimeError)         503 runtime_closed
     ├── HarnessError                         502 harness_error
     │   └── ModelEndpointError               502 model_endpoint_error
@@ -48,6 +49,7 @@ __all__ = [
     "RuntimeClosed",
     "SessionNotFound",
     "SpecError",
+    "StoreBusy",
     "UnknownHarness",
 ]
 
@@ -160,6 +162,19 @@ class Conflict(OmnigentError):
 
     code = "conflict"
     status = 409
+
+
+class StoreBusy(Conflict):
+    """Another runtime has the database open; two would corrupt each other's logs."""
+
+    code = "store_busy"
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"the database {path} is in use by another omnigent runtime "
+            "(an `omnigent serve`?); stop it or choose another --db"
+        )
+        self.path = path
 
 
 class RuntimeClosed(OmnigentError, RuntimeError):

@@ -184,3 +184,28 @@ async def test_a_flaky_store_does_not_take_the_runtime_down(
     assert "dropping" in caplog.text
     rt.store.append_events = original  # type: ignore[method-assign]
     assert statuses(await run_turn(rt, session)) == ["running", "idle"]
+
+
+async def test_one_runtime_owns_a_database_file(tmp_path: Path) -> None:
+    """Regression: a second runtime on the same file "recovered" the first's live turns
+    and reused its event ids, which crashed the first."""
+    db = f"sqlite:///{tmp_path / 'shared.db'}"
+    recorder = Recorder(hang)
+    async with omnigent.open_runtime(db=db) as owner:
+        owner.register_harness("recorder", recorder.factory)
+        agent = await owner.create_agent(scripted(harness="recorder"))
+        session = (await owner.create_session(agent.id)).id
+        async with owner.subscribe(session) as events:
+            await owner.send_message(session, "go")
+            await events.__anext__()
+            with pytest.raises(omnigent.StoreBusy):
+                async with omnigent.open_runtime(db=db):
+                    pass
+            async with omnigent.open_runtime(db=db, exclusive=False) as beside:
+                listed = await beside.list_sessions()
+                assert [s.id for s in listed.data] == [session]
+                with pytest.raises(omnigent.RuntimeClosed):
+                    await beside.send_message(session, "hi")
+            assert (await owner.get_session(session)).status == "running"
+    async with omnigent.open_runtime(db=db):  # the lock is released with its owner
+        pass

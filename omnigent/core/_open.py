@@ -9,6 +9,8 @@ closes the store. Nothing it started outlives it.
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +20,7 @@ import httpx
 import trio
 
 from .._config import omnigent_home
+from ..errors import StoreBusy
 from ..harnesses.registry import HarnessRegistry
 from ..model import ErrorInfo, SessionStatus
 from ..spec import PolicySpec, parse_policy_spec
@@ -39,6 +42,7 @@ async def open_runtime(
     home: str | Path | None = None,
     workspace: str | Path | None = None,
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
+    exclusive: bool = True,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime on a store; close everything it started when the block exits.
 
@@ -52,6 +56,13 @@ async def open_runtime(
         workspace: the directory an agent's ``os_env.cwd: .`` means (default: the
             current directory).
         default_policies: policies applied to every session after its agent's own.
+        exclusive: own the database (the default). One process at a time may run
+            turns on a database file: their event logs and recovery would collide.
+            ``False`` opens it beside a running owner for records only — agents,
+            sessions, items, files — and refuses to run turns (``RuntimeClosed``).
+
+    Raises:
+        StoreBusy: ``exclusive`` and another runtime owns the database file.
 
     Cancellation: cancelling the block cancels every turn; each still publishes its
     terminal status before the store closes.
@@ -66,8 +77,10 @@ async def open_runtime(
         harnesses.load_entry_points()
     body_error: BaseException | None = None
     try:
+        path = parse_db_url(db)
         async with (
-            open_sqlite_store(parse_db_url(db)) as store,
+            _exclusive_lock(path if exclusive else None),
+            open_sqlite_store(path) as store,
             _open_http(http_client) as http,
             trio.open_nursery() as services,
         ):
@@ -84,7 +97,10 @@ async def open_runtime(
                         place=place,
                         default_policies=policies,
                     )
-                    await _recover(rt)
+                    if exclusive:
+                        await _recover(rt)
+                    else:
+                        rt.host.closing = True  # records only: no turns, no events
                     try:
                         yield rt
                     except BaseException as exc:
@@ -115,6 +131,35 @@ def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
         else:
             leaves.append(current)
     return leaves == [exc]
+
+
+@asynccontextmanager
+async def _exclusive_lock(path: Path | None) -> AsyncIterator[None]:
+    """Hold an advisory lock beside the database file for as long as the runtime runs.
+
+    Raises:
+        StoreBusy: another process holds it.
+    """
+    if path is None:
+        yield
+        return
+    lock_path = path.with_name(path.name + ".lock")
+
+    def acquire() -> int:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreBusy(str(path)) from None
+        return fd
+
+    fd = await trio.to_thread.run_sync(acquire)
+    try:
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 @asynccontextmanager
