@@ -377,3 +377,26 @@ async def test_a_second_session_status_event_is_published_per_turn_only(
             if event.event_id == (await rt.get_session(session.id)).last_event_id:
                 break
     assert statuses(seen) == ["running", "idle"] * 3
+
+
+async def test_a_parent_hears_about_its_children(rt: omnigent.Runtime) -> None:
+    """Regression: session.child_session.updated was defined but never published."""
+    agent = await rt.create_agent(scripted(script=[{"say": "child answer"}]))
+    parent = (await rt.create_session(agent.id)).id
+    async with rt.subscribe(parent) as events:
+        child = (await rt.create_session(agent.id, parent_session_id=parent, title="kid")).id
+        await run_turn(rt, child)
+        updates = []
+        with trio.fail_after(5):
+            async for event in events:
+                assert event.type == "session.child_session.updated"
+                updates.append(event.to_dict()["child"])
+                if updates[-1]["status"] == "idle" and updates[-1]["preview"]:
+                    break
+    assert {u["id"] for u in updates} == {child}
+    assert updates[0]["status"] == "idle" and updates[0]["busy"] is False
+    assert any(u["status"] == "running" and u["busy"] for u in updates)
+    assert updates[-1]["preview"] == "child answer"
+    assert updates[-1]["agent"] == "bot" and updates[-1]["title"] == "kid"
+    listed = await rt.child_summary(child)
+    assert (listed.id, listed.status, listed.preview) == (child, "idle", "child answer")

@@ -9,7 +9,7 @@ stream is waiting on; and it builds a session's harness, tools and turn requests
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
@@ -34,6 +34,11 @@ from .tools import ToolRegistry
 from .turn import TurnServices, only_exceptions, split_cancellation
 
 __all__ = ["ActorHost"]
+
+
+async def _nothing(session_id: str) -> None:
+    return None
+
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,8 @@ class ActorHost:
         # Sessions being deleted: no new work may start on them.
         self.deleting: set[str] = set()
         self.closing = False
+        # Set by the runtime: tells a session's parent that its state changed.
+        self.on_turn_changed: Callable[[str], Awaitable[None]] = _nothing
         # Messages an open turn stream waits on: item id -> the response id of the
         # turn that took it ("" when a stop dropped it). Entries live with the stream.
         self.watched: dict[str, str | None] = {}
@@ -125,6 +132,9 @@ class ActorHost:
     def actor_left(self, actor: SessionActor) -> None:
         if self.actors.get(actor.session_id) is actor:
             del self.actors[actor.session_id]
+
+    async def turn_changed(self, session_id: str) -> None:
+        await self.on_turn_changed(session_id)
 
     def messages_taken(self, item_ids: list[str], response_id: str) -> None:
         for item_id in item_ids:

@@ -14,7 +14,15 @@ import attrs
 
 from .._ids import new_id, now
 from ..errors import AgentNotFound, BadRequest, InvalidInput, SessionNotFound
-from ..model import ContentBlock, Item, MessageItem, structure
+from ..model import (
+    ChildSessionSummary,
+    ChildSessionUpdated,
+    ContentBlock,
+    Item,
+    MessageItem,
+    item_text,
+    structure,
+)
 from ..model._wire import unstructure
 from ..stores.base import SessionRow
 from .records import SessionPage, SessionSnapshot
@@ -22,7 +30,14 @@ from .records import SessionPage, SessionSnapshot
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["create_session", "list_sessions", "snapshot", "update_session"]
+__all__ = [
+    "announce_to_parent",
+    "child_summary",
+    "create_session",
+    "list_sessions",
+    "snapshot",
+    "update_session",
+]
 
 MODEL_OVERRIDE = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
 
@@ -117,6 +132,8 @@ async def create_session(
         created_at=now(),
     )
     await rt.store.insert_session(row, [unstructure(m, Item) for m in messages])
+    if parent_session_id is not None:
+        await announce_to_parent(rt, session_id)
     return await snapshot(rt, row)
 
 
@@ -191,3 +208,41 @@ async def update_session(
     if fields:
         await rt.store.update_session(session_id, **fields)
     return await rt.get_session(session_id)
+
+
+PREVIEW_CHARS = 200
+
+
+async def child_summary(rt: Runtime, child: SessionSnapshot) -> ChildSessionSummary:
+    """A child session as its parent lists it (and ``session.child_session.updated``)."""
+    return ChildSessionSummary(
+        id=child.id,
+        title=child.title,
+        agent=child.agent_name,
+        session_name=child.title,
+        status=child.status,
+        busy=child.busy,
+        current_task_status=child.status if child.busy else None,
+        preview=await _preview(rt, child.id),
+        labels=child.labels,
+    )
+
+
+async def _preview(rt: Runtime, session_id: str) -> str | None:
+    """The last assistant text of a session, truncated; None if it has none."""
+    page = await rt.list_items(session_id, order="desc", limit=50)
+    for item in page.data:
+        if isinstance(item, MessageItem) and item.role == "assistant":
+            text = item_text(item)
+            if text:
+                return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+    return None
+
+
+async def announce_to_parent(rt: Runtime, session_id: str) -> None:
+    """Publish ``session.child_session.updated`` on the session's parent, if it has one."""
+    row = await rt.store.get_session(session_id)
+    if row is None or row.parent_session_id is None:
+        return
+    summary = await child_summary(rt, await snapshot(rt, row))
+    await rt.bus.publish(row.parent_session_id, ChildSessionUpdated(child=summary))

@@ -26,6 +26,7 @@ from ..errors import (
 from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
 from ..model import (
+    ChildSessionSummary,
     ElicitationParams,
     Event,
     Item,
@@ -101,6 +102,9 @@ class Runtime:
             default_policies=default_policies,
             permissions=self.permissions,
         )
+        self.host.on_turn_changed = lambda session_id: sessions_api.announce_to_parent(
+            self, session_id
+        )
 
     @property
     def closing(self) -> bool:
@@ -170,6 +174,10 @@ class Runtime:
             initial_items=initial_items,
             owner=owner,
         )
+
+    async def child_summary(self, session_id: str) -> ChildSessionSummary:
+        """A session as its parent lists it (``child_sessions``). Raises SessionNotFound."""
+        return await sessions_api.child_summary(self, await self.get_session(session_id))
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
         """The session's snapshot. Raises SessionNotFound."""

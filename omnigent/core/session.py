@@ -51,6 +51,10 @@ class SessionHost(Protocol):
 
     def messages_taken(self, item_ids: list[str], response_id: str) -> None: ...
 
+    async def turn_changed(self, session_id: str) -> None:
+        """A turn started or ended (a parent lists its children's state)."""
+        ...
+
 
 @attrs.define(eq=False)
 class HeldElicitation:
@@ -252,12 +256,21 @@ class SessionActor:
             if self._harness is None:
                 self._harness, self.harness_name = await self._host.make_harness(self.session_id)
                 turn.harness_name = self.harness_name
+            await self._announce()
             return self._harness, request
 
         try:
             await turn.run(prepare)
         finally:
             self._turn = None
+            with trio.move_on_after(5, shield=True):
+                await self._announce()
+
+    async def _announce(self) -> None:
+        try:
+            await self._host.turn_changed(self.session_id)
+        except Exception:
+            log.warning("could not tell the parent of %s", self.session_id, exc_info=True)
 
     @property
     def tools(self) -> SessionTools | None:

@@ -185,7 +185,9 @@ class ElicitationResolved(_EventBase):
 
 @attrs.frozen(kw_only=True)
 class ChildSessionSummary:
-    """A child session as its parent lists it."""
+    """A child session as its parent lists it (its ``null`` fields shown)."""
+
+    wire_keeps_none: ClassVar[bool] = True
 
     id: str
     title: str | None

@@ -11,10 +11,8 @@ from typing import Any
 
 from quart import Blueprint
 
-from ..core.records import SessionSnapshot
-from ..core.runtime import Runtime
 from ..errors import InvalidInput
-from ..model import MessageItem, item_text
+from ..model._wire import unstructure
 from ._access import (
     EDIT,
     MANAGE,
@@ -34,11 +32,10 @@ from ._params import (
     structured_body,
 )
 
-__all__ = ["PREVIEW_CHARS", "blueprint"]
+__all__ = ["blueprint"]
 
 blueprint = Blueprint("omnigent_sessions", __name__)
 
-PREVIEW_CHARS = 200
 _PATCHABLE = ("title", "labels", "model_override")
 
 
@@ -124,33 +121,8 @@ async def child_sessions(session_id: str) -> dict[str, Any]:
         page = await runtime.list_sessions(
             parent_session_id=session_id, limit=100, after=after, viewer=who
         )
-        children.extend([await _child_summary(runtime, s) for s in page.data])
+        children.extend([unstructure(await runtime.child_summary(s.id)) for s in page.data])
         if not page.has_more or not page.data:
             break
         after = page.data[-1].id
     return {"object": "list", "data": children}
-
-
-async def _child_summary(runtime: Runtime, child: SessionSnapshot) -> dict[str, Any]:
-    return {
-        "id": child.id,
-        "title": child.title,
-        "agent": child.agent_name,
-        "session_name": child.title,
-        "status": child.status,
-        "busy": child.busy,
-        "current_task_status": child.status if child.busy else None,
-        "preview": await _preview(runtime, child.id),
-        "labels": child.labels,
-    }
-
-
-async def _preview(runtime: Runtime, session_id: str) -> str | None:
-    """The last assistant text of a session, truncated; None if it has none."""
-    page = await runtime.list_items(session_id, order="desc", limit=50)
-    for item in page.data:
-        if isinstance(item, MessageItem) and item.role == "assistant":
-            text = item_text(item)
-            if text:
-                return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-    return None
