@@ -321,3 +321,17 @@ async def test_turn_context_is_what_harnesses_get(
     recorder.body = body
     events = await run_turn(rt, rec_session)
     assert statuses(events) == ["running", "idle"]
+
+
+async def test_unknown_cursors_are_refused(rt: omnigent.Runtime, rec_session: str) -> None:
+    """Regression: an unknown ``after`` silently restarted /items from the beginning."""
+    other = await rt.create_session((await rt.get_session(rec_session)).agent_id)
+    await run_turn(rt, other.id, "elsewhere")
+    foreign = (await rt.list_items(other.id)).data[0].id
+    for cursor in ("item_nope", foreign):
+        with pytest.raises(InvalidInput) as caught:
+            await rt.list_items(rec_session, after=cursor)
+        assert locs(caught) == ["after"]
+    with pytest.raises(InvalidInput) as caught:
+        await rt.list_sessions(after="conv_nope")
+    assert locs(caught) == ["after"]

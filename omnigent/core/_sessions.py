@@ -178,13 +178,16 @@ async def list_sessions(
         if agent is None:
             return SessionPage((), False)
         agent_id = agent.id
-    page = await rt.store.list_sessions(
-        agent_id=agent_id,
-        parent_session_id=parent_session_id,
-        limit=limit,
-        after=after,
-        viewer=viewer,
-    )
+    try:
+        page = await rt.store.list_sessions(
+            agent_id=agent_id,
+            parent_session_id=parent_session_id,
+            limit=limit,
+            after=after,
+            viewer=viewer,
+        )
+    except LookupError:
+        raise InvalidInput.at("after", f"unknown session {after!r}") from None
     return SessionPage(tuple([await snapshot(rt, r) for r in page.rows]), page.has_more)
 
 

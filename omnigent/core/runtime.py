@@ -247,7 +247,10 @@ class Runtime:
             raise InvalidInput.at("order", "must be 'asc' or 'desc'")
         if limit is not None and not 1 <= limit <= 1000:
             raise InvalidInput.at("limit", "must be between 1 and 1000")
-        page = await self.store.list_items(session_id, order=order, limit=limit, after=after)
+        try:
+            page = await self.store.list_items(session_id, order=order, limit=limit, after=after)
+        except LookupError:
+            raise InvalidInput.at("after", f"{after!r} is not an item of this session") from None
         items: tuple[Item, ...] = tuple(structure(i, Item) for i in page.rows)
         return ItemPage(
             items,

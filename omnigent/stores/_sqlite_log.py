@@ -66,14 +66,23 @@ class LogMixin(SQLiteBase):
         limit: int | None = None,
         after: str | None = None,
     ) -> Page:
-        """Items of a session in order; ``after`` is an item id (exclusive cursor)."""
+        """Items of a session in order; ``after`` is an item id (exclusive cursor).
+
+        Raises:
+            LookupError: ``after`` is not an item of the session.
+        """
         direction, compare = ("ASC", ">") if order == "asc" else ("DESC", "<")
 
         def read(c: sqlite3.Connection) -> Page:
             where, args = "session_id = ?", list[Any]([session_id])
             if after is not None:
-                where += f" AND seq {compare} COALESCE((SELECT seq FROM items WHERE id = ?), ?)"
-                args += [after, 0 if order == "asc" else 2**62]
+                cursor = c.execute(
+                    "SELECT seq FROM items WHERE id = ? AND session_id = ?", (after, session_id)
+                ).fetchone()
+                if cursor is None:
+                    raise LookupError(after)
+                where += f" AND seq {compare} ?"
+                args.append(cursor[0])
             sql = f"SELECT data FROM items WHERE {where} ORDER BY seq {direction}"
             if limit is not None:
                 sql += f" LIMIT {int(limit) + 1}"

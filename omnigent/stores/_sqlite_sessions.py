@@ -119,8 +119,11 @@ class SessionsMixin(SQLiteBase):
                 where.append("parent_session_id = ?")
                 args.append(parent_session_id)
             if after is not None:
-                where.append("seq < COALESCE((SELECT seq FROM sessions WHERE id = ?), -1)")
-                args.append(after)
+                cursor = c.execute("SELECT seq FROM sessions WHERE id = ?", (after,)).fetchone()
+                if cursor is None:
+                    raise LookupError(after)
+                where.append("seq < ?")
+                args.append(cursor[0])
             rows = c.execute(
                 f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
                 "ORDER BY seq DESC LIMIT ?",
