@@ -64,7 +64,7 @@ def create_app(
         raise ValueError(f"auth must be 'none' or 'header', not {auth!r}")
     app = QuartTrio("omnigent")
     app.config["MAX_CONTENT_LENGTH"] = MAX_FILE_BYTES + (1 << 20)
-    app.config["JSON_SORT_KEYS"] = False
+    app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the wire's field order
     app.extensions["omnigent"] = AppState(
         runtime,
         auth,
