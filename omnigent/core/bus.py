@@ -74,8 +74,9 @@ class EventBus:
         self._live: defaultdict[str, set[_Live]] = defaultdict(set)
         self._closed = False
         self._status: dict[str, str] = {}
-        # Sessions deleted in this process: a subscription to one ends at once.
-        self._deleted: set[str] = set()
+        # Open subscriptions by session (entries live as long as their block), so a
+        # delete can end even those still catching up from the store.
+        self._open: defaultdict[str, set[Subscription]] = defaultdict(set)
 
     # -- producing -------------------------------------------------------------------
 
@@ -144,7 +145,8 @@ class EventBus:
 
     def forget_session(self, session_id: str) -> None:
         """End every live subscription of a deleted session and drop its counter."""
-        self._deleted.add(session_id)
+        for subscription in self._open.get(session_id, ()):
+            subscription.ended = True
         for live in self._live.pop(session_id, set()):
             live.send.close()
         self._last_id.pop(session_id, None)
@@ -231,7 +233,7 @@ class EventBus:
     def _attach(self, session_id: str) -> tuple[_Live, trio.MemoryReceiveChannel[Event]]:
         send, receive = trio.open_memory_channel[Event](_SUBSCRIBER_BUFFER)
         live = _Live(send)
-        if self._closed or session_id in self._deleted:
+        if self._closed:
             send.close()
         else:
             self._live[session_id].add(live)
@@ -253,10 +255,15 @@ class EventBus:
         """
         start = await self.last_event_id(session_id) if after is None else after
         subscription = Subscription(self, session_id, start)
+        self._open[session_id].add(subscription)
         try:
             yield subscription
         finally:
             subscription._release()
+            opened = self._open[session_id]
+            opened.discard(subscription)
+            if not opened:
+                del self._open[session_id]
 
     def statistics(self) -> dict[str, Any]:
         """Queue depth and subscriber counts, for tests and monitoring."""
@@ -281,6 +288,7 @@ class Subscription:
         self._live: _Live | None = None
         self._receive: trio.MemoryReceiveChannel[Event] | None = None
         self._caught_up = False
+        self.ended = False  # set when the session is deleted
 
     def __aiter__(self) -> Subscription:
         return self
@@ -292,6 +300,9 @@ class Subscription:
         returns, so a cancelled call loses nothing and the next call resumes.
         """
         while True:
+            if self.ended:
+                self._release()
+                raise StopAsyncIteration
             if self._replay:
                 event = self._replay.popleft()
                 if event.event_id > self.last_event_id:
