@@ -44,7 +44,7 @@ __all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
 CHANGED_FILES_WINDOW = 2.0
 ASYNC_TOOLS = ("sys_call_async", "sys_read_inbox", "sys_cancel_async")
 
-_ASYNC_SCHEMAS: dict[str, dict[str, Any]] = {
+_SESSION_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "sys_call_async": {
         "description": (
             "Start a tool in the background and return a handle at once; its result "
@@ -144,11 +144,11 @@ class SessionTools:
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, _os_tool(name))
-        self._add("sys_session_share", _ASYNC_SCHEMAS["sys_session_share"], _session_share)
+        self._add("sys_session_share", _SESSION_TOOL_SCHEMAS["sys_session_share"], _session_share)
         if spec.async_enabled:
-            self._add("sys_call_async", _ASYNC_SCHEMAS["sys_call_async"], _call_async)
-            self._add("sys_read_inbox", _ASYNC_SCHEMAS["sys_read_inbox"], _read_inbox)
-            self._add("sys_cancel_async", _ASYNC_SCHEMAS["sys_cancel_async"], _cancel_async)
+            self._add("sys_call_async", _SESSION_TOOL_SCHEMAS["sys_call_async"], _call_async)
+            self._add("sys_read_inbox", _SESSION_TOOL_SCHEMAS["sys_read_inbox"], _read_inbox)
+            self._add("sys_cancel_async", _SESSION_TOOL_SCHEMAS["sys_cancel_async"], _cancel_async)
 
     def _add(self, name: str, schema: Mapping[str, Any], run: Builtin) -> None:
         self._builtins[name] = (
