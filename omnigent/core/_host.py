@@ -170,10 +170,16 @@ class ActorHost:
         row = await self._store.get_session(session_id)
         if row is None:
             raise SessionNotFound(session_id)
-        agent = await self._store.get_agent(row.agent_id, row.agent_version)
+        return row, await self.agent_spec(row.agent_id, row.agent_version)
+
+    async def agent_spec(self, agent_id: str, version: int | None) -> AgentSpec:
+        """An agent version's spec; a known version is served without a store read."""
+        if version is not None and (agent_id, version) in self._specs:
+            return self._specs[(agent_id, version)]
+        agent = await self._store.get_agent(agent_id, version)
         if agent is None:
-            raise AgentNotFound(row.agent_id)
-        return row, self.spec_of(agent.id, agent.version, agent.spec)
+            raise AgentNotFound(agent_id)
+        return self.spec_of(agent.id, agent.version, agent.spec)
 
     def policy_engine(self, row: SessionRow, spec: AgentSpec) -> PolicyEngine:
         """The policy engine of a session's agent version (its policies, then defaults)."""

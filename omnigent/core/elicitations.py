@@ -206,10 +206,6 @@ class Elicitations:
         waiter = self._waiters.get(elicitation_id)
         return None if waiter is None or waiter.resolution else waiter.request
 
-    def owner_of(self, elicitation_id: str) -> str | None:
-        waiter = self._waiters.get(elicitation_id)
-        return None if waiter is None else waiter.session_id
-
     async def stored(self, elicitation_id: str) -> tuple[str, ElicitationRequest] | None:
         """``(status, request)`` from the store, for ids no longer waiting here."""
         row = await self._store.get_elicitation(elicitation_id)

@@ -18,7 +18,6 @@ import httpx
 import trio
 
 from ..errors import (
-    AgentNotFound,
     InvalidInput,
     RuntimeClosed,
     SessionNotFound,
@@ -138,10 +137,7 @@ class Runtime:
 
     async def get_agent_spec(self, agent_id: str, version: int | None = None) -> AgentSpec:
         """The spec of an agent version (the latest by default). Raises AgentNotFound."""
-        row = await self.store.get_agent(agent_id, version)
-        if row is None:
-            raise AgentNotFound(agent_id)
-        return self.host.spec_of(row.id, row.version, row.spec)
+        return await self.host.agent_spec(agent_id, version)
 
     # -- sessions ----------------------------------------------------------------------
 
