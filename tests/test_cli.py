@@ -22,7 +22,8 @@ import trio.testing
 import yaml
 
 import omnigent
-from omnigent._cli_render import (
+from omnigent.cli._main import _Approvals, _Lines, _report, default_db_url, main
+from omnigent.cli._render import (
     Chunk,
     ElicitationDialog,
     Reply,
@@ -39,7 +40,6 @@ from omnigent._cli_render import (
     questions_of,
     withdrawn_note,
 )
-from omnigent.cli import _Approvals, _Lines, _report, default_db_url, main
 from omnigent.errors import BadRequest, HarnessError, SpecError
 from omnigent.model import (
     ElicitationParams,
@@ -579,7 +579,7 @@ def test_ctrl_c_at_the_prompt_withdraws_it_and_interrupts(
     """The prompt waits on a pipe nobody writes to; Ctrl-C must still end the turn."""
     db = f"sqlite:///{tmp_path / 'x.db'}"
     read_fd, write_fd = os.pipe()
-    monkeypatch.setattr("omnigent.cli._stdin_lines", lambda: _Lines(read_fd))
+    monkeypatch.setattr("omnigent.cli._main._stdin_lines", lambda: _Lines(read_fd))
     stderr = _InterruptAtPrompt()
     monkeypatch.setattr(sys, "stderr", stderr)
     try:

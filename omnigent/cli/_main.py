@@ -11,11 +11,11 @@ for something impossible (a 4xx error: a bad spec, a missing file, an unknown ha
 or a bad option); 130 interrupted.
 
 The rest of the command line is in private modules, one job each:
-:mod:`omnigent._cli_turn` runs the turn of ``run`` and takes Ctrl-C;
-:mod:`omnigent._cli_prompt` answers its approvals on the terminal; what is printed is
-decided, without I/O, in :mod:`omnigent._cli_render` (turns, listings, errors) and
-:mod:`omnigent._cli_approval_render` (approval prompts and answers); and
-:mod:`omnigent._cli_output` writes it.
+:mod:`omnigent.cli._turn` runs the turn of ``run`` and takes Ctrl-C;
+:mod:`omnigent.cli._prompt` answers its approvals on the terminal; what is printed is
+decided, without I/O, in :mod:`omnigent.cli._render` (turns, listings, errors) and
+:mod:`omnigent.cli._approval_render` (approval prompts and answers); and
+:mod:`omnigent.cli._output` writes it.
 """
 
 from __future__ import annotations
@@ -30,15 +30,19 @@ from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import trio
 
-from . import __version__
-from ._cli_output import Chunk, write
+from .. import __version__
+from .._config import default_db_url
+from ..core import Runtime, open_runtime
+from ..errors import BadRequest, OmnigentError
+from ..spec import AgentSpec
+from ._output import Chunk, write
 
 # Approvals and Lines are not used here: tests reach the prompt machinery through
 # this module, and patch _stdin_lines here to answer a turn's prompts from a pipe.
-from ._cli_prompt import Approvals as _Approvals  # noqa: F401
-from ._cli_prompt import Lines as _Lines  # noqa: F401
-from ._cli_prompt import stdin_lines as _stdin_lines
-from ._cli_render import (
+from ._prompt import Approvals as _Approvals  # noqa: F401
+from ._prompt import Lines as _Lines  # noqa: F401
+from ._prompt import stdin_lines as _stdin_lines
+from ._render import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -47,11 +51,7 @@ from ._cli_render import (
     format_error,
     format_sessions,
 )
-from ._cli_turn import owns_sigint, run_turn
-from ._config import default_db_url
-from .core import Runtime, open_runtime
-from .errors import BadRequest, OmnigentError
-from .spec import AgentSpec
+from ._turn import owns_sigint, run_turn
 
 __all__ = ["build_parser", "default_db_url", "main"]
 
@@ -191,7 +191,7 @@ def _add_sessions_parser(subparsers: _Subparsers) -> None:
 
 
 def _add_serve_parser(subparsers: _Subparsers) -> None:
-    from .transports.serve import add_serve_parser, run_serve
+    from ..transports.serve import add_serve_parser, run_serve
 
     add_serve_parser(subparsers).set_defaults(handler=run_serve)
 

@@ -1,7 +1,7 @@
 """One turn of ``omnigent run``: stream it, answer its approvals, and take Ctrl-C.
 
 :func:`run_turn` registers the spec, opens a session and streams one turn to the
-terminal, with :class:`~omnigent._cli_prompt.Approvals` beside it answering what the
+terminal, with :class:`~omnigent.cli._prompt.Approvals` beside it answering what the
 turn asks. Ctrl-C is taken as a message rather than as ``KeyboardInterrupt`` at an
 arbitrary point, so that an interrupted turn ends through the runtime like any other:
 recorded ``cancelled``, its runtime closed, its open prompt abandoned.
@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import trio
 
-from ._cli_approval_render import ApprovalMode
-from ._cli_output import one_line, write
-from ._cli_prompt import Approvals, Lines
-from ._cli_render import TurnRenderer
-from .core import Runtime, open_runtime
-from .spec import AgentSpec
+from ..core import Runtime, open_runtime
+from ..spec import AgentSpec
+from ._approval_render import ApprovalMode
+from ._output import one_line, write
+from ._prompt import Approvals, Lines
+from ._render import TurnRenderer
 
 __all__ = ["owns_sigint", "run_turn"]
 
@@ -45,9 +45,9 @@ async def run_turn(
 ) -> int:
     """Register ``spec``, open a session and stream one turn answering ``prompt``.
 
-    Returns the exit code (see :class:`~omnigent._cli_render.TurnRenderer`).
+    Returns the exit code (see :class:`~omnigent.cli._render.TurnRenderer`).
     Elicitations the stream shows are answered as ``approvals`` says (see
-    :class:`~omnigent._cli_prompt.Approvals`), reading the terminal's answers from
+    :class:`~omnigent.cli._prompt.Approvals`), reading the terminal's answers from
     ``open_lines()``, which is called at the first prompt.
 
     Cancellation: a first Ctrl-C interrupts the turn, which ends ``cancelled`` and is

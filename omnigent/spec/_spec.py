@@ -22,8 +22,8 @@ Contract:
   be mutated.
 
 This module holds the spec's shape and cross-field rules; the per-field checks are in
-:mod:`omnigent._spec_rules`, and the cattrs hooks that apply them to the wire are in
-:mod:`omnigent._spec_wire`, registered on the converter at the end of this module.
+:mod:`omnigent.spec._rules`, and the cattrs hooks that apply them to the wire are in
+:mod:`omnigent.spec._wire`, registered on the converter at the end of this module.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Any, ClassVar, Literal, TypeAlias
 import attrs
 import yaml
 
-from . import _spec_rules as rule
-from ._spec_rules import Rules
-from ._spec_wire import register_spec_hooks
-from .errors import ErrorDetail, SpecError
-from .model._wire import structure, unstructure
+from ..errors import ErrorDetail, SpecError
+from ..model._wire import structure, unstructure
+from . import _rules as rule
+from ._rules import Rules
+from ._wire import register_spec_hooks
 
 __all__ = [
     "AgentSpec",

@@ -2,15 +2,15 @@
 
 Pure functions and one small state machine, with no I/O, so each rendering rule is
 tested on its own. The command line and the turn write what these return (see
-:func:`omnigent._cli_output.write`).
+:func:`omnigent.cli._output.write`).
 
 A turn renders to two streams: the assistant's text goes to ``stdout`` (so it can be
 piped), and everything about the turn — tool calls, their outputs, approvals, the
 closing error — goes to ``stderr``.
 
 An approval is a small conversation of its own, rendered in
-:mod:`omnigent._cli_approval_render`; its names, and the :class:`Chunk` and
-:func:`one_line` of :mod:`omnigent._cli_output`, are re-exported here so that this
+:mod:`omnigent.cli._approval_render`; its names, and the :class:`Chunk` and
+:func:`one_line` of :mod:`omnigent.cli._output`, are re-exported here so that this
 module stays the one import for everything the command line prints.
 """
 
@@ -19,7 +19,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from ._cli_approval_render import (
+from ..core.records import Agent, SessionSnapshot
+from ..errors import InvalidInput, OmnigentError
+from ..model import (
+    TERMINAL_STATUSES,
+    Event,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    OutputItemDone,
+    OutputTextDelta,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseFailed,
+    SessionStatus,
+)
+from ._approval_render import (
     APPROVE_PROMPT,
     ApprovalMode,
     ElicitationDialog,
@@ -32,21 +46,7 @@ from ._cli_approval_render import (
     questions_of,
     withdrawn_note,
 )
-from ._cli_output import Chunk, one_line
-from .core.records import Agent, SessionSnapshot
-from .errors import InvalidInput, OmnigentError
-from .model import (
-    TERMINAL_STATUSES,
-    Event,
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    OutputItemDone,
-    OutputTextDelta,
-    ResponseCancelled,
-    ResponseCompleted,
-    ResponseFailed,
-    SessionStatus,
-)
+from ._output import Chunk, one_line
 
 __all__ = [
     "APPROVE_PROMPT",

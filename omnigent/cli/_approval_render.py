@@ -5,7 +5,7 @@ so each rule of the conversation is tested on its own: what is shown before the
 prompt, which prompt to print, how ``y``/``n``, option numbers or free text are read,
 what ``--yes`` and ``--no-input`` answer without asking, and the note shown when an
 elicitation ends without this terminal's answer. Reading the lines and resolving the
-elicitation is :mod:`omnigent._cli_prompt`'s job.
+elicitation is :mod:`omnigent.cli._prompt`'s job.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import attrs
 
-from ._cli_output import one_line
-from .model import ElicitationRequest
+from ..model import ElicitationRequest
+from ._output import one_line
 
 __all__ = [
     "APPROVE_PROMPT",

@@ -1,7 +1,7 @@
 """The command line's unit of output, and the one place it is written.
 
 A :class:`Chunk` is text bound for ``stdout`` or ``stderr``. The renderers
-(:mod:`omnigent._cli_render`, :mod:`omnigent._cli_approval_render`) return chunks and
+(:mod:`omnigent.cli._render`, :mod:`omnigent.cli._approval_render`) return chunks and
 strings without doing I/O; the command line, the turn and the approval prompt hand
 them to :func:`write`. :func:`one_line`, the shaping every renderer shares, lives here
 too, below them all, so that no renderer has to import another.

@@ -3,7 +3,7 @@
 :class:`Approvals` takes every event of a turn's stream, queues the elicitations it
 carries, asks about them one at a time (or answers as ``--yes``/``--no-input`` say),
 and resolves each under the session that owns it. What is shown and what a typed line
-means is decided in :mod:`omnigent._cli_approval_render`; this module does the I/O
+means is decided in :mod:`omnigent.cli._approval_render`; this module does the I/O
 around it: holding the turn's other output back while a prompt is open, and reading
 stdin through :class:`Lines`, which a cancelled prompt can abandon — a Ctrl-C or an
 answer given elsewhere must never leave the turn stuck on a blocking read.
@@ -19,7 +19,10 @@ from collections.abc import Callable, Iterable
 
 import trio
 
-from ._cli_approval_render import (
+from ..core import Runtime
+from ..errors import SessionNotFound
+from ..model import ElicitationRequest, ElicitationResolved, Event
+from ._approval_render import (
     ApprovalMode,
     ElicitationDialog,
     Reply,
@@ -27,11 +30,8 @@ from ._cli_approval_render import (
     elicitation_owner,
     withdrawn_note,
 )
-from ._cli_output import Chunk, write
-from ._cli_render import TurnRenderer
-from .core import Runtime
-from .errors import SessionNotFound
-from .model import ElicitationRequest, ElicitationResolved, Event
+from ._output import Chunk, write
+from ._render import TurnRenderer
 
 __all__ = ["Approvals", "Lines", "stdin_lines"]
 

@@ -4,7 +4,7 @@
 field name to one of the checks here, and calls :func:`validate` from
 ``__attrs_post_init__`` with any cross-field failures of its own. Keeping the checks
 apart from the classes keeps :mod:`omnigent.spec` a plain statement of the spec's shape;
-:mod:`omnigent._spec_wire` runs the same ``_rules`` while structuring the wire, so a
+:mod:`omnigent.spec._wire` runs the same ``_rules`` while structuring the wire, so a
 spec read from YAML and one built in Python fail the same way.
 
 A check takes the field's value and returns :data:`Problems` with ``loc`` relative to
@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from .errors import ErrorDetail, SpecError
+from ..errors import ErrorDetail, SpecError
 
 Problems: TypeAlias = list[ErrorDetail]
 """Rule failures; each ``loc`` is relative to the value or object checked."""

@@ -1,7 +1,7 @@
 """Structuring hooks that make the wire converter apply the agent spec's rules.
 
 The strict converter of :mod:`omnigent.model._wire` checks types; the spec also has
-per-field rules (a class's ``_rules``, see :mod:`omnigent._spec_rules`) and cross-field
+per-field rules (a class's ``_rules``, see :mod:`omnigent.spec._rules`) and cross-field
 rules (raised as :class:`~omnigent.errors.SpecError` from ``__attrs_post_init__``).
 The hooks here report both in the wire's own terms (:class:`WireError`, or cattrs'
 ``ClassValidationError`` for several), so one structure call collects every failure
@@ -21,9 +21,9 @@ import attrs
 from cattrs.errors import ClassValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from ._spec_rules import Problems, rules_of
-from .errors import SpecError
-from .model._wire import WireError, converter
+from ..errors import SpecError
+from ..model._wire import WireError, converter
+from ._rules import Problems, rules_of
 
 StructureHook = Callable[[Any, Any], Any]
 

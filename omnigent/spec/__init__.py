@@ -1,0 +1,41 @@
+"""The agent spec: ``AgentSpec`` and its parts, parsed strictly from YAML, JSON or dicts.
+
+The shape and cross-field rules are in ``_spec``; the per-field checks in ``_rules``;
+the cattrs hooks that apply them to the wire in ``_wire``.
+"""
+
+from ._spec import (
+    AgentSpec,
+    CallStep,
+    ExecutorConfig,
+    ExecutorSpec,
+    FailStep,
+    McpServerSpec,
+    OsEnv,
+    PolicySpec,
+    SandboxSpec,
+    SayStep,
+    ScriptStep,
+    SleepStep,
+    TerminalSpec,
+    ToolsGrant,
+    parse_policy_spec,
+)
+
+__all__ = [
+    "AgentSpec",
+    "CallStep",
+    "ExecutorConfig",
+    "ExecutorSpec",
+    "FailStep",
+    "McpServerSpec",
+    "OsEnv",
+    "PolicySpec",
+    "SandboxSpec",
+    "SayStep",
+    "ScriptStep",
+    "SleepStep",
+    "TerminalSpec",
+    "ToolsGrant",
+    "parse_policy_spec",
+]
