@@ -21,8 +21,7 @@ import trio
 
 import omnigent
 from omnigent.model import OutputTextDelta, SessionStatus
-from omnigent.stores.base import StoredEvent
-from omnigent.stores.sqlite import open_sqlite_store
+from omnigent.stores import StoredEvent, open_store
 
 
 async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
@@ -61,7 +60,7 @@ async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
 
 
 async def one_write_per_event(path: Path, n: int) -> float:
-    async with open_sqlite_store(path) as store:
+    async with open_store(str(path)) as store:
         start = time.perf_counter()
         for i in range(n):
             event = OutputTextDelta(response_id="r", item_id="i", delta=f"w{i} ").stamped(

@@ -9,7 +9,7 @@ import trio
 import trio.lowlevel
 
 import omnigent
-from omnigent.core import bus as bus_module
+from omnigent.core import _bus as bus_module
 from omnigent.model import Event, OutputTextDelta, SessionStatus
 
 from .conftest import collect_turn, run_turn, scripted, statuses

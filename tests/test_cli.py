@@ -692,7 +692,10 @@ def test_agents_add_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     agent_id, name, version = capsys.readouterr().out.split()
     assert agent_id.startswith("agent_")
     assert (name, version) == ("greeter", "v1")
-    assert main(["agents", "add", path]) == 0
+    assert main(["agents", "add", path]) == 0  # unchanged: the same version
+    assert capsys.readouterr().out.split() == [agent_id, "greeter", "v1"]
+    changed = spec_file(tmp_path, [{"say": "hello"}], name="greeter")
+    assert main(["agents", "add", changed]) == 0
     assert capsys.readouterr().out.split() == [agent_id, "greeter", "v2"]
     assert main(["agents", "list"]) == 0
     assert capsys.readouterr().out.split() == [agent_id, "greeter", "v2", "scripted", "-"]

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core import bus as bus_module
+from omnigent.core import _bus as bus_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
 
 from .conftest import Recorder, all_tasks, collect_turn, run_turn, scripted, statuses, wait_quiet

@@ -268,6 +268,13 @@ async def test_agent_versions(rt: omnigent.Runtime) -> None:
     second = await rt.create_agent(scripted("same", script=[{"say": "v2"}]))
     assert second.id == first.id and second.version == 2
     assert [a.name for a in await rt.list_agents()] == ["same"]
+
+
+async def test_an_unchanged_spec_keeps_its_version(rt: omnigent.Runtime) -> None:
+    """Regression: every ``run`` and ``serve --agents`` start made a new version."""
+    first = await rt.create_agent(scripted("same", script=[{"say": "v1"}]))
+    again = await rt.create_agent(scripted("same", script=[{"say": "v1"}]))
+    assert (again.id, again.version) == (first.id, 1)
     spec_v1 = await rt.get_agent_spec(first.id, 1)
     assert spec_v1.executor.config.script is not None
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core.permissions import EDIT, MANAGE, NONE, PUBLIC, READ
+from omnigent.core._permissions import EDIT, MANAGE, NONE, PUBLIC, READ
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationRequest, ElicitationResolved
 
@@ -69,7 +69,7 @@ async def test_an_agent_name_belongs_to_its_creator(rt: omnigent.Runtime) -> Non
     await rt.create_agent(scripted("shared-name"), owner="alice")
     with pytest.raises(omnigent.Forbidden):
         await rt.create_agent(scripted("shared-name"), owner="bob")
-    again = await rt.create_agent(scripted("shared-name"), owner="alice")
+    again = await rt.create_agent(scripted("shared-name", [{"say": "new"}]), owner="alice")
     assert again.version == 2
 
 

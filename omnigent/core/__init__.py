@@ -1,10 +1,10 @@
 """The core: runtime, sessions, turns, event bus, tools. No transport lives here."""
 
+from ._bus import EventBus, Subscription
 from ._open import open_runtime
-from .bus import EventBus, Subscription
-from .records import Agent, FileInfo, ItemPage, MessageAccepted, SessionPage, SessionSnapshot
-from .runtime import Runtime
-from .tools import Tool, ToolRegistry
+from ._records import Agent, FileInfo, ItemPage, MessageAccepted, SessionPage, SessionSnapshot
+from ._runtime import Runtime
+from ._tools import Tool, ToolRegistry
 
 __all__ = [
     "Agent",

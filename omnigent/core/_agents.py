@@ -12,12 +12,12 @@ import trio
 
 from ..errors import AgentNotFound, Forbidden, SpecError
 from ..spec import AgentSpec
-from ..stores.base import AgentRow
-from .policies import PolicyEngine
-from .records import Agent
+from ..stores import AgentRow
+from ._policies import PolicyEngine
+from ._records import Agent
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 __all__ = ["agent_view", "create_agent"]
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Conflict, RuntimeClosed
 from ..model import ElicitationParams
-from .policies import PolicyEvent, Verdict, parse_policy_event
+from ._policies import PolicyEvent, Verdict, parse_policy_event
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 __all__ = ["evaluate_policy", "hold_elicitation"]
 

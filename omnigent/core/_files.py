@@ -15,9 +15,8 @@ import attrs
 from .._ids import new_id, now
 from ..errors import FileNotFound, InvalidInput
 from ..model import ContentBlock, InputImage, Item, MessageItem
-from ..stores.base import FileRow
-from ..stores.sqlite import SQLiteStore
-from .records import FileInfo
+from ..stores import FileRow, Store
+from ._records import FileInfo
 
 __all__ = ["MAX_FILE_BYTES", "FileService"]
 
@@ -31,7 +30,7 @@ def _info(row: FileRow) -> FileInfo:
 class FileService:
     """Files kept in the store."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
 
     async def upload(

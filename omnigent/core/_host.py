@@ -1,6 +1,6 @@
 """The runtime's side of its session actors: starting them and building what they run.
 
-:class:`ActorHost` implements :class:`~omnigent.core.session.SessionHost`. It keeps the
+:class:`ActorHost` implements :class:`~omnigent.core._session.SessionHost`. It keeps the
 actors of sessions that have work (an actor removes itself the moment it decides to
 leave), the cache of parsed agent specs, and the table of messages an open turn
 stream is waiting on; and it builds a session's harness, tools and turn requests.
@@ -20,18 +20,17 @@ from ..harnesses.base import Harness, HarnessEnv, TurnRequest
 from ..harnesses.registry import HarnessRegistry
 from ..model import Item, MessageItem, structure
 from ..spec import AgentSpec, PolicySpec
-from ..stores.base import SessionRow
-from ..stores.sqlite import SQLiteStore
+from ..stores import SessionRow, Store
+from ._bus import EventBus
+from ._dispatch import SessionTools, ToolPlace
+from ._elicitations import Elicitations
 from ._files import FileService
-from .bus import EventBus
-from .dispatch import SessionTools, ToolPlace
-from .elicitations import Elicitations
-from .permissions import Permissions
-from .policies import PolicyEngine
-from .session import SessionActor
-from .tasks import BackgroundTasks
-from .tools import ToolRegistry
-from .turn import TurnServices, only_exceptions, split_cancellation
+from ._permissions import Permissions
+from ._policies import PolicyEngine
+from ._session import SessionActor
+from ._tasks import BackgroundTasks
+from ._tools import ToolRegistry
+from ._turn import TurnServices, only_exceptions, split_cancellation
 
 __all__ = ["ActorHost"]
 
@@ -50,7 +49,7 @@ class ActorHost:
         self,
         *,
         nursery: trio.Nursery,
-        store: SQLiteStore,
+        store: Store,
         bus: EventBus,
         http: httpx.AsyncClient,
         harnesses: HarnessRegistry,

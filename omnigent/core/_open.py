@@ -1,7 +1,7 @@
 """Opening a runtime: the root of every lifetime.
 
 :func:`open_runtime` opens the store, the HTTP client harnesses use, the event bus
-writer and the root nurseries, and yields a :class:`~omnigent.core.runtime.Runtime`.
+writer and the root nurseries, and yields a :class:`~omnigent.core._runtime.Runtime`.
 Leaving the block cancels every session's work (each running turn still ends with a
 terminal ``cancelled`` status), waits for it, lets the bus persist what is queued, and
 closes the store. Nothing it started outlives it.
@@ -9,8 +9,6 @@ closes the store. Nothing it started outlives it.
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,15 +18,13 @@ import httpx
 import trio
 
 from .._config import omnigent_home
-from ..errors import StoreBusy
 from ..harnesses.registry import HarnessRegistry
 from ..model import ErrorInfo, SessionStatus
 from ..spec import PolicySpec, parse_policy_spec
-from ..stores.base import parse_db_url
-from ..stores.sqlite import open_sqlite_store
-from .bus import EventBus
-from .dispatch import ToolPlace
-from .runtime import Runtime
+from ..stores import open_store
+from ._bus import EventBus
+from ._dispatch import ToolPlace
+from ._runtime import Runtime
 
 __all__ = ["open_runtime"]
 
@@ -77,10 +73,8 @@ async def open_runtime(
         harnesses.load_entry_points()
     body_error: BaseException | None = None
     try:
-        path = parse_db_url(db)
         async with (
-            _exclusive_lock(path if exclusive else None),
-            open_sqlite_store(path) as store,
+            open_store(db, exclusive=exclusive) as store,
             _open_http(http_client) as http,
             trio.open_nursery() as services,
         ):
@@ -131,35 +125,6 @@ def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
         else:
             leaves.append(current)
     return leaves == [exc]
-
-
-@asynccontextmanager
-async def _exclusive_lock(path: Path | None) -> AsyncIterator[None]:
-    """Hold an advisory lock beside the database file for as long as the runtime runs.
-
-    Raises:
-        StoreBusy: another process holds it.
-    """
-    if path is None:
-        yield
-        return
-    lock_path = path.with_name(path.name + ".lock")
-
-    def acquire() -> int:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StoreBusy(str(path)) from None
-        return fd
-
-    fd = await trio.to_thread.run_sync(acquire)
-    try:
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 @asynccontextmanager

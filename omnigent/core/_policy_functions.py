@@ -6,7 +6,7 @@ function raises, or it answers in a shape the engine cannot read. This module ow
 part. :class:`FunctionPolicies` resolves each reference at most once (remembering a
 failure too), calls the function (a sync one in a worker thread, an async one on the
 event loop), reads its answer strictly, and turns every failure into a fail-closed DENY.
-:mod:`omnigent.core.policies` keeps the engine, the value types and the combination
+:mod:`omnigent.core._policies` keeps the engine, the value types and the combination
 rules; the contract is in its docstring.
 
 This module answers in plain :class:`Answer` values, not ``Verdict``: ``policies``
@@ -36,7 +36,7 @@ import trio
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:
-    from .policies import PolicyAction, PolicyEvent
+    from ._policies import PolicyAction, PolicyEvent
 
 __all__ = [
     "Answer",
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 # The public module's name: logging configured for policies keeps seeing these records.
-log = logging.getLogger("omnigent.core.policies")
+log = logging.getLogger("omnigent.core._policies")
 
 PolicyFunction: TypeAlias = Callable[..., Any]
 

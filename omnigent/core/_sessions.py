@@ -24,11 +24,11 @@ from ..model import (
     structure,
 )
 from ..model._wire import unstructure
-from ..stores.base import SessionRow
-from .records import SessionPage, SessionSnapshot
+from ..stores import SessionRow
+from ._records import SessionPage, SessionSnapshot
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 __all__ = [
     "announce_to_parent",

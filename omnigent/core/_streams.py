@@ -19,11 +19,11 @@ from ..model import (
     ResponseFailed,
     SessionStatus,
 )
-from .bus import Subscription
-from .records import MessageAccepted
+from ._bus import Subscription
+from ._records import MessageAccepted
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ._runtime import Runtime
 
 __all__ = ["open_turn_stream"]
 

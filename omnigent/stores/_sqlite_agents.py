@@ -11,8 +11,8 @@ import sqlite3
 from typing import Any
 
 from .._ids import new_id, now
+from ._rows import AgentRow
 from ._sqlite_base import SQLiteBase
-from .base import AgentRow
 
 __all__ = ["AgentsMixin"]
 
@@ -21,8 +21,12 @@ class AgentsMixin(SQLiteBase):
     """Agent methods of :class:`~.sqlite.SQLiteStore`."""
 
     async def put_agent_version(self, name: str, spec: dict[str, Any], owner: str) -> AgentRow:
-        """Create the agent ``name``, or add a new version of it; returns the new row."""
-        spec_text = json.dumps(spec)
+        """Create the agent ``name``, or add a new version of it; returns its row.
+
+        A spec equal to the latest version's keeps that version (registering the same
+        file at every ``run`` or ``serve --agents`` start makes no new version).
+        """
+        spec_text = json.dumps(spec, sort_keys=True)
 
         def write(c: sqlite3.Connection) -> AgentRow:
             t = now()
@@ -33,6 +37,9 @@ class AgentsMixin(SQLiteBase):
                     "INSERT INTO agents VALUES (?, ?, ?, 1, ?, ?)", (agent_id, name, owner, t, t)
                 )
             else:
+                latest = self._agent(c, "a.id = ?", row["id"], None)
+                if latest is not None and json.dumps(latest.spec, sort_keys=True) == spec_text:
+                    return latest
                 agent_id, version = row["id"], row["latest_version"] + 1
                 created, agent_owner = row["created_at"], row["owner"]
                 c.execute(

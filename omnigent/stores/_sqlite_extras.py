@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 
 from .._ids import now
+from ._rows import FileRow
 from ._sqlite_base import SQLiteBase
-from .base import FileRow
 
 __all__ = ["ExtrasMixin"]
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._ids import now
+from ._rows import Page, StoredEvent
 from ._sqlite_base import SQLiteBase
-from .base import Page, StoredEvent
 
 __all__ = ["LogMixin", "insert_items"]
 

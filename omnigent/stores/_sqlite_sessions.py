@@ -12,9 +12,9 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ._rows import Page, SessionRow
 from ._sqlite_base import SQLiteBase
 from ._sqlite_log import insert_items
-from .base import Page, SessionRow
 
 __all__ = ["SessionsMixin"]
 

@@ -20,6 +20,8 @@ from one mixin per table family (``_sqlite_agents``, ``_sqlite_sessions``,
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -28,6 +30,7 @@ from typing import TypeVar
 
 import trio
 
+from ..errors import StoreBusy
 from ._schema import MIGRATIONS
 from ._sqlite_agents import AgentsMixin
 from ._sqlite_extras import ExtrasMixin
@@ -115,15 +118,56 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin):
 
 
 @asynccontextmanager
-async def open_sqlite_store(path: Path | None) -> AsyncIterator[SQLiteStore]:
+async def open_sqlite_store(
+    path: Path | None, *, exclusive: bool = True
+) -> AsyncIterator[SQLiteStore]:
     """Open (creating and migrating as needed) the store at ``path``; ``None``: memory.
 
-    Resource handling: the connections close when the block exits, however it exits.
+    Args:
+        path: the database file, or ``None`` for a private in-memory database.
+        exclusive: hold an advisory lock beside the file for as long as the store is
+            open. One runtime at a time may run turns on a file (their event ids and
+            recovery would collide); a records-only runtime opens it with ``False``.
+
+    Raises:
+        StoreBusy: ``exclusive`` and another process holds the file.
+
+    Resource handling: the connections (and the lock) are released when the block
+    exits, however it exits.
     """
     if path is not None:
         await trio.to_thread.run_sync(lambda: path.parent.mkdir(parents=True, exist_ok=True))
-    store = await trio.to_thread.run_sync(SQLiteStore, path)
+    async with _exclusive_lock(path if exclusive else None):
+        store = await trio.to_thread.run_sync(SQLiteStore, path)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@asynccontextmanager
+async def _exclusive_lock(path: Path | None) -> AsyncIterator[None]:
+    """Hold an advisory lock on ``<path>.lock`` while the block runs.
+
+    Raises:
+        StoreBusy: another process holds it.
+    """
+    if path is None:
+        yield
+        return
+    lock_path = path.with_name(path.name + ".lock")
+
+    def acquire() -> int:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreBusy(str(path)) from None
+        return fd
+
+    fd = await trio.to_thread.run_sync(acquire)
     try:
-        yield store
+        yield
     finally:
-        store.close()
+        os.close(fd)  # releases the lock

@@ -3,7 +3,7 @@
 With ``--auth none`` everyone is ``local`` and may do everything. With ``--auth
 header`` the caller is the ``X-Forwarded-Email`` header and:
 
-- every session route checks the caller's level (:mod:`omnigent.core.permissions`):
+- every session route checks the caller's level (:mod:`omnigent.core._permissions`):
   below read the session does not exist for them (``404``), below what the route needs
   it is ``403``;
 - session lists hold only what the caller may read (:func:`viewer`);
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.permissions import EDIT, MANAGE, READ
+from ..core._permissions import EDIT, MANAGE, READ
 from ..errors import FileNotFound, Forbidden, InvalidInput, SessionNotFound
 from ..model import ContentBlock, InputImage
-from ..stores.base import FileRow, SessionRow
+from ..stores import FileRow, SessionRow
 from ._params import owner, state
 
 __all__ = [

@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 import trio
 from quart import Blueprint
 
-from ..core.elicitations import Resolution
-from ..core.policies import parse_policy_event
+from ..core._elicitations import Resolution
+from ..core._policies import parse_policy_event
 from ..errors import ErrorDetail, InvalidInput, OmnigentError, RuntimeClosed
 from ..model import ElicitationParams
 from ._access import EDIT, session_access

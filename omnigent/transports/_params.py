@@ -15,7 +15,7 @@ import attrs
 import trio
 from quart import current_app, request
 
-from ..core.runtime import Runtime
+from ..core._runtime import Runtime
 from ..errors import InvalidInput, OmnigentError
 from ..model._wire import loads, structure
 

@@ -1,7 +1,7 @@
 """Sharing a session: ``/v1/sessions/{id}/permissions``.
 
 Reading the grants needs read; changing them needs manage. A grant on a root session
-reaches every session below it (:mod:`omnigent.core.permissions`). The owners of a
+reaches every session below it (:mod:`omnigent.core._permissions`). The owners of a
 session (its creator, and the creator of its root) hold manage by ownership, not by a
 grant: changing or revoking their level is a ``409 conflict``, never a silent no-op.
 Revoking a grant that does not exist answers ``200`` with ``deleted: false``, so a
@@ -16,7 +16,7 @@ import attrs
 from quart import Blueprint
 
 from ..errors import Conflict
-from ..stores.base import SessionRow
+from ..stores import SessionRow
 from ._access import MANAGE, READ, session_access
 from ._params import state, structured_body
 

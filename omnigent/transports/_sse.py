@@ -17,7 +17,7 @@ generator, and that choice carries the design:
   response.
 * **The pump.** One task in that nursery runs the *source* (a subscription, or a turn
   stream), encodes each event and sends the frame into a bounded memory channel. The
-  pump is needed because :class:`~omnigent.core.bus.Subscription` is not cancel-safe
+  pump is needed because :class:`~omnigent.core._bus.Subscription` is not cancel-safe
   while it catches up from the store (a cancel between its store read and its live
   attach loses the page it read), so a timeout must never be put around it. A memory
   channel's ``receive`` is cancel-safe, so the consumer side can time out freely.

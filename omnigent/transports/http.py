@@ -19,7 +19,7 @@ from quart import request
 from quart_trio import QuartTrio
 
 from ..core._files import MAX_FILE_BYTES
-from ..core.runtime import Runtime
+from ..core._runtime import Runtime
 from . import (
     _agents_files,
     _approval_page,

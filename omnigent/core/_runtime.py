@@ -34,21 +34,19 @@ from ..model import (
 )
 from ..model._wire import unstructure
 from ..spec import AgentSpec, PolicySpec
-from ..stores.base import SessionRow
-from ..stores.sqlite import SQLiteStore
+from ..stores import SessionRow, Store
 from . import _agents as agents_api
 from . import _asking as asking
 from . import _sessions as sessions_api
+from ._bus import EventBus, Subscription
+from ._dispatch import ToolPlace
+from ._elicitations import ACTIONS, Elicitations, Resolution
 from ._files import FileService
 from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
-from ._streams import open_turn_stream
-from .bus import EventBus, Subscription
-from .dispatch import ToolPlace
-from .elicitations import ACTIONS, Elicitations, Resolution
-from .permissions import Permissions
-from .policies import Verdict
-from .records import (
+from ._permissions import Permissions
+from ._policies import Verdict
+from ._records import (
     Agent,
     FileInfo,
     ItemPage,
@@ -56,8 +54,9 @@ from .records import (
     SessionPage,
     SessionSnapshot,
 )
-from .session import SessionActor
-from .tools import Tool, ToolRegistry
+from ._session import SessionActor
+from ._streams import open_turn_stream
+from ._tools import Tool, ToolRegistry
 
 __all__ = ["Runtime"]
 
@@ -72,7 +71,7 @@ class Runtime:
     def __init__(
         self,
         *,
-        store: SQLiteStore,
+        store: Store,
         bus: EventBus,
         nursery: trio.Nursery,
         http: httpx.AsyncClient,
@@ -384,7 +383,7 @@ class Runtime:
     def register_tool(self, fn: Any, **options: Any) -> Tool:
         """Offer a Python callable (sync or async) as a tool to every session.
 
-        See :meth:`omnigent.core.tools.ToolRegistry.register` for the options.
+        See :meth:`omnigent.core._tools.ToolRegistry.register` for the options.
         """
         return self.tools.register(fn, **options)
 

@@ -39,8 +39,8 @@ from ..model import (
     SessionStatus,
     event_from_dict,
 )
-from ..stores.sqlite import SQLiteStore
-from .bus import EventBus
+from ..stores import Store
+from ._bus import EventBus
 
 __all__ = ["ACTIONS", "Elicitations", "Resolution"]
 
@@ -76,7 +76,7 @@ class _Waiter:
 class Elicitations:
     """Pending elicitations of one runtime. Owned by the ``Runtime``."""
 
-    def __init__(self, store: SQLiteStore, bus: EventBus) -> None:
+    def __init__(self, store: Store, bus: EventBus) -> None:
         self._store = store
         self._bus = bus
         self._waiters: dict[str, _Waiter] = {}

@@ -17,8 +17,7 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidInput, SessionNotFound
-from ..stores.base import SessionRow
-from ..stores.sqlite import SQLiteStore
+from ..stores import SessionRow, Store
 
 __all__ = ["EDIT", "MANAGE", "NONE", "PUBLIC", "READ", "Grant", "Permissions"]
 
@@ -57,7 +56,7 @@ def check_user(user_id: Any, *, loc: str = "user_id") -> str:
 class Permissions:
     """Session access over the store. One per runtime."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
 
     async def level(self, row: SessionRow, user_id: str) -> int:

@@ -1,4 +1,4 @@
-"""Rows the stores hand back, and the database URL parser.
+"""Rows the stores hand back.
 
 Stores speak in plain rows (JSON-ready dicts for specs, items and events); the core
 turns them into typed objects. That keeps SQL out of the core and typed models out of
@@ -7,14 +7,11 @@ the stores, so a PostgreSQL store can slot in behind the same methods.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ..errors import BadRequest
-
-__all__ = ["AgentRow", "FileRow", "Page", "SessionRow", "StoredEvent", "parse_db_url"]
+__all__ = ["AgentRow", "FileRow", "Page", "SessionRow", "StoredEvent"]
 
 
 @attrs.frozen
@@ -72,22 +69,3 @@ class Page:
 
     rows: list[Any]
     has_more: bool
-
-
-def parse_db_url(url: str | None) -> Path | None:
-    """Where the SQLite database lives; ``None`` means in memory.
-
-    Accepts ``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://:memory:``
-    and a bare file path.
-
-    Raises:
-        BadRequest: for a scheme this build cannot open.
-    """
-    if url is None or url in ("", ":memory:", "sqlite://", "sqlite://:memory:"):
-        return None
-    if url.startswith("sqlite:///"):
-        return Path(url.removeprefix("sqlite:///"))
-    if "://" in url:
-        scheme = url.split("://", 1)[0]
-        raise BadRequest(f"unsupported database URL scheme {scheme!r} (use sqlite:///PATH)")
-    return Path(url)

@@ -25,9 +25,9 @@ import trio
 from ..harnesses.base import Harness, TurnRequest
 from ..model import ElicitationParams, InputText, Item, MessageItem
 from ..model._wire import unstructure
-from .dispatch import SessionTools
-from .tasks import BackgroundTasks
-from .turn import Turn, TurnServices
+from ._dispatch import SessionTools
+from ._tasks import BackgroundTasks
+from ._turn import Turn, TurnServices
 
 __all__ = ["SessionActor", "SessionHost"]
 

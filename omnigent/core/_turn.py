@@ -47,10 +47,10 @@ from ..model import (
     SessionStatus,
 )
 from ..model._wire import unstructure
-from ..stores.sqlite import SQLiteStore
-from .bus import EventBus
-from .dispatch import SessionTools
-from .elicitations import Elicitations
+from ..stores import Store
+from ._bus import EventBus
+from ._dispatch import SessionTools
+from ._elicitations import Elicitations
 
 __all__ = ["Turn", "only_exceptions", "split_cancellation"]
 
@@ -118,7 +118,7 @@ def describe_failure(exc: BaseException, harness: str) -> ErrorInfo:
 class TurnServices:
     """What a turn needs from its runtime."""
 
-    store: SQLiteStore
+    store: Store
     bus: EventBus
     elicitations: Elicitations
 

@@ -31,8 +31,7 @@ import trio
 
 from .._ids import now
 from ..model import Event, SessionStatus, event_from_dict
-from ..stores.base import StoredEvent
-from ..stores.sqlite import SQLiteStore
+from ..stores import Store, StoredEvent
 
 __all__ = ["EventBus", "Subscription"]
 
@@ -63,7 +62,7 @@ class _Live:
 class EventBus:
     """Sequences, persists and fans out session events. Owned by a ``Runtime``."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
         # The channel itself is unbounded; publish() keeps it to _QUEUE_SIZE by waiting
         # for room, and only publish_now() (a turn's terminal events: a handful per

@@ -29,15 +29,15 @@ from ..errors import OmnigentError
 from ..harnesses.base import ToolSchema
 from ..model import ChangedFilesInvalidated, InboxUpdated
 from ..spec import AgentSpec
-from ..stores.sqlite import SQLiteStore
+from ..stores import Store
 from ..tools import os as os_tools
 from ..tools import workspace_for
-from .bus import EventBus
-from .elicitations import Elicitations
-from .permissions import PUBLIC, Permissions, check_level
-from .policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEngine, PolicyEvent, Verdict
-from .tasks import BackgroundTasks, format_inbox
-from .tools import ToolRegistry, decode_arguments
+from ._bus import EventBus
+from ._elicitations import Elicitations
+from ._permissions import PUBLIC, Permissions, check_level
+from ._policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEngine, PolicyEvent, Verdict
+from ._tasks import BackgroundTasks, format_inbox
+from ._tools import ToolRegistry, decode_arguments
 
 __all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
 
@@ -124,7 +124,7 @@ class SessionTools:
         policies: PolicyEngine,
         elicitations: Elicitations,
         tasks: BackgroundTasks,
-        store: SQLiteStore,
+        store: Store,
         bus: EventBus,
         place: ToolPlace,
         permissions: Permissions,

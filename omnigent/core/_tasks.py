@@ -8,7 +8,7 @@ exactly one inbox item, persisted, so a restart never loses an undelivered resul
 
 ``sys_read_inbox`` drains the inbox into lines a model can read. When an item arrives
 while the session has no turn running, the session is woken with a turn whose input is
-those lines (see :class:`~omnigent.core.session.SessionActor`).
+those lines (see :class:`~omnigent.core._session.SessionActor`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import trio
 
 from .._ids import new_id
 from ..model import InboxUpdated
-from ..stores.sqlite import SQLiteStore
-from .bus import EventBus
+from ..stores import Store
+from ._bus import EventBus
 
 __all__ = ["MAX_BACKGROUND_TASKS", "BackgroundTasks", "format_inbox"]
 
@@ -85,7 +85,7 @@ class BackgroundTasks:
         self,
         session_id: str,
         nursery: trio.Nursery,
-        store: SQLiteStore,
+        store: Store,
         bus: EventBus,
         on_inbox: Callable[[], None],
     ) -> None:

@@ -1,0 +1,187 @@
+"""The ``Store`` protocol: every call the core makes on its database.
+
+The core is typed against this protocol and never against a concrete store, so an
+implementation (SQLite, PostgreSQL) slots in behind :func:`omnigent.stores.open_store`
+without the core knowing which. Stores speak in plain rows (:mod:`._rows`) and
+JSON-ready dicts; the core turns them into typed objects.
+
+Contract every implementation keeps:
+
+* Each method is one transaction: nothing is left half-written.
+* A cancelled caller may wait for the statement it started (a thread call cannot be
+  interrupted), then sees ``trio.Cancelled``.
+* ``append_events`` writes a whole batch in one round trip and keeps each session's
+  ``last_event_id`` and ``status`` (from its latest ``session.status`` event) in the
+  same transaction. A row it cannot take raises; the caller retries row by row.
+* Listing cursors (``after``) that name no row of the listing raise ``LookupError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from ._rows import AgentRow, FileRow, Page, SessionRow, StoredEvent
+
+__all__ = ["Store"]
+
+
+class Store(Protocol):
+    """The database behind one runtime."""
+
+    # -- agents ------------------------------------------------------------------------
+
+    async def put_agent_version(self, name: str, spec: dict[str, Any], owner: str) -> AgentRow:
+        """Store ``spec`` as the next version of the agent ``name`` (created if new).
+
+        An unchanged spec keeps the current version (no new row).
+        """
+        ...
+
+    async def get_agent(self, agent_id: str, version: int | None = None) -> AgentRow | None:
+        """One version of an agent (the latest by default)."""
+        ...
+
+    async def get_agent_by_name(self, name: str) -> AgentRow | None:
+        """The latest version of the agent called ``name``."""
+        ...
+
+    async def list_agents(self) -> list[AgentRow]:
+        """Every agent at its latest version, oldest first."""
+        ...
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def insert_session(self, row: SessionRow, items: Sequence[dict[str, Any]] = ()) -> None:
+        """Create a session with its initial items."""
+        ...
+
+    async def get_session(self, session_id: str) -> SessionRow | None: ...
+
+    async def list_sessions(
+        self,
+        *,
+        agent_id: str | None = None,
+        parent_session_id: str | None = None,
+        limit: int = 20,
+        after: str | None = None,
+        viewer: str | None = None,
+    ) -> Page:
+        """Sessions newest first, ``limit`` at a time; ``after`` is the previous last id.
+
+        With ``viewer``, only sessions that user may read (owned, or granted or public
+        on the session or any of its ancestors).
+
+        Raises:
+            LookupError: ``after`` is not a session this listing could show.
+        """
+        ...
+
+    async def update_session(self, session_id: str, **fields: Any) -> None:
+        """Change ``title``, ``labels``, ``model_override`` (or other columns)."""
+        ...
+
+    async def begin_turn(self, session_id: str) -> int:
+        """Count a new turn; returns its number (1 for the first)."""
+        ...
+
+    async def sessions_with_status(self, statuses: Sequence[str]) -> list[str]:
+        """Ids of the sessions whose last published status is one of ``statuses``."""
+        ...
+
+    async def delete_sessions(self, session_ids: Iterable[str]) -> None:
+        """Delete sessions with everything they hold (items, events, inbox, grants)."""
+        ...
+
+    async def ancestor_ids(self, session_id: str) -> list[str]:
+        """The parent, its parent, … up to the root (nearest first)."""
+        ...
+
+    async def descendant_ids(self, session_id: str) -> list[str]:
+        """Every session below ``session_id``, parents before their children."""
+        ...
+
+    # -- sharing -----------------------------------------------------------------------
+
+    async def grants_for(
+        self, session_ids: set[str], user_ids: set[str] | None
+    ) -> list[tuple[str, int]]:
+        """``(user_id, level)`` of every grant on ``session_ids`` (to ``user_ids``)."""
+        ...
+
+    async def put_grant(self, session_id: str, user_id: str, level: int) -> None: ...
+
+    async def delete_grant(self, session_id: str, user_id: str) -> bool: ...
+
+    # -- items and events ----------------------------------------------------------------
+
+    async def put_items(self, session_id: str, items: Sequence[dict[str, Any]]) -> None:
+        """Append items (wire dicts with their ``id``) to a session's history."""
+        ...
+
+    async def move_items_to_end(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Move items to the end of the history (a buffered message read late)."""
+        ...
+
+    async def list_items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Page:
+        """A session's items in order; ``after`` is an item id (exclusive).
+
+        Raises:
+            LookupError: ``after`` is not an item of the session.
+        """
+        ...
+
+    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+        """Persist a batch of events in one transaction (see the module contract)."""
+        ...
+
+    async def read_events(
+        self, session_id: str, after: int, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored events with ``event_id > after``, in order."""
+        ...
+
+    async def max_event_id(self, session_id: str) -> int:
+        """The newest stored event id of the session (0 if none)."""
+        ...
+
+    # -- inbox -------------------------------------------------------------------------
+
+    async def add_inbox_item(self, session_id: str, item_id: str, data: str) -> int:
+        """Store an inbox item; returns how many are undelivered now."""
+        ...
+
+    async def drain_inbox(self, session_id: str) -> list[tuple[str, str]]:
+        """Mark every undelivered item delivered; returns them ``(id, data)``, oldest first."""
+        ...
+
+    async def inbox_count(self, session_id: str) -> int: ...
+
+    # -- elicitations --------------------------------------------------------------------
+
+    async def insert_elicitation(
+        self, elicitation_id: str, session_id: str, request: str
+    ) -> None: ...
+
+    async def finish_elicitation(self, elicitation_id: str, status: str, action: str) -> None: ...
+
+    async def get_elicitation(self, elicitation_id: str) -> dict[str, Any] | None: ...
+
+    async def expire_pending_elicitations(self) -> int:
+        """Mark every pending elicitation expired (their waiters died); returns how many."""
+        ...
+
+    # -- files ---------------------------------------------------------------------------
+
+    async def put_file(self, row: FileRow, content: bytes) -> None: ...
+
+    async def get_file(self, file_id: str) -> FileRow | None: ...
+
+    async def get_file_content(self, file_id: str) -> bytes | None: ...
