@@ -15,14 +15,20 @@ events::
 from . import model
 from .core import (
     Agent,
+    ElicitationInfo,
     FileInfo,
+    Grant,
     ItemPage,
     MessageAccepted,
+    PolicyEvent,
+    Resolution,
     Runtime,
+    RuntimeState,
     SessionPage,
     SessionSnapshot,
     Subscription,
     Tool,
+    Verdict,
     open_runtime,
 )
 from .errors import (
@@ -42,9 +48,10 @@ from .errors import (
     SessionNotFound,
     SpecError,
     StoreBusy,
+    Unauthorized,
     UnknownHarness,
 )
-from .harnesses.base import Harness, HarnessEnv, MessageWriter, ToolSchema, TurnContext, TurnRequest
+from .harnesses import Harness, HarnessEnv, MessageWriter, ToolSchema, TurnContext, TurnRequest
 from .model import Event, Item
 from .spec import AgentSpec
 
@@ -56,11 +63,13 @@ __all__ = [
     "AgentSpec",
     "BadRequest",
     "Conflict",
+    "ElicitationInfo",
     "ErrorDetail",
     "Event",
     "FileInfo",
     "FileNotFound",
     "Forbidden",
+    "Grant",
     "Harness",
     "HarnessEnv",
     "HarnessError",
@@ -73,8 +82,11 @@ __all__ = [
     "ModelEndpointError",
     "NotFound",
     "OmnigentError",
+    "PolicyEvent",
+    "Resolution",
     "Runtime",
     "RuntimeClosed",
+    "RuntimeState",
     "SessionNotFound",
     "SessionPage",
     "SessionSnapshot",
@@ -85,7 +97,9 @@ __all__ = [
     "ToolSchema",
     "TurnContext",
     "TurnRequest",
+    "Unauthorized",
     "UnknownHarness",
+    "Verdict",
     "model",
     "open_runtime",
 ]

@@ -15,6 +15,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   ├── AgentNotFound                    404 agent_not_found
     │   ├── SessionNotFound                  404 session_not_found
     │   └── FileNotFound                     404 file_not_found
+    ├── Unauthorized (PermissionError)       401 unauthorized
     ├── Forbidden (PermissionError)          403 forbidden
     ├── Conflict                             409 conflict
     │   └── StoreBusy                        409 store_busy
@@ -50,6 +51,7 @@ __all__ = [
     "SessionNotFound",
     "SpecError",
     "StoreBusy",
+    "Unauthorized",
     "UnknownHarness",
 ]
 
@@ -165,16 +167,40 @@ class Conflict(OmnigentError):
 
 
 class StoreBusy(Conflict):
-    """Another runtime has the database open; two would corrupt each other's logs."""
+    """Another runtime owns the database; two would corrupt each other's logs.
+
+    Raised when opening a database another runtime owns, and by a records-only
+    runtime (``open_runtime(..., exclusive=False)``) for any call that would publish
+    an event, delete, or run work: those belong to the owner.
+    """
 
     code = "store_busy"
 
-    def __init__(self, path: str) -> None:
-        super().__init__(
-            f"the database {path} is in use by another omnigent runtime "
-            "(an `omnigent serve`?); stop it or choose another --db"
-        )
+    def __init__(self, path: str, owner: str | None = None, *, records_only: bool = False) -> None:
+        by = f" (owned by {owner})" if owner else ""
+        if records_only:
+            message = (
+                f"this runtime opened {path} for records only{by}: turns, events and "
+                "deletes belong to the runtime that owns it"
+            )
+        else:
+            message = (
+                f"the database {path} is in use by another omnigent runtime{by} "
+                "(an `omnigent serve`?); stop it or choose another --db"
+            )
+        super().__init__(message)
         self.path = path
+        self.owner = owner
+
+
+class Unauthorized(OmnigentError, PermissionError):
+    """The caller has no identity while the server requires one (``--auth header``)."""
+
+    code = "unauthorized"
+    status = 401
+
+    def __init__(self, message: str = "missing identity") -> None:
+        super().__init__(message)
 
 
 class RuntimeClosed(OmnigentError, RuntimeError):

@@ -155,7 +155,7 @@ async def test_background_success_writes_one_inbox_item_and_wakes_the_session(
     assert notice.startswith(f"[System: task {started['handle_id']} completed — sys_os_shell")
     assert '"stdout": "done\\n"' in notice
     await wait_quiet(rt)
-    assert await rt.store.inbox_count(session) == 0
+    assert await rt._store.inbox_count(session) == 0
 
 
 async def test_background_failure_and_cancel_each_write_one_item(
@@ -200,13 +200,13 @@ async def test_read_inbox_drains_and_reports_malformed_items(
     rt: omnigent.Runtime, recorder: Recorder
 ) -> None:
     session = await background(rt, recorder)
-    await rt.store.add_inbox_item(
+    await rt._store.add_inbox_item(
         session,
         "inbox_1",
         json.dumps({"handle_id": "task_a", "tool": "t", "status": "completed", "output": ""}),
     )
-    await rt.store.add_inbox_item(session, "inbox_2", "{not json")
-    await rt.store.add_inbox_item(
+    await rt._store.add_inbox_item(session, "inbox_2", "{not json")
+    await rt._store.add_inbox_item(
         session,
         "inbox_3",
         json.dumps({"handle_id": "task_b", "tool": "t", "status": "completed", "output": "42"}),
@@ -234,7 +234,7 @@ async def test_bad_async_calls_are_errors(rt: omnigent.Runtime, recorder: Record
     await run_turn(rt, session)
     assert all(o.startswith("Error:") for o in recorder.body.outputs)
     await wait_quiet(rt)
-    assert await rt.store.inbox_count(session) == 0
+    assert await rt._store.inbox_count(session) == 0
 
 
 async def test_a_thousand_background_tasks_cancelled_leave_nothing(
@@ -255,13 +255,13 @@ async def test_a_thousand_background_tasks_cancelled_leave_nothing(
 
     recorder.body = body
     await run_turn(rt, session)
-    actor = rt.actor_if_running(session)
+    actor = rt._host.actors.get(session)
     assert actor is not None and actor.background_tasks == 1000
     with trio.fail_after(30):
         await rt.stop_session(session)
-    assert rt.actor_if_running(session) is None
+    assert rt._host.actors.get(session) is None
     assert all_tasks() <= before
-    assert await rt.store.inbox_count(session) == 1000
+    assert await rt._store.inbox_count(session) == 1000
 
 
 async def test_stop_session_kills_background_processes(
@@ -292,7 +292,7 @@ async def test_an_undelivered_inbox_item_survives_a_restart(tmp_path: Path) -> N
     # Shutdown cancelled the task; its (cancelled) result is in the inbox.
     async with omnigent.open_runtime(db=db) as rt:
         rt.register_harness("recorder", recorder.factory)
-        assert await rt.store.inbox_count(session) == 1
+        assert await rt._store.inbox_count(session) == 1
         recorder.body = calls(("sys_read_inbox", {}))
         await run_turn(rt, session)
     assert "was cancelled — sys_os_shell" in recorder.body.outputs[0]

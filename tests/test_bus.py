@@ -29,7 +29,7 @@ async def test_every_event_is_persisted_before_a_subscriber_sees_it(
     async with rt.subscribe(session.id) as events:
         await rt.send_message(session.id, "go")
         async for event in events:
-            stored = await rt.store.read_events(session.id, event.event_id - 1, 1)
+            stored = await rt._store.read_events(session.id, event.event_id - 1, 1)
             assert stored == [event.to_dict()]
             if isinstance(event, SessionStatus) and event.status == "idle":
                 break
@@ -113,14 +113,14 @@ async def test_a_large_backlog_replays_in_pages(
 async def test_deltas_are_written_in_batches(rt: omnigent.Runtime) -> None:
     """A turn of thousands of deltas must not pay one store write per delta."""
     writes = 0
-    original = rt.store.append_events
+    original = rt._store.append_events
 
     async def counting(events: Any) -> None:
         nonlocal writes
         writes += 1
         await original(events)
 
-    rt.store.append_events = counting  # type: ignore[method-assign]
+    rt._store.append_events = counting  # type: ignore[method-assign]
     agent = await rt.create_agent(long_say(3000))
     session = await rt.create_session(agent.id)
     events = await run_turn(rt, session.id)
@@ -149,7 +149,7 @@ async def test_a_cancelled_catch_up_loses_nothing(rt: omnigent.Runtime) -> None:
     agent = await rt.create_agent(scripted(script=[{"say": "a b c d"}]))
     session = await rt.create_session(agent.id)
     reference = await run_turn(rt, session.id)
-    original = rt.store.read_events
+    original = rt._store.read_events
     calls = 0
     scope = trio.CancelScope()
 
@@ -161,7 +161,7 @@ async def test_a_cancelled_catch_up_loses_nothing(rt: omnigent.Runtime) -> None:
             await trio.lowlevel.checkpoint()
         return await original(session_id, after, limit)
 
-    rt.store.read_events = cancelled_on_second_read  # type: ignore[method-assign]
+    rt._store.read_events = cancelled_on_second_read  # type: ignore[method-assign]
     async with rt.subscribe(session.id, after=0) as events:
         with scope:
             while True:

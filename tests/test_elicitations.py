@@ -153,7 +153,7 @@ async def test_cross_session_resolve_is_refused(rt: omnigent.Runtime) -> None:
         request = await next_of(events, ElicitationRequest)
         assert not await rt.resolve_elicitation(stranger, request.elicitation_id, "accept")
         assert (await rt.get_session(owner)).status == "waiting"
-        assert rt.elicitations.get(request.elicitation_id) is not None
+        assert (await rt.get_elicitation(owner, request.elicitation_id)).status == "pending"
         assert await rt.resolve_elicitation(owner, request.elicitation_id, "decline")
         await collect_turn(events)
 
@@ -207,8 +207,8 @@ async def test_interrupt_withdraws_a_pending_elicitation(rt: omnigent.Runtime) -
     assert statuses(rest)[-1] == "cancelled"
     resolved = [e for e in rest if isinstance(e, ElicitationResolved)]
     assert [r.action for r in resolved] == ["expired"]
-    stored = await rt.elicitations.stored(request.elicitation_id)
-    assert stored is not None and stored[0] == "expired"
+    stored = await rt.get_elicitation(session, request.elicitation_id)
+    assert stored.status == "expired"
     assert not await rt.resolve_elicitation(session, request.elicitation_id, "accept")
     assert CALLS == []
     await wait_quiet(rt)
@@ -226,8 +226,8 @@ async def test_pending_elicitations_expire_across_a_restart(tmp_path: Path) -> N
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE elicitations SET status = 'pending'")
     async with omnigent.open_runtime(db=str(db)) as rt:
-        stored = await rt.elicitations.stored(request.elicitation_id)
-        assert stored is not None and stored[0] == "expired"
+        stored = await rt.get_elicitation(session, request.elicitation_id)
+        assert stored.status == "expired"
 
 
 async def test_evaluate_policy_entry_point(rt: omnigent.Runtime) -> None:

@@ -143,23 +143,23 @@ async def test_no_work_starts_on_a_session_being_deleted(rt: omnigent.Runtime) -
     assert len(refused) == 1
     await wait_quiet(rt)
     assert rt.statistics()["active_sessions"] == 0
-    assert await rt.store.read_events(session, 0) == []
+    assert await rt._store.read_events(session, 0) == []
 
 
 async def test_no_work_starts_once_shutdown_began(rt: omnigent.Runtime) -> None:
     agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
     session = (await rt.create_session(agent.id)).id
-    rt.host.closing = True
+    rt._host.closing = True
     with pytest.raises(omnigent.RuntimeClosed):
         await rt.send_message(session, "late")
-    rt.host.closing = False
+    rt._host.closing = False
 
 
 async def test_a_flaky_store_does_not_take_the_runtime_down(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     monkeypatch.setattr(bus_module, "_RETRY_DELAYS", (0.0, 0.0))
-    original = rt.store.append_events
+    original = rt._store.append_events
     failures = 2
 
     async def flaky(events: Any) -> None:
@@ -169,7 +169,7 @@ async def test_a_flaky_store_does_not_take_the_runtime_down(
             raise OSError("disk hiccup")
         await original(events)
 
-    rt.store.append_events = flaky  # type: ignore[method-assign]
+    rt._store.append_events = flaky  # type: ignore[method-assign]
     agent = await rt.create_agent(scripted(script=[{"say": "still here"}]))
     session = (await rt.create_session(agent.id)).id
     assert statuses(await run_turn(rt, session)) == ["running", "idle"]
@@ -177,12 +177,12 @@ async def test_a_flaky_store_does_not_take_the_runtime_down(
     async def broken(events: Any) -> None:
         raise OSError("disk gone")
 
-    rt.store.append_events = broken  # type: ignore[method-assign]
+    rt._store.append_events = broken  # type: ignore[method-assign]
     await rt.send_message(session, "lost")
     await wait_quiet(rt)
-    await rt.bus.flush()  # returns although the batch could not be written
+    await rt._bus.flush()  # returns although the batch could not be written
     assert "dropping" in caplog.text
-    rt.store.append_events = original  # type: ignore[method-assign]
+    rt._store.append_events = original  # type: ignore[method-assign]
     assert statuses(await run_turn(rt, session)) == ["running", "idle"]
 
 
@@ -204,7 +204,7 @@ async def test_one_runtime_owns_a_database_file(tmp_path: Path) -> None:
             async with omnigent.open_runtime(db=db, exclusive=False) as beside:
                 listed = await beside.list_sessions()
                 assert [s.id for s in listed.data] == [session]
-                with pytest.raises(omnigent.RuntimeClosed):
+                with pytest.raises(omnigent.StoreBusy, match="records only"):
                     await beside.send_message(session, "hi")
             assert (await owner.get_session(session)).status == "running"
     async with omnigent.open_runtime(db=db):  # the lock is released with its owner

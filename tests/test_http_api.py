@@ -269,8 +269,8 @@ async def test_header_auth_requires_identity_and_records_the_owner() -> None:
             session = await server.client.post(
                 "/v1/sessions", json={"agent_id": created.json()["id"]}, headers=me
             )
-            row = await server.runtime.session_row(session.json()["id"])
-            assert row.owner == "ada@example.com"
+            grants = await server.runtime.list_grants(session.json()["id"])
+            assert [(g.user_id, g.owner) for g in grants] == [("ada@example.com", True)]
 
 
 async def test_openapi_document_matches_the_routes() -> None:

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 import trio
 
+import omnigent
+
 from .http_elicitation_helpers import (
     CALLS,
     REQUEST,
@@ -226,7 +228,7 @@ async def test_form_mode_has_no_url(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def _hold(server: Server, session_id: str, message: str, **fields: Any) -> str:
     runtime = server.runtime
-    params = runtime.elicitations.params(message, "mcp_elicitation", **fields)
+    params = omnigent.core.elicitation_params(message, "mcp_elicitation", **fields)
     return await runtime.hold_elicitation(session_id, params)
 
 

@@ -214,7 +214,7 @@ async def test_bad_hook_bodies_are_422_naming_the_field() -> None:
             for route in (HOOK, CODEX, EVALUATE):
                 answer = await server.client.post(route.format("conv_nope"), json={})
                 assert_error(answer, 404, "session_not_found")
-            assert server.runtime.elicitations.waiting == 0
+            assert server.runtime.statistics()["elicitations"] == 0
 
 
 # -- leaving, shutting down, timeouts ------------------------------------------------
@@ -232,10 +232,10 @@ async def test_a_caller_that_goes_away_withdraws_the_elicitation() -> None:
                 eid = request.data["elicitation_id"]
                 done = await next_event(stream, RESOLVED, elicitation_id=eid)
                 assert done.data["action"] == "expired"
-            stored = await server.runtime.elicitations.stored(eid)
-            assert stored is not None and stored[0] == "expired"
+            stored = await server.runtime.get_elicitation(sid, eid)
+            assert stored.status == "expired"
             assert not await resolved(server, sid, eid, "accept")
-            assert server.runtime.elicitations.waiting == 0
+            assert server.runtime.statistics()["elicitations"] == 0
 
 
 async def test_a_waiting_hook_answers_503_when_the_server_stops() -> None:
@@ -250,8 +250,8 @@ async def test_a_waiting_hook_answers_503_when_the_server_stops() -> None:
                 eid = (await next_event(stream, REQUEST)).data["elicitation_id"]
                 server.stopping.set()
             assert_error(out[0], 503, "runtime_closed")
-            stored = await server.runtime.elicitations.stored(eid)
-            assert stored is not None and stored[0] == "expired"
+            stored = await server.runtime.get_elicitation(sid, eid)
+            assert stored.status == "expired"
 
 
 async def test_no_server_timeout_cuts_a_waiting_hook() -> None:
@@ -429,7 +429,7 @@ async def test_the_routes_enforce_session_levels() -> None:
                 "/v1/sessions", json={"agent_id": agent.json()["id"]}, headers=alice
             )
             sid = created.json()["id"]
-            params = runtime.elicitations.params("ok?", "mcp_elicitation")
+            params = omnigent.core.elicitation_params("ok?", "mcp_elicitation")
             eid = await runtime.hold_elicitation(sid, params)
             E = f"/v1/sessions/{sid}/elicitations/{eid}"
             reads: list[tuple[str, str, dict[str, Any]]] = [
@@ -448,13 +448,13 @@ async def test_the_routes_enforce_session_levels() -> None:
                 assert_error(answer, 401, "unauthorized")
                 answer = await client.request(method, route, headers=bob, **options)
                 assert_error(answer, 404, "session_not_found")
-            await runtime.permissions.grant(sid, "bob@x", 1)
+            await runtime.grant(sid, "bob@x", 1)
             for method, route, options in reads:
                 answer = await client.request(method, route, headers=bob, **options)
                 assert answer.status_code == 200, (route, answer.text)
             for method, route, options in writes:
                 answer = await client.request(method, route, headers=bob, **options)
                 assert_error(answer, 403, "forbidden")
-            assert runtime.elicitations.get(eid) is not None
+            assert (await runtime.get_elicitation(sid, eid)).status == "pending"
             answer = await client.post(f"{E}/resolve", json={"action": "accept"}, headers=alice)
             assert answer.json() == {"resolved": True}

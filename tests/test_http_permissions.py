@@ -218,7 +218,8 @@ async def test_an_edit_grant_writes_but_does_not_delete_or_share() -> None:
             child = await bob.post("/v1/sessions", json=adopt)
             assert child.status_code == 201, child.text
             child_id = child.json()["id"]
-            assert (await world.server.runtime.session_row(child_id)).owner == BOB
+            grants = await world.server.runtime.list_grants(child_id)
+            assert [(g.user_id, g.owner) for g in grants] == [(BOB, True)]
             assert (await world[ALICE].get(f"/v1/sessions/{child_id}")).status_code == 200
             assert (await bob.delete(f"/v1/sessions/{child_id}")).status_code == 200
             assert (await world[ALICE].get(base)).status_code == 200

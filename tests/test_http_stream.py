@@ -142,7 +142,7 @@ async def test_client_disconnect_mid_stream_frees_the_subscription_and_tasks() -
     with trio.fail_after(10):
         async with open_server() as server:
             session_id = await server.session(spec)
-            bus = server.runtime.bus
+            bus = server.runtime._bus
             await trio.sleep(0.05)
             baseline = {t.name for t in all_tasks()}
             url = f"/v1/sessions/{session_id}/stream?after=0"
@@ -246,7 +246,7 @@ async def test_stopping_ends_open_streams_promptly() -> None:
                 server.stopping.set()
                 with trio.fail_after(1):
                     assert await r.read_until() == []
-            await wait_for(lambda: server.runtime.bus.statistics()["subscribers"] == 0)
+            await wait_for(lambda: server.runtime.statistics()["subscribers"] == 0)
 
 
 async def test_deleting_a_session_ends_its_streams() -> None:

@@ -287,14 +287,14 @@ async def test_tools_validate_arguments(rt: omnigent.Runtime) -> None:
     tool = rt.register_tool(greet)
     assert tool.schema.parameters["required"] == ["name"]
     assert tool.schema.description == "Greet someone."
-    assert await rt.tools.invoke("greet", {"name": "ada", "times": 2}) == "hi ada hi ada"
-    assert await rt.tools.invoke("greet", '{"name": "ada"}') == "hi ada"
-    assert (await rt.tools.invoke("greet", {"name": 3})).startswith(
+    assert await rt._tools.invoke("greet", {"name": "ada", "times": 2}) == "hi ada hi ada"
+    assert await rt._tools.invoke("greet", '{"name": "ada"}') == "hi ada"
+    assert (await rt._tools.invoke("greet", {"name": 3})).startswith(
         "Error: invalid arguments for greet: argument 'name' must be string"
     )
-    assert "unknown argument 'x'" in await rt.tools.invoke("greet", {"name": "a", "x": 1})
-    assert "not valid JSON" in await rt.tools.invoke("greet", "{nope")
-    assert (await rt.tools.invoke("missing", {})).startswith("Error: unknown tool 'missing'")
+    assert "unknown argument 'x'" in await rt._tools.invoke("greet", {"name": "a", "x": 1})
+    assert "not valid JSON" in await rt._tools.invoke("greet", "{nope")
+    assert (await rt._tools.invoke("missing", {})).startswith("Error: unknown tool 'missing'")
     with pytest.raises(omnigent.Conflict):
         rt.register_tool(greet)
     with pytest.raises(omnigent.BadRequest):
@@ -306,7 +306,7 @@ async def test_a_raising_tool_becomes_an_error_string(rt: omnigent.Runtime) -> N
         raise OSError("disk on fire")
 
     rt.register_tool(explode)
-    assert await rt.tools.invoke("explode", {}) == "Error: explode failed: disk on fire"
+    assert await rt._tools.invoke("explode", {}) == "Error: explode failed: disk on fire"
 
 
 def test_public_names() -> None:

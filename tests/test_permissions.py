@@ -19,23 +19,21 @@ async def test_levels_follow_owner_grants_root_and_public(rt: omnigent.Runtime) 
     agent = await rt.create_agent(scripted(), owner="alice")
     root = await rt.create_session(agent.id, owner="alice")
     child = await rt.create_session(agent.id, parent_session_id=root.id, owner="alice")
-    perms = rt.permissions
-    root_row, child_row = await rt.session_row(root.id), await rt.session_row(child.id)
-    assert await perms.level(root_row, "alice") == MANAGE
-    assert await perms.level(root_row, "bob") == NONE
-    await perms.grant(root.id, "bob", EDIT)
-    assert await perms.level(root_row, "bob") == EDIT
-    assert await perms.level(child_row, "bob") == EDIT  # shared with the root
-    await perms.grant(child.id, PUBLIC, READ)
-    assert await perms.level(child_row, "carol") == READ
-    assert await perms.level(root_row, "carol") == NONE
-    assert [g.to_dict() for g in await perms.list(root_row)] == [
+    assert await rt.access_level(root.id, "alice") == MANAGE
+    assert await rt.access_level(root.id, "bob") == NONE
+    await rt.grant(root.id, "bob", EDIT)
+    assert await rt.access_level(root.id, "bob") == EDIT
+    assert await rt.access_level(child.id, "bob") == EDIT  # shared with the root
+    await rt.grant(child.id, PUBLIC, READ)
+    assert await rt.access_level(child.id, "carol") == READ
+    assert await rt.access_level(root.id, "carol") == NONE
+    assert [g.to_dict() for g in await rt.list_grants(root.id)] == [
         {"user_id": "alice", "level": 3, "owner": True},
         {"user_id": "bob", "level": 2, "owner": False},
     ]
-    assert await perms.revoke(root.id, "bob") is True
-    assert await perms.revoke(root.id, "bob") is False
-    assert await perms.level(child_row, "bob") == READ  # the child is public
+    assert await rt.revoke(root.id, "bob") is True
+    assert await rt.revoke(root.id, "bob") is False
+    assert await rt.access_level(child.id, "bob") == READ  # the child is public
 
 
 async def test_bad_grants_are_refused(rt: omnigent.Runtime) -> None:
@@ -48,10 +46,10 @@ async def test_bad_grants_are_refused(rt: omnigent.Runtime) -> None:
         ("", 1, "user_id"),
     ]:
         with pytest.raises(InvalidInput) as caught:
-            await rt.permissions.grant(session.id, user, level)
+            await rt.grant(session.id, user, level)
         assert [d.loc for d in caught.value.details] == [loc]
     with pytest.raises(omnigent.SessionNotFound):
-        await rt.permissions.grant("conv_missing", "bob", READ)
+        await rt.grant("conv_missing", "bob", READ)
 
 
 async def test_session_lists_show_only_what_the_viewer_may_read(rt: omnigent.Runtime) -> None:
@@ -59,7 +57,7 @@ async def test_session_lists_show_only_what_the_viewer_may_read(rt: omnigent.Run
     mine = await rt.create_session(agent.id, owner="alice")
     theirs = await rt.create_session(agent.id, owner="bob")
     public = await rt.create_session(agent.id, owner="bob")
-    await rt.permissions.grant(public.id, PUBLIC, READ)
+    await rt.grant(public.id, PUBLIC, READ)
     seen = await rt.list_sessions(viewer="alice")
     assert {s.id for s in seen.data} == {mine.id, public.id}
     assert theirs.id in {s.id for s in (await rt.list_sessions()).data}
@@ -109,8 +107,8 @@ async def test_stopping_a_session_withdraws_its_held_elicitations(rt: omnigent.R
     answer = await rt.post_event(session.id, "mcp_elicitation", {"message": "Still there?"})
     with trio.fail_after(5):
         await rt.stop_session(session.id)
-    stored = await rt.elicitations.stored(answer["elicitation_id"])
-    assert stored is not None and stored[0] == "expired"
+    stored = await rt.get_elicitation(session.id, answer["elicitation_id"])
+    assert stored.status == "expired"
     assert rt.statistics()["tasks"] == 0
 
 
@@ -153,8 +151,7 @@ async def test_session_share_refusals_write_nothing(
     await run_turn(rt, session.id)
     output = (await rt.list_items(session.id)).data[-1].output  # type: ignore[union-attr]
     assert output.startswith(expect), output
-    row = await rt.session_row(session.id)
-    assert [g.user_id for g in await rt.permissions.list(row)] == ["local"]
+    assert [g.user_id for g in await rt.list_grants(session.id)] == ["local"]
 
 
 @pytest.mark.parametrize(
@@ -172,8 +169,7 @@ async def test_session_share_grants(
     await run_turn(rt, session.id)
     output = (await rt.list_items(session.id)).data[-1].output  # type: ignore[union-attr]
     assert json.loads(output) == {"session_id": session.id, "user_id": user, "level": level}
-    row = await rt.session_row(session.id)
-    assert await rt.permissions.level(row, "bob") == (level if user == "bob" else READ)
+    assert await rt.access_level(session.id, "bob") == (level if user == "bob" else READ)
 
 
 async def test_the_owner_cannot_be_granted_and_unknown_sessions_cannot_be_revoked(
@@ -181,11 +177,12 @@ async def test_the_owner_cannot_be_granted_and_unknown_sessions_cannot_be_revoke
 ) -> None:
     agent = await rt.create_agent(scripted())
     session = await rt.create_session(agent.id, owner="alice")
-    with pytest.raises(InvalidInput) as caught:
-        await rt.permissions.grant(session.id, "alice", READ)
-    assert [d.loc for d in caught.value.details] == ["user_id"]
+    with pytest.raises(omnigent.Conflict):
+        await rt.grant(session.id, "alice", READ)
+    with pytest.raises(omnigent.Conflict):
+        await rt.revoke(session.id, "alice")
     with pytest.raises(omnigent.SessionNotFound):
-        await rt.permissions.revoke("conv_missing", "bob")
+        await rt.revoke("conv_missing", "bob")
 
 
 async def test_initial_items_may_not_name_unknown_files(rt: omnigent.Runtime) -> None:

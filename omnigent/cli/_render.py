@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from ..core._records import Agent, SessionSnapshot
+from ..core import Agent, SessionSnapshot
 from ..errors import InvalidInput, OmnigentError
 from ..model import (
     TERMINAL_STATUSES,

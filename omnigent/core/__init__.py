@@ -1,22 +1,60 @@
-"""The core: runtime, sessions, turns, event bus, tools. No transport lives here."""
+"""The core: runtime, sessions, turns, event bus, tools. No transport lives here.
 
-from ._bus import EventBus, Subscription
+Everything a library user or a transport needs is exported here; the modules behind
+it are private. :func:`open_runtime` is the way in: it yields a :class:`Runtime`
+(which has no public constructor) and owns its lifetime.
+"""
+
+from ._bus import Subscription
+from ._elicitations import ACTIONS as ELICITATION_ACTIONS
+from ._elicitations import Resolution, elicitation_params
+from ._files import MAX_FILE_BYTES
+from ._inputs import EVENT_TYPES, InboundEvent, parse_event
 from ._open import open_runtime
-from ._records import Agent, FileInfo, ItemPage, MessageAccepted, SessionPage, SessionSnapshot
-from ._runtime import Runtime
+from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant
+from ._policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEvent, Verdict, parse_policy_event
+from ._records import (
+    Agent,
+    ElicitationInfo,
+    FileInfo,
+    ItemPage,
+    MessageAccepted,
+    SessionPage,
+    SessionSnapshot,
+)
+from ._runtime import Runtime, RuntimeState
 from ._tools import Tool, ToolRegistry
 
 __all__ = [
+    "EDIT",
+    "ELICITATION_ACTIONS",
+    "EVENT_TYPES",
+    "MANAGE",
+    "MAX_FILE_BYTES",
+    "NONE",
+    "PHASE_TOOL_CALL",
+    "PHASE_TOOL_RESULT",
+    "PUBLIC",
+    "READ",
     "Agent",
-    "EventBus",
+    "ElicitationInfo",
     "FileInfo",
+    "Grant",
+    "InboundEvent",
     "ItemPage",
     "MessageAccepted",
+    "PolicyEvent",
+    "Resolution",
     "Runtime",
+    "RuntimeState",
     "SessionPage",
     "SessionSnapshot",
     "Subscription",
     "Tool",
     "ToolRegistry",
+    "Verdict",
+    "elicitation_params",
     "open_runtime",
+    "parse_event",
+    "parse_policy_event",
 ]

@@ -1,58 +1,75 @@
 """Agent records: registration (with its checks) and the agent view.
 
-Plain functions of a runtime, kept apart so the runtime reads as its API.
+:class:`AgentCatalog` is owned by the runtime; it needs only the store and the actor
+host (for the spec cache and harness names), so the runtime reads as its API.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from ..errors import AgentNotFound, Forbidden, SpecError
 from ..spec import AgentSpec
-from ..stores import AgentRow
+from ..stores import AgentRow, Store
+from ._host import ActorHost
 from ._policies import PolicyEngine
 from ._records import Agent
 
-if TYPE_CHECKING:
-    from ._runtime import Runtime
-
-__all__ = ["agent_view", "create_agent"]
+__all__ = ["AgentCatalog"]
 
 
-async def create_agent(rt: Runtime, spec: AgentSpec | Mapping[str, Any], owner: str) -> Agent:
-    """Validate ``spec`` fully, then store it as the agent's next version."""
-    if not isinstance(spec, AgentSpec):
-        spec = AgentSpec.from_dict(spec)
-    harness = rt.host.harness_of(spec, None)
-    existing = await rt.store.get_agent_by_name(spec.name)
-    if existing is not None and existing.owner != owner:
-        raise Forbidden(f"agent {spec.name!r} belongs to another user")
-    # Importing a function policy's module may block: do it in a thread.
-    problems = await trio.to_thread.run_sync(PolicyEngine(spec.policies).check)
-    if problems:
-        summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
-        raise SpecError(f"invalid AgentSpec: {summary}", problems)
-    row = await rt.store.put_agent_version(spec.name, spec.to_dict(), owner)
-    rt.host.remember_spec(row.id, row.version, spec)
-    return Agent(
-        row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
-    )
+class AgentCatalog:
+    """Registered agents and their versions. Owned by the ``Runtime``."""
 
+    def __init__(self, store: Store, host: ActorHost) -> None:
+        self._store = store
+        self._host = host
 
-async def agent_view(rt: Runtime, row: AgentRow | None, looked_up: str) -> Agent:
-    """The wire view of an agent row. Raises AgentNotFound for ``None``."""
-    if row is None:
-        raise AgentNotFound(looked_up)
-    spec = rt.host.spec_of(row.id, row.version, row.spec)
-    return Agent(
-        row.id,
-        row.name,
-        row.version,
-        spec.description,
-        rt.host.harness_of(spec, None, strict=False),
-        spec.model,
-        row.created_at,
-    )
+    async def create(self, spec: AgentSpec | Mapping[str, Any], owner: str) -> Agent:
+        """Validate ``spec`` fully, then store it as the agent's next version.
+
+        An unchanged spec keeps its version.
+        """
+        if not isinstance(spec, AgentSpec):
+            spec = AgentSpec.from_dict(spec)
+        harness = self._host.harness_of(spec, None)
+        existing = await self._store.get_agent_by_name(spec.name)
+        if existing is not None and existing.owner != owner:
+            raise Forbidden(f"agent {spec.name!r} belongs to another user")
+        # Importing a function policy's module may block: do it in a thread.
+        problems = await trio.to_thread.run_sync(PolicyEngine(spec.policies).check)
+        if problems:
+            summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
+            raise SpecError(f"invalid AgentSpec: {summary}", problems)
+        row = await self._store.put_agent_version(spec.name, spec.to_dict(), owner)
+        self._host.remember_spec(row.id, row.version, spec)
+        return Agent(
+            row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
+        )
+
+    async def get(self, agent_id: str) -> Agent:
+        return self.view(await self._store.get_agent(agent_id), agent_id)
+
+    async def get_by_name(self, name: str) -> Agent:
+        return self.view(await self._store.get_agent_by_name(name), name)
+
+    async def list(self) -> list[Agent]:
+        return [self.view(row, row.id) for row in await self._store.list_agents()]
+
+    def view(self, row: AgentRow | None, looked_up: str) -> Agent:
+        """The wire view of an agent row. Raises AgentNotFound for ``None``."""
+        if row is None:
+            raise AgentNotFound(looked_up)
+        spec = self._host.spec_of(row.id, row.version, row.spec)
+        return Agent(
+            row.id,
+            row.name,
+            row.version,
+            spec.description,
+            self._host.harness_of(spec, None, strict=False),
+            spec.model,
+            row.created_at,
+        )

@@ -258,7 +258,7 @@ class EventBus:
         try:
             yield subscription
         finally:
-            subscription._release()
+            subscription._close()
             opened = self._open[session_id]
             opened.discard(subscription)
             if not opened:
@@ -287,6 +287,7 @@ class Subscription:
         self._live: _Live | None = None
         self._receive: trio.MemoryReceiveChannel[Event] | None = None
         self._caught_up = False
+        self._closed = False
         self.ended = False  # set when the session is deleted
 
     def __aiter__(self) -> Subscription:
@@ -297,8 +298,13 @@ class Subscription:
 
         Cancellation: safe at any point. Every store read is kept the moment it
         returns, so a cancelled call loses nothing and the next call resumes.
+
+        Raises:
+            trio.ClosedResourceError: the subscription's block has exited.
         """
         while True:
+            if self._closed:
+                raise trio.ClosedResourceError("this subscription was released")
             if self.ended:
                 self._release()
                 raise StopAsyncIteration
@@ -343,6 +349,11 @@ class Subscription:
     async def _read_page(self, after: int) -> list[Event]:
         rows = await self._bus._store.read_events(self.session_id, after, _REPLAY_PAGE)
         return [event_from_dict(r) for r in rows]
+
+    def _close(self) -> None:
+        """End the subscription for good (its ``subscribe`` block exited)."""
+        self._closed = True
+        self._release()
 
     def _release(self) -> None:
         if self._live is not None:

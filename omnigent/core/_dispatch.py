@@ -33,7 +33,7 @@ from ..stores import Store
 from ..tools import os as os_tools
 from ..tools import workspace_for
 from ._bus import EventBus
-from ._elicitations import Elicitations
+from ._elicitations import Elicitations, elicitation_params
 from ._permissions import PUBLIC, Permissions, check_level
 from ._policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEngine, PolicyEvent, Verdict
 from ._tasks import BackgroundTasks, format_inbox
@@ -220,7 +220,7 @@ class SessionTools:
         """An ASK becomes ALLOW or DENY once its elicitation is answered."""
         if verdict.action != "ASK":
             return verdict
-        params = self._elicitations.params(
+        params = elicitation_params(
             verdict.elicitation_message,
             "tool_call" if event.type == PHASE_TOOL_CALL else "tool_result",
             policy_name=verdict.policy_name,

@@ -37,12 +37,12 @@ from ..model import (
     ElicitationRequest,
     ElicitationResolved,
     SessionStatus,
-    event_from_dict,
 )
 from ..stores import Store
 from ._bus import EventBus
+from ._records import ElicitationInfo
 
-__all__ = ["ACTIONS", "Elicitations", "Resolution"]
+__all__ = ["ACTIONS", "Elicitations", "Resolution", "elicitation_params"]
 
 log = logging.getLogger(__name__)
 
@@ -206,23 +206,34 @@ class Elicitations:
         waiter = self._waiters.get(elicitation_id)
         return None if waiter is None or waiter.resolution else waiter.request
 
-    async def stored(self, elicitation_id: str) -> tuple[str, ElicitationRequest] | None:
-        """``(status, request)`` from the store, for ids no longer waiting here."""
+    async def info(self, session_id: str, elicitation_id: str) -> ElicitationInfo:
+        """The elicitation as ``session_id`` sees it (see :meth:`Runtime.get_elicitation`)."""
+        pending = self.visible(session_id, elicitation_id)
+        if pending is not None:
+            return ElicitationInfo(elicitation_id, "pending", pending)
         row = await self._store.get_elicitation(elicitation_id)
-        if row is None:
-            return None
-        request: ElicitationRequest = event_from_dict(json.loads(row["request"]))  # type: ignore[assignment]
-        return row["status"], request
+        if row is None or row["status"] == "pending":
+            # Pending in the store but not waiting here: its waiter is gone.
+            return ElicitationInfo(elicitation_id, "unknown")
+        owner = row["session_id"]
+        if owner != session_id and owner not in await self._store.descendant_ids(session_id):
+            return ElicitationInfo(elicitation_id, "unknown")
+        status = "resolved" if row["status"] == "resolved" else "expired"
+        return ElicitationInfo(elicitation_id, status, action=row.get("action"))  # type: ignore[arg-type]
 
-    @staticmethod
-    def params(message: str, phase: str, **fields: Any) -> ElicitationParams:
-        """Params for a request; ``mode``/``url`` follow ``$OMNIGENT_ELICITATION_MODE``."""
-        mode = os.environ.get("OMNIGENT_ELICITATION_MODE", "url")
-        if mode not in ("url", "form"):
-            mode = "url"
-        return ElicitationParams(
-            mode=mode,  # type: ignore[arg-type]
-            message=message,
-            phase=phase,
-            **fields,
-        )
+
+def elicitation_params(message: str, phase: str, **fields: Any) -> ElicitationParams:
+    """Params for a request; ``mode``/``url`` follow ``$OMNIGENT_ELICITATION_MODE``.
+
+    ``url`` (the default) points a person at the approval page; ``form`` carries a
+    ``requestedSchema`` for clients that render the question themselves.
+    """
+    mode = os.environ.get("OMNIGENT_ELICITATION_MODE", "url")
+    if mode not in ("url", "form"):
+        mode = "url"
+    return ElicitationParams(
+        mode=mode,  # type: ignore[arg-type]
+        message=message,
+        phase=phase,
+        **fields,
+    )

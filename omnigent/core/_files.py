@@ -46,31 +46,40 @@ class FileService:
         await self._store.put_file(row, content)
         return _info(row)
 
-    async def info(self, file_id: str) -> FileInfo:
-        row = await self._store.get_file(file_id)
-        if row is None:
-            raise FileNotFound(file_id)
-        return _info(row)
+    async def info(self, file_id: str, viewer: str | None = None) -> FileInfo:
+        return _info(await self.row(file_id, viewer))
 
-    async def row(self, file_id: str) -> FileRow:
+    async def row(self, file_id: str, viewer: str | None = None) -> FileRow:
+        """The file's row; to a ``viewer`` other than its uploader it does not exist.
+
+        Raises:
+            FileNotFound: no such file, or ``viewer`` is not its owner.
+        """
         row = await self._store.get_file(file_id)
-        if row is None:
+        if row is None or (viewer is not None and row.owner != viewer):
             raise FileNotFound(file_id)
         return row
 
-    async def content(self, file_id: str) -> bytes:
+    async def content(self, file_id: str, viewer: str | None = None) -> bytes:
+        await self.row(file_id, viewer)
         data = await self._store.get_file_content(file_id)
         if data is None:
             raise FileNotFound(file_id)
         return data
 
-    async def check_references(self, blocks: Sequence[ContentBlock], *, root: str) -> None:
-        """Every ``file_id`` in ``blocks`` names an uploaded image, else InvalidInput."""
+    async def check_references(
+        self, blocks: Sequence[ContentBlock], *, root: str, viewer: str | None = None
+    ) -> None:
+        """Every ``file_id`` in ``blocks`` names an uploaded image, else InvalidInput.
+
+        With ``viewer``, the file must also be theirs; another user's file is refused
+        exactly as a missing one is, so a refusal does not tell whether it exists.
+        """
         for index, block in enumerate(blocks):
             if isinstance(block, InputImage) and block.file_id is not None:
                 row = await self._store.get_file(block.file_id)
                 loc = f"{root}[{index}].file_id"
-                if row is None:
+                if row is None or (viewer is not None and row.owner != viewer):
                     raise InvalidInput.at(loc, f"unknown file {block.file_id!r}")
                 if not row.content_type.startswith("image/"):
                     raise InvalidInput.at(loc, f"file {block.file_id!r} is not an image")

@@ -73,7 +73,7 @@ class ActorHost:
         self._nursery = nursery
         self._store = store
         self._http = http
-        self._harnesses = harnesses
+        self.harnesses = harnesses
         self._tools = tools
         self._files = files
         self._elicitations = elicitations
@@ -161,9 +161,9 @@ class ActorHost:
         name = spec.executor.type
         if name == "omnigent":
             name = override or spec.executor.config.harness
-        if not strict and not self._harnesses.known(name):
+        if not strict and not self.harnesses.known(name):
             return name
-        return self._harnesses.canonical(name)
+        return self.harnesses.canonical(name)
 
     async def session_spec(self, session_id: str) -> tuple[SessionRow, AgentSpec]:
         row = await self._store.get_session(session_id)
@@ -193,7 +193,7 @@ class ActorHost:
         row, spec = await self.session_spec(session_id)
         name = self.harness_of(spec, row.harness_override)
         env = HarnessEnv(session_id, spec, spec.executor.config, self._http)
-        return self._harnesses.create(name, env), name
+        return self.harnesses.create(name, env), name
 
     async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools:
         row, spec = await self.session_spec(session_id)

@@ -21,10 +21,11 @@ from .._config import omnigent_home
 from ..harnesses.registry import HarnessRegistry
 from ..model import ErrorInfo, SessionStatus
 from ..spec import PolicySpec, parse_policy_spec
-from ..stores import open_store
+from ..stores import Store, open_store
 from ._bus import EventBus
 from ._dispatch import ToolPlace
-from ._runtime import Runtime
+from ._host import ActorHost
+from ._runtime import Runtime, RuntimeState
 
 __all__ = ["open_runtime"]
 
@@ -55,7 +56,8 @@ async def open_runtime(
         exclusive: own the database (the default). One process at a time may run
             turns on a database file: their event logs and recovery would collide.
             ``False`` opens it beside a running owner for records only — agents,
-            sessions, items, files — and refuses to run turns (``RuntimeClosed``).
+            sessions, items, files — and refuses what would publish events, delete
+            or run turns (``StoreBusy``).
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
@@ -72,6 +74,7 @@ async def open_runtime(
     if load_entry_points:
         harnesses.load_entry_points()
     body_error: BaseException | None = None
+    rt: Runtime | None = None
     try:
         async with (
             open_store(db, exclusive=exclusive) as store,
@@ -82,7 +85,7 @@ async def open_runtime(
             await services.start(bus.run)
             try:
                 async with trio.open_nursery() as nursery:
-                    rt = Runtime(
+                    rt = Runtime._create(
                         store=store,
                         bus=bus,
                         nursery=nursery,
@@ -90,22 +93,25 @@ async def open_runtime(
                         harnesses=harnesses,
                         place=place,
                         default_policies=policies,
+                        records_only=not exclusive,
                     )
                     if exclusive:
-                        await _recover(rt)
-                    else:
-                        rt.host.closing = True  # records only: no turns, no events
+                        await _recover(store, bus)
+                    rt.state = RuntimeState.OPEN
                     try:
                         yield rt
                     except BaseException as exc:
                         body_error = exc
                         raise
                     finally:
+                        rt.state = RuntimeState.CLOSING
                         with trio.CancelScope(shield=True):
-                            await _stop_all_sessions(rt)
+                            await _stop_all_sessions(rt._host)
             finally:
                 with trio.CancelScope(shield=True):
                     await bus.close()
+                if rt is not None:
+                    rt.state = RuntimeState.CLOSED
     except BaseExceptionGroup as group:
         # The user's own exception comes back to them as itself, not wrapped in the
         # groups of the nurseries it passed through (as trio-websocket does).
@@ -140,22 +146,22 @@ async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.As
 _UNFINISHED = ("launching", "running", "waiting")
 
 
-async def _recover(rt: Runtime) -> None:
+async def _recover(store: Store, bus: EventBus) -> None:
     """Tidy up after a previous process that died with work in flight.
 
     Its running turns get a ``failed`` status (code ``runtime_restarted``), and its
     pending elicitations are marked expired: their waiters died with it.
     """
-    await rt.store.expire_pending_elicitations()
-    for session_id in await rt.store.sessions_with_status(_UNFINISHED):
+    await store.expire_pending_elicitations()
+    for session_id in await store.sessions_with_status(_UNFINISHED):
         error = ErrorInfo("the runtime stopped while this turn was running", "runtime_restarted")
-        await rt.bus.publish(session_id, SessionStatus(status="failed", error=error))
+        await bus.publish(session_id, SessionStatus(status="failed", error=error))
 
 
-async def _stop_all_sessions(rt: Runtime) -> None:
+async def _stop_all_sessions(host: ActorHost) -> None:
     """Refuse new work, cancel every session's, and wait for the actors to leave."""
-    rt.host.closing = True
-    actors = list(rt.host.actors.values())
+    host.closing = True
+    actors = list(host.actors.values())
     for actor in actors:
         actor.stop()
     for actor in actors:

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import InvalidInput, SessionNotFound
+from ..errors import Conflict, InvalidInput, SessionNotFound
 from ..stores import SessionRow, Store
 
 __all__ = ["EDIT", "MANAGE", "NONE", "PUBLIC", "READ", "Grant", "Permissions"]
@@ -59,14 +59,25 @@ class Permissions:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    async def level(self, row: SessionRow, user_id: str) -> int:
-        """The highest level ``user_id`` has on the session ``row``."""
-        if user_id in (row.owner,):
-            return MANAGE
+    async def _row(self, session_id: str) -> SessionRow:
+        row = await self._store.get_session(session_id)
+        if row is None:
+            raise SessionNotFound(session_id)
+        return row
+
+    async def owners(self, row: SessionRow) -> set[str]:
+        """Who manages the session by ownership: its creator and its root's."""
+        owners = {row.owner}
         if row.root_session_id != row.id:
             root = await self._store.get_session(row.root_session_id)
-            if root is not None and root.owner == user_id:
-                return MANAGE
+            if root is not None:
+                owners.add(root.owner)
+        return owners
+
+    async def level(self, row: SessionRow, user_id: str) -> int:
+        """The highest level ``user_id`` has on the session ``row``."""
+        if user_id in await self.owners(row):
+            return MANAGE
         grants = await self._store.grants_for({row.id, row.root_session_id}, {user_id, PUBLIC})
         best = NONE
         for grantee, level in grants:
@@ -77,27 +88,39 @@ class Permissions:
         """Give ``user_id`` ``level`` on the session (replacing an earlier grant).
 
         Raises:
-            SessionNotFound; InvalidInput at ``user_id`` or ``level``.
+            SessionNotFound; InvalidInput at ``user_id`` or ``level``; Conflict when
+            ``user_id`` owns the session (or its root): an owner's level cannot change.
         """
         user_id = check_user(user_id)
         level = check_level(level, user_id)
-        row = await self._store.get_session(session_id)
-        if row is None:
-            raise SessionNotFound(session_id)
-        if user_id == row.owner:
-            raise InvalidInput.at("user_id", "the owner already manages this session")
+        row = await self._row(session_id)
+        await self._refuse_owner(row, user_id)
         await self._store.put_grant(session_id, user_id, level)
         return Grant(user_id, level)
 
     async def revoke(self, session_id: str, user_id: str) -> bool:
-        """Remove a grant; False if there was none. Raises SessionNotFound."""
-        if await self._store.get_session(session_id) is None:
-            raise SessionNotFound(session_id)
+        """Remove a grant; False if there was none.
+
+        Raises:
+            SessionNotFound; Conflict when ``user_id`` owns the session (or its root).
+        """
+        row = await self._row(session_id)
+        await self._refuse_owner(row, user_id)
         return await self._store.delete_grant(session_id, user_id)
 
-    async def list(self, row: SessionRow) -> list[Grant]:
-        """The owner, then every grant on the session itself."""
+    async def list(self, session_id: str) -> list[Grant]:
+        """The owner, then every grant on the session itself. Raises SessionNotFound."""
+        row = await self._row(session_id)
         grants = [Grant(row.owner, MANAGE, owner=True)]
         for user_id, level in await self._store.grants_for({row.id}, None):
             grants.append(Grant(user_id, level))
         return grants
+
+    async def _refuse_owner(self, row: SessionRow, user_id: str) -> None:
+        """A grant to an owner would change nothing (ownership wins) yet be listed; a
+        revocation would report success while the owner kept manage."""
+        if user_id in await self.owners(row):
+            raise Conflict(
+                f"{user_id!r} owns session {row.id!r} (or its root); an owner's level "
+                "cannot be changed or revoked"
+            )

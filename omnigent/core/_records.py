@@ -15,6 +15,7 @@ from ..model._wire import converter
 
 __all__ = [
     "Agent",
+    "ElicitationInfo",
     "FileInfo",
     "ItemPage",
     "MessageAccepted",
@@ -121,3 +122,22 @@ class FileInfo(_Wire):
     bytes: int
     created_at: float
     object: str = "file"
+
+
+@attrs.frozen
+class ElicitationInfo:
+    """An elicitation as one session sees it (:meth:`Runtime.get_elicitation`).
+
+    Attributes:
+        status: ``pending``, ``resolved``, ``expired`` (withdrawn unanswered), or
+            ``unknown`` (no such elicitation, or not shown on this session).
+        request: while pending, the request exactly as this session's stream showed
+            it (a descendant's carries ``params.target_session_id``).
+        action: how it was answered (``accept`` / ``decline`` / ``cancel``), once
+            resolved.
+    """
+
+    elicitation_id: str
+    status: Literal["pending", "resolved", "expired", "unknown"]
+    request: ElicitationRequest | None = None
+    action: str | None = None

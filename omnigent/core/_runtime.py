@@ -1,71 +1,87 @@
 """The runtime: the library's API, and the owner of every session's work.
 
-A :class:`Runtime` is made by :func:`~omnigent.core._open.open_runtime`, which owns its
-lifetime.
+A :class:`Runtime` is made by :func:`~omnigent.core.open_runtime`, which owns its
+lifetime; it has no public constructor. Lifetimes nest ``Runtime ⊃ SessionActor ⊃
+Turn ⊃ tool call``; transports call the methods here and nothing else.
 
-Lifetimes nest ``Runtime ⊃ SessionActor ⊃ Turn ⊃ tool call``; transports call the
-methods here and nothing else.
+The runtime composes small objects, each with one job, and reads as the API over
+them: :class:`~._agents.AgentCatalog` (agents), :class:`~._sessions.SessionRecords`
+(session rows and views), :class:`~._messages.Messages` (messages in, turn streams),
+:class:`~._asking.Asking` (held elicitations, policy verdicts), and the
+:class:`~._host.ActorHost` that starts session actors.
+
+State: ``opening → open → closing → closed``. Every call on a closed runtime raises
+:class:`~omnigent.errors.RuntimeClosed`; while closing, calls that would start work
+raise it too. A records-only runtime (``open_runtime(..., exclusive=False)``) reads
+everything and writes records (agents, sessions, files), but any call that would
+publish an event, delete, or run work raises :class:`~omnigent.errors.StoreBusy`.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import trio
 
-from ..errors import (
-    InvalidInput,
-    RuntimeClosed,
-    SessionNotFound,
-)
+from ..errors import InvalidInput, RuntimeClosed, StoreBusy
 from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
-from ..model import (
-    ChildSessionSummary,
-    ElicitationParams,
-    Event,
-    Item,
-    MessageItem,
-    structure,
-)
-from ..model._wire import unstructure
+from ..model import ChildSessionSummary, ElicitationParams, Event
 from ..spec import AgentSpec, PolicySpec
-from ..stores import SessionRow, Store
-from . import _agents as agents_api
-from . import _asking as asking
-from . import _sessions as sessions_api
+from ..stores import Store
+from ._agents import AgentCatalog
+from ._asking import Asking
 from ._bus import EventBus, Subscription
 from ._dispatch import ToolPlace
-from ._elicitations import ACTIONS, Elicitations, Resolution
+from ._elicitations import ACTIONS, Elicitations, Resolution, elicitation_params
 from ._files import FileService
 from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
-from ._permissions import Permissions
+from ._messages import Messages
+from ._permissions import Grant, Permissions
 from ._policies import Verdict
 from ._records import (
     Agent,
+    ElicitationInfo,
     FileInfo,
     ItemPage,
     MessageAccepted,
     SessionPage,
     SessionSnapshot,
 )
-from ._session import SessionActor
-from ._streams import open_turn_stream
+from ._sessions import SessionRecords
 from ._tools import Tool, ToolRegistry
 
-__all__ = ["Runtime"]
+__all__ = ["Runtime", "RuntimeState"]
 
 log = logging.getLogger(__name__)
 
-_UNFINISHED = ("launching", "running", "waiting")
+
+class RuntimeState(enum.Enum):
+    """Where a runtime is in its life (see :attr:`Runtime.state`)."""
+
+    OPENING = "opening"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
 
 
-class Runtime:
+class _NoPublicConstructor(type):
+    """Only ``open_runtime`` makes a runtime (it owns the lifetime), as trio does."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(f"{cls.__name__} has no public constructor; use open_runtime()")
+
+    def _create(cls, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(*args, **kwargs)
+
+
+class Runtime(metaclass=_NoPublicConstructor):
     """Sessions, agents, tools and harnesses behind one store. Made by ``open_runtime``."""
 
     def __init__(
@@ -78,36 +94,73 @@ class Runtime:
         harnesses: HarnessRegistry,
         place: ToolPlace,
         default_policies: Sequence[PolicySpec] = (),
+        records_only: bool = False,
     ) -> None:
-        self.store = store
-        self.bus = bus
-        self.http = http
-        self.harnesses = harnesses
-        self.tools = ToolRegistry()
-        self.files = FileService(store)
-        self.elicitations = Elicitations(store, bus)
-        self.permissions = Permissions(store)
-        self.host = ActorHost(
+        self.state = RuntimeState.OPENING
+        self.records_only = records_only
+        self._store = store
+        self._bus = bus
+        self._harnesses = harnesses
+        self._tools = ToolRegistry()
+        self._files = FileService(store)
+        self._elicitations = Elicitations(store, bus)
+        self._permissions = Permissions(store)
+        self._host = ActorHost(
             nursery=nursery,
             store=store,
             bus=bus,
             http=http,
             harnesses=harnesses,
-            tools=self.tools,
-            files=self.files,
-            elicitations=self.elicitations,
+            tools=self._tools,
+            files=self._files,
+            elicitations=self._elicitations,
             place=place,
             default_policies=default_policies,
-            permissions=self.permissions,
+            permissions=self._permissions,
         )
-        self.host.on_turn_changed = lambda session_id: sessions_api.announce_to_parent(
-            self, session_id
+        self._agents = AgentCatalog(store, self._host)
+        self._sessions = SessionRecords(
+            store=store,
+            bus=bus,
+            host=self._host,
+            files=self._files,
+            elicitations=self._elicitations,
         )
+        self._messages = Messages(
+            store=store, bus=bus, host=self._host, files=self._files, sessions=self._sessions
+        )
+        self._asking = Asking(self._host, self._elicitations, self._sessions)
+        self._host.on_turn_changed = self._sessions.announce_to_parent
+
+    # -- state ---------------------------------------------------------------------
 
     @property
     def closing(self) -> bool:
-        """Whether the runtime is shutting down (no new work is accepted)."""
-        return self.host.closing
+        """Whether the runtime is shutting down or closed (no new work is accepted)."""
+        return self.state in (RuntimeState.CLOSING, RuntimeState.CLOSED)
+
+    def _open(self) -> None:
+        """Refuse any call on a closed runtime."""
+        if self.state is RuntimeState.CLOSED:
+            raise RuntimeClosed()
+
+    async def _working(self) -> None:
+        """Refuse a call that would publish, delete or run work where it cannot."""
+        self._open()
+        if self.records_only:
+            raise StoreBusy(self._store.location, await self._store.owner_info(), records_only=True)
+        if self.closing:
+            raise RuntimeClosed("the runtime is shutting down")
+
+    def statistics(self) -> dict[str, int]:
+        """Live work: sessions with an actor, tasks in the runtime nursery, subscribers,
+        pending elicitations."""
+        return {
+            "active_sessions": len(self._host.actors),
+            "tasks": self._host.task_count,
+            "subscribers": self._bus.statistics()["subscribers"],
+            "elicitations": self._elicitations.waiting,
+        }
 
     # -- agents ------------------------------------------------------------------------
 
@@ -116,27 +169,35 @@ class Runtime:
     ) -> Agent:
         """Register an agent, or a new version of the agent with the same name.
 
+        An unchanged spec keeps its version.
+
         Raises:
             SpecError: the spec is invalid (a bad function policy reference included).
             UnknownHarness: it names no known harness. Forbidden: another user owns
             the name.
         """
-        return await agents_api.create_agent(self, spec, owner)
+        self._open()
+        return await self._agents.create(spec, owner)
 
     async def get_agent(self, agent_id: str) -> Agent:
         """The latest version of an agent. Raises AgentNotFound."""
-        return await agents_api.agent_view(self, await self.store.get_agent(agent_id), agent_id)
+        self._open()
+        return await self._agents.get(agent_id)
 
     async def get_agent_by_name(self, name: str) -> Agent:
         """The latest version of the agent called ``name``. Raises AgentNotFound."""
-        return await agents_api.agent_view(self, await self.store.get_agent_by_name(name), name)
+        self._open()
+        return await self._agents.get_by_name(name)
 
     async def list_agents(self) -> list[Agent]:
-        return [await agents_api.agent_view(self, r, r.id) for r in await self.store.list_agents()]
+        """Every agent at its latest version, oldest first."""
+        self._open()
+        return await self._agents.list()
 
     async def get_agent_spec(self, agent_id: str, version: int | None = None) -> AgentSpec:
         """The spec of an agent version (the latest by default). Raises AgentNotFound."""
-        return await self.host.agent_spec(agent_id, version)
+        self._open()
+        return await self._host.agent_spec(agent_id, version)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -151,15 +212,24 @@ class Runtime:
         labels: Mapping[str, str] | None = None,
         initial_items: Sequence[Any] = (),
         owner: str = "local",
+        viewer: str | None = None,
     ) -> SessionSnapshot:
         """Create a session of an agent (its current version).
+
+        Args:
+            owner: who owns the new session (level manage).
+            viewer: when set, ``input_image`` blocks in ``initial_items`` may name
+                only files this user uploaded (others are refused as unknown).
 
         Raises:
             AgentNotFound, SessionNotFound (parent), BadRequest / UnknownHarness
             (override), InvalidInput (model override, labels, initial items).
         """
-        return await sessions_api.create_session(
-            self,
+        if parent_session_id is not None:
+            await self._working()  # the parent hears of its new child (an event)
+        else:
+            self._open()
+        return await self._sessions.create(
             agent_id,
             title=title,
             parent_session_id=parent_session_id,
@@ -168,24 +238,17 @@ class Runtime:
             labels=labels,
             initial_items=initial_items,
             owner=owner,
+            viewer=viewer,
         )
-
-    async def child_summary(self, session_id: str) -> ChildSessionSummary:
-        """A session as its parent lists it (``child_sessions``). Raises SessionNotFound."""
-        return await sessions_api.child_summary(self, await self.get_session(session_id))
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
         """The session's snapshot. Raises SessionNotFound."""
-        return await self.snapshot(await self.session_row(session_id))
+        self._open()
+        return await self._sessions.snapshot(await self._sessions.row(session_id))
 
-    async def session_row(self, session_id: str) -> SessionRow:
-        row = await self.store.get_session(session_id)
-        if row is None:
-            raise SessionNotFound(session_id)
-        return row
-
-    async def snapshot(self, row: SessionRow) -> SessionSnapshot:
-        return await sessions_api.snapshot(self, row)
+    async def child_summary(self, session_id: str) -> ChildSessionSummary:
+        """A session as its parent lists it (``child_sessions``). Raises SessionNotFound."""
+        return await self._sessions.child_summary(await self.get_session(session_id))
 
     async def list_sessions(
         self,
@@ -200,8 +263,8 @@ class Runtime:
 
         ``viewer`` limits the list to sessions that user may read.
         """
-        return await sessions_api.list_sessions(
-            self,
+        self._open()
+        return await self._sessions.list(
             agent_name=agent_name,
             parent_session_id=parent_session_id,
             limit=limit,
@@ -211,22 +274,27 @@ class Runtime:
 
     async def update_session(self, session_id: str, **changes: Any) -> SessionSnapshot:
         """Change ``title``, ``labels`` or ``model_override`` (``None`` clears)."""
-        return await sessions_api.update_session(self, session_id, changes)
+        self._open()
+        return await self._sessions.update(session_id, changes)
 
     async def delete_session(self, session_id: str) -> None:
         """Cancel all work of the session and its descendants, then delete them all."""
-        await self.session_row(session_id)
-        doomed = [session_id, *await self.store.descendant_ids(session_id)]
-        self.host.deleting.update(doomed)  # from here no new work starts on them
+        await self._working()
+        await self._sessions.row(session_id)
+        host = self._host
+        host.deleting.add(session_id)  # from here no new work (or child) starts on it
+        doomed = [session_id]
         try:
+            doomed.extend(await self._store.descendant_ids(session_id))
+            host.deleting.update(doomed)
             for sid in doomed:
                 await self._stop_and_wait(sid)
-            await self.bus.flush()
-            await self.store.delete_sessions(doomed)
+            await self._bus.flush()
+            await self._store.delete_sessions(doomed)
             for sid in doomed:
-                self.bus.forget_session(sid)
+                self._bus.forget_session(sid)
         finally:
-            self.host.deleting.difference_update(doomed)
+            host.deleting.difference_update(doomed)
 
     async def list_items(
         self,
@@ -237,54 +305,50 @@ class Runtime:
         after: str | None = None,
     ) -> ItemPage:
         """A session's history. ``after`` is an item id (exclusive)."""
-        await self.session_row(session_id)
-        if order not in ("asc", "desc"):
-            raise InvalidInput.at("order", "must be 'asc' or 'desc'")
-        if limit is not None and not 1 <= limit <= 1000:
-            raise InvalidInput.at("limit", "must be between 1 and 1000")
-        try:
-            page = await self.store.list_items(session_id, order=order, limit=limit, after=after)
-        except LookupError:
-            raise InvalidInput.at("after", f"{after!r} is not an item of this session") from None
-        items: tuple[Item, ...] = tuple(structure(i, Item) for i in page.rows)
-        return ItemPage(
-            items,
-            items[0].id if items else None,
-            items[-1].id if items else None,
-            page.has_more,
-        )
+        self._open()
+        return await self._sessions.items(session_id, order=order, limit=limit, after=after)
 
     # -- events in -----------------------------------------------------------------------
 
     async def send_message(
-        self, session_id: str, content: str | Sequence[Any], *, role: str = "user"
+        self,
+        session_id: str,
+        content: str | Sequence[Any],
+        *,
+        role: str = "user",
+        viewer: str | None = None,
     ) -> MessageAccepted:
         """Post a user message: starts a turn, or is buffered for the running one.
 
-        The message is persisted before this returns.
+        The message is persisted before this returns. With ``viewer``, its
+        ``input_image`` blocks may name only files that user uploaded.
 
         Raises:
             SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
         """
-        item = await self.accept_message(session_id, content, role)
-        status = self.host.actor(session_id).enqueue(item)
-        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+        await self._working()
+        return await self._messages.send(session_id, content, role, viewer)
 
-    async def accept_message(self, session_id: str, content: Any, role: str) -> MessageItem:
-        """Validate and persist a message; nothing is stored if it is invalid."""
-        if self.closing:
-            raise RuntimeClosed()
-        await self.session_row(session_id)
-        blocks = parse_message_content(content, root="content")
-        await self.files.check_references(blocks, root="content")
-        item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
-        if session_id in self.host.deleting:
-            raise SessionNotFound(session_id)
-        await self.store.put_items(session_id, [unstructure(item, Item)])
-        return item
+    async def check_content(
+        self, content: str | Sequence[Any], *, root: str = "content", viewer: str | None = None
+    ) -> None:
+        """Validate message content as :meth:`send_message` would; store nothing.
+
+        Raises:
+            InvalidInput naming the bad block under ``root`` (an unknown file, or with
+            ``viewer`` one that user did not upload, included).
+        """
+        self._open()
+        blocks = parse_message_content(content, root=root)
+        await self._files.check_references(blocks, root=root, viewer=viewer)
 
     def open_turn_stream(
-        self, session_id: str, content: str | Sequence[Any], *, role: str = "user"
+        self,
+        session_id: str,
+        content: str | Sequence[Any],
+        *,
+        role: str = "user",
+        viewer: str | None = None,
     ) -> AbstractAsyncContextManager[tuple[MessageAccepted, AsyncIterator[Event]]]:
         """Send a message and stream the events of the turn that answers it.
 
@@ -296,9 +360,19 @@ class Runtime:
 
         Resource handling: the subscription is released when the block exits.
         """
-        return open_turn_stream(self, session_id, content, role)
+        return self._open_turn_stream(session_id, content, role, viewer)
 
-    async def post_event(self, session_id: str, type: str, data: Any) -> dict[str, Any]:
+    @asynccontextmanager
+    async def _open_turn_stream(
+        self, session_id: str, content: Any, role: str, viewer: str | None
+    ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
+        await self._working()
+        async with self._messages.open_turn_stream(session_id, content, role, viewer) as opened:
+            yield opened
+
+    async def post_event(
+        self, session_id: str, type: str, data: Any, *, viewer: str | None = None
+    ) -> dict[str, Any]:
         """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
 
         Returns the answer body (``{"status": ..., "item_id": ...}`` for a message).
@@ -307,8 +381,12 @@ class Runtime:
             InvalidInput naming ``type`` or the bad ``data`` field; SessionNotFound.
         """
         event = parse_event(type, data)
+        await self._working()
         if event.type == "message":
-            accepted = await self.send_message(session_id, event.content, role=event.role)
+            await self._files.check_references(event.content, root="data.content", viewer=viewer)
+            accepted = await self.send_message(
+                session_id, event.content, role=event.role, viewer=viewer
+            )
             return accepted.to_dict()
         if isinstance(event.data, ApprovalData):
             approval = event.data
@@ -317,7 +395,7 @@ class Runtime:
             )
             return {"resolved": resolved}
         if isinstance(event.data, McpElicitationData):
-            params = self.elicitations.params(
+            params = elicitation_params(
                 event.data.message, "mcp_elicitation", requestedSchema=event.data.requestedSchema
             )
             return {"elicitation_id": await self.hold_elicitation(session_id, params)}
@@ -329,17 +407,19 @@ class Runtime:
 
     async def interrupt(self, session_id: str) -> bool:
         """Cancel the running turn, which ends ``cancelled``. False if none was running."""
-        await self.session_row(session_id)
-        actor = self.host.actors.get(session_id)
+        await self._working()
+        await self._sessions.row(session_id)
+        actor = self._host.actors.get(session_id)
         return actor.interrupt() if actor is not None else False
 
     async def stop_session(self, session_id: str) -> None:
         """Cancel the turn and everything else the session runs, and wait for it to end."""
-        await self.session_row(session_id)
+        await self._working()
+        await self._sessions.row(session_id)
         await self._stop_and_wait(session_id)
 
     async def _stop_and_wait(self, session_id: str) -> None:
-        actor = self.host.actors.get(session_id)
+        actor = self._host.actors.get(session_id)
         if actor is not None:
             actor.stop()
             await actor.done.wait()
@@ -355,9 +435,20 @@ class Runtime:
         Resource handling: the subscription is released when the block exits.
         Raises SessionNotFound.
         """
-        await self.session_row(session_id)
-        async with self.bus.subscribe(session_id, after) as subscription:
+        self._open()
+        await self._sessions.row(session_id)
+        async with self._bus.subscribe(session_id, after) as subscription:
             yield subscription
+
+    async def last_event_id(self, session_id: str) -> int:
+        """The id of the newest event of the session (0 if none). Raises SessionNotFound.
+
+        A subscription with ``after=`` this id gets exactly the events published from
+        now on.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        return await self._bus.last_event_id(session_id)
 
     # -- files ---------------------------------------------------------------------------
 
@@ -370,28 +461,39 @@ class Runtime:
         owner: str = "local",
     ) -> FileInfo:
         """Store a file; its id can be used in ``input_image`` blocks."""
-        return await self.files.upload(content, filename, content_type, owner)
+        self._open()
+        return await self._files.upload(content, filename, content_type, owner)
 
-    async def get_file(self, file_id: str) -> FileInfo:
-        return await self.files.info(file_id)
+    async def get_file(self, file_id: str, *, viewer: str | None = None) -> FileInfo:
+        """A file's record. To a ``viewer`` other than its uploader it does not exist.
 
-    async def read_file(self, file_id: str) -> bytes:
-        return await self.files.content(file_id)
+        Raises:
+            FileNotFound.
+        """
+        self._open()
+        return await self._files.info(file_id, viewer)
+
+    async def read_file(self, file_id: str, *, viewer: str | None = None) -> bytes:
+        """A file's bytes (see :meth:`get_file`). Raises FileNotFound."""
+        self._open()
+        return await self._files.content(file_id, viewer)
 
     # -- extension points ----------------------------------------------------------------
 
     def register_tool(self, fn: Any, **options: Any) -> Tool:
         """Offer a Python callable (sync or async) as a tool to every session.
 
-        See :meth:`omnigent.core._tools.ToolRegistry.register` for the options.
+        See :meth:`omnigent.core.ToolRegistry.register` for the options.
         """
-        return self.tools.register(fn, **options)
+        self._open()
+        return self._tools.register(fn, **options)
 
     def register_harness(
         self, name: str, factory: HarnessFactory, *, aliases: Sequence[str] = ()
     ) -> None:
         """Make a harness available under ``name`` and ``aliases``."""
-        self.harnesses.register(name, factory, aliases=aliases)
+        self._open()
+        self._harnesses.register(name, factory, aliases=aliases)
 
     # -- elicitations and policies --------------------------------------------------
 
@@ -407,10 +509,25 @@ class Runtime:
             SessionNotFound; InvalidInput at ``action`` for anything but accept,
             decline or cancel.
         """
-        await self.session_row(session_id)
+        await self._working()
+        await self._sessions.row(session_id)
         if action not in ACTIONS:
             raise InvalidInput.at("action", "must be one of 'accept', 'decline', 'cancel'")
-        return self.elicitations.resolve(session_id, elicitation_id, action, content)
+        return self._elicitations.resolve(session_id, elicitation_id, action, content)
+
+    async def get_elicitation(self, session_id: str, elicitation_id: str) -> ElicitationInfo:
+        """An elicitation as ``session_id`` sees it: its own, or a descendant's.
+
+        A pending one carries its ``request`` exactly as that session's stream showed
+        it (a descendant's with ``params.target_session_id``, the id to resolve with).
+        An id that is unknown or not shown on ``session_id`` is ``status="unknown"``.
+
+        Raises:
+            SessionNotFound.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        return await self._elicitations.info(session_id, elicitation_id)
 
     async def elicit(
         self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = False
@@ -423,8 +540,9 @@ class Runtime:
         Raises:
             SessionNotFound.
         """
-        await self.session_row(session_id)
-        return await self.elicitations.ask(session_id, params, mark_waiting=mark_waiting)
+        await self._working()
+        await self._sessions.row(session_id)
+        return await self._elicitations.ask(session_id, params, mark_waiting=mark_waiting)
 
     async def hold_elicitation(self, session_id: str, params: ElicitationParams) -> str:
         """Publish an elicitation the *session* holds until answered; returns its id.
@@ -435,7 +553,8 @@ class Runtime:
         Raises:
             SessionNotFound; RuntimeClosed; Conflict if the session was stopped first.
         """
-        return await asking.hold_elicitation(self, session_id, params)
+        await self._working()
+        return await self._asking.hold_elicitation(session_id, params)
 
     async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
         """Evaluate the session's policies (and the runtime defaults) on ``event``.
@@ -447,17 +566,43 @@ class Runtime:
 
         Cancellation: withdraws a pending ASK.
         """
-        return await asking.evaluate_policy(self, session_id, event)
+        await self._working()
+        return await self._asking.evaluate_policy(session_id, event)
 
-    # -- state -----------------------------------------------------------------------
+    # -- sharing -----------------------------------------------------------------------
 
-    def statistics(self) -> dict[str, int]:
-        """Live work: sessions with an actor, tasks in the runtime nursery, subscribers."""
-        return {
-            "active_sessions": len(self.host.actors),
-            "tasks": self.host.task_count,
-            "subscribers": self.bus.statistics()["subscribers"],
-        }
+    async def access_level(self, session_id: str, user_id: str) -> int:
+        """The level ``user_id`` has on the session: 0 none, 1 read, 2 edit, 3 manage.
 
-    def actor_if_running(self, session_id: str) -> SessionActor | None:
-        return self.host.actors.get(session_id)
+        Raises:
+            SessionNotFound.
+        """
+        self._open()
+        return await self._permissions.level(await self._sessions.row(session_id), user_id)
+
+    async def list_grants(self, session_id: str) -> list[Grant]:
+        """The owner, then every grant on the session itself. Raises SessionNotFound."""
+        self._open()
+        await self._sessions.row(session_id)
+        return await self._permissions.list(session_id)
+
+    async def grant(self, session_id: str, user_id: str, level: Any) -> Grant:
+        """Give ``user_id`` ``level`` (1 read, 2 edit, 3 manage) on the session and below.
+
+        Raises:
+            SessionNotFound; InvalidInput at ``user_id`` or ``level``; Conflict when
+            ``user_id`` owns the session or its root.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        return await self._permissions.grant(session_id, user_id, level)
+
+    async def revoke(self, session_id: str, user_id: str) -> bool:
+        """Remove ``user_id``'s grant on the session; False if there was none.
+
+        Raises:
+            SessionNotFound; Conflict when ``user_id`` owns the session or its root.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        return await self._permissions.revoke(session_id, user_id)

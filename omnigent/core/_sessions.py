@@ -1,14 +1,15 @@
-"""Session records: creation with its validation, snapshots, listing and updates.
+"""Session records: creation with its validation, snapshots, listing, updates, items.
 
-Kept apart from the runtime so the runtime reads as lifetimes and dispatch; these are
-plain functions of a runtime and its store.
+:class:`SessionRecords` is owned by the runtime. It reads and writes session rows and
+builds the views a client sees (snapshots, child summaries, item pages); it starts no
+work of its own.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -24,20 +25,16 @@ from ..model import (
     structure,
 )
 from ..model._wire import unstructure
-from ..stores import SessionRow
-from ._records import SessionPage, SessionSnapshot
+from ..stores import SessionRow, Store
+from ._bus import EventBus
+from ._elicitations import Elicitations
+from ._files import FileService
+from ._host import ActorHost
+from ._records import ItemPage, SessionPage, SessionSnapshot
 
-if TYPE_CHECKING:
-    from ._runtime import Runtime
+__all__ = ["PREVIEW_CHARS", "SessionRecords"]
 
-__all__ = [
-    "announce_to_parent",
-    "child_summary",
-    "create_session",
-    "list_sessions",
-    "snapshot",
-    "update_session",
-]
+PREVIEW_CHARS = 200
 
 MODEL_OVERRIDE = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
 
@@ -74,178 +71,222 @@ def _check_title(title: Any) -> str | None:
     return title if title is None else str(title)
 
 
-async def create_session(
-    rt: Runtime,
-    agent_id: str,
-    *,
-    title: str | None,
-    parent_session_id: str | None,
-    harness_override: str | None,
-    model_override: str | None,
-    labels: Mapping[str, str] | None,
-    initial_items: Sequence[Any],
-    owner: str,
-) -> SessionSnapshot:
-    title = _check_title(title)
-    model_override = _check_model_override(model_override)
-    checked_labels = _check_labels(labels)
-    initial: list[_InitialItem] = structure(
-        list(initial_items), list[_InitialItem], root="initial_items"
-    )
-    messages = [MessageItem(role=i.data.role, content=i.data.content) for i in initial]
-    for index, message in enumerate(messages):
-        await rt.files.check_references(
-            message.content, root=f"initial_items[{index}].data.content"
+class SessionRecords:
+    """Session rows and the views built from them. Owned by the ``Runtime``."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: EventBus,
+        host: ActorHost,
+        files: FileService,
+        elicitations: Elicitations,
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self._host = host
+        self._files = files
+        self._elicitations = elicitations
+
+    async def row(self, session_id: str) -> SessionRow:
+        """The session's row. Raises SessionNotFound (also while it is being deleted)."""
+        row = await self._store.get_session(session_id)
+        if row is None or session_id in self._host.deleting:
+            raise SessionNotFound(session_id)
+        return row
+
+    async def create(
+        self,
+        agent_id: str,
+        *,
+        title: str | None,
+        parent_session_id: str | None,
+        harness_override: str | None,
+        model_override: str | None,
+        labels: Mapping[str, str] | None,
+        initial_items: Sequence[Any],
+        owner: str,
+        viewer: str | None,
+    ) -> SessionSnapshot:
+        """See :meth:`Runtime.create_session`."""
+        title = _check_title(title)
+        model_override = _check_model_override(model_override)
+        checked_labels = _check_labels(labels)
+        initial: list[_InitialItem] = structure(
+            list(initial_items), list[_InitialItem], root="initial_items"
         )
-    agent = await rt.store.get_agent(agent_id)
-    if agent is None:
-        raise AgentNotFound(agent_id)
-    spec = await rt.get_agent_spec(agent.id, agent.version)
-    if harness_override is not None:
-        if spec.executor.type != "omnigent":
-            raise BadRequest(
-                f"agent {spec.name!r} runs executor type {spec.executor.type!r}, "
-                "which takes no harness_override"
+        messages = [MessageItem(role=i.data.role, content=i.data.content) for i in initial]
+        for index, message in enumerate(messages):
+            await self._files.check_references(
+                message.content, root=f"initial_items[{index}].data.content", viewer=viewer
             )
-        harness_override = rt.harnesses.canonical(harness_override)
-    root = None
-    if parent_session_id is not None:
-        parent = await rt.store.get_session(parent_session_id)
-        if parent is None:
-            raise SessionNotFound(parent_session_id)
-        root = parent.root_session_id
-    session_id = new_id("conv")
-    row = SessionRow(
-        id=session_id,
-        agent_id=agent.id,
-        agent_version=agent.version,
-        owner=owner,
-        title=title,
-        parent_session_id=parent_session_id,
-        root_session_id=root or session_id,
-        harness_override=harness_override,
-        model_override=model_override,
-        labels=checked_labels,
-        status="idle",
-        last_event_id=0,
-        turn_count=0,
-        created_at=now(),
-    )
-    await rt.store.insert_session(row, [unstructure(m, Item) for m in messages])
-    if parent_session_id is not None:
-        await announce_to_parent(rt, session_id)
-    return await snapshot(rt, row)
-
-
-async def snapshot(rt: Runtime, row: SessionRow) -> SessionSnapshot:
-    spec = await rt.get_agent_spec(row.agent_id, row.agent_version)
-    actor = rt.actor_if_running(row.id)
-    pending = tuple(rt.elicitations.pending_for(row.id))
-    return SessionSnapshot(
-        id=row.id,
-        agent_id=row.agent_id,
-        agent_name=spec.name,
-        title=row.title,
-        status=rt.bus.status_of(row.id) or row.status,
-        harness=rt.host.harness_of(spec, row.harness_override, strict=False),
-        model=row.model_override or spec.model,
-        harness_override=row.harness_override,
-        model_override=row.model_override,
-        parent_session_id=row.parent_session_id,
-        root_session_id=row.root_session_id,
-        labels=row.labels,
-        busy=actor is not None and actor.busy,
-        pending_elicitations=pending,
-        last_event_id=max(row.last_event_id, rt.bus.known_last_id(row.id)),
-        created_at=row.created_at,
-    )
-
-
-async def list_sessions(
-    rt: Runtime,
-    *,
-    agent_name: str | None,
-    parent_session_id: str | None,
-    limit: int,
-    after: str | None,
-    viewer: str | None = None,
-) -> SessionPage:
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
-        raise InvalidInput.at("limit", "must be an integer between 1 and 100")
-    agent_id = None
-    if agent_name is not None:
-        agent = await rt.store.get_agent_by_name(agent_name)
+        agent = await self._store.get_agent(agent_id)
         if agent is None:
-            return SessionPage((), False)
-        agent_id = agent.id
-    try:
-        page = await rt.store.list_sessions(
-            agent_id=agent_id,
+            raise AgentNotFound(agent_id)
+        spec = await self._host.agent_spec(agent.id, agent.version)
+        if harness_override is not None:
+            if spec.executor.type != "omnigent":
+                raise BadRequest(
+                    f"agent {spec.name!r} runs executor type {spec.executor.type!r}, "
+                    "which takes no harness_override"
+                )
+            harness_override = self._host.harnesses.canonical(harness_override)
+        root = None
+        if parent_session_id is not None:
+            root = (await self.row(parent_session_id)).root_session_id
+        session_id = new_id("conv")
+        row = SessionRow(
+            id=session_id,
+            agent_id=agent.id,
+            agent_version=agent.version,
+            owner=owner,
+            title=title,
             parent_session_id=parent_session_id,
-            limit=limit,
-            after=after,
-            viewer=viewer,
+            root_session_id=root or session_id,
+            harness_override=harness_override,
+            model_override=model_override,
+            labels=checked_labels,
+            status="idle",
+            last_event_id=0,
+            turn_count=0,
+            created_at=now(),
         )
-    except LookupError:
-        raise InvalidInput.at("after", f"unknown session {after!r}") from None
-    return SessionPage(tuple([await snapshot(rt, r) for r in page.rows]), page.has_more)
+        await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
+        if parent_session_id is not None:
+            if parent_session_id in self._host.deleting:
+                # The parent's delete started while this child was being stored: it may
+                # have listed the tree before the child existed. Take the child back.
+                await self._store.delete_sessions([session_id])
+                raise SessionNotFound(parent_session_id)
+            await self.announce_to_parent(session_id)
+        return await self.snapshot(row)
+
+    async def snapshot(self, row: SessionRow) -> SessionSnapshot:
+        spec = await self._host.agent_spec(row.agent_id, row.agent_version)
+        actor = self._host.actors.get(row.id)
+        pending = tuple(self._elicitations.pending_for(row.id))
+        return SessionSnapshot(
+            id=row.id,
+            agent_id=row.agent_id,
+            agent_name=spec.name,
+            title=row.title,
+            status=self._bus.status_of(row.id) or row.status,
+            harness=self._host.harness_of(spec, row.harness_override, strict=False),
+            model=row.model_override or spec.model,
+            harness_override=row.harness_override,
+            model_override=row.model_override,
+            parent_session_id=row.parent_session_id,
+            root_session_id=row.root_session_id,
+            labels=row.labels,
+            busy=actor is not None and actor.busy,
+            pending_elicitations=pending,
+            last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
+            created_at=row.created_at,
+        )
+
+    async def list(
+        self,
+        *,
+        agent_name: str | None,
+        parent_session_id: str | None,
+        limit: int,
+        after: str | None,
+        viewer: str | None = None,
+    ) -> SessionPage:
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+            raise InvalidInput.at("limit", "must be an integer between 1 and 100")
+        agent_id = None
+        if agent_name is not None:
+            agent = await self._store.get_agent_by_name(agent_name)
+            if agent is None:
+                return SessionPage((), False)
+            agent_id = agent.id
+        try:
+            page = await self._store.list_sessions(
+                agent_id=agent_id,
+                parent_session_id=parent_session_id,
+                limit=limit,
+                after=after,
+                viewer=viewer,
+            )
+        except LookupError:
+            raise InvalidInput.at("after", f"unknown session {after!r}") from None
+        return SessionPage(tuple([await self.snapshot(r) for r in page.rows]), page.has_more)
+
+    async def update(self, session_id: str, changes: Mapping[str, Any]) -> SessionSnapshot:
+        await self.row(session_id)
+        for key in changes:
+            if key not in _UPDATABLE:
+                raise InvalidInput.at(key, "unknown field")
+        fields: dict[str, Any] = {}
+        if "title" in changes:
+            fields["title"] = _check_title(changes["title"])
+        if "labels" in changes:
+            fields["labels"] = _check_labels(changes["labels"])
+        if "model_override" in changes:
+            fields["model_override"] = _check_model_override(changes["model_override"])
+        if fields:
+            await self._store.update_session(session_id, **fields)
+        return await self.snapshot(await self.row(session_id))
+
+    async def items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> ItemPage:
+        """See :meth:`Runtime.list_items`."""
+        await self.row(session_id)
+        if order not in ("asc", "desc"):
+            raise InvalidInput.at("order", "must be 'asc' or 'desc'")
+        if limit is not None and not 1 <= limit <= 1000:
+            raise InvalidInput.at("limit", "must be between 1 and 1000")
+        try:
+            page = await self._store.list_items(session_id, order=order, limit=limit, after=after)
+        except LookupError:
+            raise InvalidInput.at("after", f"{after!r} is not an item of this session") from None
+        items: tuple[Item, ...] = tuple(structure(i, Item) for i in page.rows)
+        return ItemPage(
+            items,
+            items[0].id if items else None,
+            items[-1].id if items else None,
+            page.has_more,
+        )
+
+    async def child_summary(self, child: SessionSnapshot) -> ChildSessionSummary:
+        """A child session as its parent lists it (and ``session.child_session.updated``)."""
+        return ChildSessionSummary(
+            id=child.id,
+            title=child.title,
+            agent=child.agent_name,
+            session_name=child.title,
+            status=child.status,
+            busy=child.busy,
+            current_task_status=child.status if child.busy else None,
+            preview=await self._preview(child.id),
+            labels=child.labels,
+        )
+
+    async def _preview(self, session_id: str) -> str | None:
+        """The last assistant text of a session, truncated; None if it has none."""
+        page = await self.items(session_id, order="desc", limit=50)
+        for item in page.data:
+            if isinstance(item, MessageItem) and item.role == "assistant":
+                text = item_text(item)
+                if text:
+                    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+        return None
+
+    async def announce_to_parent(self, session_id: str) -> None:
+        """Publish ``session.child_session.updated`` on the session's parent, if any."""
+        row = await self._store.get_session(session_id)
+        if row is None or row.parent_session_id is None:
+            return
+        summary = await self.child_summary(await self.snapshot(row))
+        await self._bus.publish(row.parent_session_id, ChildSessionUpdated(child=summary))
 
 
 _UPDATABLE = ("title", "labels", "model_override")
-
-
-async def update_session(
-    rt: Runtime, session_id: str, changes: Mapping[str, Any]
-) -> SessionSnapshot:
-    await rt.session_row(session_id)
-    for key in changes:
-        if key not in _UPDATABLE:
-            raise InvalidInput.at(key, "unknown field")
-    fields: dict[str, Any] = {}
-    if "title" in changes:
-        fields["title"] = _check_title(changes["title"])
-    if "labels" in changes:
-        fields["labels"] = _check_labels(changes["labels"])
-    if "model_override" in changes:
-        fields["model_override"] = _check_model_override(changes["model_override"])
-    if fields:
-        await rt.store.update_session(session_id, **fields)
-    return await rt.get_session(session_id)
-
-
-PREVIEW_CHARS = 200
-
-
-async def child_summary(rt: Runtime, child: SessionSnapshot) -> ChildSessionSummary:
-    """A child session as its parent lists it (and ``session.child_session.updated``)."""
-    return ChildSessionSummary(
-        id=child.id,
-        title=child.title,
-        agent=child.agent_name,
-        session_name=child.title,
-        status=child.status,
-        busy=child.busy,
-        current_task_status=child.status if child.busy else None,
-        preview=await _preview(rt, child.id),
-        labels=child.labels,
-    )
-
-
-async def _preview(rt: Runtime, session_id: str) -> str | None:
-    """The last assistant text of a session, truncated; None if it has none."""
-    page = await rt.list_items(session_id, order="desc", limit=50)
-    for item in page.data:
-        if isinstance(item, MessageItem) and item.role == "assistant":
-            text = item_text(item)
-            if text:
-                return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-    return None
-
-
-async def announce_to_parent(rt: Runtime, session_id: str) -> None:
-    """Publish ``session.child_session.updated`` on the session's parent, if it has one."""
-    row = await rt.store.get_session(session_id)
-    if row is None or row.parent_session_id is None:
-        return
-    summary = await child_summary(rt, await snapshot(rt, row))
-    await rt.bus.publish(row.parent_session_id, ChildSessionUpdated(child=summary))

@@ -38,9 +38,10 @@ from ._items import (
     Item,
     MessageItem,
     OutputText,
+    item_from_dict,
     item_text,
 )
-from ._wire import structure, unstructure
+from ._wire import loads, structure, unstructure
 
 __all__ = [
     "EVENT_CLASSES",
@@ -74,7 +75,9 @@ __all__ = [
     "SessionStatus",
     "Status",
     "event_from_dict",
+    "item_from_dict",
     "item_text",
+    "loads",
     "structure",
     "unstructure",
 ]

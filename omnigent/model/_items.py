@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from .._ids import new_id
-from ._wire import WireError, register_tagged_union
+from ._wire import WireError, converter, register_tagged_union, structure
 
 __all__ = [
     "ContentBlock",
@@ -23,6 +23,7 @@ __all__ = [
     "Item",
     "MessageItem",
     "OutputText",
+    "item_from_dict",
     "item_text",
 ]
 
@@ -66,8 +67,17 @@ class OutputText:
 ContentBlock = InputText | InputImage | OutputText
 
 
+class _ItemBase:
+    """What every item has: its wire form, with its ``type`` tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: ``{"type": ..., "id": ..., ...}`` (``item_from_dict`` reads it)."""
+        out: dict[str, Any] = converter.unstructure(self)
+        return out
+
+
 @attrs.frozen
-class MessageItem:
+class MessageItem(_ItemBase):
     """A message in the conversation."""
 
     type: ClassVar[str] = "message"
@@ -78,7 +88,7 @@ class MessageItem:
 
 
 @attrs.frozen
-class FunctionCallItem:
+class FunctionCallItem(_ItemBase):
     """The model asked for a tool to run; ``arguments`` is the JSON text it sent."""
 
     type: ClassVar[str] = "function_call"
@@ -90,7 +100,7 @@ class FunctionCallItem:
 
 
 @attrs.frozen
-class FunctionCallOutputItem:
+class FunctionCallOutputItem(_ItemBase):
     """The output of a tool call, one string (JSON, text, or ``Error: …``)."""
 
     type: ClassVar[str] = "function_call_output"
@@ -118,3 +128,13 @@ def item_text(item: Any) -> str:
     if not isinstance(item, MessageItem):
         return ""
     return "".join(b.text for b in item.content if isinstance(b, InputText | OutputText))
+
+
+def item_from_dict(data: Any) -> Item:
+    """Rebuild a typed item from its wire form (``item.to_dict()``).
+
+    Raises:
+        InvalidInput: naming the offending field.
+    """
+    item: Item = structure(data, Item)
+    return item

@@ -189,7 +189,15 @@ def _omit_none(conv: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, A
     Optional fields are absent on the wire rather than ``null`` (as the OpenAI APIs
     do); a class that must show its ``null`` fields sets ``wire_keeps_none = True``.
     """
-    base: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, conv)
+    fields: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, conv)
+    base: Callable[[Any], dict[str, Any]] = fields
+    tag = getattr(cls, "type", None)
+    if isinstance(tag, str) and "type" not in attrs.fields_dict(cls):
+        # A member of a tagged union (an item, a block, an event) carries its tag
+        # however it is unstructured, so the wire form always round-trips.
+        def base(value: Any) -> dict[str, Any]:
+            return {"type": tag, **fields(value)}
+
     if getattr(cls, "wire_keeps_none", False):
         return base
 
@@ -227,7 +235,7 @@ def register_tagged_union(
 
     def unstructure_tagged(value: Any) -> Any:
         body = converter.unstructure(value, unstructure_as=type(value))
-        return {tag: getattr(value, tag), **body}
+        return body if tag in body else {tag: getattr(value, tag), **body}
 
     converter.register_structure_hook(union, structure_union)
     for cls in classes.values():

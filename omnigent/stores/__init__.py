@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from ..errors import BadRequest
+from .. import errors
 from ._protocol import Store
 from ._rows import AgentRow, FileRow, Page, SessionRow, StoredEvent
 
@@ -43,7 +43,7 @@ def parse_sqlite_url(url: str | None) -> Path | None:
         return Path(url.removeprefix("sqlite:///")).expanduser()
     if "://" in url:
         scheme = url.split("://", 1)[0]
-        raise BadRequest(f"unsupported database URL scheme {scheme!r} (use sqlite:///PATH)")
+        raise errors.BadRequest(f"unsupported database URL scheme {scheme!r} (use sqlite:///PATH)")
     return Path(url).expanduser()
 
 

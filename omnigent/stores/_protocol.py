@@ -29,6 +29,15 @@ __all__ = ["Store"]
 class Store(Protocol):
     """The database behind one runtime."""
 
+    @property
+    def location(self) -> str:
+        """The database, as messages name it (a path, or a URL without its password)."""
+        ...
+
+    async def owner_info(self) -> str | None:
+        """Who owns the database right now, for messages (``None``: unknown)."""
+        ...
+
     # -- agents ------------------------------------------------------------------------
 
     async def put_agent_version(self, name: str, spec: dict[str, Any], owner: str) -> AgentRow:

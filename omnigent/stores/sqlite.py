@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -82,6 +83,15 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin):
             self._readers = [_connect(path) for _ in range(_READERS)]
             self._read_limiter = trio.CapacityLimiter(_READERS)
         _migrate(self._writer)
+
+    async def owner_info(self) -> str | None:
+        """Who owns the database file (``pid N on HOST``), for error messages."""
+        return await trio.to_thread.run_sync(read_lock_owner, self.path)
+
+    @property
+    def location(self) -> str:
+        """The database, as messages name it."""
+        return str(self.path) if self.path is not None else ":memory:"
 
     def close(self) -> None:
         for conn in [self._writer, *self._readers]:
@@ -145,6 +155,17 @@ async def open_sqlite_store(
             store.close()
 
 
+def read_lock_owner(path: Path | None) -> str | None:
+    """Who holds the lock beside ``path`` (``pid N on HOST``), if anyone wrote it."""
+    if path is None:
+        return None
+    try:
+        text = path.with_name(path.name + ".lock").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
 @asynccontextmanager
 async def _exclusive_lock(path: Path | None) -> AsyncIterator[None]:
     """Hold an advisory lock on ``<path>.lock`` while the block runs.
@@ -163,7 +184,10 @@ async def _exclusive_lock(path: Path | None) -> AsyncIterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise StoreBusy(str(path)) from None
+            raise StoreBusy(str(path), read_lock_owner(path)) from None
+        # Who holds it, for the messages of those refused (best effort).
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode())
         return fd
 
     fd = await trio.to_thread.run_sync(acquire)

@@ -12,10 +12,10 @@ from typing import Any
 import trio
 from quart import Blueprint, Response, request
 
-from ..core._files import MAX_FILE_BYTES
+from ..core import MAX_FILE_BYTES
 from ..errors import InvalidInput
 from ..spec import AgentSpec
-from ._access import file_access
+from ._access import file_access, viewer
 from ._params import json_body, owner, state
 
 __all__ = ["YAML_TYPES", "blueprint"]
@@ -72,12 +72,11 @@ async def upload_file() -> tuple[dict[str, Any], int]:
 
 @blueprint.get("/files/<file_id>")
 async def get_file(file_id: str) -> dict[str, Any]:
-    await file_access(file_id)
-    return (await state().runtime.get_file(file_id)).to_dict()
+    return (await file_access(file_id)).to_dict()
 
 
 @blueprint.get("/files/<file_id>/content")
 async def get_file_content(file_id: str) -> Response:
-    row = await file_access(file_id)
-    content = await state().runtime.read_file(file_id)
-    return Response(content, status=200, content_type=row.content_type)
+    info = await file_access(file_id)
+    content = await state().runtime.read_file(file_id, viewer=viewer())
+    return Response(content, status=200, content_type=info.content_type)

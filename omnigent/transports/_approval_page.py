@@ -27,7 +27,7 @@ from typing import Any
 from quart import Blueprint, Response, request
 from werkzeug.datastructures import MultiDict
 
-from ..core._elicitations import ACTIONS
+from ..core import ELICITATION_ACTIONS as ACTIONS
 from ..errors import Forbidden, InvalidInput
 from ..model import ElicitationRequest
 from ._access import EDIT, READ, session_access

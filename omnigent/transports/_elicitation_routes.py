@@ -64,7 +64,8 @@ async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRe
     A request owned by a descendant comes back with ``params.target_session_id`` set to
     its owner, as the mirrored event and the snapshot show it.
     """
-    return state().runtime.elicitations.visible(session_id, elicitation_id)
+    info = await state().runtime.get_elicitation(session_id, elicitation_id)
+    return info.request if info.status == "pending" else None
 
 
 def pending_view(request: ElicitationRequest) -> dict[str, Any]:

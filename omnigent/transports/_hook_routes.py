@@ -30,8 +30,7 @@ from typing import Any, TypeVar
 import trio
 from quart import Blueprint
 
-from ..core._elicitations import Resolution
-from ..core._policies import parse_policy_event
+from ..core import Resolution, elicitation_params, parse_policy_event
 from ..errors import ErrorDetail, InvalidInput, OmnigentError, RuntimeClosed
 from ..model import ElicitationParams
 from ._access import EDIT, session_access
@@ -108,7 +107,7 @@ def permission_params(body: Mapping[str, Any]) -> ElicitationParams:
         if question is not None
         else f"Claude Code wants to use {tool_name}"
     )
-    return state().runtime.elicitations.params(
+    return elicitation_params(
         message,
         PERMISSION_REQUEST_PHASE,
         tool_name=tool_name,
@@ -195,9 +194,7 @@ def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
     else:
         tool_input = dict(rpc_params)
         message = f"Codex asks for approval: {method}{suffix}"
-    return state().runtime.elicitations.params(
-        message, phase, tool_input=tool_input, command=command
-    )
+    return elicitation_params(message, phase, tool_input=tool_input, command=command)
 
 
 # -- policies ------------------------------------------------------------------------

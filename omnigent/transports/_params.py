@@ -15,15 +15,14 @@ import attrs
 import trio
 from quart import current_app, request
 
-from ..core._runtime import Runtime
-from ..errors import InvalidInput, OmnigentError
-from ..model._wire import loads, structure
+from ..core import Runtime
+from ..errors import InvalidInput, Unauthorized
+from ..model import loads, structure
 
 __all__ = [
     "AppState",
     "CreateSessionBody",
     "EventBody",
-    "Unauthorized",
     "json_body",
     "owner",
     "query_bool",
@@ -48,16 +47,6 @@ class AppState:
     ping_interval: float = 15.0
 
 
-class Unauthorized(OmnigentError):
-    """The request carries no identity while the server requires one."""
-
-    code = "unauthorized"
-    status = 401
-
-    def __init__(self) -> None:
-        super().__init__(f"missing {IDENTITY_HEADER} header")
-
-
 def state() -> AppState:
     found: AppState = current_app.extensions["omnigent"]
     return found
@@ -68,7 +57,7 @@ def owner() -> str:
     if state().auth == "header":
         caller = request.headers.get(IDENTITY_HEADER)
         if not caller:
-            raise Unauthorized()
+            raise Unauthorized(f"missing {IDENTITY_HEADER} header")
         return caller
     return "local"
 

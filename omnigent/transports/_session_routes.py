@@ -12,15 +12,8 @@ from typing import Any
 from quart import Blueprint
 
 from ..errors import InvalidInput
-from ..model._wire import unstructure
-from ._access import (
-    EDIT,
-    MANAGE,
-    READ,
-    check_initial_item_files,
-    session_access,
-    viewer,
-)
+from ..model import unstructure
+from ._access import EDIT, MANAGE, READ, session_access, viewer
 from ._params import (
     CreateSessionBody,
     json_body,
@@ -47,7 +40,6 @@ async def create_session() -> tuple[dict[str, Any], int]:
         # A child runs under the parent's root and shares its grants: making one is a
         # change to the parent.
         await session_access(body.parent_session_id, EDIT)
-    await check_initial_item_files(body.initial_items)
     snapshot = await state().runtime.create_session(
         body.agent_id,
         title=body.title,
@@ -57,6 +49,7 @@ async def create_session() -> tuple[dict[str, Any], int]:
         labels=body.labels,
         initial_items=body.initial_items,
         owner=caller,
+        viewer=viewer(),
     )
     return snapshot.to_dict(), 201
 
@@ -75,8 +68,8 @@ async def list_sessions() -> dict[str, Any]:
 
 @blueprint.get("/sessions/<session_id>")
 async def get_session(session_id: str) -> dict[str, Any]:
-    row = await session_access(session_id, READ)
-    return (await state().runtime.snapshot(row)).to_dict()
+    await session_access(session_id, READ)
+    return (await state().runtime.get_session(session_id)).to_dict()
 
 
 @blueprint.patch("/sessions/<session_id>")

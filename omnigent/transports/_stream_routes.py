@@ -14,9 +14,9 @@ from typing import Any
 import trio
 from quart import Blueprint, Response, request
 
-from ..core._inputs import parse_event
+from ..core import parse_event
 from ..errors import InvalidInput
-from ._access import EDIT, READ, check_block_files, session_access
+from ._access import EDIT, READ, session_access, viewer
 from ._params import EventBody, parse_int, query_bool, state, structured_body
 from ._sse import Source, SSEBody, encode_event
 
@@ -43,19 +43,18 @@ async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
     await session_access(session_id, EDIT)
     stream = query_bool("stream")
     body = await structured_body(EventBody)
-    event = parse_event(body.type, body.data)
-    await check_block_files(event.content, root="data.content")
-    await runtime.files.check_references(event.content, root="data.content")
+    who = viewer()
     if not stream:
-        return await runtime.post_event(session_id, body.type, body.data), 202
+        return await runtime.post_event(session_id, body.type, body.data, viewer=who), 202
+    event = parse_event(body.type, body.data)
     if event.type != "message":
         raise InvalidInput.at("stream", "only a message event can be streamed")
+    # What can fail with a status code fails here, before the 200.
+    await runtime.check_content(event.content, root="data.content", viewer=who)
 
     async def turn_frames(send: trio.MemorySendChannel[bytes]) -> None:
-        async with runtime.open_turn_stream(session_id, event.content, role=event.role) as (
-            _accepted,
-            events,
-        ):
+        turn = runtime.open_turn_stream(session_id, event.content, role=event.role, viewer=who)
+        async with turn as (_accepted, events):
             async for item in events:
                 await send.send(encode_event(item))
 
@@ -90,4 +89,4 @@ async def _resume_point(session_id: str) -> int:
     query = request.args.get("after")
     if query is not None:
         return parse_int(query, "after", low=0)
-    return await state().runtime.bus.last_event_id(session_id)
+    return await state().runtime.last_event_id(session_id)

@@ -18,8 +18,7 @@ import trio
 from quart import request
 from quart_trio import QuartTrio
 
-from ..core._files import MAX_FILE_BYTES
-from ..core._runtime import Runtime
+from ..core import MAX_FILE_BYTES, Runtime
 from . import (
     _agents_files,
     _approval_page,

@@ -1,0 +1,123 @@
+"""Messages in: validation and persistence, and the stream of the turn that answers one.
+
+:class:`Messages` is owned by the runtime. :meth:`Messages.accept` validates a user
+message and persists it (nothing is stored if it is invalid); :meth:`Messages.send`
+then hands it to the session's actor. :meth:`Messages.open_turn_stream` does both
+under a subscription and yields the events up to the end of the turn that answers the
+message (``?stream=true``).
+
+Which turn took a message is kept, per open stream, in ``host.watched``: the stream
+ends with that turn's terminal ``response.*`` event, or with the session's terminal
+status when a stop dropped the message before any turn took it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ..errors import RuntimeClosed, SessionNotFound
+from ..model import (
+    TERMINAL_STATUSES,
+    Event,
+    Item,
+    MessageItem,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseFailed,
+    SessionStatus,
+)
+from ..model._wire import unstructure
+from ..stores import Store
+from ._bus import EventBus, Subscription
+from ._files import FileService
+from ._host import ActorHost
+from ._inputs import parse_message_content
+from ._records import MessageAccepted
+from ._sessions import SessionRecords
+
+__all__ = ["Messages"]
+
+
+class Messages:
+    """User messages into sessions. Owned by the ``Runtime``."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: EventBus,
+        host: ActorHost,
+        files: FileService,
+        sessions: SessionRecords,
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self._host = host
+        self._files = files
+        self._sessions = sessions
+
+    async def accept(
+        self, session_id: str, content: Any, role: str, viewer: str | None = None
+    ) -> MessageItem:
+        """Validate and persist a message; nothing is stored if it is invalid."""
+        if self._host.closing:
+            raise RuntimeClosed()
+        await self._sessions.row(session_id)
+        blocks = parse_message_content(content, root="content")
+        await self._files.check_references(blocks, root="content", viewer=viewer)
+        item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
+        if session_id in self._host.deleting:
+            raise SessionNotFound(session_id)
+        await self._store.put_items(session_id, [unstructure(item, Item)])
+        return item
+
+    async def send(
+        self, session_id: str, content: Any, role: str, viewer: str | None = None
+    ) -> MessageAccepted:
+        """See :meth:`Runtime.send_message`."""
+        item = await self.accept(session_id, content, role, viewer)
+        status = self._host.actor(session_id).enqueue(item)
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+
+    @asynccontextmanager
+    async def open_turn_stream(
+        self,
+        session_id: str,
+        content: str | Sequence[Any],
+        role: str,
+        viewer: str | None = None,
+    ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
+        """See :meth:`Runtime.open_turn_stream`."""
+        await self._sessions.row(session_id)
+        async with self._bus.subscribe(session_id, after=None) as subscription:
+            item = await self.accept(session_id, content, role, viewer)
+            self._host.watched[item.id] = None
+            try:
+                status = self._host.actor(session_id).enqueue(item)
+                accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
+                yield accepted, self._until_answered(subscription, item.id)
+            finally:
+                del self._host.watched[item.id]
+
+    async def _until_answered(
+        self, subscription: Subscription, item_id: str
+    ) -> AsyncIterator[Event]:
+        async for event in subscription:
+            yield event
+            if _ends_answer(event, self._host.watched.get(item_id)):
+                return
+
+
+def _ends_answer(event: Event, handled_by: str | None) -> bool:
+    """Whether ``event`` ends the stream of a message handled by ``handled_by``.
+
+    ``handled_by`` is the answering turn's response id, ``""`` if a stop dropped the
+    message, ``None`` while no turn has taken it yet.
+    """
+    if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
+        return handled_by == event.response.id
+    if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+        return handled_by == ""
+    return False
