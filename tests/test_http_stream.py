@@ -143,7 +143,7 @@ async def test_client_disconnect_mid_stream_frees_the_subscription_and_tasks() -
         async with open_server() as server:
             session_id = await server.session(spec)
             bus = server.runtime._bus
-            await trio.sleep(0.05)
+            await wait_for(lambda: server.runtime.statistics()["tasks"] == 0)
             baseline = {t.name for t in all_tasks()}
             url = f"/v1/sessions/{session_id}/stream?after=0"
             async with open_stream(server.client, "GET", url) as r:
@@ -242,7 +242,7 @@ async def test_stopping_ends_open_streams_promptly() -> None:
         async with open_server() as server:
             session_id = await server.session()
             async with open_stream(server.client, "GET", f"/v1/sessions/{session_id}/stream") as r:
-                await trio.sleep(0.05)
+                await wait_for(lambda: server.runtime.statistics()["subscribers"] == 1)
                 server.stopping.set()
                 with trio.fail_after(1):
                     assert await r.read_until() == []
@@ -254,7 +254,7 @@ async def test_deleting_a_session_ends_its_streams() -> None:
         async with open_server() as server:
             session_id = await server.session()
             async with open_stream(server.client, "GET", f"/v1/sessions/{session_id}/stream") as r:
-                await trio.sleep(0.05)
+                await wait_for(lambda: server.runtime.statistics()["subscribers"] == 1)
                 deleted = await server.client.delete(f"/v1/sessions/{session_id}")
                 assert deleted.status_code == 200
                 with trio.fail_after(2):
