@@ -35,7 +35,14 @@ from ..tools import workspace_for
 from ._bus import EventBus
 from ._elicitations import Elicitations, elicitation_params
 from ._permissions import PUBLIC, Permissions, check_level
-from ._policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEngine, PolicyEvent, Verdict
+from ._policies import (
+    PHASE_TOOL_CALL,
+    PHASE_TOOL_RESULT,
+    PolicyEngine,
+    PolicyEvent,
+    Verdict,
+    parse_policy_event,
+)
 from ._tasks import BackgroundTasks, format_inbox
 from ._tools import ToolRegistry, decode_arguments
 
@@ -215,6 +222,20 @@ class SessionTools:
         if verdict.action == "ALLOW" and verdict.data is not None:
             return verdict.data if isinstance(verdict.data, str) else json.dumps(verdict.data)
         return output
+
+    async def evaluate(
+        self, event: PolicyEvent | Mapping[str, Any], *, in_turn: bool = True
+    ) -> Verdict:
+        """The session's verdict on one policy event, an ASK settled by an elicitation.
+
+        For harnesses that run their own tools and ask omnigent's policies first.
+
+        Raises:
+            InvalidInput: a malformed wire event.
+        """
+        if not isinstance(event, PolicyEvent):
+            event = parse_policy_event(event)
+        return await self._settle(await self._policies.evaluate(event), event, in_turn)
 
     async def _settle(self, verdict: Verdict, event: PolicyEvent, in_turn: bool) -> Verdict:
         """An ASK becomes ALLOW or DENY once its elicitation is answered."""

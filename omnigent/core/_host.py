@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import trio
@@ -31,6 +31,9 @@ from ._session import SessionActor
 from ._tasks import BackgroundTasks
 from ._tools import ToolRegistry
 from ._turn import TurnServices, only_exceptions, split_cancellation
+
+if TYPE_CHECKING:
+    from ..harnesses._processes import ProcessManager
 
 __all__ = ["ActorHost"]
 
@@ -59,8 +62,10 @@ class ActorHost:
         place: ToolPlace,
         default_policies: Sequence[PolicySpec],
         permissions: Permissions,
+        processes: ProcessManager | None = None,
     ) -> None:
         self.services = TurnServices(store, bus, elicitations)
+        self._processes = processes
         self.actors: dict[str, SessionActor] = {}
         # Sessions being deleted: no new work may start on them.
         self.deleting: set[str] = set()
@@ -189,10 +194,18 @@ class ActorHost:
 
     # -- what actors run -----------------------------------------------------------------
 
-    async def make_harness(self, session_id: str) -> tuple[Harness, str]:
+    async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
         row, spec = await self.session_spec(session_id)
         name = self.harness_of(spec, row.harness_override)
-        env = HarnessEnv(session_id, spec, spec.executor.config, self._http)
+        env = HarnessEnv(
+            session_id,
+            spec,
+            spec.executor.config,
+            self._http,
+            harness_name=name,
+            processes=self._processes,
+            working_directory=tools.cwd,
+        )
         return self.harnesses.create(name, env), name
 
     async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools:

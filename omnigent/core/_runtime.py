@@ -23,7 +23,7 @@ import enum
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
 import trio
@@ -56,6 +56,9 @@ from ._records import (
 )
 from ._sessions import SessionRecords
 from ._tools import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    from ..harnesses._processes import ProcessManager
 
 __all__ = ["Runtime", "RuntimeState"]
 
@@ -95,8 +98,10 @@ class Runtime(metaclass=_NoPublicConstructor):
         place: ToolPlace,
         default_policies: Sequence[PolicySpec] = (),
         records_only: bool = False,
+        processes: ProcessManager | None = None,
     ) -> None:
         self.state = RuntimeState.OPENING
+        self._processes = processes
         self.records_only = records_only
         self._store = store
         self._bus = bus
@@ -117,6 +122,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             place=place,
             default_policies=default_policies,
             permissions=self._permissions,
+            processes=processes,
         )
         self._agents = AgentCatalog(store, self._host)
         self._sessions = SessionRecords(
@@ -133,6 +139,15 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._host.on_turn_changed = self._sessions.announce_to_parent
 
     # -- state ---------------------------------------------------------------------
+
+    @property
+    def processes(self) -> ProcessManager | None:
+        """The harness process manager: every child process the runtime owns.
+
+        For diagnostics and for harnesses built outside the registry; ``None`` only
+        for a runtime made without one.
+        """
+        return self._processes
 
     @property
     def closing(self) -> bool:

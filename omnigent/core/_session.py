@@ -39,7 +39,7 @@ class SessionHost(Protocol):
 
     services: TurnServices
 
-    async def make_harness(self, session_id: str) -> tuple[Harness, str]: ...
+    async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]: ...
 
     async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools: ...
 
@@ -82,6 +82,7 @@ class SessionActor:
         self._turn: Turn | None = None
         self._nursery: trio.Nursery | None = None
         self._wakeup = trio.Event()
+        self._message_buffered = trio.Event()
         self._inbox_arrived = False
         self._to_hold: list[HeldElicitation] = []
         self._stopped = False
@@ -103,6 +104,7 @@ class SessionActor:
         """Hand a persisted user message to the session: ``accepted`` or ``buffered``."""
         self._pending.append(message)
         self._wakeup.set()
+        self._message_buffered.set()
         return "buffered" if self._turn is not None else "accepted"
 
     def interrupt(self) -> bool:
@@ -141,6 +143,12 @@ class SessionActor:
     def pending_ids(self) -> set[str]:
         """Ids of buffered messages no turn has taken yet."""
         return {m.id for m in self._pending}
+
+    async def wait_for_injection(self) -> None:
+        """Return once a message is buffered (at once if one is)."""
+        while not self._pending:
+            self._message_buffered = trio.Event()
+            await self._message_buffered.wait()
 
     async def take_injections(self) -> list[MessageItem]:
         """Give the running turn every buffered message (moved to the end of history)."""
@@ -251,10 +259,12 @@ class SessionActor:
         async def prepare() -> tuple[Harness, TurnRequest]:
             store = self._host.services.store
             await store.move_items_to_end(self.session_id, [m.id for m in messages])
-            turn.bind(await self._session_tools(), self.take_injections)
+            turn.bind(await self._session_tools(), self.take_injections, self.wait_for_injection)
             request = await self._host.build_request(self, turn.response_id, messages)
             if self._harness is None:
-                self._harness, self.harness_name = await self._host.make_harness(self.session_id)
+                self._harness, self.harness_name = await self._host.make_harness(
+                    self.session_id, await self._session_tools()
+                )
                 turn.harness_name = self.harness_name
             await self._announce()
             return self._harness, request

@@ -30,6 +30,7 @@ from .._ids import new_id
 from ..errors import HarnessError, OmnigentError
 from ..harnesses.base import Harness, TurnRequest
 from ..model import (
+    ElicitationParams,
     ErrorInfo,
     Event,
     FunctionCallItem,
@@ -135,15 +136,18 @@ class Turn:
         self._reported: tuple[str, str | None] | None = None
         self._tools: SessionTools | None = None
         self._take_injections: Callable[[], Awaitable[list[MessageItem]]] | None = None
+        self._wait_injection: Callable[[], Awaitable[None]] | None = None
 
     def bind(
         self,
         tools: SessionTools,
         take_injections: Callable[[], Awaitable[list[MessageItem]]],
+        wait_injection: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Attach the session's tools and message buffer (done while preparing)."""
         self._tools = tools
         self._take_injections = take_injections
+        self._wait_injection = wait_injection
 
     # -- TurnContext -----------------------------------------------------------------
 
@@ -198,6 +202,28 @@ class Turn:
     async def take_injections(self) -> list[MessageItem]:
         take = self._take_injections
         return [] if take is None else await take()
+
+    async def wait_for_injection(self) -> None:
+        if self._wait_injection is None:
+            await trio.sleep_forever()
+        else:
+            await self._wait_injection()
+
+    @asynccontextmanager
+    async def launching(self) -> AsyncIterator[None]:
+        await self.emit(SessionStatus(status="launching"))
+        yield
+        await self.emit(SessionStatus(status="running"))
+
+    async def elicit(self, params: ElicitationParams) -> tuple[str, Any]:
+        answer = await self._services.elicitations.ask(self.session_id, params)
+        return answer.action, answer.content
+
+    async def evaluate_policy(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
+        if self._tools is None:
+            raise HarnessError("no policies are available in this turn")
+        verdict = await self._tools.evaluate(event)
+        return verdict.wire()
 
     def report_response_status(self, status: str, error: str | None = None) -> None:
         self._reported = (status, error)

@@ -13,15 +13,19 @@ Harnesses are created per session by a :data:`HarnessFactory` from a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import httpx
 
-from ..model import Event, Item, MessageItem
+from ..model import ElicitationParams, Event, Item, MessageItem
 from ..spec import AgentSpec, ExecutorConfig
+
+if TYPE_CHECKING:
+    from ._processes import ProcessManager
 
 __all__ = [
     "Harness",
@@ -132,6 +136,43 @@ class TurnContext(Protocol):
         """
         ...
 
+    async def wait_for_injection(self) -> None:
+        """Return once a message is buffered for this turn (at once if one is).
+
+        For harnesses that forward messages as they arrive (an external harness)
+        rather than polling :meth:`take_injections` between steps.
+        """
+        ...
+
+    def launching(self) -> AbstractAsyncContextManager[None]:
+        """Show ``session.status launching`` while the block runs (a harness process
+        starting), then ``running`` again when it exits normally."""
+        ...
+
+    async def elicit(self, params: ElicitationParams) -> tuple[str, Any]:
+        """Ask the person behind the session, as the core asks for approvals.
+
+        The request is published on the session and mirrored to its ancestors; the
+        session shows ``waiting`` until it is answered. Returns ``(action,
+        content)`` with action ``accept``, ``decline`` or ``cancel``.
+
+        Cancellation: withdraws the elicitation.
+        """
+        ...
+
+    async def evaluate_policy(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Evaluate the session's policies on a wire policy event.
+
+        ``event`` is ``{type: PHASE_TOOL_CALL | PHASE_TOOL_RESULT, data, ...}`` as
+        ``POST /sessions/{id}/policies/evaluate`` takes it; an ASK is settled by an
+        elicitation first. Returns the verdict's wire form ``{result, reason?,
+        data?}``.
+
+        Raises:
+            InvalidInput: ``event`` is malformed.
+        """
+        ...
+
     def report_response_status(self, status: str, error: str | None = None) -> None:
         """Relay an in-stream ``response.completed`` / ``response.failed`` outcome.
 
@@ -150,14 +191,29 @@ class Harness(Protocol):
     async def aclose(self) -> None: ...
 
 
+async def _no_working_directory() -> Path:
+    return Path.cwd()
+
+
 @attrs.frozen
 class HarnessEnv:
-    """What a harness factory is given to build a harness for one session."""
+    """What a harness factory is given to build a harness for one session.
+
+    Attributes:
+        harness_name: the canonical name the harness runs under (its registry name).
+        processes: the runtime's process manager, for harnesses that run a child
+            process (``None`` when built outside a runtime).
+        working_directory: the session's working directory (its OS tools' ``cwd``),
+            created on first use.
+    """
 
     session_id: str
     spec: AgentSpec
     config: ExecutorConfig
     http: httpx.AsyncClient
+    harness_name: str = "unknown"
+    processes: ProcessManager | None = None
+    working_directory: Callable[[], Awaitable[Path]] = _no_working_directory
 
 
 HarnessFactory = Callable[[HarnessEnv], Harness]
