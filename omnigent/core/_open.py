@@ -9,6 +9,8 @@ closes the store. Nothing it started outlives it.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +20,7 @@ import httpx
 import trio
 
 from .._config import omnigent_home
+from ..harnesses._processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT, open_process_manager
 from ..harnesses.registry import HarnessRegistry
 from ..model import ErrorInfo, SessionStatus
 from ..spec import PolicySpec, parse_policy_spec
@@ -28,6 +31,8 @@ from ._host import ActorHost
 from ._runtime import Runtime, RuntimeState
 
 __all__ = ["open_runtime"]
+
+log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
@@ -40,6 +45,8 @@ async def open_runtime(
     workspace: str | Path | None = None,
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
     exclusive: bool = True,
+    shutdown_grace: float = DEFAULT_GRACE,
+    harness_idle_timeout: float | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime on a store; close everything it started when the block exits.
 
@@ -58,6 +65,11 @@ async def open_runtime(
             ``False`` opens it beside a running owner for records only — agents,
             sessions, items, files — and refuses what would publish events, delete
             or run turns (``StoreBusy``).
+        shutdown_grace: seconds a harness process gets between SIGTERM and SIGKILL
+            (on shutdown, idle reaping and respawns).
+        harness_idle_timeout: seconds an external harness process may sit unused
+            before it is reaped (default ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``, else one
+            hour; ``0`` never reaps). A process with a turn in flight is never reaped.
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
@@ -69,6 +81,7 @@ async def open_runtime(
         workspace=Path(workspace) if workspace is not None else Path.cwd(),
         home=Path(home) if home is not None else omnigent_home(),
     )
+    idle_timeout = _idle_timeout(harness_idle_timeout)
     policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
     harnesses = HarnessRegistry()
     if load_entry_points:
@@ -84,7 +97,12 @@ async def open_runtime(
             bus = EventBus(store)
             await services.start(bus.run)
             try:
-                async with trio.open_nursery() as nursery:
+                async with (
+                    open_process_manager(
+                        place.home, grace=shutdown_grace, idle_timeout=idle_timeout, sweep=exclusive
+                    ) as processes,
+                    trio.open_nursery() as nursery,
+                ):
                     rt = Runtime._create(
                         store=store,
                         bus=bus,
@@ -94,6 +112,7 @@ async def open_runtime(
                         place=place,
                         default_policies=policies,
                         records_only=not exclusive,
+                        processes=processes,
                     )
                     if exclusive:
                         await _recover(store, bus)
@@ -118,6 +137,23 @@ async def open_runtime(
         if body_error is not None and _only(group, body_error):
             raise body_error from None
         raise
+
+
+def _idle_timeout(given: float | None) -> float:
+    """The harness idle timeout: ``given``, else ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``."""
+    if given is not None:
+        return given
+    raw = os.environ.get("OMNIGENT_HARNESS_IDLE_TIMEOUT")
+    if not raw:
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        log.warning("ignoring OMNIGENT_HARNESS_IDLE_TIMEOUT=%r (not a number >= 0)", raw)
+        return DEFAULT_IDLE_TIMEOUT
+    return value
 
 
 def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:

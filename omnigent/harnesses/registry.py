@@ -1,9 +1,12 @@
 """Harness names, aliases and factories: one registry per runtime.
 
-Built in: ``loop`` (aliases ``agent``, ``default``, ``omnigent``, ``openai``) and
-``scripted`` (aliases ``script``, ``mock``). Packages add harnesses through the
-``omnigent.harnesses`` entry-point group: each entry point loads a factory (a callable
-``HarnessEnv -> Harness``) registered under the entry point's name.
+Built in: ``loop`` (aliases ``agent``, ``default``, ``omnigent``, ``openai``),
+``scripted`` (aliases ``script``, ``mock``) and ``external`` (the program named
+by ``executor.config.command``, see :mod:`omnigent.harnesses.subprocess`). Packages
+add harnesses through the ``omnigent.harnesses`` entry-point group: each entry point
+loads a factory (a callable ``HarnessEnv -> Harness``, such as
+:func:`omnigent.harnesses.subprocess.external_harness` builds) registered under the
+entry point's name.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ def _make_scripted(env: HarnessEnv) -> Harness:
     return ScriptedHarness(env)
 
 
+def _make_external(env: HarnessEnv) -> Harness:
+    from .subprocess import make_external
+
+    return make_external(env)
+
+
 class HarnessRegistry:
     """Maps names and aliases to harness factories."""
 
@@ -52,6 +61,7 @@ class HarnessRegistry:
         if builtins:
             self.register("loop", _make_loop, aliases=("agent", "default", "omnigent", "openai"))
             self.register("scripted", _make_scripted, aliases=("script", "mock"))
+            self.register("external", _make_external)
 
     def register(
         self,
