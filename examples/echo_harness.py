@@ -3,7 +3,7 @@
 Run by the runtime as ``python examples/echo_harness.py --socket PATH
 --conversation-id ID`` (see ``external-echo.yaml``). Each turn echoes the user's
 message; a message starting with ``run `` asks the runtime to run the tool named after
-it (``run sys_os_list`` lists the working directory), through the agent's policies;
+it (``run sys_session_share`` says why this agent may not share), through the agent's policies;
 ``ask`` asks the person behind the session first.
 """
 

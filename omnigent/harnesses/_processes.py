@@ -199,7 +199,6 @@ class ManagedProcess:
                 self.returncode = self._process.returncode
                 # Whatever the leader left in its group goes with it.
                 self.signal_group(signal.SIGKILL)
-                self.exited.set()
                 # stdout stays open for its reader to drain (it closes it); nobody can
                 # write to a dead process, and stderr was ours.
                 for stream in (self._process.stdin, self._process.stderr):
@@ -209,6 +208,7 @@ class ManagedProcess:
                     await trio.to_thread.run_sync(
                         lambda: self._pid_file.unlink(missing_ok=True)  # type: ignore[union-attr]
                     )
+                self.exited.set()
 
     async def _kill_after_cancel(self) -> None:
         self.signal_group(signal.SIGTERM)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, suppress
 from typing import Any
 
@@ -78,6 +78,8 @@ TOKEN_ENV = "OMNIGENT_HARNESS_AUTH_TOKEN"
 DEFAULT_STARTUP_TIMEOUT = 30.0
 # How long a best-effort message to a harness (interrupt) may take when cancelled.
 _CONTROL_TIMEOUT = 2.0
+# How long a broken stream waits to learn whether the process died.
+_EXIT_WAIT = 1.0
 _TERMINAL = ("response.completed", "response.failed", "response.cancelled")
 
 
@@ -210,6 +212,8 @@ class ExternalHarness:
     async def _spawn(self, request: TurnRequest) -> ManagedProcess:
         session_id = self._env.session_id
         socket = self._processes.socket_path(f"{session_id}.sock")
+        # A harness that died leaves its socket file behind; the directory is ours.
+        await trio.Path(socket).unlink(missing_ok=True)
         token = secrets.token_urlsafe(32)
         child_env = base_environment()
         child_env.update(self._extra_env)
@@ -310,6 +314,10 @@ class _TurnRelay:
                 await self._relay_stream(nursery)
             nursery.cancel_scope.cancel()
         if not self._finished:
+            # A stream that broke off is usually a process that died: the socket closes
+            # as it exits, a moment before its exit is seen. Wait that moment.
+            with trio.move_on_after(_EXIT_WAIT):
+                await process.exited.wait()
             if not process.alive:
                 raise HarnessError(f"the external harness {process.describe_exit()}")
             raise HarnessError("the external harness ended the stream without finishing the turn")
@@ -330,11 +338,15 @@ class _TurnRelay:
                     )
                 nursery.start_soon(self._forward_injections)
                 reader = FrameReader()
-                async for chunk in response.aiter_raw():
-                    for frame in reader.feed(chunk):
-                        await self._handle(frame)
-                        if self._finished:
-                            return
+                chunks = response.aiter_raw()
+                try:
+                    async for chunk in chunks:
+                        for frame in reader.feed(chunk):
+                            await self._handle(frame)
+                            if self._finished:
+                                return
+                finally:
+                    await _abandon(chunks)
         except httpx.TransportError as exc:
             if self._connection.process.alive:
                 raise HarnessError(f"the external harness stream broke: {exc}") from exc
@@ -442,6 +454,19 @@ class _TurnRelay:
         body["action"] = verdict.pop("result")
         body.update(verdict)
         await self._connection.post(self._request.session_id, body)
+
+
+async def _abandon(chunks: AsyncIterator[bytes]) -> None:
+    """End httpx's nested body generators instead of dropping them mid-``yield``.
+
+    Dropped, each would be collected unfinished (and Trio warns); read on in a
+    cancelled scope, they all finish with the ``Cancelled`` at their next await. The
+    loop is bounded for chunks that come back without an await.
+    """
+    with trio.CancelScope() as scope, suppress(Exception):
+        scope.cancel()
+        for _ in range(64):
+            await chunks.__anext__()
 
 
 _ITEM_KEYS = {
