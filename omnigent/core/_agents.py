@@ -12,6 +12,7 @@ from typing import Any
 import trio
 
 from ..errors import AgentNotFound, Forbidden, SpecError
+from ..mcp import require_mcp
 from ..spec import AgentSpec
 from ..stores import AgentRow, Store
 from ._host import ActorHost
@@ -36,6 +37,7 @@ class AgentCatalog:
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
         harness = self._host.harness_of(spec, None)
+        require_mcp(spec)
         existing = await self._store.get_agent_by_name(spec.name)
         if existing is not None and existing.owner != owner:
             raise Forbidden(f"agent {spec.name!r} belongs to another user")

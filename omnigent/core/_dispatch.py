@@ -20,14 +20,14 @@ import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from ..errors import OmnigentError
 from ..harnesses.base import ToolSchema
-from ..model import ChangedFilesInvalidated, InboxUpdated
+from ..model import ChangedFilesInvalidated, ElicitationParams, InboxUpdated
 from ..spec import AgentSpec
 from ..stores import Store
 from ..tools import os as os_tools
@@ -45,6 +45,9 @@ from ._policies import (
 )
 from ._tasks import BackgroundTasks, format_inbox
 from ._tools import ToolRegistry, decode_arguments
+
+if TYPE_CHECKING:
+    from ..mcp._client import McpServers
 
 __all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
 
@@ -149,6 +152,11 @@ class SessionTools:
         self._cwd: Path | None = None
         self._last_change = -math.inf
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
+        self._mcp: McpServers | None = None
+        if spec.mcp_servers:
+            from ..mcp._client import McpServers  # the optional `mcp` extra
+
+            self._mcp = McpServers(spec.mcp_servers, ask=self._ask_person, cwd=self.cwd)
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, _os_tool(name))
         self._add("sys_session_share", _SESSION_TOOL_SCHEMAS["sys_session_share"], _session_share)
@@ -164,14 +172,47 @@ class SessionTools:
         )
 
     def schemas(self) -> tuple[ToolSchema, ...]:
-        """Every tool this session offers, built-ins first."""
+        """Every tool this session offers: built-ins, registered tools, MCP tools."""
         return (
             *(schema for schema, _ in self._builtins.values()),
             *(s for s in self._registry.schemas() if s.name not in self._builtins),
+            *(self._mcp.schemas() if self._mcp is not None else ()),
         )
 
     def offers(self, name: str) -> bool:
-        return name in self._builtins or self._registry.get(name) is not None
+        return (
+            name in self._builtins
+            or self._registry.get(name) is not None
+            or (self._mcp is not None and self._mcp.offers(name))
+        )
+
+    # -- services: the spec's MCP servers ----------------------------------------------
+
+    async def start_services(self, nursery: trio.Nursery) -> None:
+        """Connect the spec's MCP servers, once, in ``nursery`` (the session's).
+
+        Called as the session's first turn is prepared, so their tools are offered to
+        it; the connections stay open until :meth:`close_services`.
+
+        Raises:
+            McpServerFailed: a server did not start (its name and stderr tail said).
+        """
+        if self._mcp is not None:
+            await self._mcp.start(nursery)
+
+    @property
+    def services_running(self) -> int:
+        """How many tasks of the session's nursery hold services (not work)."""
+        return 1 if self._mcp is not None and self._mcp.started else 0
+
+    def close_services(self) -> None:
+        """Close the MCP connections (their task then ends)."""
+        if self._mcp is not None:
+            self._mcp.close()
+
+    async def _ask_person(self, params: ElicitationParams, mark_waiting: bool) -> tuple[str, Any]:
+        answer = await self._elicitations.ask(self.session_id, params, mark_waiting=mark_waiting)
+        return answer.action, answer.content
 
     async def cwd(self) -> Path:
         """The working directory of the OS tools, created on first use.
@@ -211,7 +252,7 @@ class SessionTools:
         verdict = await self._settle(await self._policies.evaluate(call), call, in_turn)
         if verdict.action == "DENY":
             return f"Error: denied by policy {verdict.policy_name}: {verdict.reason}"
-        output = await self._run(name, args)
+        output = await self._run(name, args, in_turn)
         result = PolicyEvent(
             PHASE_TOOL_RESULT, {"tool_name": name, "tool_input": args, "tool_output": output}
         )
@@ -251,9 +292,11 @@ class SessionTools:
         answer = await self._elicitations.ask(self.session_id, params, mark_waiting=in_turn)
         return verdict.resolve(answer.accepted, event)
 
-    async def _run(self, name: str, args: dict[str, Any]) -> str:
+    async def _run(self, name: str, args: dict[str, Any], in_turn: bool) -> str:
         builtin = self._builtins.get(name)
         if builtin is None:
+            if self._mcp is not None and self._mcp.offers(name):
+                return await self._mcp.call(name, args, in_turn=in_turn)
             return await self._registry.invoke(name, args)
         output = await builtin[1](self, args)
         if os_tools.is_mutating(name):

@@ -207,11 +207,15 @@ class SessionActor:
                 if notice is not None:
                     self._pending.append(notice)
                 continue
-            if not nursery.child_tasks:
+            services = self._tools.services_running if self._tools is not None else 0
+            if len(nursery.child_tasks) <= services:
                 # Decided synchronously: from here no message can reach this actor;
-                # the runtime starts a new one for the next message.
+                # the runtime starts a new one for the next message. Its services (MCP
+                # connections) close with it.
                 self.leaving = True
                 self._host.actor_left(self)
+                if self._tools is not None:
+                    self._tools.close_services()
                 return
             self._wakeup = trio.Event()
             await self._wakeup.wait()
@@ -259,7 +263,10 @@ class SessionActor:
         async def prepare() -> tuple[Harness, TurnRequest]:
             store = self._host.services.store
             await store.move_items_to_end(self.session_id, [m.id for m in messages])
-            turn.bind(await self._session_tools(), self.take_injections, self.wait_for_injection)
+            tools = await self._session_tools()
+            turn.bind(tools, self.take_injections, self.wait_for_injection)
+            assert self._nursery is not None
+            await tools.start_services(self._nursery)  # MCP servers, on the first turn
             request = await self._host.build_request(self, turn.response_id, messages)
             if self._harness is None:
                 self._harness, self.harness_name = await self._host.make_harness(

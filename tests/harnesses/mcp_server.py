@@ -1,0 +1,56 @@
+"""A stdio MCP server for tests, built on the mcp SDK's MCPServer.
+
+Tools: ``add(a, b)``; ``confirm(what)``, which asks the user (an elicitation) before
+answering; ``boom()``, which fails. With ``--fail`` it writes to stderr and exits
+before speaking MCP. ``$MCP_PID_FILE`` (if set) gets the server's pid.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+from mcp.server.elicitation import ElicitationResult
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from pydantic import BaseModel
+
+app = MCPServer("calc")
+
+
+class Ok(BaseModel):
+    ok: bool
+
+
+def ask(what: str) -> Elicit[Ok]:
+    return Elicit(f"really {what}?", Ok)
+
+
+@app.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@app.tool()
+def confirm(what: str, answer: Annotated[ElicitationResult[Ok], Resolve(ask)]) -> str:
+    """Do something after the user confirms it."""
+    data = getattr(answer, "data", None)
+    return f"{answer.action}: {what} ({data.ok if data else None})"
+
+
+@app.tool()
+def boom() -> str:
+    """Always fails."""
+    raise ValueError("it blew up")
+
+
+if __name__ == "__main__":
+    if "--fail" in sys.argv:
+        sys.stderr.write("calc: cannot open the abacus\n")
+        sys.exit(4)
+    if path := os.environ.get("MCP_PID_FILE"):
+        with open(path, "w") as handle:
+            handle.write(str(os.getpid()))
+    app.run()
