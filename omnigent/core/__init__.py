@@ -9,6 +9,7 @@ from ._bus import Subscription
 from ._elicitations import ACTIONS as ELICITATION_ACTIONS
 from ._elicitations import Resolution, elicitation_params
 from ._files import MAX_FILE_BYTES
+from ._held_calls import HeldToolCall
 from ._inputs import EVENT_TYPES, InboundEvent, parse_event
 from ._open import open_runtime
 from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant
@@ -40,6 +41,7 @@ __all__ = [
     "ElicitationInfo",
     "FileInfo",
     "Grant",
+    "HeldToolCall",
     "InboundEvent",
     "ItemPage",
     "MessageAccepted",

@@ -27,7 +27,7 @@ import trio
 
 from ..errors import OmnigentError
 from ..harnesses.base import ToolSchema
-from ..model import ChangedFilesInvalidated, ElicitationParams, InboxUpdated
+from ..model import ChangedFilesInvalidated, ElicitationParams, ElicitationRequest, InboxUpdated
 from ..spec import AgentSpec
 from ..stores import Store
 from ..tools import os as os_tools
@@ -105,6 +105,7 @@ _SESSION_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 Builtin = Callable[["SessionTools", dict[str, Any]], Awaitable[str]]
+OnAsk = Callable[[ElicitationRequest | None], None]
 
 
 @attrs.frozen
@@ -236,9 +237,18 @@ class SessionTools:
     # -- one call ----------------------------------------------------------------------
 
     async def call(
-        self, name: str, arguments: str | Mapping[str, Any], *, in_turn: bool = True
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        *,
+        in_turn: bool = True,
+        on_ask: OnAsk | None = None,
     ) -> str:
         """Run one tool call through the policies; always returns the output string.
+
+        ``on_ask`` is told of each policy ASK the call waits on (the request) and
+        when it was answered (``None``): a caller across requests (MCP) answers
+        "input required" meanwhile.
 
         Cancellation: propagates (an ASK waiting for an answer is withdrawn).
         """
@@ -249,14 +259,14 @@ class SessionTools:
             known = ", ".join(s.name for s in self.schemas())
             return f"Error: unknown tool {name!r} (available: {known})"
         call = PolicyEvent(PHASE_TOOL_CALL, {"tool_name": name, "tool_input": args})
-        verdict = await self._settle(await self._policies.evaluate(call), call, in_turn)
+        verdict = await self._settle(await self._policies.evaluate(call), call, in_turn, on_ask)
         if verdict.action == "DENY":
             return f"Error: denied by policy {verdict.policy_name}: {verdict.reason}"
         output = await self._run(name, args, in_turn)
         result = PolicyEvent(
             PHASE_TOOL_RESULT, {"tool_name": name, "tool_input": args, "tool_output": output}
         )
-        verdict = await self._settle(await self._policies.evaluate(result), result, in_turn)
+        verdict = await self._settle(await self._policies.evaluate(result), result, in_turn, on_ask)
         if verdict.action == "DENY":
             marker = verdict.data if isinstance(verdict.data, str) else None
             return marker or f"[result withheld by policy {verdict.policy_name}]"
@@ -278,7 +288,9 @@ class SessionTools:
             event = parse_policy_event(event)
         return await self._settle(await self._policies.evaluate(event), event, in_turn)
 
-    async def _settle(self, verdict: Verdict, event: PolicyEvent, in_turn: bool) -> Verdict:
+    async def _settle(
+        self, verdict: Verdict, event: PolicyEvent, in_turn: bool, on_ask: OnAsk | None = None
+    ) -> Verdict:
         """An ASK becomes ALLOW or DENY once its elicitation is answered."""
         if verdict.action != "ASK":
             return verdict
@@ -289,8 +301,17 @@ class SessionTools:
             tool_name=event.tool_name,
             tool_input=dict(event.data.get("tool_input") or {}),
         )
-        answer = await self._elicitations.ask(self.session_id, params, mark_waiting=in_turn)
-        return verdict.resolve(answer.accepted, event)
+        if on_ask is None:
+            answer = await self._elicitations.ask(self.session_id, params, mark_waiting=in_turn)
+            return verdict.resolve(answer.accepted, event)
+        async with self._elicitations.open(self.session_id, params, mark_waiting=in_turn) as waiter:
+            on_ask(waiter.request)
+            try:
+                await waiter.done.wait()
+            finally:
+                on_ask(None)
+            assert waiter.resolution is not None
+            return verdict.resolve(waiter.resolution.accepted, event)
 
     async def _run(self, name: str, args: dict[str, Any], in_turn: bool) -> str:
         builtin = self._builtins.get(name)

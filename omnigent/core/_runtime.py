@@ -29,7 +29,7 @@ import httpx
 import trio
 
 from ..errors import InvalidInput, RuntimeClosed, StoreBusy
-from ..harnesses.base import HarnessFactory
+from ..harnesses.base import HarnessFactory, ToolSchema
 from ..harnesses.registry import HarnessRegistry
 from ..model import ChildSessionSummary, ElicitationParams, Event
 from ..spec import AgentSpec, PolicySpec
@@ -40,6 +40,7 @@ from ._bus import EventBus, Subscription
 from ._dispatch import ToolPlace
 from ._elicitations import ACTIONS, Elicitations, Resolution, elicitation_params
 from ._files import FileService
+from ._held_calls import DEFAULT_TTL, HeldToolCall
 from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
 from ._messages import Messages
@@ -570,6 +571,51 @@ class Runtime(metaclass=_NoPublicConstructor):
         """
         await self._working()
         return await self._asking.hold_elicitation(session_id, params)
+
+    # -- tools for callers outside a turn (the /mcp endpoint) ------------------------
+
+    async def session_tools(self, session_id: str) -> tuple[ToolSchema, ...]:
+        """The tools the session offers, as its harness is offered them.
+
+        Its MCP servers' tools are included once a turn has connected them.
+
+        Raises:
+            SessionNotFound; RuntimeClosed; StoreBusy (records only).
+        """
+        await self._working()
+        await self._sessions.row(session_id)
+        return await self._host.actor(session_id).tool_schemas()
+
+    async def start_tool_call(
+        self,
+        session_id: str,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        ttl: float = DEFAULT_TTL,
+    ) -> HeldToolCall:
+        """Run one tool call in the session, through its policies, across requests.
+
+        The call runs in the session's nursery (a stop cancels it). Wait on
+        :meth:`HeldToolCall.wait_settled`: the call is then done (take the output
+        with :meth:`HeldToolCall.collect`) or waits on a policy's ASK
+        (``call.asking``, the published elicitation; resolve it as any other). Find
+        the call again with :meth:`held_tool_call`. A call not collected within
+        ``ttl`` seconds ends (a pending ASK is withdrawn).
+
+        Raises:
+            SessionNotFound; RuntimeClosed; StoreBusy (records only).
+        """
+        await self._working()
+        await self._sessions.row(session_id)
+        call = HeldToolCall(session_id, name, dict(arguments), ttl)
+        self._host.actor(session_id).hold_tool_call(call)
+        return call
+
+    def held_tool_call(self, session_id: str, call_id: str) -> HeldToolCall | None:
+        """A call :meth:`start_tool_call` made on ``session_id`` that is not collected yet."""
+        actor = self._host.actors.get(session_id)
+        return None if actor is None else actor.held_calls.get(call_id)
 
     async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
         """Evaluate the session's policies (and the runtime defaults) on ``event``.

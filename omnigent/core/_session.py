@@ -22,16 +22,20 @@ from typing import Protocol
 import attrs
 import trio
 
-from ..harnesses.base import Harness, TurnRequest
+from ..errors import Conflict, HarnessError
+from ..harnesses.base import Harness, ToolSchema, TurnRequest
 from ..model import ElicitationParams, InputText, Item, MessageItem
 from ..model._wire import unstructure
 from ._dispatch import SessionTools
+from ._held_calls import EXPIRED, HeldToolCall
 from ._tasks import BackgroundTasks
 from ._turn import Turn, TurnServices
 
 __all__ = ["SessionActor", "SessionHost"]
 
 log = logging.getLogger(__name__)
+
+_STOPPED = "Error: the session was stopped before the tool call ran"
 
 
 class SessionHost(Protocol):
@@ -85,6 +89,10 @@ class SessionActor:
         self._message_buffered = trio.Event()
         self._inbox_arrived = False
         self._to_hold: list[HeldElicitation] = []
+        self._to_call: list[HeldToolCall] = []
+        # Held tool calls by id, from start until collected or expired.
+        self.held_calls: dict[str, HeldToolCall] = {}
+        self._ready = trio.Event()
         self._stopped = False
         self.leaving = False
         self.done = trio.Event()
@@ -125,11 +133,28 @@ class SessionActor:
         self._wakeup.set()
         return held
 
+    def hold_tool_call(self, call: HeldToolCall) -> None:
+        """Run ``call`` in the session's nursery (see :class:`HeldToolCall`)."""
+        self._to_call.append(call)
+        self.held_calls[call.call_id] = call
+        self._wakeup.set()
+
+    async def tool_schemas(self) -> tuple[ToolSchema, ...]:
+        """The tools the session offers (its MCP servers' once a turn started them)."""
+        await self._ready.wait()
+        if self._tasks is None:
+            raise Conflict("the session was stopped")
+        return (await self._session_tools()).schemas()
+
     def stop(self) -> None:
         """Cancel everything the session runs and drop buffered messages."""
         for held in self._to_hold:
             held.started.set()
         self._to_hold.clear()
+        for call in self._to_call:
+            call.finish(_STOPPED)
+            self.held_calls.pop(call.call_id, None)
+        self._to_call.clear()
         dropped, self._pending = self._pending, []
         self._host.messages_taken([m.id for m in dropped], "")
         # From now on new work goes to a successor (which waits for this actor to
@@ -185,8 +210,10 @@ class SessionActor:
                 self._tasks = BackgroundTasks(
                     self.session_id, nursery, services.store, services.bus, self._note_inbox
                 )
+                self._ready.set()
                 await self._loop(nursery)
         finally:
+            self._ready.set()
             self.leaving = True
             self._host.actor_left(self)
             try:
@@ -198,6 +225,8 @@ class SessionActor:
         while True:
             while self._to_hold:
                 nursery.start_soon(self._hold, self._to_hold.pop(0))
+            while self._to_call:
+                nursery.start_soon(self._run_held_call, self._to_call.pop(0))
             if self._pending:
                 await self._run_turn()
                 continue
@@ -231,6 +260,30 @@ class SessionActor:
                 await waiter.done.wait()
         finally:
             held.started.set()
+            self._wakeup.set()  # the actor may have no work left
+
+    async def _run_held_call(self, call: HeldToolCall) -> None:
+        """Run a held call, then keep it until its output is collected (or it expires).
+
+        Outside any turn: its ASKs do not change the session's status.
+        """
+        try:
+            with trio.move_on_after(call.ttl):
+                tools = await self._session_tools()
+                assert self._nursery is not None
+                try:
+                    await tools.start_services(self._nursery)
+                    output = await tools.call(
+                        call.name, call.arguments, in_turn=False, on_ask=call.note_ask
+                    )
+                except HarnessError as exc:
+                    output = f"Error: {exc.message}"
+                call.finish(output)
+                await call.collected.wait()
+        finally:
+            if not call.done:
+                call.finish(EXPIRED)
+            self.held_calls.pop(call.call_id, None)
             self._wakeup.set()  # the actor may have no work left
 
     async def _inbox_notice(self) -> MessageItem | None:
