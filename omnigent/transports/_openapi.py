@@ -499,6 +499,32 @@ _PATHS.update(
                 },
             }
         },
+        "/v1/sessions/{session_id}/mcp": {
+            "post": {
+                "summary": (
+                    "The session's tools as an MCP server (streamable HTTP, one JSON-RPC "
+                    "message per POST; needs edit). A call needing approval answers "
+                    "input_required (inputRequests, requestState)."
+                ),
+                "parameters": _SID,
+                "requestBody": {"required": True, **_json(_OBJ)},
+                "responses": {
+                    **_ok("200", "the JSON-RPC answer", _OBJ),
+                    "202": {"description": "a notification, accepted"},
+                    **_errors("400", "403", "404"),
+                },
+            },
+            "get": {
+                "summary": "Not offered (no server stream): 405",
+                "parameters": _SID,
+                "responses": _errors("405"),
+            },
+            "delete": {
+                "summary": "Not offered (no MCP session to end): 405",
+                "parameters": _SID,
+                "responses": _errors("405"),
+            },
+        },
         "/approve/{session_id}/{elicitation_id}": {
             "get": {
                 "summary": "An HTML page showing the request, with an Accept/Decline form",
