@@ -1,10 +1,20 @@
 """Public test helpers for omnigent and for code built on it.
 
-:class:`MockLLM` is a scripted OpenAI-compatible endpoint: queue replies, then point a
-client at ``mock.transport()`` (in memory) or ``async with mock.serve() as base_url``
-(a real loopback server).
+Scripted fake model servers, each usable in memory (``fake.transport()``, an
+``httpx.MockTransport``) or on a real loopback port (``async with fake.serve() as
+base_url``), and runnable on their own with ``python -m omnigent.testing``:
+
+- :class:`MockLLM` — OpenAI Chat Completions (what the ``loop`` harness speaks);
+- :class:`FakeAnthropic` — the Anthropic Messages API (what Claude Code speaks);
+- :class:`FakeResponses` — the OpenAI Responses API (what Codex speaks).
+
+The two vendor fakes share one script vocabulary (:class:`FakeTurn`,
+:class:`FakeToolUse`, :class:`FakeShell`, :class:`ErrorReply`, :class:`HangReply`), so
+the same turns drive either CLI.
 """
 
+from omnigent.testing._fake_anthropic import FakeAnthropic
+from omnigent.testing._fake_responses import FakeResponses
 from omnigent.testing._mockllm import (
     ErrorReply,
     HangReply,
@@ -14,13 +24,31 @@ from omnigent.testing._mockllm import (
     TextReply,
     ToolCallsReply,
 )
+from omnigent.testing._script import (
+    FakeReply,
+    FakeShell,
+    FakeToolResult,
+    FakeToolUse,
+    FakeTurn,
+    ScriptedFake,
+)
+from omnigent.testing._standalone import load_script
 
 __all__ = [
     "ErrorReply",
+    "FakeAnthropic",
+    "FakeReply",
+    "FakeResponses",
+    "FakeShell",
+    "FakeToolResult",
+    "FakeToolUse",
+    "FakeTurn",
     "HangReply",
     "MockLLM",
     "MockToolCall",
     "Reply",
+    "ScriptedFake",
     "TextReply",
     "ToolCallsReply",
+    "load_script",
 ]

@@ -1,27 +1,29 @@
 """MockLLM: a scripted OpenAI-compatible Chat Completions endpoint.
 
-One piece of code (:meth:`MockLLM._respond`) turns a request into a :class:`_Rendered`
-answer — status, headers and timed byte parts — and two thin shells deliver it: an
-``httpx.MockTransport`` for in-memory tests and a Hypercorn (Trio worker) server on a
-loopback port for end-to-end tests.
+One piece of code (:meth:`MockLLM._respond`) turns a request into a rendered
+answer — status, headers and timed byte parts — and the shared shells in
+:mod:`omnigent.testing._serve` deliver it: an ``httpx.MockTransport`` for in-memory tests
+and a Hypercorn (Trio worker) server on a loopback port for end-to-end tests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import attrs
 import httpx
-import hypercorn.config
-import hypercorn.trio
-import trio
+
+from omnigent.testing._serve import JSON_HEADERS as _JSON_HEADERS
+from omnigent.testing._serve import SSE_HEADERS as _SSE_HEADERS
+from omnigent.testing._serve import Rendered as _Rendered
+from omnigent.testing._serve import json_rendered as _json
+from omnigent.testing._serve import mock_transport, serve_http
 
 __all__ = [
     "ErrorReply",
@@ -35,8 +37,6 @@ __all__ = [
 
 MODEL_ID = "mock-model"
 _NO_REPLY_LEFT = "MockLLM: no scripted reply left"
-_SSE_HEADERS = (("content-type", "text/event-stream"), ("cache-control", "no-cache"))
-_JSON_HEADERS = (("content-type", "application/json"),)
 
 
 @attrs.frozen
@@ -92,14 +92,6 @@ class HangReply:
 
 Reply: TypeAlias = TextReply | ToolCallsReply | ErrorReply | HangReply
 _Scripted: TypeAlias = Reply | Callable[[dict[str, Any]], Reply]
-
-
-@attrs.frozen
-class _Rendered:
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    parts: tuple[tuple[float, bytes], ...]  # (delay before, bytes)
-    hang: bool = False
 
 
 class MockLLM:
@@ -208,14 +200,7 @@ class MockLLM:
 
         Delays use ``trio.sleep``, so ``autojump_clock`` makes them instant.
         """
-
-        async def handle(request: httpx.Request) -> httpx.Response:
-            rendered = self._respond(request.method, request.url.path, await request.aread())
-            return httpx.Response(
-                rendered.status, headers=rendered.headers, stream=_PartsStream(rendered)
-            )
-
-        return httpx.MockTransport(handle)
+        return mock_transport(self._respond, _too_large)
 
     # -- over a socket --------------------------------------------------------------------
 
@@ -227,83 +212,12 @@ class MockLLM:
         Hanging replies are ended first, so closing takes milliseconds even with a
         stream open.
         """
-        config = hypercorn.config.Config()
-        config.bind = [f"{host}:{port}"]
-        config.graceful_timeout = 0.5  # only bounds streams still open after `stopping`
-        config.accesslog = None
-        config.loglevel = "WARNING"  # no "Running on …" line per test
-        stopping = trio.Event()
-        app = functools.partial(self._asgi, stopping)
-        async with trio.open_nursery() as nursery:
-            binds: list[str] = await nursery.start(
-                functools.partial(hypercorn.trio.serve, app, config, shutdown_trigger=stopping.wait)
-            )
-            try:
-                yield f"{binds[0]}/v1"
-            finally:
-                stopping.set()
-
-    async def _asgi(
-        self, stopping: trio.Event, scope: MutableMapping[str, Any], receive: Any, send: Any
-    ) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":
-            return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        rendered = self._respond(scope["method"], scope["path"], body)
-        headers = [(k.encode(), v.encode()) for k, v in rendered.headers]
-        await send({"type": "http.response.start", "status": rendered.status, "headers": headers})
-        for delay, data in rendered.parts:
-            if delay:
-                await trio.sleep(delay)
-            await send({"type": "http.response.body", "body": data, "more_body": True})
-        if rendered.hang:
-            await _wait_disconnect_or(stopping, receive)
-            return  # without ending the body: the client sees a broken-off stream
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        async with serve_http(self._respond, _too_large, host=host, port=port) as root:
+            yield f"{root}/v1"
 
 
-async def _wait_disconnect_or(stopping: trio.Event, receive: Any) -> None:
-    async def wait_disconnect(cancel_scope: trio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        cancel_scope.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(wait_disconnect, nursery.cancel_scope)
-        await stopping.wait()
-        nursery.cancel_scope.cancel()
-
-
-class _PartsStream(httpx.AsyncByteStream):
-    """A rendered body for httpx. A plain iterator, not an async generator, so that
-    closing it early leaves no half-run generator for Trio to warn about."""
-
-    def __init__(self, rendered: _Rendered) -> None:
-        self._parts = iter(rendered.parts)
-        self._hang = rendered.hang
-
-    def __aiter__(self) -> _PartsStream:
-        return self
-
-    async def __anext__(self) -> bytes:
-        part = next(self._parts, None)
-        if part is None:
-            if self._hang:
-                await trio.sleep_forever()
-            raise StopAsyncIteration
-        if part[0]:
-            await trio.sleep(part[0])
-        return part[1]
+def _too_large() -> _Rendered:
+    return _error(ErrorReply(413, "MockLLM: the request body is too large"))
 
 
 # -- rendering (pure) -----------------------------------------------------------------
@@ -408,7 +322,3 @@ def _error(reply: ErrorReply) -> _Rendered:
         return rendered
     retry_after = ("retry-after", f"{reply.retry_after:g}")
     return attrs.evolve(rendered, headers=(*rendered.headers, retry_after))
-
-
-def _json(status: int, body: Any) -> _Rendered:
-    return _Rendered(status, _JSON_HEADERS, ((0.0, json.dumps(body).encode()),))

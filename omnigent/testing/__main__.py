@@ -1,0 +1,7 @@
+"""``python -m omnigent.testing``: serve a scripted fake model API (see ``_standalone``)."""
+
+import sys
+
+from omnigent.testing._standalone import main
+
+sys.exit(main())
