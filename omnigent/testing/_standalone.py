@@ -175,9 +175,21 @@ async def _serve(
 
 
 async def _log_requests(fake: FakeAnthropic | FakeResponses, out: TextIO) -> None:
-    with out:
-        count = 0
+    """Appends each model request to ``out`` as it arrives.
+
+    Cancellation: requests that arrived but were not written yet are written (no
+    await involved), then ``out`` is closed — a request answered just before SIGTERM
+    is still logged.
+    """
+    written = 0
+    try:
         while True:
-            count += 1
-            out.write(json.dumps(await fake.wait_requests(count)) + "\n")
+            await fake.wait_requests(written + 1)
+            for body in fake.requests[written:]:
+                out.write(json.dumps(body) + "\n")
+                written += 1
             out.flush()
+    finally:
+        with out:
+            for body in fake.requests[written:]:
+                out.write(json.dumps(body) + "\n")
