@@ -95,7 +95,7 @@ class FakeAnthropic(ScriptedFake):
         if isinstance(blocks, str):
             return _error(ErrorReply(400, f"FakeAnthropic: {blocks}"))
         message = {
-            "id": f"msg_fake{self._next_id()}",
+            "id": f"msg_fake{self._next_id('message')}",
             "type": "message",
             "role": "assistant",
             "model": str(body.get("model")),
@@ -125,7 +125,7 @@ class FakeAnthropic(ScriptedFake):
                 tool = FakeToolUse("Bash", {"command": tool.command}, tool.call_id)
             if isinstance(tool.input, str):
                 return f"tool {tool.name}: Messages tool inputs are JSON objects, not text"
-            call_id = tool.call_id or f"toolu_fake{self._next_id():02d}"
+            call_id = tool.call_id or f"toolu_fake{self._next_id('tool'):02d}"
             blocks.append(
                 {"type": "tool_use", "id": call_id, "name": tool.name, "input": dict(tool.input)}
             )

@@ -97,7 +97,7 @@ class FakeResponses(ScriptedFake):
         if isinstance(output, str):
             return _error(ErrorReply(400, f"FakeResponses: {output}"))
         response = {
-            "id": f"resp_fake{self._next_id()}",
+            "id": f"resp_fake{self._next_id('response')}",
             "object": "response",
             "created_at": int(time.time()),
             "status": "completed",
@@ -127,7 +127,7 @@ class FakeResponses(ScriptedFake):
             output.append(
                 {
                     "type": "message",
-                    "id": f"msg_fake{self._next_id()}",
+                    "id": f"msg_fake{self._next_id('message')}",
                     "status": "completed",
                     "role": "assistant",
                     "content": content,
@@ -144,7 +144,7 @@ class FakeResponses(ScriptedFake):
         return output
 
     def _call_item(self, tool: FakeToolUse, custom: set[str]) -> dict[str, Any]:
-        number = self._next_id()
+        number = self._next_id("tool")
         text = tool.input if isinstance(tool.input, str) else json.dumps(tool.input)
         call_id = tool.call_id or f"call_fake{number}"
         if tool.name in custom:

@@ -133,7 +133,7 @@ class ScriptedFake(abc.ABC):
     def __init__(self, turns: Iterable[_Scripted] = ()) -> None:
         self._queue: deque[_Scripted] = deque(turns)
         self._changed = trio.Event()
-        self._ids = 0
+        self._ids: dict[str, int] = {}
         self.requests: list[dict[str, Any]] = []
         """The JSON body of every model request received, in order."""
 
@@ -215,9 +215,10 @@ class ScriptedFake(abc.ABC):
         scripted = self._queue.popleft()
         return scripted(body) if callable(scripted) else scripted
 
-    def _next_id(self) -> int:
-        self._ids += 1
-        return self._ids
+    def _next_id(self, kind: str) -> int:
+        """Numbers ids per kind (messages, tool calls), from 1, in the order made."""
+        self._ids[kind] = self._ids.get(kind, 0) + 1
+        return self._ids[kind]
 
     @abc.abstractmethod
     def _respond(self, method: str, path: str, raw_body: bytes) -> Rendered: ...
