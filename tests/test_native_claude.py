@@ -19,16 +19,14 @@ import pytest
 import trio
 
 from omnigent.testing import FakeAnthropic, FakeToolUse, FakeTurn
-from tests.native_helpers import (
-    claude_binary,
+from tests.claude_driver import (
     claude_env,
     claude_print,
     of_type,
     open_claude_session,
-    open_process,
-    require,
     tool_results,
 )
+from tests.native_helpers import claude_binary, open_process, require
 
 CLAUDE = claude_binary()
 pytestmark = require(CLAUDE, "claude", "claude")

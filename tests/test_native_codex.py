@@ -14,15 +14,8 @@ import pytest
 import trio
 
 from omnigent.testing import FakeResponses, FakeTurn
-from tests.native_helpers import (
-    CODEX_MODEL,
-    CodexRpcError,
-    codex_binary,
-    group_alive,
-    items,
-    open_codex_app_server,
-    require,
-)
+from tests.codex_driver import CODEX_MODEL, CodexRpcError, items, open_codex_app_server
+from tests.native_helpers import codex_binary, group_alive, require
 
 CODEX = codex_binary()
 pytestmark = require(CODEX, "codex", "codex")

@@ -57,7 +57,6 @@ class FakeAnthropic(ScriptedFake):
         assert fake.tool_results()[0].output == "hi"
     """
 
-    _label = "FakeAnthropic"
     models: ClassVar[tuple[str, ...]] = _MODELS
     """What ``GET /v1/models`` lists. Requests may name any model; it is echoed."""
 
@@ -80,9 +79,12 @@ class FakeAnthropic(ScriptedFake):
         parsed = parse_object(raw_body)
         if isinstance(parsed, str):
             return _error(ErrorReply(400, f"FakeAnthropic: {parsed}"))
-        body = parsed
         if path.endswith("/count_tokens"):
             return json_rendered(200, {"input_tokens": _estimate_tokens(raw_body)})
+        return self._answer(parsed, len(raw_body))
+
+    def _answer(self, body: dict[str, Any], size: int) -> Rendered:
+        """The next scripted reply to one Messages request, rendered."""
         reply = self._take(body)
         if reply is None:
             return _error(ErrorReply(400, "FakeAnthropic: no scripted reply left"))
@@ -102,7 +104,7 @@ class FakeAnthropic(ScriptedFake):
             "content": blocks,
             "stop_reason": "tool_use" if reply.tools else "end_turn",
             "stop_sequence": None,
-            "usage": _usage(_estimate_tokens(raw_body), blocks),
+            "usage": _usage(max(1, size // 4), blocks),
         }
         if not stream:
             if reply.stall:

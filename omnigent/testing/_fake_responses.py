@@ -64,7 +64,6 @@ class FakeResponses(ScriptedFake):
         assert "hi" in fake.tool_results()[0].output
     """
 
-    _label = "FakeResponses"
     models: ClassVar[tuple[str, ...]] = _MODELS
     """What ``GET /v1/models`` lists. Requests may name any model; it is echoed."""
 
@@ -84,7 +83,10 @@ class FakeResponses(ScriptedFake):
         parsed = parse_object(raw_body)
         if isinstance(parsed, str):
             return _error(ErrorReply(400, f"FakeResponses: {parsed}"))
-        body = parsed
+        return self._answer(parsed, len(raw_body))
+
+    def _answer(self, body: dict[str, Any], size: int) -> Rendered:
+        """The next scripted reply to one Responses request, rendered."""
         reply = self._take(body)
         if reply is None:
             return _error(ErrorReply(400, "FakeResponses: no scripted reply left"))
@@ -108,7 +110,7 @@ class FakeResponses(ScriptedFake):
             "parallel_tool_calls": body.get("parallel_tool_calls", True),
             "tool_choice": body.get("tool_choice", "auto"),
             "tools": [],
-            "usage": _usage(len(raw_body) // 4, output),
+            "usage": _usage(size // 4, output),
         }
         if not stream:
             if reply.stall:

@@ -17,7 +17,7 @@ import abc
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 import httpx
@@ -127,8 +127,6 @@ class ScriptedFake(abc.ABC):
 
     Subclasses render the vendor's wire format; this class holds the script.
     """
-
-    _label: ClassVar[str]
 
     def __init__(self, turns: Iterable[_Scripted] = ()) -> None:
         self._queue: deque[_Scripted] = deque(turns)
