@@ -33,6 +33,10 @@ _AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 # part can be split back out unambiguously.
 _MCP_NAME = re.compile(r"[a-z0-9]+(?:[_-][a-z0-9]+)*")
 _MAX_NAME = 100
+# A terminal's resource id is ``terminal_<name>_<session key>``: no "_" in the name, so
+# the id splits back into one pair.
+_TERMINAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 # -- per-value rules ------------------------------------------------------------------
@@ -83,6 +87,30 @@ def function_ref(ref: str | None) -> Problems:
     if all(p.isidentifier() for part in dotted for p in part.split(".")) and (colon or "." in ref):
         return []
     return [ErrorDetail("", f"must be 'pkg.module:attr' or 'pkg.module.attr', got {ref!r}")]
+
+
+def optional_seconds(value: float | None) -> Problems:
+    return [] if value is None else seconds(value)
+
+
+def terminal_names(terminals: dict[str, Any]) -> Problems:
+    return [
+        ErrorDetail(
+            name,
+            "a terminal name must be 1-64 letters, digits, '.' or '-' (no '_'), "
+            "starting with a letter or digit",
+        )
+        for name in terminals
+        if not _TERMINAL_NAME.fullmatch(name)
+    ]
+
+
+def env_names(env: dict[str, str]) -> Problems:
+    return [
+        ErrorDetail(name, "an environment variable name must match [A-Za-z_][A-Za-z0-9_]*")
+        for name in env
+        if not _ENV_NAME.fullmatch(name)
+    ]
 
 
 def url(value: str | None) -> Problems:

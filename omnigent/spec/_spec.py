@@ -182,13 +182,34 @@ class ToolsGrant:
 
 @attrs.frozen
 class TerminalSpec:
-    """A named terminal the agent can open (grants the ``sys_terminal_*`` tools)."""
+    """A named terminal the agent can open (grants the ``sys_terminal_*`` tools).
 
-    _rules: ClassVar[Rules] = {"command": rule.non_empty}
+    ``command`` and ``args`` run in a tmux pane, with ``env`` added to the runtime's
+    environment, starting in ``cwd`` (relative to the session's working directory and
+    inside it; default: the working directory). When the screen settles for
+    ``idle_after`` seconds (default :attr:`DEFAULT_IDLE_AFTER`; ``0``: never) after
+    output the agent has not read, the agent is woken with a ``terminal_idle`` inbox
+    item.
+    """
+
+    DEFAULT_IDLE_AFTER: ClassVar[float] = 5.0
+    _rules: ClassVar[Rules] = {
+        "command": rule.non_empty,
+        "env": rule.env_names,
+        "idle_after": rule.optional_seconds,
+    }
     command: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = attrs.field(factory=dict, hash=False)
     cwd: str | None = None
+    idle_after: float | None = None
+
+    @property
+    def idle_seconds(self) -> float | None:
+        """Seconds of quiet before an idle notice; None when notices are off."""
+        if self.idle_after is None:
+            return self.DEFAULT_IDLE_AFTER
+        return self.idle_after or None
 
     def __attrs_post_init__(self) -> None:
         rule.validate(self)
@@ -267,7 +288,7 @@ class AgentSpec:
     field. ``metadata`` is free-form and never read by omnigent.
     """
 
-    _rules: ClassVar[Rules] = {"name": rule.agent_name}
+    _rules: ClassVar[Rules] = {"name": rule.agent_name, "terminals": rule.terminal_names}
     name: str
     description: str = ""
     prompt: str = ""
