@@ -24,7 +24,7 @@ from pathlib import Path
 import attrs
 import trio
 
-__all__ = ["ShellOutcome", "kill_group", "run_in_group"]
+__all__ = ["ShellOutcome", "kill_group", "kill_session", "run_in_group"]
 
 _POLL_INTERVAL = 0.02
 
@@ -66,21 +66,21 @@ class _CappedBuffer:
         return text
 
 
-def _live_members(pgid: int) -> bool:
-    """Whether process group ``pgid`` has a member that is not a zombie.
+# Fields of /proc/<pid>/stat after "pid (comm) ": state ppid pgrp session …
+_PGRP, _SESSION = 2, 3
 
-    A zombie cannot be killed and holds no pipes; counting one as alive would only
-    make us wait out the grace period (orphans whose reaper is slow stay zombies).
+
+def _members(field: int, ident: int) -> list[int] | None:
+    """Pids of the non-zombie processes whose ``field`` (pgrp or session) is ``ident``.
+
+    ``None`` where there is no ``/proc`` to look in. A zombie cannot be killed and
+    holds no pipes; counting one as alive would only make us wait out the grace
+    period (orphans whose reaper is slow stay zombies).
     """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     proc = Path("/proc")
     if not proc.is_dir():
-        return True
+        return None
+    found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -88,11 +88,23 @@ def _live_members(pgid: int) -> bool:
             stat = (entry / "stat").read_text()
         except OSError:
             continue  # exited while we looked
-        # "pid (comm) state ppid pgrp …"; comm may contain spaces and parentheses.
+        # comm may contain spaces and parentheses: split after the last ")".
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+        if len(fields) > field and int(fields[field]) == ident and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _live_members(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a member that is not a zombie."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    members = _members(_PGRP, pgid)
+    return True if members is None else bool(members)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -117,6 +129,41 @@ async def kill_group(pgid: int, *, grace: float) -> None:
                 await trio.sleep(_POLL_INTERVAL)
             return
         _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_each(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+async def kill_session(sid: int, *, grace: float) -> None:
+    """Kill every process of the Unix session ``sid``: SIGTERM, then SIGKILL after ``grace``.
+
+    A terminal's pane process leads its own session, and a shell with job control
+    puts each job in a process group of its own within it, so the session — not the
+    pane's process group — is what holds everything typed into the terminal (a
+    ``nohup``-ed job included). Stopped jobs get SIGCONT so they see the SIGTERM.
+    Only a process that started a session of its own (``setsid``, a daemon) escapes.
+    Without ``/proc`` this falls back to the process group ``sid``.
+
+    Cancellation: shielded — once started it finishes (within ``grace`` plus a poll).
+    """
+    with trio.CancelScope(shield=True):
+        members = await trio.to_thread.run_sync(_members, _SESSION, sid)
+        if members is None:
+            await kill_group(sid, grace=grace)
+            return
+        if not members:
+            return
+        _signal_each(members, signal.SIGTERM)
+        _signal_each(members, signal.SIGCONT)
+        with trio.move_on_after(grace):
+            while await trio.to_thread.run_sync(_members, _SESSION, sid):  # noqa: ASYNC110
+                await trio.sleep(_POLL_INTERVAL)
+            return
+        left = await trio.to_thread.run_sync(_members, _SESSION, sid)
+        _signal_each(left or [], signal.SIGKILL)
 
 
 async def _drain(stream: trio.abc.ReceiveStream, buffer: _CappedBuffer) -> None:
