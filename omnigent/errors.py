@@ -14,7 +14,8 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     ├── NotFound (LookupError)               404 not_found
     │   ├── AgentNotFound                    404 agent_not_found
     │   ├── SessionNotFound                  404 session_not_found
-    │   └── FileNotFound                     404 file_not_found
+    │   ├── FileNotFound                     404 file_not_found
+    │   └── ResourceNotFound                 404 resource_not_found
     ├── Unauthorized (PermissionError)       401 unauthorized
     ├── Forbidden (PermissionError)          403 forbidden
     ├── Conflict                             409 conflict
@@ -47,6 +48,7 @@ __all__ = [
     "ModelEndpointError",
     "NotFound",
     "OmnigentError",
+    "ResourceNotFound",
     "RuntimeClosed",
     "SessionNotFound",
     "SpecError",
@@ -150,6 +152,13 @@ class SessionNotFound(NotFound):
 class FileNotFound(NotFound):
     code = "file_not_found"
     kind = "file"
+
+
+class ResourceNotFound(NotFound):
+    """No live resource (a terminal) of the session has this id."""
+
+    code = "resource_not_found"
+    kind = "resource"
 
 
 class Forbidden(OmnigentError, PermissionError):

@@ -2,7 +2,8 @@
 
 :class:`SessionTools` is built once per session actor. It offers the built-in
 ``sys_*`` tools the spec grants (the OS tools always; the three async tools with
-``async_enabled``) and every tool registered on the runtime. :meth:`SessionTools.call`
+``async_enabled``; the five terminal tools when it declares ``terminals``) and every
+tool registered on the runtime. :meth:`SessionTools.call`
 is the one path every tool call takes, from a turn or a background task:
 
 1. decode the arguments (an object, or JSON text);
@@ -10,8 +11,9 @@ is the one path every tool call takes, from a turn or a background task:
    never runs; ASK parks an elicitation and runs the tool only on ``accept``;
 3. run the tool (a failure is an ``Error: …`` string);
 4. ``PHASE_TOOL_RESULT`` policies may replace the output, or withhold it;
-5. after a write, edit or shell command, ``session.changed_files.invalidated`` is
-   published at most once per throttle window (leading edge).
+5. after a write, edit, shell command or terminal input,
+   ``session.changed_files.invalidated`` is published at most once per throttle
+   window (leading edge).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..model import ChangedFilesInvalidated, ElicitationParams, ElicitationReque
 from ..spec import AgentSpec
 from ..stores import Store
 from ..tools import os as os_tools
+from ..tools import terminals as terminal_tools
 from ..tools import workspace_for
 from ._bus import EventBus
 from ._elicitations import Elicitations, elicitation_params
@@ -44,6 +47,7 @@ from ._policies import (
     parse_policy_event,
 )
 from ._tasks import BackgroundTasks, format_inbox
+from ._terminals import SessionTerminals
 from ._tools import ToolRegistry, decode_arguments
 
 if TYPE_CHECKING:
@@ -139,6 +143,7 @@ class SessionTools:
         bus: EventBus,
         place: ToolPlace,
         permissions: Permissions,
+        tmux: terminal_tools.TmuxServer | None = None,
     ) -> None:
         self.session_id = session_id
         self.spec = spec
@@ -165,6 +170,18 @@ class SessionTools:
             self._add("sys_call_async", _SESSION_TOOL_SCHEMAS["sys_call_async"], _call_async)
             self._add("sys_read_inbox", _SESSION_TOOL_SCHEMAS["sys_read_inbox"], _read_inbox)
             self._add("sys_cancel_async", _SESSION_TOOL_SCHEMAS["sys_cancel_async"], _cancel_async)
+        self.terminals: SessionTerminals | None = None
+        if spec.terminals and tmux is not None:
+            self.terminals = SessionTerminals(
+                session_id=session_id,
+                specs=spec.terminals,
+                server=tmux,
+                tasks=tasks,
+                bus=bus,
+                workdir=self.cwd,
+            )
+            for name, schema in terminal_tools.TERMINAL_TOOL_SCHEMAS.items():
+                self._add(name, schema, _terminal_tool(name))
 
     def _add(self, name: str, schema: Mapping[str, Any], run: Builtin) -> None:
         self._builtins[name] = (
@@ -320,7 +337,7 @@ class SessionTools:
                 return await self._mcp.call(name, args, in_turn=in_turn)
             return await self._registry.invoke(name, args)
         output = await builtin[1](self, args)
-        if os_tools.is_mutating(name):
+        if os_tools.is_mutating(name) or name == "sys_terminal_send":
             await self._files_changed()
         return output
 
@@ -354,6 +371,17 @@ def _os_tool(name: str) -> Builtin:
 
     async def run(tools: SessionTools, args: dict[str, Any]) -> str:
         output: str = await tool(await tools.cwd(), args)
+        return output
+
+    return run
+
+
+def _terminal_tool(name: str) -> Builtin:
+    tool = getattr(terminal_tools, name)
+
+    async def run(tools: SessionTools, args: dict[str, Any]) -> str:
+        assert tools.terminals is not None  # offered only with terminals
+        output: str = await tool(tools.terminals, args)
         return output
 
     return run

@@ -21,6 +21,7 @@ from ..harnesses.registry import HarnessRegistry
 from ..model import Item, MessageItem, structure
 from ..spec import AgentSpec, PolicySpec
 from ..stores import SessionRow, Store
+from ..tools.terminals import TmuxServer
 from ._bus import EventBus
 from ._dispatch import SessionTools, ToolPlace
 from ._elicitations import Elicitations
@@ -63,6 +64,7 @@ class ActorHost:
         default_policies: Sequence[PolicySpec],
         permissions: Permissions,
         processes: ProcessManager | None = None,
+        tmux: TmuxServer | None = None,
     ) -> None:
         self.services = TurnServices(store, bus, elicitations)
         self._processes = processes
@@ -84,6 +86,7 @@ class ActorHost:
         self._elicitations = elicitations
         self._place = place
         self._permissions = permissions
+        self._tmux = tmux
         self._default_policies = tuple(default_policies)
         self._specs: dict[tuple[str, int], AgentSpec] = {}
         # One engine per agent version, so function references resolve once.
@@ -221,6 +224,7 @@ class ActorHost:
             bus=self.services.bus,
             place=self._place,
             permissions=self._permissions,
+            tmux=self._tmux,
         )
 
     async def build_request(

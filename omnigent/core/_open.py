@@ -1,7 +1,8 @@
 """Opening a runtime: the root of every lifetime.
 
-:func:`open_runtime` opens the store, the HTTP client harnesses use, the event bus
-writer and the root nurseries, and yields a :class:`~omnigent.core._runtime.Runtime`.
+:func:`open_runtime` opens the store, the HTTP client harnesses use, the tmux server
+terminals run in, the event bus writer and the root nurseries, and yields a
+:class:`~omnigent.core._runtime.Runtime`.
 Leaving the block cancels every session's work (each running turn still ends with a
 terminal ``cancelled`` status), waits for it, lets the bus persist what is queued, and
 closes the store. Nothing it started outlives it.
@@ -25,6 +26,7 @@ from ..harnesses.registry import HarnessRegistry
 from ..model import ErrorInfo, SessionStatus
 from ..spec import PolicySpec, parse_policy_spec
 from ..stores import Store, open_store
+from ..tools.terminals import TmuxServer, open_tmux_server
 from ._bus import EventBus
 from ._dispatch import ToolPlace
 from ._host import ActorHost
@@ -92,6 +94,7 @@ async def open_runtime(
         async with (
             open_store(db, exclusive=exclusive) as store,
             _open_http(http_client) as http,
+            _open_terminals(exclusive) as tmux,
             trio.open_nursery() as services,
         ):
             bus = EventBus(store)
@@ -113,6 +116,7 @@ async def open_runtime(
                         default_policies=policies,
                         records_only=not exclusive,
                         processes=processes,
+                        tmux=tmux,
                     )
                     if exclusive:
                         await _recover(store, bus)
@@ -167,6 +171,20 @@ def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
         else:
             leaves.append(current)
     return leaves == [exc]
+
+
+@asynccontextmanager
+async def _open_terminals(exclusive: bool) -> AsyncIterator[TmuxServer | None]:
+    """The runtime's tmux server (terminals); none for a records-only runtime.
+
+    Opening it kills what runtimes that died without closing left running; closing it
+    kills this runtime's server and whatever its panes still run.
+    """
+    if not exclusive:
+        yield None
+        return
+    async with open_tmux_server() as server:
+        yield server
 
 
 @asynccontextmanager

@@ -19,6 +19,8 @@ __all__ = [
     "FileInfo",
     "ItemPage",
     "MessageAccepted",
+    "Resource",
+    "ResourceScreen",
     "SessionPage",
     "SessionSnapshot",
 ]
@@ -47,6 +49,30 @@ class Agent(_Wire):
 
 
 @attrs.frozen
+class Resource(_Wire):
+    """A live resource of a session; today, a terminal.
+
+    For a terminal, ``id`` is ``terminal_<name>_<session key>`` and ``metadata`` is
+    ``{terminal, session, running}``.
+    """
+
+    id: str
+    type: str
+    metadata: dict[str, Any]
+
+
+@attrs.frozen
+class ResourceScreen(_Wire):
+    """What a terminal resource shows: its ``screen`` text (the newest part if long)."""
+
+    id: str
+    type: str
+    screen: str
+    scrollback_lines: int
+    truncated: bool
+
+
+@attrs.frozen
 class SessionSnapshot(_Wire):
     """A session as a client sees it at one moment."""
 
@@ -66,11 +92,13 @@ class SessionSnapshot(_Wire):
     pending_elicitations: tuple[ElicitationRequest, ...]
     last_event_id: int
     created_at: float
+    resources: tuple[Resource, ...] = ()
     object: str = "session"
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
         out["pending_elicitations"] = [e.to_dict() for e in self.pending_elicitations]
+        out["resources"] = [r.to_dict() for r in self.resources]
         return out
 
 

@@ -34,6 +34,7 @@ from ..harnesses.registry import HarnessRegistry
 from ..model import ChildSessionSummary, ElicitationParams, Event
 from ..spec import AgentSpec, PolicySpec
 from ..stores import Store
+from ..tools.terminals import TmuxServer
 from ._agents import AgentCatalog
 from ._asking import Asking
 from ._bus import EventBus, Subscription
@@ -100,6 +101,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         default_policies: Sequence[PolicySpec] = (),
         records_only: bool = False,
         processes: ProcessManager | None = None,
+        tmux: TmuxServer | None = None,
     ) -> None:
         self.state = RuntimeState.OPENING
         self._processes = processes
@@ -124,6 +126,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             default_policies=default_policies,
             permissions=self._permissions,
             processes=processes,
+            tmux=tmux,
         )
         self._agents = AgentCatalog(store, self._host)
         self._sessions = SessionRecords(

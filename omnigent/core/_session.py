@@ -2,9 +2,10 @@
 
 A :class:`SessionActor` exists only while its session has work. It runs as one task
 in the runtime's nursery and owns a nursery for everything the session does — the
-turn, background tool tasks — so cancelling that nursery (``stop``) cancels all of it.
-When no message is pending and nothing runs in its nursery, the actor leaves and the
-session holds no task at all.
+turn, background tool tasks, open terminals — so cancelling that nursery (``stop``)
+cancels all of it. When no message is pending and nothing runs in its nursery, the
+actor leaves and the session holds no task at all (a session with an open terminal
+keeps its actor until the terminal ends).
 
 Messages are persisted by the runtime before they reach :meth:`enqueue`. One that
 arrives while a turn runs is *buffered*: the harness may take it as an injection
@@ -189,14 +190,17 @@ class SessionActor:
         self._inbox_arrived = True
         self._wakeup.set()
 
+    def _note_work_done(self) -> None:
+        self._wakeup.set()  # the actor may have no work left
+
     # -- the actor ---------------------------------------------------------------------
 
     async def run(self) -> None:
         """Run turns while there is work; return once the session has none.
 
         Cancellation: cancels the running turn (which still ends with a terminal
-        status), background tasks (each still delivers its inbox item) and closes
-        the harness.
+        status), background tasks (each still delivers its inbox item), terminals
+        (each kills its pane and announces its end) and closes the harness.
         """
         try:
             if self._predecessor is not None:
@@ -208,7 +212,12 @@ class SessionActor:
                     nursery.cancel_scope.cancel()
                 services = self._host.services
                 self._tasks = BackgroundTasks(
-                    self.session_id, nursery, services.store, services.bus, self._note_inbox
+                    self.session_id,
+                    nursery,
+                    services.store,
+                    services.bus,
+                    self._note_inbox,
+                    on_work_done=self._note_work_done,
                 )
                 self._ready.set()
                 await self._loop(nursery)

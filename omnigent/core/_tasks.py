@@ -6,6 +6,10 @@ delete and runtime shutdown cancel it (and the tool's processes die with it). Wh
 ends it — completion, failure, ``sys_cancel_async``, a stop — its ``finally`` writes
 exactly one inbox item, persisted, so a restart never loses an undelivered result.
 
+Other session work writes to the inbox too: a terminal that goes quiet after activity
+its agent has not read posts a ``terminal_idle`` item (see
+:mod:`omnigent.core._terminals`).
+
 ``sys_read_inbox`` drains the inbox into lines a model can read. When an item arrives
 while the session has no turn running, the session is woken with a turn whose input is
 those lines (see :class:`~omnigent.core._session.SessionActor`).
@@ -40,7 +44,21 @@ class _Task:
     scope: trio.CancelScope
 
 
-def _output_line(item: dict[str, Any]) -> str:
+def _idle_line(item: dict[str, Any]) -> str:
+    terminal, session = item["terminal"], item["session"]
+    if not isinstance(terminal, str) or not isinstance(session, str):
+        raise TypeError("malformed terminal_idle item")
+    return (
+        f"[System: terminal {terminal} (session {session}) is idle — its screen stopped "
+        "changing; read it with sys_terminal_read]"
+    )
+
+
+def _output_line(item: Any) -> str:
+    if not isinstance(item, dict):
+        raise TypeError("an inbox item must be an object")
+    if item.get("type") == "terminal_idle":
+        return _idle_line(item)
     handle, tool, status = item["handle_id"], item["tool"], item["status"]
     output = item.get("output", "")
     if not isinstance(handle, str) or not isinstance(tool, str) or not isinstance(output, str):
@@ -79,6 +97,8 @@ class BackgroundTasks:
         nursery: the session's nursery (tasks are its children).
         store, bus: where inbox items and ``session.inbox.updated`` go.
         on_inbox: called after an inbox item is written (wakes the session).
+        on_work_done: called when work started with :meth:`start_owned` ends (the
+            session may have nothing left to do).
     """
 
     def __init__(
@@ -88,12 +108,14 @@ class BackgroundTasks:
         store: Store,
         bus: EventBus,
         on_inbox: Callable[[], None],
+        on_work_done: Callable[[], None] = lambda: None,
     ) -> None:
         self.session_id = session_id
         self._nursery = nursery
         self._store = store
         self._bus = bus
         self._on_inbox = on_inbox
+        self._on_work_done = on_work_done
         self._tasks: dict[str, _Task] = {}
 
     @property
@@ -147,5 +169,40 @@ class BackgroundTasks:
 
     async def _deliver(self, task: _Task, status: str, output: str) -> None:
         item = {"handle_id": task.handle_id, "tool": task.tool, "status": status, "output": output}
+        await self._add_to_inbox(item)
+
+    async def _add_to_inbox(self, item: dict[str, Any]) -> None:
         count = await self._store.add_inbox_item(self.session_id, new_id("inbox"), json.dumps(item))
         await self._bus.publish(self.session_id, InboxUpdated(count=count))
+
+    async def post_inbox(self, item: dict[str, Any]) -> None:
+        """Persist one inbox item (e.g. ``terminal_idle``), announce it, wake the session.
+
+        Cancellation: the session is woken even if the write is cancelled.
+        """
+        try:
+            await self._add_to_inbox(item)
+        finally:
+            self._on_inbox()
+
+    async def start_owned(self, run: Callable[..., Awaitable[Any]], *args: Any, name: str) -> Any:
+        """Start long-lived session work (a terminal) in the session's nursery.
+
+        ``run(*args, task_status=...)`` is started as :meth:`trio.Nursery.start` does:
+        this returns what it passes to ``task_status.started()``, and raises what it
+        raises before that. From then on it belongs to the session — a stop, delete or
+        shutdown cancels it — and the session is told when it ends.
+        """
+        return await self._nursery.start(self._run_owned, run, args, name=name)
+
+    async def _run_owned(
+        self,
+        run: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        *,
+        task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        try:
+            await run(*args, task_status=task_status)
+        finally:
+            self._on_work_done()
