@@ -20,6 +20,8 @@ from ._records import (
     FileInfo,
     ItemPage,
     MessageAccepted,
+    Resource,
+    ResourceScreen,
     SessionPage,
     SessionSnapshot,
 )
@@ -47,6 +49,8 @@ __all__ = [
     "MessageAccepted",
     "PolicyEvent",
     "Resolution",
+    "Resource",
+    "ResourceScreen",
     "Runtime",
     "RuntimeState",
     "SessionPage",

@@ -28,8 +28,10 @@ from ._elicitations import Elicitations
 from ._files import FileService
 from ._permissions import Permissions
 from ._policies import PolicyEngine
+from ._records import Resource
 from ._session import SessionActor
 from ._tasks import BackgroundTasks
+from ._terminals import SessionTerminals
 from ._tools import ToolRegistry
 from ._turn import TurnServices, only_exceptions, split_cancellation
 
@@ -135,6 +137,17 @@ class ActorHost:
             log.exception("session %s failed outside a turn", actor.session_id, exc_info=failure)
             if cancel is not None:
                 raise cancel from None
+
+    def terminals_of(self, session_id: str) -> SessionTerminals | None:
+        """The live terminals of the session's actor (none without an actor or terminals)."""
+        actor = self.actors.get(session_id)
+        tools = actor.tools if actor is not None else None
+        return tools.terminals if tools is not None else None
+
+    def resources_of(self, session_id: str) -> list[Resource]:
+        """The session's live resources: its running terminals, in launch order."""
+        terminals = self.terminals_of(session_id)
+        return [] if terminals is None else terminals.resources()
 
     def actor_left(self, actor: SessionActor) -> None:
         if self.actors.get(actor.session_id) is actor:

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import httpx
 import trio
 
-from ..errors import InvalidInput, RuntimeClosed, StoreBusy
+from ..errors import InvalidInput, ResourceNotFound, RuntimeClosed, StoreBusy
 from ..harnesses.base import HarnessFactory, ToolSchema
 from ..harnesses.registry import HarnessRegistry
 from ..model import ChildSessionSummary, ElicitationParams, Event
 from ..spec import AgentSpec, PolicySpec
 from ..stores import Store
-from ..tools.terminals import TmuxServer
+from ..tools.terminals import HISTORY_LIMIT, TmuxServer
 from ._agents import AgentCatalog
 from ._asking import Asking
 from ._bus import EventBus, Subscription
@@ -53,6 +53,8 @@ from ._records import (
     FileInfo,
     ItemPage,
     MessageAccepted,
+    Resource,
+    ResourceScreen,
     SessionPage,
     SessionSnapshot,
 )
@@ -468,6 +470,43 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._open()
         await self._sessions.row(session_id)
         return await self._bus.last_event_id(session_id)
+
+    # -- resources (live terminals) ------------------------------------------------------
+
+    async def list_resources(self, session_id: str) -> list[Resource]:
+        """The session's live resources: its running terminals, in launch order.
+
+        A terminal belongs to its session's work, so a session without work has none.
+
+        Raises:
+            SessionNotFound.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        return self._host.resources_of(session_id)
+
+    async def read_resource_screen(
+        self, session_id: str, resource_id: str, *, scrollback: int = 0
+    ) -> ResourceScreen:
+        """What a live terminal of the session shows now, with ``scrollback`` lines above.
+
+        Reading it here does not count as the agent having seen it (its idle notices
+        are unaffected).
+
+        Raises:
+            SessionNotFound; ResourceNotFound (no running terminal has that id);
+            InvalidInput at ``scrollback`` (not an integer from 0 to the history limit).
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        if isinstance(scrollback, bool) or not isinstance(scrollback, int):
+            raise InvalidInput.at("scrollback", "must be an integer")
+        if not 0 <= scrollback <= HISTORY_LIMIT:
+            raise InvalidInput.at("scrollback", f"must be between 0 and {HISTORY_LIMIT}")
+        terminals = self._host.terminals_of(session_id)
+        if terminals is None:
+            raise ResourceNotFound(resource_id)
+        return await terminals.screen(resource_id, scrollback)
 
     # -- files ---------------------------------------------------------------------------
 

@@ -183,6 +183,7 @@ class SessionRecords:
             pending_elicitations=pending,
             last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
             created_at=row.created_at,
+            resources=tuple(self._host.resources_of(row.id)),
         )
 
     async def list(
