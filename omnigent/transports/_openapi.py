@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..tools.terminals import HISTORY_LIMIT
+
 __all__ = ["openapi_document"]
 
 _ERROR = {
@@ -147,6 +149,39 @@ _SCHEMAS: dict[str, Any] = {
             ]
         },
     },
+    "Resource": {
+        "type": "object",
+        "required": ["id", "type", "metadata"],
+        "properties": {
+            "id": {"type": "string", "description": "terminal_<name>_<session key>"},
+            "type": {"const": "terminal"},
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "terminal": {"type": "string"},
+                    "session": {"type": "string"},
+                    "running": {"type": "boolean"},
+                },
+            },
+        },
+    },
+    "ResourceList": {
+        "type": "object",
+        "properties": {
+            "object": {"const": "list"},
+            "data": {"type": "array", "items": _ref("Resource")},
+        },
+    },
+    "ResourceScreen": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "type": {"const": "terminal"},
+            "screen": {"type": "string"},
+            "scrollback_lines": {"type": "integer"},
+            "truncated": {"type": "boolean"},
+        },
+    },
     "PutGrant": {
         "type": "object",
         "required": ["user_id", "level"],
@@ -250,6 +285,31 @@ _PATHS: dict[str, Any] = {
             "summary": "Summaries of the session's children",
             "parameters": _SID,
             "responses": {**_ok("200", "children", _ref("List")), **_errors("404")},
+        }
+    },
+    "/v1/sessions/{session_id}/resources": {
+        "get": {
+            "summary": "The session's live resources (running terminals)",
+            "parameters": _SID,
+            "responses": {**_ok("200", "resources", _ref("ResourceList")), **_errors("404")},
+        }
+    },
+    "/v1/sessions/{session_id}/resources/{resource_id}/screen": {
+        "get": {
+            "summary": "What a running terminal shows now",
+            "parameters": [
+                *_SID,
+                _path("resource_id"),
+                _query(
+                    "scrollback",
+                    {"type": "integer", "minimum": 0, "maximum": HISTORY_LIMIT},
+                    "lines of history above the screen",
+                ),
+            ],
+            "responses": {
+                **_ok("200", "screen", _ref("ResourceScreen")),
+                **_errors("404", "422"),
+            },
         }
     },
     "/v1/sessions/{session_id}/events": {

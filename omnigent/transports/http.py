@@ -5,7 +5,8 @@ the auth mode and the ``stopping`` event the server runner sets before shutting
 Hypercorn down (open SSE streams end on it). Routes live in small modules:
 ``_agents_files`` (agents, files), ``_session_routes`` (sessions, items, children),
 ``_stream_routes`` (events in, SSE out), ``_permission_routes`` (sharing),
-``_mcp_routes`` (the session's tools as an MCP server); ``_access``
+``_mcp_routes`` (the session's tools as an MCP server), ``_resource_routes`` (live
+terminals and their screens); ``_access``
 checks who may touch what; ``_http_errors`` puts every failure into the
 ``{"error": {...}}`` envelope; ``_openapi`` is the OpenAPI 3.1 document served at
 ``/v1/openapi.json``. The wire contract is in ``docs/http.md``.
@@ -27,6 +28,7 @@ from . import (
     _hook_routes,
     _mcp_routes,
     _permission_routes,
+    _resource_routes,
     _session_routes,
     _stream_routes,
 )
@@ -89,6 +91,8 @@ def create_app(
 
     for module in (_agents_files, _session_routes, _stream_routes, _permission_routes):
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
+    # A session's live resources (terminals) and a terminal's screen.
+    app.register_blueprint(_resource_routes.blueprint, url_prefix=API_PREFIX)
     # Elicitations (resolve, look up), coding-agent hooks, policy evaluation.
     for module in (_elicitation_routes, _hook_routes, _mcp_routes):
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
