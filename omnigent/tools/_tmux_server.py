@@ -171,7 +171,7 @@ async def _read_capped(stream: trio.abc.ReceiveStream, into: bytearray, cap: int
 
 
 async def _run(argv: list[str], *, timeout: float, cap: int = _OUTPUT_CAP) -> str:
-    """Run one tmux command; its stdout (at most ``cap`` bytes, decoded).
+    """Run one tmux command with ``trio.run_process``; its stdout (at most ``cap`` bytes).
 
     Raises:
         TmuxFailed: it exited non-zero, or did not finish within ``timeout`` (it is
@@ -181,28 +181,27 @@ async def _run(argv: list[str], *, timeout: float, cap: int = _OUTPUT_CAP) -> st
     Cancellation: the tmux client is killed and reaped before ``Cancelled`` goes on.
     """
     shown = argv[5:]  # after "tmux -f /dev/null -S <socket>"
-    try:
-        proc = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-    except OSError as exc:
-        raise TmuxUnavailable(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
     out, err = bytearray(), bytearray()
+    run = functools.partial(
+        trio.run_process,
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
     try:
         with trio.move_on_after(timeout) as deadline:
             async with trio.open_nursery() as nursery:
+                proc: trio.Process = await nursery.start(run)
                 assert proc.stdout is not None and proc.stderr is not None
                 nursery.start_soon(_read_capped, proc.stdout, out, cap)
                 nursery.start_soon(_read_capped, proc.stderr, err, _ERROR_CAP)
-                await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        with trio.CancelScope(shield=True):
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    await stream.aclose()  # idempotent
-            await proc.wait()
+    except BaseExceptionGroup as group:
+        cannot_start, rest = group.split(OSError)
+        if cannot_start is None or rest is not None:
+            raise
+        raise TmuxUnavailable(f"cannot run {argv[0]}: {cannot_start.exceptions[0]}") from group
     if deadline.cancelled_caught:
         raise TmuxFailed(shown, f"tmux did not answer within {timeout:g} s")
     if proc.returncode != 0:
