@@ -205,4 +205,6 @@ class BackgroundTasks:
         try:
             await run(*args, task_status=task_status)
         finally:
+            # Last, with no checkpoint after it: by the time the woken actor runs,
+            # this task has left the nursery, so the actor sees it gone.
             self._on_work_done()
