@@ -9,7 +9,11 @@ from typing import Any
 
 import trio
 
+import omnigent
 from omnigent.harnesses.base import TurnContext
+from omnigent.model import Event
+
+from .conftest import run_turn, statuses
 
 # A bash that reads no startup files, with a prompt the tests can recognise.
 BASH: dict[str, Any] = {
@@ -27,6 +31,13 @@ def terminal_agent(name: str = "term", **terminal: Any) -> dict[str, Any]:
         "executor": {"type": "omnigent", "config": {"harness": "recorder"}},
         "terminals": {"bash": {**BASH, **terminal}},
     }
+
+
+async def run_ok(rt: omnigent.Runtime, session_id: str, content: Any = "go") -> list[Event]:
+    """Run one turn, which must succeed: a harness body that fails ends it ``failed``."""
+    events = await run_turn(rt, session_id, content)
+    assert statuses(events)[-1] == "idle", events
+    return events
 
 
 def target(session: str = "s1", **more: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ pytestmark = HTTPX_GENERATORS
 LAUNCH = {"call": "sys_terminal_launch", "args": {"terminal": "bash", "session": "web"}}
 SEND = {
     "call": "sys_terminal_send",
-    "args": {"terminal": "bash", "session": "web", "text": "seq 1 80; echo over-http"},
+    "args": {"terminal": "bash", "session": "web", "text": "seq 1 80; echo over-$((6 * 7))"},
 }
 CLOSE = {"call": "sys_terminal_close", "args": {"terminal": "bash", "session": "web"}}
 
@@ -75,7 +75,7 @@ async def test_resources_and_screens_over_http() -> None:
             assert (await server.client.get(base)).json()["resources"] == [resource]
 
             url = f"{base}/resources/terminal_bash_web/screen"
-            shown = await screen_until(server.client, url, "over-http")
+            shown = await screen_until(server.client, url, "over-42")
             assert shown["id"] == "terminal_bash_web" and shown["type"] == "terminal"
             assert shown["scrollback_lines"] == 0 and "\n1\n" not in shown["screen"]
             deeper = (await server.client.get(f"{url}?scrollback=200")).json()

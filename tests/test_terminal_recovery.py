@@ -24,8 +24,17 @@ import omnigent
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.tools.terminals import default_base
 
-from .conftest import Recorder, run_turn
-from .terminal_helpers import SPAWN, ok, pid_alive, spawned, target, terminal_agent, wait_gone
+from .conftest import Recorder
+from .terminal_helpers import (
+    SPAWN,
+    ok,
+    pid_alive,
+    run_ok,
+    spawned,
+    target,
+    terminal_agent,
+    wait_gone,
+)
 
 CHILD = """
 import os, signal, sys, trio, omnigent
@@ -119,7 +128,7 @@ async def test_a_live_runtime_keeps_its_terminals_when_another_starts(
                 ok(await ctx.call_tool("sys_terminal_send", target(text=SPAWN)))
 
             recorder.body = body
-            await run_turn(first, session)
+            await run_ok(first, session)
             pids, server, socket = await spawned(tmp_path)
             async with omnigent.open_runtime():
                 pass
@@ -163,7 +172,7 @@ async def test_a_base_directory_open_to_others_is_refused(
         spec: dict[str, Any] = terminal_agent()
         session = (await rt.create_session((await rt.create_agent(spec)).id)).id
         recorder.body = body
-        await run_turn(rt, session)
+        await run_ok(rt, session)
     assert (base / "rt_someone").is_dir()  # nothing in it is trusted, or touched
     assert "not sweeping stale terminals" in caplog.text
     assert outputs[0].startswith("Error: cannot start terminal bash: ")

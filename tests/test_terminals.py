@@ -15,12 +15,13 @@ from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import Event, ResourceCreated, ResourceDeleted
 from omnigent.tools.terminals import TERMINAL_TOOLS
 
-from .conftest import Recorder, collect_turn, run_turn, wait_quiet
+from .conftest import Recorder, collect_turn, wait_quiet
 from .terminal_helpers import (
     SPAWN,
     ok,
     pid_alive,
     read_until,
+    run_ok,
     spawned,
     target,
     terminal_agent,
@@ -52,7 +53,7 @@ async def test_launch_send_read_list_close(
 
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         seen["launch"] = ok(await ctx.call_tool("sys_terminal_launch", target()))
-        ok(await ctx.call_tool("sys_terminal_send", target(text="echo $((6 * 7)); pwd")))
+        ok(await ctx.call_tool("sys_terminal_send", target(text="pwd; echo $((6 * 7))")))
         seen["read"] = await read_until(ctx, "42")
         seen["list"] = ok(await ctx.call_tool("sys_terminal_list", {}))
         seen["resources"] = await rt.list_resources(session)
@@ -61,7 +62,7 @@ async def test_launch_send_read_list_close(
         seen["send_after"] = await ctx.call_tool("sys_terminal_send", target(text="ls"))
 
     recorder.body = body
-    events = await run_turn(rt, session)
+    events = await run_ok(rt, session)
     where = str(await trio.Path(tmp_path).resolve())
     assert seen["launch"] == {
         "terminal": "bash",
@@ -110,7 +111,7 @@ async def test_launch_is_idempotent_and_announces_once(
         statuses.append(closed_again["status"])
 
     recorder.body = body
-    events = await run_turn(rt, session)
+    events = await run_ok(rt, session)
     assert sorted(statuses[:3]) == ["already_running", "already_running", "launched"]
     assert statuses[3] == "not_found"
     kinds = [
@@ -143,9 +144,9 @@ async def test_terminal_tools_are_offered_only_when_the_spec_declares_terminals(
         {"name": "plain", "executor": {"config": {"harness": "recorder"}}}
     )
     plain_session = (await rt.create_session(plain.id)).id
-    await run_turn(rt, plain_session)
+    await run_ok(rt, plain_session)
     with_terminals = await terminal_session(rt, recorder)
-    await run_turn(rt, with_terminals)
+    await run_ok(rt, with_terminals)
     plain_tools = {t.name for t in recorder.requests[0].tools}
     terminal_tools = {t.name for t in recorder.requests[1].tools}
     assert not plain_tools & set(TERMINAL_TOOLS)
@@ -179,7 +180,7 @@ async def test_bad_arguments_are_errors_and_start_nothing(
         )
 
     recorder.body = body
-    events = await run_turn(rt, session)
+    events = await run_ok(rt, session)
     assert all(o.startswith("Error: ") for o in outputs), outputs
     assert "unknown terminal 'zsh' (declared in the spec: bash)" in outputs[0]
     assert "outside the working directory" in outputs[1]
@@ -203,13 +204,16 @@ async def test_text_reaches_the_terminal_exactly(rt: omnigent.Runtime, recorder:
         visible = ok(await ctx.call_tool("sys_terminal_read", target()))["screen"]
         deeper = ok(await ctx.call_tool("sys_terminal_read", target(scrollback=400)))["screen"]
         screens.extend([visible, deeper])
-        ok(await ctx.call_tool("sys_terminal_send", target(text="sleep 100", keys="Enter")))
+        # C-c once something is surely waiting for input (the prompt is printed by
+        # the waiting command itself, and spelled differently on the command line).
+        ok(await ctx.call_tool("sys_terminal_send", target(text="read -p 'wait''ing> ' x")))
+        await read_until(ctx, "waiting>")
         ok(await ctx.call_tool("sys_terminal_send", target(keys="C-c")))
-        ok(await ctx.call_tool("sys_terminal_send", target(text="echo after-ctrl-c")))
-        await read_until(ctx, "\nafter-ctrl-c")
+        ok(await ctx.call_tool("sys_terminal_send", target(text="echo after-$((1 + 1))")))
+        await read_until(ctx, "after-2")
 
     recorder.body = body
-    await run_turn(rt, session)
+    await run_ok(rt, session)
     assert "<#S>\n<a;>" in screens[0]
     assert "\n1\n" not in screens[1] and "\n1\n" in screens[2]
     await rt.stop_session(session)
@@ -221,7 +225,7 @@ async def _launch_and_spawn(rt: omnigent.Runtime, recorder: Recorder, session: s
         ok(await ctx.call_tool("sys_terminal_send", target(text=SPAWN)))
 
     recorder.body = body
-    await run_turn(rt, session)
+    await run_ok(rt, session)
 
 
 async def test_stop_session_kills_the_pane_and_everything_in_it(
@@ -321,7 +325,7 @@ async def test_a_quiet_terminal_wakes_the_agent_with_an_idle_notice(
         woken.set()
 
     recorder.body = body
-    await run_turn(rt, session)
+    await run_ok(rt, session)
     with trio.fail_after(10):
         await woken.wait()
     notice = recorder.requests[1].input[0]
@@ -352,7 +356,7 @@ async def test_idle_notices_go_to_sys_read_inbox_and_malformed_ones_are_skipped(
         outputs.append(await ctx.call_tool("sys_read_inbox", {}))
 
     recorder.body = body
-    await run_turn(rt, session)
+    await run_ok(rt, session)
     lines = outputs[0].split("\n")
     assert lines[:3] == [
         f"[System: inbox item inbox_{n} is malformed and was skipped]" for n in (1, 2, 3)
@@ -373,7 +377,7 @@ async def test_without_tmux_a_launch_says_so(
             outputs.append(await ctx.call_tool("sys_terminal_launch", target()))
 
         recorder.body = body
-        events = await run_turn(rt, session)
+        events = await run_ok(rt, session)
     assert outputs[0].startswith("Error: cannot start terminal bash: terminals need tmux")
     assert resource_events(events) == []
 
@@ -415,14 +419,15 @@ async def test_clients_read_resources_and_screens_through_the_runtime(
 
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         ok(await ctx.call_tool("sys_terminal_launch", target()))
-        ok(await ctx.call_tool("sys_terminal_send", target(text="seq 1 100; echo client-view")))
-        await read_until(ctx, "client-view")
+        # The marker is computed, so the typed command line does not already show it.
+        ok(await ctx.call_tool("sys_terminal_send", target(text="seq 1 100; echo view-$((6 * 7))")))
+        await read_until(ctx, "view-42")
 
     recorder.body = body
-    await run_turn(rt, session)
+    await run_ok(rt, session)
     screen = await rt.read_resource_screen(session, "terminal_bash_s1")
     assert screen.id == "terminal_bash_s1" and screen.type == "terminal"
-    assert "client-view" in screen.screen and "\n1\n" not in screen.screen
+    assert "view-42" in screen.screen and "\n1\n" not in screen.screen
     deeper = await rt.read_resource_screen(session, "terminal_bash_s1", scrollback=200)
     assert "\n1\n" in deeper.screen and deeper.scrollback_lines == 200
     assert screen.to_dict().keys() == {"id", "type", "screen", "scrollback_lines", "truncated"}
