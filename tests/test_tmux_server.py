@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -54,6 +56,7 @@ async def test_kill_session_kills_every_process_group_of_the_session(tmp_path: P
     proc = await trio.lowlevel.open_process(
         ["/bin/sh", "-c", script], cwd=tmp_path, start_new_session=True
     )
+    pids: list[int] = []
     try:
         files = [tmp_path / f for f in ("a.pid", "b.pid", "leader.pid")]
         await wait_for_files(*files)
@@ -66,6 +69,9 @@ async def test_kill_session_kills_every_process_group_of_the_session(tmp_path: P
             await kill_session(proc.pid, grace=0.3)
         await wait_gone(*pids)
     finally:
+        for pid in pids:  # whatever a failure left running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if proc.returncode is None:
             proc.kill()
         with trio.CancelScope(shield=True):
