@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +25,23 @@ def record(**kwargs: Any) -> str:
     return "recorded"
 
 
-def shout_result(event: dict[str, Any]) -> dict[str, Any] | None:
+def shout_result(event: dict[str, Any]) -> dict[str, Any]:
     """A function policy: upper-cases every tool result."""
-    if event["type"] == "PHASE_TOOL_RESULT":
-        return {"result": "ALLOW", "data": event["data"]["tool_output"].upper()}
-    return None
+    if event["type"] == "tool_result":
+        return {"result": "ALLOW", "data": event["data"]["result"].upper()}
+    return {"result": "UNSPECIFIED"}
 
 
 @pytest.fixture(autouse=True)
 def _clear_calls() -> None:
     CALLS.clear()
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[omnigent.Runtime]:
+    """A runtime whose agents may use this module's function policies."""
+    async with omnigent.open_runtime(policy_modules=[__name__]) as runtime:
+        yield runtime
 
 
 async def agent_with(rt: omnigent.Runtime, policies: list[dict[str, Any]], name: str = "p") -> str:
@@ -118,10 +126,11 @@ def explode(event: dict[str, Any]) -> None:
 
 
 async def test_a_bad_function_reference_is_refused_at_creation(rt: omnigent.Runtime) -> None:
-    policy = {"name": "broken", "type": "function", "function": "no.such.module:check"}
-    with pytest.raises(omnigent.SpecError) as caught:
-        await agent_with(rt, [policy])
-    assert [d.loc for d in caught.value.details] == ["policies[0].function"]
+    for ref in ("no.such.module:check", f"{__name__}:no_such_function"):
+        policy = {"name": "broken", "type": "function", "function": ref}
+        with pytest.raises(omnigent.SpecError) as caught:
+            await agent_with(rt, [policy])
+        assert [d.loc for d in caught.value.details] == ["policies[0].function"]
 
 
 async def test_a_failing_function_policy_fails_closed(rt: omnigent.Runtime) -> None:

@@ -200,9 +200,9 @@ async def test_bad_hook_bodies_are_422_naming_the_field() -> None:
                 (evaluate, {}, "event"),
                 (evaluate, {"event": call, "extra": 1}, "extra"),
                 (evaluate, {"event": {**call, "type": "PHASE_NOPE"}}, "event.type"),
-                (evaluate, {"event": {**call, "data": {}}}, "event.data.tool_name"),
+                (evaluate, {"event": {**call, "data": {}}}, "event.data.name"),
                 (evaluate, {"event": {**call, "data": bad_input}}, "event.data.tool_input"),
-                (evaluate, {"event": {**call, "type": result}}, "event.data.tool_output"),
+                (evaluate, {"event": {**call, "type": result}}, "event.data.result"),
                 (evaluate, {"event": 5}, "event"),
             ]  # fmt: skip
             for url, body, loc in cases:

@@ -66,11 +66,11 @@ def ask(event: dict[str, Any]) -> dict[str, Any]:
     return {"result": "ASK", "reason": "sure?"}
 
 
-async def async_deny_shell(event: dict[str, Any]) -> dict[str, Any] | None:
+async def async_deny_shell(event: dict[str, Any]) -> dict[str, Any]:
     await trio.lowlevel.checkpoint()
-    if event["data"]["tool_name"] == "sys_os_shell":
+    if event["data"]["name"] == "sys_os_shell":
         return {"result": "POLICY_ACTION_DENY", "reason": "no shell"}
-    return None
+    return {"result": "POLICY_ACTION_UNSPECIFIED"}
 
 
 def no_opinion(event: dict[str, Any]) -> None:
@@ -85,16 +85,16 @@ def lowercase_allow(event: dict[str, Any]) -> dict[str, Any]:
     return {"result": "allow"}
 
 
-def redact(event: dict[str, Any]) -> dict[str, Any] | None:
-    if event["type"] != PHASE_TOOL_RESULT:
-        return None
-    return {"result": "ALLOW", "data": event["data"]["tool_output"].replace("s3cr3t", "***")}
+def redact(event: dict[str, Any]) -> dict[str, Any]:
+    if event["type"] != "tool_result":
+        return {"result": "UNSPECIFIED"}
+    return {"result": "ALLOW", "data": event["data"]["result"].replace("s3cr3t", "***")}
 
 
-def shout(event: dict[str, Any]) -> dict[str, Any] | None:
-    if event["type"] != PHASE_TOOL_RESULT:
-        return None
-    return {"result": "ALLOW", "reason": "louder", "data": event["data"]["tool_output"].upper()}
+def shout(event: dict[str, Any]) -> dict[str, Any]:
+    if event["type"] != "tool_result":
+        return {"result": "UNSPECIFIED"}
+    return {"result": "ALLOW", "reason": "louder", "data": event["data"]["result"].upper()}
 
 
 def structured(event: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def structured(event: dict[str, Any]) -> dict[str, Any]:
 
 def echo(event: dict[str, Any]) -> dict[str, Any]:
     reason = f"{sorted(event)} {event['type']} {event['context']}"
-    event["data"]["tool_name"] = "mutated"  # must not leak into the caller's event
+    event["data"]["name"] = "mutated"  # must not leak into the caller's event
     return {"result": "ALLOW", "reason": reason}
 
 
@@ -112,7 +112,7 @@ def which_thread(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def raises(event: dict[str, Any]) -> dict[str, Any]:
-    raise RuntimeError(f"boom on {event['data'].get('tool_output', 'call')}")
+    raise RuntimeError(f"boom on {event['data'].get('result', 'call')}")
 
 
 async def async_raises(event: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +249,7 @@ async def test_ask_beats_allow_and_the_first_ask_decides() -> None:
 
 async def test_allow_when_anyone_allows_and_the_first_allow_decides() -> None:
     verdict = await decide(
-        fn("quiet", "no_opinion"),
+        fn("quiet", "unspecified"),
         tools("a1", "allow_tools", "sys_*"),
         tools("a2", "allow_tools", "*"),
     )
@@ -288,7 +288,7 @@ async def test_a_later_deny_overrides_an_earlier_allow() -> None:
         ("deny", "DENY"),
         ("ask", "ASK"),
         ("async_deny_shell", "DENY"),
-        ("no_opinion", "UNSPECIFIED"),
+        ("no_opinion", "DENY"),
         ("unspecified", "UNSPECIFIED"),
         ("lowercase_allow", "ALLOW"),
         ("Holder.check", "ALLOW"),
@@ -314,7 +314,7 @@ async def test_function_gets_a_private_plain_dict() -> None:
         PHASE_TOOL_CALL, {"tool_name": "t", "tool_input": {}}, context={"user": "ann"}
     )
     verdict = await decide(fn("f", "echo"), event=event)
-    assert verdict.reason == "['context', 'data', 'request_data', 'type'] PHASE_TOOL_CALL " + str(
+    assert verdict.reason == "['context', 'data', 'request_data', 'type'] tool_call " + str(
         {"user": "ann"}
     )
     assert event.data["tool_name"] == "t"
@@ -387,7 +387,8 @@ async def test_ask_at_result_phase_carries_the_replacement() -> None:
 FAILURES = [
     ("raises", "RuntimeError", "boom on call"),
     ("async_raises", "ValueError", "async boom"),
-    ("returns_list", "invalid answer", "returned list, expected a mapping or None"),
+    ("returns_list", "invalid answer", "returned list, expected a mapping with a 'result'"),
+    ("no_opinion", "invalid answer", "returned NoneType, expected a mapping"),
     ("returns_no_result", "invalid answer", "answer has no 'result'"),
     ("returns_extra_key", "invalid answer", "unknown keys ['reasons']"),
     ("returns_bad_reason", "invalid answer", "reason must be a string, got int"),
@@ -603,13 +604,17 @@ def details(obj: Any, root: str = "") -> list[tuple[str, str]]:
 def test_parse_errors_name_the_field() -> None:
     assert details({"data": {"tool_name": "t"}}) == [("type", "required field missing")]
     assert details({"type": "PHASE_NOPE", "data": {"tool_name": "t"}}) == [
-        ("type", "must be one of 'PHASE_TOOL_CALL', 'PHASE_TOOL_RESULT', got 'PHASE_NOPE'")
+        (
+            "type",
+            "must be one of PHASE_TOOL_CALL, PHASE_TOOL_RESULT, tool_call or tool_result, "
+            "got 'PHASE_NOPE'",
+        )
     ]
     assert details({"type": "PHASE_TOOL_CALL", "data": []}) == [
         ("data", "expected object, got array")
     ]
     assert details({"type": "PHASE_TOOL_CALL", "data": {}}) == [
-        ("data.tool_name", "required field missing")
+        ("data.name", "required field missing")
     ]
     assert details({"type": "PHASE_TOOL_CALL", "data": {"tool_name": 3}}) == [
         ("data.tool_name", "expected string, got number")
@@ -618,7 +623,7 @@ def test_parse_errors_name_the_field() -> None:
         ("data.tool_input", "expected object, got string")
     ]
     assert details({"type": "PHASE_TOOL_RESULT", "data": {"tool_name": "t"}}) == [
-        ("data.tool_output", "required field missing")
+        ("data.result", "required field missing")
     ]
     assert details({"type": "PHASE_TOOL_CALL", "data": {"tool_name": "t", "tool_output": 1}}) == [
         ("data.tool_output", "only valid at PHASE_TOOL_RESULT")
@@ -632,8 +637,8 @@ def test_parse_errors_name_the_field() -> None:
 def test_parse_collects_every_failure_under_a_root() -> None:
     found = details({"type": 1, "data": {"tool_input": []}, "request_data": "x"}, root="event")
     assert sorted(loc for loc, _ in found) == [
+        "event.data.name",
         "event.data.tool_input",
-        "event.data.tool_name",
         "event.request_data",
         "event.type",
     ]

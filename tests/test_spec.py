@@ -386,7 +386,9 @@ def test_sub_agents_are_full_specs() -> None:
         ({"type": "deny_tools", "tools": []}, "policies[0].tools"),
         ({"type": "allow_tools"}, "policies[0].tools"),
         ({"type": "function"}, "policies[0].function"),
-        ({"type": "function", "function": "nodots"}, "policies[0].function"),
+        ({"type": "function", "function": "no spaces"}, "policies[0].function"),
+        ({"type": "function", "function": "-leading-dash"}, "policies[0].function"),
+        ({"type": "function", "function": "x" * 201}, "policies[0].function"),
         ({"type": "function", "function": "a.b:"}, "policies[0].function"),
         ({"type": "function", "function": "a b.c"}, "policies[0].function"),
         ({"type": "function", "function": "a.b", "tools": ["t"]}, "policies[0].tools"),
@@ -399,7 +401,9 @@ def test_policy_rules(policy: dict[str, Any], loc: str) -> None:
     assert locs({"name": "a", "policies": [{"name": "p", **policy}]}) == {loc}
 
 
-@pytest.mark.parametrize("ref", ["pkg.mod:attr", "pkg.mod.attr", "mod:obj.method", "m:f"])
+@pytest.mark.parametrize(
+    "ref", ["pkg.mod:attr", "pkg.mod.attr", "mod:obj.method", "m:f", "ask_for_bash", "acme-guard"]
+)
 def test_function_refs(ref: str) -> None:
     spec = AgentSpec.from_dict(
         {"name": "a", "policies": [{"name": "p", "type": "function", "function": ref}]}

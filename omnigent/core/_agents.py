@@ -11,12 +11,11 @@ from typing import Any
 
 import trio
 
-from ..errors import AgentNotFound, Forbidden, SpecError
+from ..errors import AgentNotFound, ErrorDetail, Forbidden, SpecError
 from ..mcp import require_mcp
 from ..spec import AgentSpec
 from ..stores import AgentRow, Store
 from ._host import ActorHost
-from ._policies import PolicyEngine
 from ._records import Agent
 
 __all__ = ["AgentCatalog"]
@@ -41,8 +40,11 @@ class AgentCatalog:
         existing = await self._store.get_agent_by_name(spec.name)
         if existing is not None and existing.owner != owner:
             raise Forbidden(f"agent {spec.name!r} belongs to another user")
-        # Importing a function policy's module may block: do it in a thread.
-        problems = await trio.to_thread.run_sync(PolicyEngine(spec.policies).check)
+        problems = self._policy_problems(spec)
+        if not problems:
+            # Importing an allowed function policy's module may block: in a thread.
+            problems = await trio.to_thread.run_sync(self._host.new_policy_engine(spec).check)
+            problems = [p for p in problems if p.loc.startswith("policies[")]
         if problems:
             summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
             raise SpecError(f"invalid AgentSpec: {summary}", problems)
@@ -51,6 +53,16 @@ class AgentCatalog:
         return Agent(
             row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
         )
+
+    def _policy_problems(self, spec: AgentSpec) -> list[ErrorDetail]:
+        """Function references the operator did not allow. Imports nothing."""
+        allowlist = self._host.policy_allowlist
+        return [
+            ErrorDetail(f"policies[{index}].function", problem)
+            for index, policy in enumerate(spec.policies)
+            if policy.function is not None
+            and (problem := allowlist.problem(policy.function)) is not None
+        ]
 
     async def get(self, agent_id: str) -> Agent:
         return self.view(await self._store.get_agent(agent_id), agent_id)

@@ -28,6 +28,7 @@ from ._elicitations import Elicitations
 from ._files import FileService
 from ._permissions import Permissions
 from ._policies import PolicyEngine
+from ._policy_allowlist import PolicyAllowlist
 from ._records import Resource
 from ._session import SessionActor
 from ._tasks import BackgroundTasks
@@ -64,6 +65,7 @@ class ActorHost:
         elicitations: Elicitations,
         place: ToolPlace,
         default_policies: Sequence[PolicySpec],
+        policy_allowlist: PolicyAllowlist,
         permissions: Permissions,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
@@ -90,6 +92,7 @@ class ActorHost:
         self._permissions = permissions
         self._tmux = tmux
         self._default_policies = tuple(default_policies)
+        self.policy_allowlist = policy_allowlist
         self._specs: dict[tuple[str, int], AgentSpec] = {}
         # One engine per agent version, so function references resolve once.
         self._engines: dict[tuple[str, int], PolicyEngine] = {}
@@ -205,8 +208,17 @@ class ActorHost:
         """The policy engine of a session's agent version (its policies, then defaults)."""
         key = (row.agent_id, row.agent_version)
         if key not in self._engines:
-            self._engines[key] = PolicyEngine(spec.policies, defaults=self._default_policies)
+            self._engines[key] = self.new_policy_engine(spec)
         return self._engines[key]
+
+    def new_policy_engine(self, spec: AgentSpec) -> PolicyEngine:
+        """An engine for ``spec``'s policies, then the defaults, resolving only what the
+        operator allowed."""
+        return PolicyEngine(
+            spec.policies,
+            defaults=self._default_policies,
+            resolve_function=self.policy_allowlist.resolve,
+        )
 
     # -- what actors run -----------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from ..tools.terminals import TmuxServer, open_tmux_server
 from ._bus import EventBus
 from ._dispatch import ToolPlace
 from ._host import ActorHost
+from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._runtime import Runtime, RuntimeState
 
 __all__ = ["open_runtime"]
@@ -46,6 +47,8 @@ async def open_runtime(
     home: str | Path | None = None,
     workspace: str | Path | None = None,
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
+    policy_functions: PolicyFunctions | None = None,
+    policy_modules: Iterable[str] = (),
     exclusive: bool = True,
     shutdown_grace: float = DEFAULT_GRACE,
     harness_idle_timeout: float | None = None,
@@ -56,12 +59,22 @@ async def open_runtime(
         db: ``sqlite:///path.db`` (or a path); ``None`` keeps everything in memory.
         http_client: the client harnesses use for model endpoints (tests pass one
             over ``httpx.MockTransport``); by default the runtime owns one.
-        load_entry_points: register harnesses from the ``omnigent.harnesses`` group.
+        load_entry_points: register harnesses from the ``omnigent.harnesses`` group
+            and allow the policy functions of the ``omnigent.policies`` group.
         home: where per-session workspaces live (default ``$OMNIGENT_HOME``, else
             ``~/.omnigent``).
         workspace: the directory an agent's ``os_env.cwd: .`` means (default: the
             current directory).
         default_policies: policies applied to every session after its agent's own.
+            Their ``function`` references are the caller's own, and may name any
+            importable callable.
+        policy_functions: callables an agent's ``function`` policy may name, by name
+            (or a list of callables, each named ``"module:qualname"``).
+        policy_modules: modules whose own callables an agent's ``function`` policy
+            may name (``serve --policy-module``). Without these, and apart from the
+            entry points, an agent's ``function`` policy can name nothing: a
+            reference to any other module is refused (``SpecError`` when the agent
+            is registered) and nothing is imported for it.
         exclusive: own the database (the default). One process at a time may run
             turns on a database file: their event logs and recovery would collide.
             ``False`` opens it beside a running owner for records only — agents,
@@ -75,6 +88,7 @@ async def open_runtime(
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
+        InvalidInput: a bad ``policy_modules`` name or ``policy_functions`` entry.
 
     Cancellation: cancelling the block cancels every turn; each still publishes its
     terminal status before the store closes.
@@ -85,6 +99,12 @@ async def open_runtime(
     )
     idle_timeout = _idle_timeout(harness_idle_timeout)
     policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
+    allowlist = PolicyAllowlist(
+        functions=policy_functions,
+        modules=policy_modules,
+        trusted=[p.function for p in policies if p.function is not None],
+        load_entry_points=load_entry_points,
+    )
     harnesses = HarnessRegistry()
     if load_entry_points:
         harnesses.load_entry_points()
@@ -114,6 +134,7 @@ async def open_runtime(
                         harnesses=harnesses,
                         place=place,
                         default_policies=policies,
+                        policy_allowlist=allowlist,
                         records_only=not exclusive,
                         processes=processes,
                         tmux=tmux,

@@ -5,10 +5,12 @@ policy. The session's turn asks it about each tool call (``PHASE_TOOL_CALL``, be
 tool runs) and each tool result (``PHASE_TOOL_RESULT``, before the model sees it);
 ``POST /sessions/{id}/policies/evaluate`` asks it on behalf of an external harness.
 
-This module holds the value types, the tool policies, the combination rules and the
-wire form of an event. Loading, calling and reading a ``function`` policy (and its
-fail-closed verdicts) live in :mod:`omnigent.core._policy_functions`, which is where
-foreign code can go wrong; :func:`load_function` is re-exported from here.
+This module holds the verdict, the tool policies and the combination rules. The event
+and its two wire spellings are in :mod:`omnigent.core._policy_event`; loading, calling
+and reading a ``function`` policy (and its fail-closed verdicts) in
+:mod:`omnigent.core._policy_functions`, which is where foreign code can go wrong; which
+functions may run at all in :mod:`omnigent.core._policy_allowlist`. The names a caller
+needs are re-exported from here.
 
 Contract (``docs/policies.md`` has the long form):
 
@@ -17,10 +19,12 @@ Contract (``docs/policies.md`` has the long form):
   (:func:`fnmatch.fnmatchcase` patterns: ``*``, ``sys_os_*``, ``mcp__fs__*``). They
   answer DENY (reason: the spec's ``reason`` or ``"tool <name> is denied"``), ASK
   (``reason`` or ``"approve <name>?"``) or ALLOW.
-* **Function policies** apply at both phases. The function gets the event as a plain
-  dict (:meth:`PolicyEvent.to_dict`, a deep copy) and returns ``None`` (no opinion) or
-  ``{"result": "ALLOW"|"DENY"|"ASK"|"UNSPECIFIED", "reason"?: str, "data"?: JSON}``;
-  ``POLICY_ACTION_*`` names and any letter case are accepted. A sync function runs in a
+* **Function policies** apply at both phases. The function gets the original
+  omnigent's event (:meth:`PolicyEvent.to_dict`, a deep copy: ``{"type": "tool_call" |
+  "tool_result", "data": {"name", "arguments", "result"?}, "request_data",
+  "context"}``) and answers ``{"result": "ALLOW"|"DENY"|"ASK"|"UNSPECIFIED",
+  "reason"?: str, "data"?: JSON}``; ``POLICY_ACTION_*`` names and any letter case are
+  accepted. Anything else (``None`` included) is a DENY. A sync function runs in a
   worker thread, an async one on the event loop.
 * **Result phase.** ``data`` on an ALLOW (or ASK) replaces the tool output; later
   policies see the replaced output as ``data.tool_output``, so a redaction cannot be
@@ -34,8 +38,9 @@ Contract (``docs/policies.md`` has the long form):
   policy allowed, else UNSPECIFIED. ``data`` is the last one any ALLOW/ASK gave;
   ``policy_name`` names the deciding policy (for ALLOW: the last one that gave ``data``,
   else the first that allowed).
-* **Fail closed.** A function that raises, returns a wrong shape or an unknown result,
-  or whose reference cannot be loaded, answers DENY with reason
+* **Fail closed.** A function that raises (anything: ``SystemExit`` and, in its worker
+  thread, ``KeyboardInterrupt`` included), returns a wrong shape or an unknown result,
+  or whose reference cannot be loaded or is not allowed, answers DENY with reason
   ``"policy <name> failed: <error>"`` (the traceback is logged). At the result phase the
   output is withheld (``data = "[result withheld: policy <name> failed]"``) and the
   reason gives only the error's type (or ``invalid answer`` / ``cannot load the
@@ -53,16 +58,21 @@ cancellation waits for it to return.
 
 from __future__ import annotations
 
-import copy
 import fnmatch
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
-from ..errors import ErrorDetail, InternalError, InvalidInput
-from ..model._wire import structure
+from ..errors import ErrorDetail, InternalError
 from ..spec import PolicySpec
+from ._policy_event import (
+    PHASE_TOOL_CALL,
+    PHASE_TOOL_RESULT,
+    PolicyEvent,
+    PolicyPhase,
+    parse_policy_event,
+)
 from ._policy_functions import FunctionPolicies, PolicyFunction, load_function, withheld_marker
 
 __all__ = [
@@ -77,48 +87,7 @@ __all__ = [
     "parse_policy_event",
 ]
 
-PHASE_TOOL_CALL: Final = "PHASE_TOOL_CALL"
-PHASE_TOOL_RESULT: Final = "PHASE_TOOL_RESULT"
-PolicyPhase: TypeAlias = Literal["PHASE_TOOL_CALL", "PHASE_TOOL_RESULT"]
 PolicyAction: TypeAlias = Literal["ALLOW", "DENY", "ASK", "UNSPECIFIED"]
-
-
-@attrs.frozen
-class PolicyEvent:
-    """What a policy judges: one tool call, or one tool result.
-
-    ``data`` holds ``tool_name`` (required), ``tool_input`` and, at the result phase,
-    ``tool_output``; other keys pass through to function policies untouched.
-    ``request_data`` and ``context`` are free-form and read only by function policies.
-    """
-
-    type: PolicyPhase = attrs.field(
-        validator=attrs.validators.in_((PHASE_TOOL_CALL, PHASE_TOOL_RESULT))
-    )
-    data: Mapping[str, Any] = attrs.field(hash=False)
-    request_data: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
-    context: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
-
-    def __attrs_post_init__(self) -> None:
-        # Without a name, tool policies would silently match nothing: refuse instead.
-        if not isinstance(self.data.get("tool_name"), str):
-            raise InvalidInput.at("data.tool_name", "required string")
-
-    @property
-    def tool_name(self) -> str:
-        name: str = self.data["tool_name"]
-        return name
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plain dict a function policy receives (a deep copy it may mutate)."""
-        return {
-            "type": self.type,
-            "data": copy.deepcopy(dict(self.data)),
-            "request_data": None
-            if self.request_data is None
-            else copy.deepcopy(dict(self.request_data)),
-            "context": None if self.context is None else copy.deepcopy(dict(self.context)),
-        }
 
 
 @attrs.frozen
@@ -288,64 +257,3 @@ class PolicyEngine:
         at_result = event.type == PHASE_TOOL_RESULT
         answer = await self._functions.run(spec.name, spec.function, event, at_result=at_result)
         return Verdict(answer.action, spec.name, answer.reason, answer.data)
-
-
-# -- the wire ------------------------------------------------------------------------
-
-
-@attrs.frozen
-class _WireEvent:
-    type: PolicyPhase
-    data: dict[str, Any]
-    request_data: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-
-
-@attrs.frozen
-class _WireToolData:
-    tool_name: str
-    tool_input: dict[str, Any] | None = None
-
-
-def parse_policy_event(obj: Any, *, root: str = "") -> PolicyEvent:
-    """Validate the wire form ``{type, data, request_data?, context?}`` strictly.
-
-    ``data.tool_name`` must be a string and ``data.tool_input`` (if given) an object;
-    ``data.tool_output`` is required at ``PHASE_TOOL_RESULT`` and refused at
-    ``PHASE_TOOL_CALL``; other keys of ``data`` pass through.
-
-    Args:
-        obj: the decoded JSON value.
-        root: a prefix for error paths (``"event"`` for the HTTP body's ``event``).
-
-    Raises:
-        InvalidInput: naming every bad field (``event.data.tool_name``).
-    """
-    data_root = f"{root}.data" if root else "data"
-    details: list[ErrorDetail] = []
-    try:
-        wire: _WireEvent | None = structure(obj, _WireEvent, root=root)
-    except InvalidInput as exc:
-        wire, details = None, list(exc.details)
-    data = obj.get("data") if isinstance(obj, Mapping) else None
-    if isinstance(data, Mapping):
-        details += _data_problems(obj.get("type"), data, data_root)
-    if wire is None or details:
-        summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in details[:5])
-        raise InvalidInput(f"invalid policy event: {summary}", details)
-    return PolicyEvent(wire.type, wire.data, wire.request_data, wire.context)
-
-
-def _data_problems(phase: Any, data: Mapping[str, Any], data_root: str) -> list[ErrorDetail]:
-    known = {k: data[k] for k in ("tool_name", "tool_input") if k in data}
-    try:
-        structure(known, _WireToolData, root=data_root)
-    except InvalidInput as exc:
-        details = list(exc.details)
-    else:
-        details = []
-    if phase == PHASE_TOOL_RESULT and "tool_output" not in data:
-        details.append(ErrorDetail(f"{data_root}.tool_output", "required field missing"))
-    if phase == PHASE_TOOL_CALL and "tool_output" in data:
-        details.append(ErrorDetail(f"{data_root}.tool_output", "only valid at PHASE_TOOL_RESULT"))
-    return details

@@ -138,8 +138,6 @@ class _Broken(Exception):
 
 
 def _action(value: Any) -> PolicyAction:
-    if value is None:
-        return "UNSPECIFIED"
     if not isinstance(value, str):
         raise _Broken(f"result must be a string, got {type(value).__name__}")
     name = value.upper().removeprefix("POLICY_ACTION_")
@@ -149,10 +147,10 @@ def _action(value: Any) -> PolicyAction:
 
 
 def _read_answer(policy_name: str, raw: Any, *, at_result: bool) -> Answer:
-    if raw is None:
-        return Answer("UNSPECIFIED")
+    # ``None`` too: a function that falls off its end has said nothing, and silence
+    # must not let a tool run (an "UNSPECIFIED" answer says "no opinion" on purpose).
     if not isinstance(raw, Mapping):
-        raise _Broken(f"returned {type(raw).__name__}, expected a mapping or None")
+        raise _Broken(f"returned {type(raw).__name__}, expected a mapping with a 'result'")
     if "result" not in raw:
         raise _Broken("answer has no 'result'")
     extra = sorted(map(str, set(raw) - _ANSWER_KEYS))
@@ -172,10 +170,20 @@ def _read_answer(policy_name: str, raw: Any, *, at_result: bool) -> Answer:
     return Answer(action, reason, data)
 
 
-def _failure(policy_name: str, exc: Exception, *, at_result: bool) -> Answer:
+class _Raised(Exception):
+    """A ``BaseException`` (``SystemExit``, ``KeyboardInterrupt``) a policy raised in its
+    thread, carried back as an ordinary failure."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(f"raised {type(raised).__name__}: {raised}".rstrip(": "))
+        self.raised = raised
+
+
+def _failure(policy_name: str, exc: BaseException, *, at_result: bool) -> Answer:
     if at_result:
         # The message of an exception may quote the output it was withholding.
-        summary = exc.summary if isinstance(exc, _Broken) else type(exc).__name__
+        raised = exc.raised if isinstance(exc, _Raised) else exc
+        summary = exc.summary if isinstance(exc, _Broken) else type(raised).__name__
         reason = f"policy {policy_name} failed: {summary}"
         return Answer("DENY", reason, data=_failed_marker(policy_name))
     detail = str(exc) or type(exc).__name__
@@ -185,6 +193,43 @@ def _failure(policy_name: str, exc: Exception, *, at_result: bool) -> Answer:
 
 
 # -- resolving and calling -----------------------------------------------------------
+
+
+def _call_in_thread(fn: PolicyFunction, event: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    """Call a sync policy; runs in a worker thread.
+
+    Everything it raises is caught *here*, in its own thread: a ``SystemExit`` (from
+    ``sys.exit``) or a ``KeyboardInterrupt`` re-raised in the runtime's task would
+    pass every ``except Exception`` on its way and stop the server. No trio
+    cancellation is delivered inside a worker thread, so nothing is swallowed that
+    belongs to the runtime.
+    """
+    try:
+        return fn(event), None
+    except BaseException as exc:  # see above: a worker thread
+        return None, exc
+
+
+async def _call(fn: PolicyFunction, event: dict[str, Any]) -> Any:
+    """Call a policy function (sync in a worker thread, async on the event loop).
+
+    Raises:
+        Exception: what the function raised; a ``BaseException`` from its thread is
+            wrapped so that it is one. An async function's ``SystemExit`` comes back
+            as itself (the caller treats it as a failure); its ``KeyboardInterrupt``
+            propagates, since on the event loop it may be the user's Ctrl-C.
+    """
+    if _is_async(fn):
+        raw = await fn(event)
+    else:
+        raw, raised = await trio.to_thread.run_sync(_call_in_thread, fn, event)
+        if raised is not None:
+            if isinstance(raised, Exception):
+                raise raised
+            raise _Raised(raised) from raised
+    if inspect.isawaitable(raw):
+        raw = await raw
+    return raw
 
 
 class FunctionPolicies:
@@ -226,12 +271,7 @@ class FunctionPolicies:
         """
         try:
             fn = await self._function(ref)
-            if _is_async(fn):
-                raw = await fn(event.to_dict())
-            else:
-                raw = await trio.to_thread.run_sync(fn, event.to_dict())
-            if inspect.isawaitable(raw):
-                raw = await raw
+            raw = await _call(fn, event.to_dict())
             return _read_answer(policy_name, raw, at_result=at_result)
         except trio.Cancelled:
             raise
@@ -239,7 +279,7 @@ class FunctionPolicies:
             # The message is the whole story here; a traceback would only point at us.
             log.error("policy %r failed: %s", policy_name, exc)  # noqa: TRY400
             return _failure(policy_name, exc, at_result=at_result)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             log.exception("policy %r failed", policy_name)
             return _failure(policy_name, exc, at_result=at_result)
 
@@ -253,11 +293,14 @@ class FunctionPolicies:
         return found
 
     def _load(self, ref: str) -> PolicyFunction | Exception:
+        # Runs in a worker thread (``problem`` is documented to be called from one):
+        # whatever an import raises there, SystemExit included, is this reference's
+        # failure and must not travel on into the runtime.
         try:
             fn = self._resolve(ref)
-        except Exception as exc:
+        except BaseException as exc:  # a worker thread: see above
             log.exception("cannot resolve policy function %r", ref)
-            return exc
+            return exc if isinstance(exc, Exception) else _Raised(exc)
         if not callable(fn):
             log.error("policy function %r resolved to a %s", ref, type(fn).__name__)
             return TypeError(f"{ref!r} resolved to a {type(fn).__name__}, not a callable")

@@ -47,6 +47,7 @@ from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_messag
 from ._messages import Messages
 from ._permissions import Grant, Permissions
 from ._policies import Verdict
+from ._policy_allowlist import PolicyAllowlist
 from ._records import (
     Agent,
     ElicitationInfo,
@@ -101,6 +102,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         harnesses: HarnessRegistry,
         place: ToolPlace,
         default_policies: Sequence[PolicySpec] = (),
+        policy_allowlist: PolicyAllowlist | None = None,
         records_only: bool = False,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
@@ -126,6 +128,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             elicitations=self._elicitations,
             place=place,
             default_policies=default_policies,
+            policy_allowlist=policy_allowlist or PolicyAllowlist(load_entry_points=False),
             permissions=self._permissions,
             processes=processes,
             tmux=tmux,

@@ -37,6 +37,8 @@ _MAX_NAME = 100
 # the id splits back into one pair.
 _TERMINAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_POLICY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_MAX_REF = 200
 
 
 # -- per-value rules ------------------------------------------------------------------
@@ -80,13 +82,23 @@ def seconds(value: float) -> Problems:
 
 
 def function_ref(ref: str | None) -> Problems:
+    """A ``function`` policy's reference: ``pkg.module:attr``, or a name.
+
+    A name (``pkg.module.attr``, ``ask_for_bash``, ``acme-guard``) is looked up among
+    the functions the operator registered and the ``omnigent.policies`` entry points,
+    then as a dotted module path; whether it may run is the runtime's decision.
+    """
     if ref is None:
         return []
+    if len(ref) > _MAX_REF:
+        return [ErrorDetail("", f"must be at most {_MAX_REF} characters")]
     module, colon, attr = ref.partition(":")
-    dotted = (module, attr) if colon else (ref,)
-    if all(p.isidentifier() for part in dotted for p in part.split(".")) and (colon or "." in ref):
+    if colon:
+        if all(p.isidentifier() for part in (module, attr) for p in part.split(".")):
+            return []
+    elif _POLICY_NAME.fullmatch(ref):
         return []
-    return [ErrorDetail("", f"must be 'pkg.module:attr' or 'pkg.module.attr', got {ref!r}")]
+    return [ErrorDetail("", f"must be 'pkg.module:attr' or a registered name, got {ref!r}")]
 
 
 def optional_seconds(value: float | None) -> Problems:
