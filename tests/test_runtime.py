@@ -8,6 +8,7 @@ import pytest
 import trio
 
 import omnigent
+from omnigent.core._turn import CRASHED_MESSAGE
 from omnigent.errors import HarnessError
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import (
@@ -104,7 +105,9 @@ async def test_harness_that_fails_in_setup(rt: omnigent.Runtime) -> None:
     before = all_tasks()
     events = await run_turn(rt, session.id)
     assert statuses(events) == ["running", "failed"]
-    assert "cannot start" in events[-1].error.message
+    assert events[-1].error.message == CRASHED_MESSAGE
+    assert "cannot start" not in repr(events)  # logged, never published
+    assert events[-1].error.code == "harness_crashed"
     await wait_quiet(rt)
     assert all_tasks() <= before
 
@@ -120,7 +123,7 @@ async def test_harness_that_raises_mid_stream_keeps_partial_text(
     recorder.body = body
     events = await run_turn(rt, rec_session)
     assert statuses(events) == ["running", "failed"]
-    assert events[-1].error.message == "harness 'recorder' raised ValueError: exploded"
+    assert events[-1].error.message == CRASHED_MESSAGE
     assert events[-1].error.code == "harness_crashed"
     items = (await rt.list_items(rec_session)).data
     assert isinstance(items[-1], MessageItem)

@@ -5,14 +5,18 @@ to, and :meth:`Turn.run` is the whole life of a turn: ``session.status running``
 ``response.created``, the harness, then — in a shielded ``finally``, whatever happened
 — one terminal ``response.*`` event and one terminal ``session.status``:
 
-==========================================  =============================
-how the harness ended                       terminal status
-==========================================  =============================
-returned (last in-stream report not failed)  ``idle``
-returned after reporting ``failed``         ``failed`` with its message
-raised (setup or run)                       ``failed`` with the message
-cancelled (interrupt, stop, shutdown)       ``cancelled``
-==========================================  =============================
+============================================  ==================================================
+how the harness ended                         terminal status
+============================================  ==================================================
+returned (last in-stream report not failed)   ``idle``
+returned after reporting ``failed``           ``failed`` with its message
+raised an ``OmnigentError`` (setup or run)    ``failed`` with its message and code
+raised anything else (setup or run)           ``failed``: a fixed sentence, ``harness_crashed``
+cancelled (interrupt, stop, shutdown)         ``cancelled``
+============================================  ==================================================
+
+The text of an unexpected exception is never published (it may hold secrets); it is
+logged with the session id (see :func:`describe_failure`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import attrs
 import trio
 
 from .._ids import new_id
-from ..errors import HarnessError, OmnigentError
+from ..errors import HarnessError, InternalError, OmnigentError
 from ..harnesses.base import Harness, TurnRequest
 from ..model import (
     ElicitationParams,
@@ -53,7 +57,7 @@ from ._bus import EventBus
 from ._dispatch import SessionTools
 from ._elicitations import Elicitations
 
-__all__ = ["Turn", "only_exceptions", "split_cancellation"]
+__all__ = ["CRASHED_MESSAGE", "Turn", "describe_failure", "only_exceptions", "split_cancellation"]
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +111,27 @@ def _first_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def describe_failure(exc: BaseException, harness: str) -> ErrorInfo:
-    """What a failed turn tells the user: a harness's own message, else what raised."""
+CRASHED_MESSAGE = "the harness failed unexpectedly; the cause is in the server log"
+"""What a stream says about an unexpected exception in a harness or in turn setup."""
+_INTERNAL_MESSAGE = "the turn failed because of an internal error; the cause is in the server log"
+
+
+def describe_failure(exc: BaseException) -> ErrorInfo:
+    """What a failed turn tells everyone who can read its stream.
+
+    An :class:`~omnigent.errors.OmnigentError` raised on purpose (a harness's
+    ``HarnessError``, a model endpoint's failure) keeps its message and code: it was
+    written for the user. Anything else is a bug, and its text may hold secrets (a
+    connection string, a path, a key): the stream gets a fixed sentence with the code
+    ``harness_crashed`` and the cause goes to the log only. ``InternalError`` is a bug
+    by definition and is told the same way, with its own code.
+    """
     leaf = _first_error(exc)
+    if isinstance(leaf, InternalError):
+        return ErrorInfo(_INTERNAL_MESSAGE, leaf.code)
     if isinstance(leaf, OmnigentError):
         return ErrorInfo(leaf.message, leaf.code)
-    return ErrorInfo(f"harness {harness!r} raised {type(leaf).__name__}: {leaf}", "harness_crashed")
+    return ErrorInfo(CRASHED_MESSAGE, "harness_crashed")
 
 
 @attrs.define(eq=False)
@@ -259,9 +278,20 @@ class Turn:
             if failure is None or not only_exceptions(failure):
                 status, error = "cancelled", None
                 raise
-            status, error = "failed", describe_failure(failure, self.harness_name)
-            if not isinstance(_first_error(failure), HarnessError):
-                log.warning("turn %s of %s failed", self.response_id, self.session_id, exc_info=exc)
+            status, error = "failed", describe_failure(failure)
+            leaf = _first_error(failure)
+            if not isinstance(leaf, OmnigentError) or isinstance(leaf, InternalError):
+                log.exception(
+                    "session %s: turn %s: harness %r crashed",
+                    self.session_id,
+                    self.response_id,
+                    self.harness_name,
+                    exc_info=failure,
+                )
+            elif not isinstance(leaf, HarnessError):
+                log.warning(
+                    "session %s: turn %s failed: %s", self.session_id, self.response_id, leaf
+                )
             if cancel is not None:
                 # The turn failed while being cancelled (a harness nursery whose child
                 # raised during a stop): it ends ``failed``, and the cancellation goes
