@@ -14,6 +14,7 @@ import trio
 from ..errors import AgentNotFound, ErrorDetail, Forbidden, SpecError
 from ..mcp import require_mcp
 from ..spec import AgentSpec
+from ..spec._unbuilt import unbuilt_keys
 from ..stores import AgentRow, Store
 from ._host import ActorHost
 from ._records import Agent
@@ -31,7 +32,9 @@ class AgentCatalog:
     async def create(self, spec: AgentSpec | Mapping[str, Any], owner: str) -> Agent:
         """Validate ``spec`` fully, then store it as the agent's next version.
 
-        An unchanged spec keeps its version.
+        Beyond its shape: a key whose feature is not built is refused (see
+        :mod:`omnigent.spec._unbuilt`), and so is a ``function`` policy the operator did
+        not allow. An unchanged spec keeps its version.
         """
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
@@ -40,7 +43,7 @@ class AgentCatalog:
         existing = await self._store.get_agent_by_name(spec.name)
         if existing is not None and existing.owner != owner:
             raise Forbidden(f"agent {spec.name!r} belongs to another user")
-        problems = self._policy_problems(spec)
+        problems = unbuilt_keys(spec) + self._policy_problems(spec)
         if not problems:
             # Importing an allowed function policy's module may block: in a thread.
             problems = await trio.to_thread.run_sync(self._host.new_policy_engine(spec).check)

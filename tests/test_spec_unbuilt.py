@@ -1,0 +1,52 @@
+"""Spec keys whose feature is not built are refused at registration, naming the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import omnigent
+from omnigent.spec._unbuilt import UNBUILT
+
+from .conftest import scripted
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "mcp_servers": {"mcp_servers": [{"name": "fs", "command": ["x"]}]},
+    "terminals": {"terminals": {"bash": {"command": "bash"}}},
+    "sub_agents": {"sub_agents": [scripted("helper")]},
+    "tools.agents": {"sub_agents": [scripted("helper")], "tools": {"agents": ["helper"]}},
+    "spawn": {"spawn": True},
+    "executor.config.command": {"executor": {"config": {"command": ["python", "h.py"]}}},
+    "executor.config.env": {"executor": {"config": {"env": {"A": "1"}}}},
+}
+
+
+def test_every_unbuilt_key_has_a_case_here() -> None:
+    # When a feature lands and its row leaves the table, its case leaves too.
+    assert set(SETTINGS) == set(UNBUILT)
+
+
+def _spec(**extra: Any) -> dict[str, Any]:
+    spec = scripted("a")
+    executor = extra.pop("executor", None)
+    if executor is not None:
+        spec["executor"]["config"].update(executor["config"])
+    return {**spec, **extra}
+
+
+@pytest.mark.parametrize("key", sorted(SETTINGS))
+async def test_a_key_whose_feature_is_not_built_is_refused(rt: omnigent.Runtime, key: str) -> None:
+    with pytest.raises(omnigent.SpecError) as caught:
+        await rt.create_agent(_spec(**SETTINGS[key]))
+    locs = [d.loc for d in caught.value.details]
+    assert key in locs
+    detail = next(d for d in caught.value.details if d.loc == key)
+    assert UNBUILT[key] in detail.msg
+    assert "remove the key" in detail.msg
+    assert await rt.list_agents() == []  # nothing was stored
+
+
+async def test_keys_left_at_their_defaults_ask_for_nothing(rt: omnigent.Runtime) -> None:
+    spec = _spec(spawn=False, sub_agents=[], mcp_servers=[], terminals={}, tools={"agents": []})
+    assert (await rt.create_agent(spec)).version == 1
