@@ -227,8 +227,9 @@ class Runtime(metaclass=_NoPublicConstructor):
 
     async def create_session(
         self,
-        agent_id: str,
+        agent_id: str | None = None,
         *,
+        agent_name: str | None = None,
         title: str | None = None,
         parent_session_id: str | None = None,
         harness_override: str | None = None,
@@ -241,18 +242,26 @@ class Runtime(metaclass=_NoPublicConstructor):
         """Create a session of an agent (its current version).
 
         Args:
+            agent_id: the agent, by id; or
+            agent_name: the agent, by name (exactly one of the two).
             owner: who owns the new session (level manage).
             viewer: when set, ``input_image`` blocks in ``initial_items`` may name
                 only files this user uploaded (others are refused as unknown).
 
         Raises:
             AgentNotFound, SessionNotFound (parent), BadRequest / UnknownHarness
-            (override), InvalidInput (model override, labels, initial items).
+            (override), InvalidInput (model override, labels, initial items; both or
+            neither of ``agent_id`` and ``agent_name``).
         """
         if parent_session_id is not None:
             await self._working()  # the parent hears of its new child (an event)
         else:
             self._open()
+        if (agent_id is None) == (agent_name is None):
+            raise InvalidInput.at("agent_id", "give agent_id or agent_name (exactly one)")
+        if agent_name is not None:
+            agent_id = (await self._agents.get_by_name(agent_name)).id
+        assert agent_id is not None
         return await self._sessions.create(
             agent_id,
             title=title,

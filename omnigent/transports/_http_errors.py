@@ -13,8 +13,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from quart import Quart, Response, jsonify
-from werkzeug.exceptions import HTTPException
+from quart import Quart, Response, jsonify, request
+from werkzeug.exceptions import HTTPException, NotFound
 
 from ..errors import ErrorDetail, InternalError, InvalidInput, OmnigentError
 
@@ -57,6 +57,8 @@ def _from_http(error: HTTPException) -> Response:
     if status >= 500:
         log.error("HTTP %s: %s", status, error, exc_info=error)
         return error_response(status, name, INTERNAL_MESSAGE)
+    if isinstance(error, NotFound):  # routing: our own lookups raise OmnigentError
+        return error_response(404, name, f"no route for {request.method} {request.path}")
     return error_response(status, name, error.description or error.name)
 
 

@@ -91,10 +91,12 @@ _SCHEMAS: dict[str, Any] = {
     "Session": {"type": "object", "description": "A session snapshot."},
     "CreateSession": {
         "type": "object",
-        "required": ["agent_id"],
+        "description": "Exactly one of agent_id and agent_name.",
+        "oneOf": [{"required": ["agent_id"]}, {"required": ["agent_name"]}],
         "additionalProperties": False,
         "properties": {
             "agent_id": {"type": "string"},
+            "agent_name": {"type": "string"},
             "title": {"type": ["string", "null"]},
             "parent_session_id": {"type": ["string", "null"]},
             "harness_override": {"type": ["string", "null"]},

@@ -64,7 +64,8 @@ def owner() -> str:
 
 @attrs.frozen
 class CreateSessionBody:
-    agent_id: str
+    agent_id: str | None = None
+    agent_name: str | None = None
     title: str | None = None
     parent_session_id: str | None = None
     harness_override: str | None = None

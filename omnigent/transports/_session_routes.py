@@ -42,6 +42,7 @@ async def create_session() -> tuple[dict[str, Any], int]:
         await session_access(body.parent_session_id, EDIT)
     snapshot = await state().runtime.create_session(
         body.agent_id,
+        agent_name=body.agent_name,
         title=body.title,
         parent_session_id=body.parent_session_id,
         harness_override=body.harness_override,

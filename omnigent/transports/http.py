@@ -66,6 +66,11 @@ def create_app(
     if auth not in ("none", "header"):
         raise ValueError(f"auth must be 'none' or 'header', not {auth!r}")
     app = QuartTrio("omnigent")
+    # ``/v1//agents`` would otherwise be a 308 redirect with an HTML page: every answer
+    # is JSON (a path that is not a route is the 404 envelope). Set before any route
+    # is added: rules take the map's setting when they are bound.
+    app.url_map.merge_slashes = False
+    app.url_map.strict_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = MAX_FILE_BYTES + (1 << 20)
     app.json.sort_keys = False  # type: ignore[attr-defined]  # keep the wire's field order
     app.extensions["omnigent"] = AppState(
@@ -78,7 +83,8 @@ def create_app(
 
     @app.before_request
     async def require_identity() -> None:
-        if request.path not in _OPEN_PATHS:
+        # Trailing slashes reach the same route (``/health/``): compare without them.
+        if request.path.rstrip("/") not in _OPEN_PATHS:
             owner()  # raises Unauthorized when --auth header and no identity
 
     @app.get("/health")
