@@ -19,8 +19,10 @@ then leave the runtime (every turn ends ``cancelled``, the store closes).
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -47,19 +49,44 @@ GRACEFUL_TIMEOUT = 3.0
 _SHUTDOWN_DEADLINE = GRACEFUL_TIMEOUT + 5.0
 
 
+AGENT_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 async def register_agents(runtime: Runtime, agents_dir: str | Path) -> list[str]:
-    """Register every ``*.yaml`` spec in ``agents_dir``; returns the agent names.
+    """Register every ``*.yaml``, ``*.yml`` and ``*.json`` spec in ``agents_dir``.
+
+    Files are read in name order; an unchanged spec keeps its version, so starting
+    again on the same database registers nothing new. Returns the agent names.
 
     Raises:
-        SpecError: naming the file, for an invalid spec. OSError: unreadable file.
+        BadRequest: ``agents_dir`` is not a directory, or a file cannot be read.
+        SpecError: naming the file, for an invalid spec.
     """
+    folder = Path(agents_dir)
+    if not await trio.to_thread.run_sync(folder.is_dir):
+        raise BadRequest(f"--agents {agents_dir}: no such directory")
     names: list[str] = []
-    paths = sorted(await trio.to_thread.run_sync(lambda: list(Path(agents_dir).glob("*.yaml"))))
-    for path in paths:
-        spec = await trio.to_thread.run_sync(AgentSpec.load, path)
-        agent = await runtime.create_agent(spec)
+    for path in await trio.to_thread.run_sync(_spec_files, folder):
+        spec = await trio.to_thread.run_sync(_load_spec_file, path)
+        try:
+            agent = await runtime.create_agent(spec)
+        except SpecError as exc:
+            raise SpecError(f"{path}: {exc.message}", exc.details) from exc
         names.append(agent.name)
     return names
+
+
+def _spec_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in AGENT_SUFFIXES and p.is_file())
+
+
+def _load_spec_file(path: Path) -> AgentSpec:
+    try:
+        return AgentSpec.load(path)
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc.message}", exc.details) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"cannot read agent spec {path}: {exc}") from exc
 
 
 def load_policies(path: str | Path) -> list[dict[str, Any]]:
@@ -101,6 +128,7 @@ async def serve(
     auth: str,
     *,
     policies: Sequence[Mapping[str, Any]] = (),
+    policy_modules: Sequence[str] = (),
     stop: trio.Event | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -109,17 +137,29 @@ async def serve(
     Args:
         runtime_db: the store URL (``None``: in memory).
         host, port: where to listen (port 0 picks a free port).
-        agents_dir: register every ``*.yaml`` in it first (``None``: none).
+        agents_dir: register every ``*.yaml``, ``*.yml`` and ``*.json`` in it first
+            (``None``: none).
         auth: ``none`` or ``header``.
         policies: server-wide default policies (``open_runtime(default_policies=...)``).
+        policy_modules: modules whose callables agents' ``function`` policies may name
+            (``open_runtime(policy_modules=...)``).
         stop: set it to shut down; without it, cancel the caller's scope.
         task_status: started with the bound URL (``http://HOST:PORT``).
+
+    Raises:
+        BadRequest: the address cannot be listened on (in use, a bad port, a host
+            that does not resolve), or ``agents_dir`` is not a directory.
+        SpecError: an agent in ``agents_dir`` is invalid.
 
     Cancellation: cancelling runs the same orderly shutdown as ``stop``, bounded by
     a deadline; open streams end and every turn ends ``cancelled``.
     """
     stop = trio.Event() if stop is None else stop
-    async with open_runtime(runtime_db, default_policies=policies) as runtime:
+    runtime_options: dict[str, Any] = {
+        "default_policies": policies,
+        "policy_modules": policy_modules,
+    }
+    async with open_runtime(runtime_db, **runtime_options) as runtime:
         if agents_dir is not None:
             await register_agents(runtime, agents_dir)
         stopping = trio.Event()
@@ -134,9 +174,12 @@ async def serve(
         # shutdown trigger; the deadline set below bounds the shutdown.
         hypercorn_scope = trio.CancelScope(shield=True)
         async with trio.open_nursery() as nursery:
-            urls: list[str] = await nursery.start(
-                _run_hypercorn, app, config, shutdown, hypercorn_scope, hypercorn_done
-            )
+            try:
+                urls: list[str] = await nursery.start(
+                    _run_hypercorn, app, config, shutdown, hypercorn_scope, hypercorn_done
+                )
+            except (OSError, OverflowError, BaseExceptionGroup) as exc:
+                raise _listen_error(exc, host, port) from exc
             task_status.started(urls[0])
             try:
                 await stop.wait()
@@ -146,6 +189,28 @@ async def serve(
                 shutdown.set()
                 with trio.CancelScope(shield=True, deadline=hypercorn_scope.deadline):
                     await hypercorn_done.wait()
+
+
+def _listen_error(exc: BaseException, host: str, port: int) -> BaseException:
+    """The user's error for a failure to listen, or ``exc`` itself if it is not one."""
+    leaves = [exc]
+    while len(leaves) == 1 and isinstance(leaves[0], BaseExceptionGroup):
+        leaves = list(leaves[0].exceptions)
+    if len(leaves) != 1 or not isinstance(leaves[0], OSError | OverflowError):
+        return exc
+    leaf = leaves[0]
+    where = f"cannot listen on {host}:{port}"
+    if isinstance(leaf, socket.gaierror):
+        return BadRequest(f"{where}: cannot resolve host {host!r} ({leaf.strerror})")
+    if isinstance(leaf, OverflowError):
+        return BadRequest(f"{where}: the port must be between 0 and 65535")
+    if leaf.errno == errno.EADDRINUSE:
+        return BadRequest(f"{where}: the address is already in use (another server?)")
+    if leaf.errno == errno.EADDRNOTAVAIL:
+        return BadRequest(f"{where}: {host!r} is not an address of this machine")
+    if leaf.errno == errno.EACCES:
+        return BadRequest(f"{where}: permission denied (ports below 1024 need privileges)")
+    return BadRequest(f"{where}: {leaf.strerror or leaf}")
 
 
 async def _run_hypercorn(
@@ -171,43 +236,96 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "serve", help="HTTP + SSE server", description="Serve omnigent over HTTP + SSE."
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=6767)
     parser.add_argument(
-        "--db", default=None, help="store URL (default: $OMNIGENT_DB, else $OMNIGENT_HOME)"
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
     )
-    parser.add_argument("--auth", choices=("none", "header"), default="none")
-    parser.add_argument("--agents", default=None, help="register every *.yaml in DIR")
+    parser.add_argument(
+        "--port", type=int, default=6767, help="port, 0 for any free one (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        default=None,
+        help="store URL (default: $OMNIGENT_DB, else sqlite:///$OMNIGENT_HOME/omnigent.db)",
+    )
+    parser.add_argument(
+        "--auth",
+        choices=("none", "header"),
+        default="none",
+        help="none: everyone is 'local'; header: the caller is the X-Forwarded-Email "
+        "header (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--agents",
+        metavar="DIR",
+        default=None,
+        help="register every *.yaml, *.yml and *.json agent spec in DIR at start (default: none)",
+    )
     parser.add_argument(
         "--policies",
         default=None,
         metavar="FILE",
-        help="YAML list of default policies applied to every session",
+        help="YAML list of default policies applied to every session (default: none)",
+    )
+    parser.add_argument(
+        "--policy-module",
+        dest="policy_modules",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a module whose own callables agents' function policies may name; "
+        "repeatable (default: none)",
     )
     parser.set_defaults(func=run_serve)
     return parser
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Run the server until SIGINT/SIGTERM; returns the exit code (0 on a clean stop)."""
+    """Run the server until SIGINT/SIGTERM; returns the exit code (0 on a clean stop).
+
+    Raises:
+        OmnigentError: a mistake on the command line (a bad port, a missing
+            ``--agents`` folder, an address that cannot be listened on, a bad
+            policies file); the command line prints it as one ``Error:`` line.
+    """
+    if not 0 <= args.port <= 65535:
+        raise BadRequest(f"--port must be between 0 and 65535, got {args.port}")
+    if args.agents is not None and not Path(args.agents).is_dir():
+        raise BadRequest(f"--agents {args.agents}: no such directory")
     db = args.db or default_db_url()
     if db.startswith("sqlite:///"):
         Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     policies = load_policies(args.policies) if getattr(args, "policies", None) else []
-    trio.run(_main, db, args.host, args.port, args.agents, args.auth, policies)
+    modules = tuple(getattr(args, "policy_modules", None) or ())
+    trio.run(_main, db, args.host, args.port, args.agents, args.auth, policies, modules)
     return 0
 
 
 async def _main(
-    db: str, host: str, port: int, agents: str | None, auth: str, policies: list[dict[str, Any]]
+    db: str,
+    host: str,
+    port: int,
+    agents: str | None,
+    auth: str,
+    policies: list[dict[str, Any]],
+    policy_modules: Sequence[str],
 ) -> None:
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(
-                partial(serve, db, host, port, agents, auth, policies=policies, stop=stop)
+            run = partial(
+                serve,
+                db,
+                host,
+                port,
+                agents,
+                auth,
+                policies=policies,
+                policy_modules=policy_modules,
+                stop=stop,
             )
+            url = await nursery.start(run)
             print(f"omnigent serving on {url}", flush=True)
             async for signum in signals:
                 log.info("signal %s: shutting down", signum)
@@ -217,12 +335,10 @@ async def _main(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m omnigent.transports.serve`` (the same options as ``omnigent serve``)."""
-    parser = argparse.ArgumentParser(prog="omnigent")
-    add_serve_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["serve", *(argv if argv is not None else sys.argv[1:])])
-    code: int = args.func(args)
-    return code
+    """``python -m omnigent.transports.serve`` (the same as ``omnigent serve``)."""
+    from ..cli import main as cli_main  # the command line's error reporting, too
+
+    return cli_main(["serve", *(argv if argv is not None else sys.argv[1:])])
 
 
 if __name__ == "__main__":
