@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import select
 import signal
 import subprocess
@@ -384,6 +385,16 @@ def test_renderer_breaks_a_line_of_text_for_a_prompt() -> None:
 # -- commands, in process ---------------------------------------------------------------
 
 
+SESSION_NOTE = re.compile(r"session (conv_\w+) \(continue it with --session \1\)\n")
+
+
+def without_session_note(err: str) -> str:
+    """A ``run``'s stderr without its last line, which names the session it used."""
+    lines = err.splitlines(keepends=True)
+    assert lines and SESSION_NOTE.fullmatch(lines[-1]), err
+    return "".join(lines[:-1])
+
+
 def test_default_db_url(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     assert default_db_url() == f"sqlite:///{home / 'omnigent.db'}"
     monkeypatch.setenv("OMNIGENT_DB", "sqlite:///elsewhere.db")
@@ -407,7 +418,7 @@ def test_run_streams_scripted_text(
     assert main(["run", path, "hi"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "Hello there, friend.\n"
-    assert captured.err == ""
+    assert without_session_note(captured.err) == ""
     assert (home / "omnigent.db").exists()
 
 
@@ -416,7 +427,7 @@ def test_run_failing_step_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["run", path, "hi"]) == 1
     captured = capsys.readouterr()
     assert captured.out == "trying\n"
-    assert captured.err == "Error: the disk is on fire\n"
+    assert without_session_note(captured.err) == "Error: the disk is on fire\n"
 
 
 def test_run_shows_tool_calls_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -424,7 +435,7 @@ def test_run_shows_tool_calls_on_stderr(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["run", path, "hi"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "done\n"
-    call_line, output_line = captured.err.splitlines()
+    call_line, output_line = without_session_note(captured.err).splitlines()
     assert call_line == '→ add({"a": 1, "b": 2})'
     assert output_line.startswith("← Error: unknown tool 'add'")
 
@@ -468,7 +479,7 @@ def test_run_yes_approves_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["run", asking_spec(tmp_path), "hi", "--yes"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "done\n"
-    call, approved, output = captured.err.splitlines()
+    call, approved, output = without_session_note(captured.err).splitlines()
     assert call == '→ sys_os_read({"path": "x.txt"})'
     assert approved == '✓ approved (--yes): sys_os_read({"path": "x.txt"})'
     assert output.startswith("← {") and "hello from x" in output
@@ -481,7 +492,7 @@ def test_run_no_input_declines_without_asking(
     assert main(["run", asking_spec(tmp_path), "hi", "--no-input"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "done\n"
-    _, declined, output = captured.err.splitlines()
+    _, declined, output = without_session_note(captured.err).splitlines()
     assert declined == '✗ declined (--no-input): sys_os_read({"path": "x.txt"})'
     assert output.startswith("← Error: denied by policy ask_add")
 
@@ -548,7 +559,7 @@ def test_ctrl_c_interrupts_the_turn(
     monkeypatch.setattr(sys, "stdout", stdout)
     assert main(["run", path, "hi", "--db", db]) == 130
     assert stdout.text == "start\n"
-    assert capsys.readouterr().err == "Interrupted.\n"
+    assert without_session_note(capsys.readouterr().err) == "Interrupted.\n"
     [session] = session_snapshots(db)
     assert session.status == "cancelled"
 
@@ -587,7 +598,9 @@ def test_ctrl_c_at_the_prompt_withdraws_it_and_interrupts(
     finally:
         os.close(read_fd)
         os.close(write_fd)
-    assert stderr.text.endswith("Approve? [y/N] \n(withdrawn)\nInterrupted.\n")
+    assert without_session_note(stderr.text).endswith(
+        "Approve? [y/N] \n(withdrawn)\nInterrupted.\n"
+    )
     [session] = session_snapshots(db)
     assert session.status == "cancelled"
 
@@ -782,7 +795,7 @@ def test_python_m_omnigent_runs_the_hello_example(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Hello! I am a scripted omnigent agent. Nice to meet you.\n"
-    assert result.stderr == ""
+    assert without_session_note(result.stderr) == ""
 
 
 def test_library_example_runs(tmp_path: Path) -> None:
@@ -830,7 +843,7 @@ def test_run_asks_on_piped_stdin(typed: str, transcript: str, output: str, tmp_p
     assert result.stdout == "done\n"
     assert "? ask_add: read a file?\n" in result.stderr
     assert transcript in result.stderr
-    assert result.stderr.splitlines()[-1].startswith(output)
+    assert without_session_note(result.stderr).splitlines()[-1].startswith(output)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and select")
@@ -853,7 +866,8 @@ def test_ctrl_c_at_a_real_prompt(tmp_path: Path) -> None:
         process.wait(timeout=SUBPROCESS_TIMEOUT)
         rest = process.stderr.read()
     assert process.returncode == 130, err + rest
-    assert (err + rest).endswith(b"Approve? [y/N] \n(withdrawn)\nInterrupted.\n")
+    text = without_session_note((err + rest).decode())
+    assert text.endswith("Approve? [y/N] \n(withdrawn)\nInterrupted.\n")
 
 
 def _read_until(fd: int, marker: bytes) -> bytes:

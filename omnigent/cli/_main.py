@@ -32,8 +32,10 @@ import trio
 
 from .. import __version__
 from .._config import default_db_url
-from ..core import Runtime, open_runtime
+from ..core import Runtime, SessionSnapshot, open_runtime
+from ..core._policies import PolicyFunction, load_function
 from ..errors import BadRequest, OmnigentError
+from ..model import Item
 from ..spec import AgentSpec
 from ._output import Chunk, write
 
@@ -49,6 +51,7 @@ from ._render import (
     format_agent,
     format_agents,
     format_error,
+    format_session,
     format_sessions,
 )
 from ._turn import owns_sigint, run_turn
@@ -164,6 +167,20 @@ def _add_run_parser(subparsers: _Subparsers) -> None:
         help="decline every approval without asking (never reads stdin)",
     )
     run.set_defaults(approvals="ask")
+    run.add_argument(
+        "--session",
+        metavar="ID",
+        help="continue session ID (printed by an earlier run) instead of starting one",
+    )
+    run.add_argument(
+        "--policy-module",
+        dest="policy_modules",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a module whose own callables function policies may name (repeatable; "
+        "the spec's own function references are always allowed)",
+    )
     _add_db_option(run)
     run.set_defaults(handler=_cmd_run)
 
@@ -181,13 +198,17 @@ def _add_agents_parser(subparsers: _Subparsers) -> None:
 
 
 def _add_sessions_parser(subparsers: _Subparsers) -> None:
-    sessions = subparsers.add_parser("sessions", help="list sessions")
+    sessions = subparsers.add_parser("sessions", help="list and show sessions")
     commands = sessions.add_subparsers(metavar="COMMAND", required=True)
     listing = commands.add_parser("list", help="list sessions, newest first")
     listing.add_argument("--agent", metavar="NAME", help="only sessions of this agent")
     listing.add_argument("--limit", metavar="N", type=int, default=20, help="at most N (1-100)")
     _add_db_option(listing)
     listing.set_defaults(handler=_cmd_sessions_list)
+    show = commands.add_parser("show", help="a session's status and items")
+    show.add_argument("session_id", metavar="ID", help="the session id")
+    _add_db_option(show)
+    show.set_defaults(handler=_cmd_sessions_show)
 
 
 def _add_serve_parser(subparsers: _Subparsers) -> None:
@@ -218,6 +239,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         approvals=args.approvals,
         watch_sigint=owns_sigint(),
         open_lines=_stdin_lines,
+        session_id=args.session,
+        policy_functions=_own_policy_functions(spec),
+        policy_modules=args.policy_modules,
     )
     # Ctrl-C outside the turn (while the runtime opens, say) then surfaces at a
     # checkpoint of the main task, where every cleanup below still runs.
@@ -226,7 +250,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_agents_add(args: argparse.Namespace) -> int:
     spec = _load_spec(args.path)
-    agent = _with_runtime(_db_url(args), lambda rt: rt.create_agent(spec))
+    functions = _own_policy_functions(spec)
+    agent = _with_runtime(
+        _db_url(args), lambda rt: rt.create_agent(spec), policy_functions=functions
+    )
     print(format_agent(agent))
     return 0
 
@@ -247,6 +274,34 @@ def _cmd_sessions_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sessions_show(args: argparse.Namespace) -> int:
+    async def show(rt: Runtime) -> tuple[SessionSnapshot, list[Item]]:
+        session = await rt.get_session(args.session_id)
+        items: list[Item] = []
+        after: str | None = None
+        while True:
+            page = await rt.list_items(args.session_id, limit=1000, after=after)
+            items.extend(page.data)
+            if not page.has_more:
+                return session, items
+            after = page.last_id
+
+    session, items = _with_runtime(_db_url(args), show)
+    _print_lines(format_session(session, items))
+    return 0
+
+
+def _own_policy_functions(spec: AgentSpec) -> dict[str, PolicyFunction]:
+    """The ``function`` policies a spec file names, imported: the person running the
+    command line is the operator, and the file is theirs.
+
+    Raises:
+        InvalidInput: a reference cannot be imported (the command prints it).
+    """
+    refs = dict.fromkeys(p.function for p in spec.policies if p.function is not None)
+    return {ref: load_function(ref) for ref in refs if ":" in ref or "." in ref}
+
+
 def _load_spec(path: str) -> AgentSpec:
     """The spec in ``path``.
 
@@ -262,12 +317,17 @@ def _load_spec(path: str) -> AgentSpec:
         raise BadRequest(f"cannot read agent spec {path!r}: not UTF-8 text") from exc
 
 
-def _with_runtime(db: str, action: Callable[[Runtime], Awaitable[T]]) -> T:
+def _with_runtime(
+    db: str,
+    action: Callable[[Runtime], Awaitable[T]],
+    *,
+    policy_functions: dict[str, PolicyFunction] | None = None,
+) -> T:
     """Open a runtime on ``db``, await ``action(runtime)``, close it; its result."""
 
     async def run() -> T:
         # Records only, beside a server that may own the database.
-        async with open_runtime(db=db, exclusive=False) as rt:
+        async with open_runtime(db=db, exclusive=False, policy_functions=policy_functions) as rt:
             return await action(rt)
 
     return trio.run(run, restrict_keyboard_interrupt_to_checkpoints=True)

@@ -26,7 +26,11 @@ from ..model import (
     Event,
     FunctionCallItem,
     FunctionCallOutputItem,
+    InputText,
+    Item,
+    MessageItem,
     OutputItemDone,
+    OutputText,
     OutputTextDelta,
     ResponseCancelled,
     ResponseCompleted,
@@ -66,11 +70,13 @@ __all__ = [
     "format_agent",
     "format_agents",
     "format_error",
+    "format_session",
     "format_sessions",
     "iso_time",
     "one_line",
     "parse_approval",
     "questions_of",
+    "session_note",
     "withdrawn_note",
 ]
 
@@ -224,6 +230,37 @@ def format_sessions(sessions: Iterable[SessionSnapshot]) -> list[str]:
         for s in sessions
     ]
     return _table(rows) or ["no sessions"]
+
+
+def session_note(session_id: str) -> str:
+    """What ``run`` prints on stderr once a turn ends: the session, and how to go on."""
+    return f"session {session_id} (continue it with --session {session_id})\n"
+
+
+def format_session(session: SessionSnapshot, items: Iterable[Item]) -> list[str]:
+    """``sessions show``: the session's line, then one line per item of its history.
+
+    Messages are ``role: text`` (an image is ``[image]``; text is shown in full), tool
+    calls ``→ name(arguments)``, their outputs ``← output`` (one line each, cut).
+    """
+    lines = format_sessions([session])
+    for item in items:
+        if isinstance(item, MessageItem):
+            text = "".join(_block_text(block) for block in item.content)
+            lines.append(f"{item.role}: {text}")
+        elif isinstance(item, FunctionCallItem):
+            lines.append(f"→ {item.name}({one_line(item.arguments)})")
+        elif isinstance(item, FunctionCallOutputItem):
+            lines.append(f"← {one_line(item.output)}")
+    if len(lines) == 1:
+        lines.append("(no items)")
+    return lines
+
+
+def _block_text(block: object) -> str:
+    if isinstance(block, InputText | OutputText):
+        return block.text
+    return "[image]"
 
 
 def format_error(exc: BaseException) -> list[str]:

@@ -1,7 +1,7 @@
 """One turn of ``omnigent run``: stream it, answer its approvals, and take Ctrl-C.
 
-:func:`run_turn` registers the spec, opens a session and streams one turn to the
-terminal, with :class:`~omnigent.cli._prompt.Approvals` beside it answering what the
+:func:`run_turn` registers the spec, opens a session (or continues one) and streams
+one turn to the terminal, with :class:`~omnigent.cli._prompt.Approvals` beside it answering what the
 turn asks. Ctrl-C is taken as a message rather than as ``KeyboardInterrupt`` at an
 arbitrary point, so that an interrupted turn ends through the runtime like any other:
 recorded ``cancelled``, its runtime closed, its open prompt abandoned.
@@ -13,16 +13,21 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import trio
 
-from ..core import Runtime, open_runtime
+from ..core import Runtime, SessionSnapshot, open_runtime
+from ..errors import BadRequest
 from ..spec import AgentSpec
 from ._approval_render import ApprovalMode
-from ._output import one_line, write
+from ._output import Chunk, one_line, write
 from ._prompt import Approvals, Lines
-from ._render import TurnRenderer
+from ._render import TurnRenderer, session_note
+
+PolicyFunction = Callable[..., Any]
 
 __all__ = ["owns_sigint", "run_turn"]
 
@@ -42,25 +47,48 @@ async def run_turn(
     approvals: ApprovalMode,
     watch_sigint: bool,
     open_lines: Callable[[], Lines],
+    session_id: str | None = None,
+    policy_functions: Mapping[str, PolicyFunction] | None = None,
+    policy_modules: Sequence[str] = (),
+    cwd: Path | None = None,
 ) -> int:
-    """Register ``spec``, open a session and stream one turn answering ``prompt``.
+    """Register ``spec``, open a session (or continue one) and stream one turn.
 
     Returns the exit code (see :class:`~omnigent.cli._render.TurnRenderer`).
     Elicitations the stream shows are answered as ``approvals`` says (see
     :class:`~omnigent.cli._prompt.Approvals`), reading the terminal's answers from
-    ``open_lines()``, which is called at the first prompt.
+    ``open_lines()``, which is called at the first prompt. The session's id is written
+    to stderr once the turn ends, however it ends.
+
+    Args:
+        session_id: continue this session (of the agent ``spec`` names) instead of
+            opening a new one; it keeps the agent version it was created with.
+        policy_functions, policy_modules: what the spec's ``function`` policies may
+            name (see ``open_runtime``).
+        cwd: where the OS tools act when the spec names no ``os_env.cwd`` (default:
+            the current directory).
+
+    Raises:
+        SessionNotFound: ``session_id`` does not exist. BadRequest: it is a session of
+            another agent.
 
     Cancellation: a first Ctrl-C interrupts the turn, which ends ``cancelled`` and is
     recorded so; a second stops waiting for it. Either way the runtime closes, and an
     open prompt is abandoned.
     """
     renderer = TurnRenderer()
+    used: str | None = None
     with trio.CancelScope() as give_up:
-        async with open_runtime(db=db) as rt:
+        async with open_runtime(
+            db=db,
+            default_cwd=cwd or Path.cwd(),
+            policy_functions=policy_functions,
+            policy_modules=policy_modules,
+        ) as rt:
             agent = await rt.create_agent(spec)
-            session = await rt.create_session(
-                agent.id, title=one_line(prompt, _TITLE_LENGTH) or None, model_override=model
-            )
+            title = one_line(prompt, _TITLE_LENGTH) or None
+            session = await _open_session(rt, agent.id, spec.name, session_id, title, model)
+            used = session.id
             answering = Approvals(rt, session.id, renderer, approvals, open_lines)
             async with rt.open_turn_stream(session.id, prompt) as (_, events):
                 log.info("session %s: turn started", session.id)
@@ -73,7 +101,31 @@ async def run_turn(
     if give_up.cancelled_caught:
         renderer.note_interrupted()
     write(renderer.finish())
+    if used is not None:
+        write([Chunk("stderr", session_note(used))])
     return renderer.exit_code
+
+
+async def _open_session(
+    rt: Runtime,
+    agent_id: str,
+    agent_name: str,
+    session_id: str | None,
+    title: str | None,
+    model: str | None,
+) -> SessionSnapshot:
+    """A new session of the agent, or ``session_id`` (checked to be one of it)."""
+    if session_id is None:
+        return await rt.create_session(agent_id, title=title, model_override=model)
+    session = await rt.get_session(session_id)
+    if session.agent_id != agent_id:
+        raise BadRequest(
+            f"session {session_id} is a session of agent {session.agent_name!r}, "
+            f"not of {agent_name!r}: run it with that agent's spec"
+        )
+    if model is not None:
+        session = await rt.update_session(session_id, model_override=model)
+    return session
 
 
 async def _interrupt_on_sigint(

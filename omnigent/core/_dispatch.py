@@ -114,10 +114,16 @@ OnAsk = Callable[[ElicitationRequest | None], None]
 
 @attrs.frozen
 class ToolPlace:
-    """Where a session's OS tools act: the runtime's start directory and home."""
+    """Where a session's OS tools act: the runtime's start directory and home.
+
+    ``default_cwd``, when set, is where the OS tools of an agent whose spec names no
+    ``os_env.cwd`` act, instead of a per-session workspace (``omnigent run``: the
+    directory it was run in).
+    """
 
     workspace: Path
     home: Path
+    default_cwd: Path | None = None
 
 
 def _only_keys(args: Mapping[str, Any], tool: str, allowed: set[str]) -> str | None:
@@ -236,8 +242,9 @@ class SessionTools:
         """The working directory of the OS tools, created on first use.
 
         An absolute ``os_env.cwd`` is used as is; a relative one (``.`` included) is
-        relative to the directory the runtime was started in; without one, the session
-        gets its own workspace under ``$OMNIGENT_HOME/workspaces``.
+        relative to the directory the runtime was started in; without one, the tools
+        act in the runtime's ``default_cwd`` if it has one, else the session gets its
+        own workspace under ``$OMNIGENT_HOME/workspaces``.
         """
         if self._cwd is None:
             os_env = self.spec.os_env
@@ -246,7 +253,7 @@ class SessionTools:
                 if not target.is_absolute():
                     target = self._place.workspace / target
             else:
-                target = workspace_for(self._place.home, self.session_id)
+                target = self._place.default_cwd or workspace_for(self._place.home, self.session_id)
             await os_tools.ensure_dir(target)
             self._cwd = await trio.to_thread.run_sync(target.resolve)
         return self._cwd

@@ -46,6 +46,7 @@ async def open_runtime(
     load_entry_points: bool = True,
     home: str | Path | None = None,
     workspace: str | Path | None = None,
+    default_cwd: str | Path | None = None,
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
     policy_functions: PolicyFunctions | None = None,
     policy_modules: Iterable[str] = (),
@@ -65,6 +66,10 @@ async def open_runtime(
             ``~/.omnigent``).
         workspace: the directory an agent's ``os_env.cwd: .`` means (default: the
             current directory).
+        default_cwd: where the OS tools of an agent whose spec names no
+            ``os_env.cwd`` act. ``None`` (the default, and what ``serve`` uses): each
+            session gets its own workspace under ``home``. ``omnigent run`` passes
+            the directory it was run in.
         default_policies: policies applied to every session after its agent's own.
             Their ``function`` references are the caller's own, and may name any
             importable callable.
@@ -96,6 +101,7 @@ async def open_runtime(
     place = ToolPlace(
         workspace=Path(workspace) if workspace is not None else Path.cwd(),
         home=Path(home) if home is not None else omnigent_home(),
+        default_cwd=Path(default_cwd) if default_cwd is not None else None,
     )
     idle_timeout = _idle_timeout(harness_idle_timeout)
     policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]

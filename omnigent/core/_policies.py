@@ -81,6 +81,7 @@ __all__ = [
     "PolicyAction",
     "PolicyEngine",
     "PolicyEvent",
+    "PolicyFunction",
     "PolicyPhase",
     "Verdict",
     "load_function",
