@@ -37,6 +37,7 @@ from ..core._policies import PolicyFunction, load_function
 from ..errors import BadRequest, OmnigentError
 from ..model import Item
 from ..spec import AgentSpec
+from ._mock_llm import add_mock_llm_parser
 from ._output import Chunk, write
 
 # Approvals and Lines are not used here: tests reach the prompt machinery through
@@ -222,6 +223,7 @@ _SUBCOMMANDS: tuple[Callable[[_Subparsers], None], ...] = (
     _add_serve_parser,
     _add_agents_parser,
     _add_sessions_parser,
+    add_mock_llm_parser,
 )
 
 

@@ -40,7 +40,7 @@ from ..errors import BadRequest, ErrorDetail, SpecError
 from ..spec import AgentSpec, parse_policy_spec
 from .http import create_app
 
-__all__ = ["add_serve_parser", "load_policies", "run_serve", "serve"]
+__all__ = ["add_serve_parser", "listen_error", "load_policies", "run_serve", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,10 @@ async def serve(
                     _run_hypercorn, app, config, shutdown, hypercorn_scope, hypercorn_done
                 )
             except (OSError, OverflowError, BaseExceptionGroup) as exc:
-                raise _listen_error(exc, host, port) from exc
+                error = listen_error(exc, host, port)
+                if error is exc:
+                    raise
+                raise error from exc
             task_status.started(urls[0])
             try:
                 await stop.wait()
@@ -191,8 +194,13 @@ async def serve(
                     await hypercorn_done.wait()
 
 
-def _listen_error(exc: BaseException, host: str, port: int) -> BaseException:
-    """The user's error for a failure to listen, or ``exc`` itself if it is not one."""
+def listen_error(exc: BaseException, host: str, port: int) -> BaseException:
+    """The user's error for a failure to listen on ``host:port``, or ``exc`` itself.
+
+    Hypercorn binds when it starts, and a busy port, a port out of range or a host that
+    does not resolve surfaces as an ``OSError``/``OverflowError`` (in a nursery's
+    group): this names the address and the reason in one :class:`BadRequest`.
+    """
     leaves = [exc]
     while len(leaves) == 1 and isinstance(leaves[0], BaseExceptionGroup):
         leaves = list(leaves[0].exceptions)

@@ -1,0 +1,209 @@
+"""``omnigent mock-llm``: the MockLLM as a standalone OpenAI-compatible server.
+
+For trying a ``loop`` agent with no key and no network: it serves ``GET /v1/models``
+and streaming (or whole) ``POST /v1/chat/completions`` on a loopback port. Without a
+script every answer echoes the last user message (``You said: …``); with ``--script
+FILE`` it plays the file's turns in order, then echoes.
+
+The script is a JSON list of turns, the format of ``python -m omnigent.testing``
+(where the two overlap), each an object:
+
+* ``{"text": "…"}`` — a text answer (``"chunk_size"`` characters per delta, default 8;
+  ``"delay"`` seconds between deltas);
+* ``{"tool": {"name": "sys_os_shell", "input": {"command": "ls"}}}`` — one tool call
+  (``"id"`` sets its call id); ``{"tools": [...]}`` several; ``"text"`` may come too;
+* ``{"error": {"status": 429, "message": "…", "retry_after": 1}}`` — an HTTP error;
+* ``{"hang": true}`` — the headers, then nothing until the client goes away.
+
+Memory stays bounded however long it runs: the MockLLM's record of requests (kept for
+tests to read) is dropped at every answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from ..errors import BadRequest
+from ..testing import ErrorReply, HangReply, MockLLM, MockToolCall, Reply, TextReply, ToolCallsReply
+
+__all__ = ["add_mock_llm_parser", "load_chat_script", "run_mock_llm"]
+
+DEFAULT_PORT: Final = 8000
+_TURN_KEYS: Final = frozenset({"text", "tool", "tools", "chunk_size", "delay"})
+_MAX_TURNS: Final = 10_000
+
+
+def add_mock_llm_parser(subparsers: Any) -> None:
+    """Add ``mock-llm`` to an argparse ``subparsers`` (``handler=run_mock_llm``)."""
+    parser = subparsers.add_parser(
+        "mock-llm",
+        help="a scripted OpenAI-compatible model server, for trying agents without a key",
+        description="Serve the MockLLM: an OpenAI-compatible Chat Completions endpoint that "
+        "echoes the last user message, or plays a script.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="0 for any free port (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--script",
+        metavar="FILE",
+        type=Path,
+        help="a JSON list of turns to play before echoing (see docs/cli.md)",
+    )
+    parser.set_defaults(handler=run_mock_llm)
+
+
+def run_mock_llm(args: argparse.Namespace) -> int:
+    """Serve until SIGINT/SIGTERM; prints ``omnigent mock-llm serving on URL`` when ready.
+
+    Raises:
+        BadRequest: a bad port, an unreadable or invalid script, an address that
+            cannot be listened on (printed as one ``Error:`` line).
+    """
+    if not 0 <= args.port <= 65535:
+        raise BadRequest(f"--port must be between 0 and 65535, got {args.port}")
+    script: list[Reply] = []
+    if args.script is not None:
+        try:
+            data = json.loads(args.script.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise BadRequest(f"--script {args.script}: {exc}") from exc
+        try:
+            script = load_chat_script(data)
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"--script {args.script}: {exc}") from exc
+    trio.run(_serve, _mock(script), args.host, args.port)
+    return 0
+
+
+def load_chat_script(data: Any) -> list[Reply]:
+    """The replies a script's JSON form describes (see the module docstring).
+
+    Raises:
+        TypeError: ``data`` is not a list. ValueError: naming the first bad turn
+            (``turn 3: …``).
+    """
+    if not isinstance(data, list):
+        raise TypeError("a script is a JSON list of turns")
+    if len(data) > _MAX_TURNS:
+        raise ValueError(f"a script has at most {_MAX_TURNS} turns")
+    replies = []
+    for number, entry in enumerate(data, 1):
+        try:
+            replies.append(_turn(entry))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"turn {number}: {exc}") from exc
+    return replies
+
+
+def _turn(entry: Any) -> Reply:
+    if not isinstance(entry, dict):
+        raise TypeError("a turn is a JSON object")
+    if "error" in entry:
+        error = entry["error"]
+        if not isinstance(error, dict) or not isinstance(error.get("status"), int):
+            raise ValueError('"error" needs an integer "status"')
+        retry_after = error.get("retry_after")
+        if retry_after is not None and not isinstance(retry_after, int | float):
+            raise ValueError('"retry_after" must be a number')
+        return ErrorReply(error["status"], str(error.get("message", "")), retry_after)
+    if entry.get("hang") is True:
+        return HangReply()
+    unknown = sorted(set(entry) - _TURN_KEYS)
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} (expected {', '.join(sorted(_TURN_KEYS))})")
+    text = entry.get("text")
+    if text is not None and not isinstance(text, str):
+        raise ValueError('"text" must be a string')
+    chunk_size = entry.get("chunk_size", 8)
+    delay = entry.get("delay", 0.0)
+    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+        raise ValueError('"chunk_size" must be an integer of at least 1')
+    if not isinstance(delay, int | float) or isinstance(delay, bool) or not 0 <= delay <= 60:
+        raise ValueError('"delay" must be a number of seconds between 0 and 60')
+    tools = [entry["tool"]] if "tool" in entry else entry.get("tools", [])
+    if not isinstance(tools, list):
+        raise TypeError('"tools" must be a list')
+    if tools:
+        return ToolCallsReply(tuple(_tool(t) for t in tools), text, float(delay))
+    if text is None:
+        raise ValueError('a turn needs "text", "tool" or "tools"')
+    return TextReply(text, chunk_size, float(delay))
+
+
+def _tool(tool: Any) -> MockToolCall:
+    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+        raise TypeError('a tool is {"name": …, "input": {…}}')
+    arguments = tool.get("input", {})
+    if not isinstance(arguments, dict | str):
+        raise TypeError(f'tool {tool["name"]}: "input" must be an object or a string')
+    call_id = tool.get("id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise TypeError(f'tool {tool["name"]}: "id" must be a string')
+    return MockToolCall(tool["name"], arguments, call_id)
+
+
+def last_user_text(body: Mapping[str, Any]) -> str:
+    """The text of the last user message of a chat request (text parts joined)."""
+    messages = body.get("messages")
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(
+                part["text"]
+                for part in content
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+            )
+    return ""
+
+
+def _mock(script: list[Reply]) -> MockLLM:
+    """A MockLLM that plays ``script``, then echoes forever, keeping no requests."""
+    mock = MockLLM()
+
+    def scripted(reply: Reply) -> Callable[[dict[str, Any]], Reply]:
+        def answer(body: dict[str, Any]) -> Reply:
+            mock.requests.clear()  # kept for tests to read; a server runs for days
+            return reply
+
+        return answer
+
+    def echo(body: dict[str, Any]) -> Reply:
+        mock.requests.clear()
+        mock.reply(echo)  # back in the queue: every later request echoes too
+        return TextReply(f"You said: {last_user_text(body)}")
+
+    for reply in script:
+        mock.reply(scripted(reply))
+    mock.reply(echo)
+    return mock
+
+
+async def _serve(mock: MockLLM, host: str, port: int) -> None:
+    from ..transports.serve import listen_error
+
+    listening = False
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        try:
+            async with mock.serve(host=host, port=port) as url:
+                listening = True
+                print(f"omnigent mock-llm serving on {url}", flush=True)
+                async for _ in signals:
+                    break
+        except (OSError, OverflowError, BaseExceptionGroup) as exc:
+            error = exc if listening else listen_error(exc, host, port)
+            if error is exc:
+                raise
+            raise error from exc
