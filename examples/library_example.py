@@ -3,9 +3,9 @@
     python examples/library_example.py
 
 It registers a scripted agent (no model, no network, no key), opens a session, sends
-one message and prints the events of the turn that answers it. Pass a database URL
-(``sqlite:///agents.db``) as the first argument to keep what it did; by default
-everything stays in memory.
+one message and prints the events of the turn that answers it — and, if the turn
+fails, why (the exit status is then 1). Pass a database URL (``sqlite:///agents.db``)
+as the first argument to keep what it did; by default everything stays in memory.
 """
 
 import sys
@@ -26,7 +26,7 @@ executor:
 """
 
 
-async def main(db: str | None) -> None:
+async def main(db: str | None) -> int:
     async with omnigent.open_runtime(db=db) as rt:  # db=None: in memory
         agent = await rt.create_agent(omnigent.AgentSpec.from_yaml(yaml_text))  # or a dict
         session = await rt.create_session(agent_id=agent.id)
@@ -39,9 +39,13 @@ async def main(db: str | None) -> None:
                     print()  # the streamed message is complete
                 elif isinstance(event, omnigent.model.SessionStatus):
                     print(f"[session.status: {event.status}]")
-                    if event.status in ("idle", "failed", "cancelled"):
-                        break
+                    if event.status == "failed" and event.error is not None:
+                        print(f"the turn failed: {event.error.message}", file=sys.stderr)
+                        return 1
+                    if event.status in ("idle", "cancelled"):
+                        return 0
+    return 1  # the stream ended without a terminal status
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1] if len(sys.argv) > 1 else None)
+    sys.exit(trio.run(main, sys.argv[1] if len(sys.argv) > 1 else None))

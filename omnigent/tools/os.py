@@ -26,7 +26,7 @@ import os
 import stat
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, ParamSpec
+from typing import Any, BinaryIO, Concatenate, ParamSpec
 
 import trio
 
@@ -64,14 +64,18 @@ _P = ParamSpec("_P")
 
 
 def _reports_tool_errors(
-    fn: Callable[_P, Awaitable[str]],
-) -> Callable[_P, Awaitable[str]]:
-    """Turn a :class:`ToolError` raised inside ``fn`` into its ``Error: …`` output."""
+    fn: Callable[Concatenate[Path, _P], Awaitable[str]],
+) -> Callable[Concatenate[str | os.PathLike[str], _P], Awaitable[str]]:
+    """Turn a :class:`ToolError` raised inside ``fn`` into its ``Error: …`` output.
+
+    The working directory may be given as a ``str`` or any path-like object; the
+    tool itself always sees a :class:`~pathlib.Path`.
+    """
 
     @functools.wraps(fn)
-    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> str:
+    async def wrapper(cwd: str | os.PathLike[str], /, *args: _P.args, **kwargs: _P.kwargs) -> str:
         try:
-            return await fn(*args, **kwargs)
+            return await fn(Path(cwd), *args, **kwargs)
         except ToolError as exc:
             return exc.render()
 
@@ -87,10 +91,11 @@ def is_mutating(tool_name: str) -> bool:
     return tool_name in _MUTATING
 
 
-async def ensure_dir(path: Path) -> Path:
-    """Create ``path`` and its parents if missing; return it."""
-    await trio.to_thread.run_sync(functools.partial(path.mkdir, parents=True, exist_ok=True))
-    return path
+async def ensure_dir(path: str | os.PathLike[str]) -> Path:
+    """Create ``path`` (a ``str`` or a path) and its parents if missing; return it."""
+    folder = Path(path)
+    await trio.to_thread.run_sync(functools.partial(folder.mkdir, parents=True, exist_ok=True))
+    return folder
 
 
 def _encode(text: str, what: str) -> bytes:

@@ -168,6 +168,7 @@ async def serve(
         config.bind = [f"{host}:{port}"]
         config.graceful_timeout = GRACEFUL_TIMEOUT
         config.accesslog = None
+        config.loglevel = "WARNING"  # its "Running on …": we print our own line
         hypercorn_done = trio.Event()
         shutdown = trio.Event()
         # Shielded so that a cancel from outside reaches Hypercorn only as its
