@@ -651,3 +651,94 @@ def test_events_built_in_python_are_checked() -> None:
     assert info.value.details == (ErrorDetail("data.tool_name", "required string"),)
     with pytest.raises(ValueError):
         PolicyEvent("PHASE_NOPE", {"tool_name": "t"})  # type: ignore[arg-type]
+
+
+# -- the original omnigent's words ----------------------------------------------------
+
+
+def test_a_function_gets_the_originals_event() -> None:
+    assert call(tool_input={"command": "ls"}).to_dict() == {
+        "type": "tool_call",
+        "data": {"name": "sys_os_shell", "arguments": {"command": "ls"}},
+        "request_data": {},
+        "context": {},
+    }
+    assert result(output="out").to_dict() == {
+        "type": "tool_result",
+        "data": {"name": "sys_os_shell", "arguments": {}, "result": "out"},
+        "request_data": {"name": "sys_os_shell", "args": {}},
+        "context": {},
+    }
+    extra = PolicyEvent(PHASE_TOOL_CALL, {"tool_name": "t", "call_id": "c1"}, {"k": 1}, {"u": 2})
+    assert extra.to_dict() == {
+        "type": "tool_call",
+        "data": {"call_id": "c1", "name": "t", "arguments": {}},
+        "request_data": {"k": 1},
+        "context": {"u": 2},
+    }
+
+
+def test_the_originals_spelling_parses_to_the_same_event() -> None:
+    original = parse_policy_event(
+        {
+            "type": "PHASE_TOOL_RESULT",
+            "target": "",
+            "data": {"result": "out"},
+            "request_data": {"name": "t", "args": {"a": 1}},
+            "context": {},
+        }
+    )
+    own = parse_policy_event(
+        {
+            "type": "tool_result",
+            "data": {"tool_name": "t", "tool_input": {"a": 1}, "tool_output": "out"},
+            "request_data": {"name": "t", "args": {"a": 1}},
+            "context": {},
+        }
+    )
+    assert original == own
+    assert original.data == {"tool_name": "t", "tool_input": {"a": 1}, "tool_output": "out"}
+
+
+def exits(event: dict[str, Any]) -> dict[str, Any]:
+    raise SystemExit(3)
+
+
+def interrupts(event: dict[str, Any]) -> dict[str, Any]:
+    raise KeyboardInterrupt
+
+
+async def async_exits(event: dict[str, Any]) -> dict[str, Any]:
+    raise SystemExit("from the loop")
+
+
+@pytest.mark.parametrize("event", [call(), result()], ids=["call", "result"])
+@pytest.mark.parametrize(
+    ("attr", "raised"),
+    [("exits", "SystemExit"), ("interrupts", "KeyboardInterrupt"), ("async_exits", "SystemExit")],
+)
+async def test_a_policy_that_exits_or_interrupts_denies(
+    attr: str, raised: str, event: PolicyEvent
+) -> None:
+    verdict = await decide(tools("ok", "allow_tools", "*"), fn("f", attr), event=event)
+    assert verdict.action == "DENY"
+    assert verdict.reason is not None
+    assert raised in verdict.reason
+
+
+def exits_on_import_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "policy_mod_exits.py").write_text("import sys\nsys.exit('bye')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "policy_mod_exits:fn"
+
+
+async def test_a_module_that_exits_on_import_fails_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = PolicyEngine(
+        [PolicySpec(name="e", type="function", function=exits_on_import_ref(tmp_path, monkeypatch))]
+    )
+    verdict = await engine.evaluate(call())
+    assert verdict.action == "DENY"
+    assert verdict.reason is not None
+    assert "SystemExit" in verdict.reason

@@ -189,7 +189,7 @@ def _read_entry_points() -> dict[str, EntryPoint]:
 def _load_entry_point(ep: EntryPoint) -> PolicyFunction:
     try:
         fn = ep.load()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise InvalidInput(f"cannot load policy entry point {ep.name!r}: {exc!r}") from exc
     if not callable(fn):
         raise InvalidInput(f"policy entry point {ep.name!r} is a {type(fn).__name__}")
@@ -200,7 +200,7 @@ def _load_defined_in(ref: str, module_name: str, attr_path: list[str]) -> Policy
     """The callable at ``attr_path`` in the allowed ``module_name``, defined there."""
     try:
         target: Any = importlib.import_module(module_name)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # an import may call sys.exit (unittest.__main__)
         raise InvalidInput(f"cannot load {ref!r}: importing {module_name} raised {exc!r}") from exc
     for attr in attr_path:
         if not attr.isidentifier() or (attr.startswith("__") and attr.endswith("__")):

@@ -105,7 +105,7 @@ def load_function(ref: str) -> PolicyFunction:
             if not colon and (name == missing or name.startswith(f"{missing}.")):
                 continue
             raise InvalidInput(f"cannot load {ref!r}: {exc}") from exc
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # an import may call sys.exit
             raise InvalidInput(f"cannot load {ref!r}: importing {name} raised {exc!r}") from exc
         for attr in attr_names:
             try:
@@ -281,7 +281,8 @@ class FunctionPolicies:
             return _failure(policy_name, exc, at_result=at_result)
         except (Exception, SystemExit) as exc:
             log.exception("policy %r failed", policy_name)
-            return _failure(policy_name, exc, at_result=at_result)
+            failure = _Raised(exc) if isinstance(exc, SystemExit) else exc
+            return _failure(policy_name, failure, at_result=at_result)
 
     async def _function(self, ref: str) -> PolicyFunction:
         found = self._functions.get(ref)
