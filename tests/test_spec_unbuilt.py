@@ -12,13 +12,9 @@ from omnigent.spec._unbuilt import UNBUILT
 from .conftest import scripted
 
 SETTINGS: dict[str, dict[str, Any]] = {
-    "mcp_servers": {"mcp_servers": [{"name": "fs", "command": ["x"]}]},
-    "terminals": {"terminals": {"bash": {"command": "bash"}}},
     "sub_agents": {"sub_agents": [scripted("helper")]},
     "tools.agents": {"sub_agents": [scripted("helper")], "tools": {"agents": ["helper"]}},
     "spawn": {"spawn": True},
-    "executor.config.command": {"executor": {"config": {"command": ["python", "h.py"]}}},
-    "executor.config.env": {"executor": {"config": {"env": {"A": "1"}}}},
 }
 
 
@@ -28,11 +24,7 @@ def test_every_unbuilt_key_has_a_case_here() -> None:
 
 
 def _spec(**extra: Any) -> dict[str, Any]:
-    spec = scripted("a")
-    executor = extra.pop("executor", None)
-    if executor is not None:
-        spec["executor"]["config"].update(executor["config"])
-    return {**spec, **extra}
+    return {**scripted("a"), **extra}
 
 
 @pytest.mark.parametrize("key", sorted(SETTINGS))
@@ -48,5 +40,5 @@ async def test_a_key_whose_feature_is_not_built_is_refused(rt: omnigent.Runtime,
 
 
 async def test_keys_left_at_their_defaults_ask_for_nothing(rt: omnigent.Runtime) -> None:
-    spec = _spec(spawn=False, sub_agents=[], mcp_servers=[], terminals={}, tools={"agents": []})
+    spec = _spec(spawn=False, sub_agents=[], tools={"agents": []})
     assert (await rt.create_agent(spec)).version == 1

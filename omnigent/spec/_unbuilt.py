@@ -21,13 +21,9 @@ __all__ = ["UNBUILT", "unbuilt_keys"]
 
 UNBUILT: Final[dict[str, str]] = {
     # spec key (dotted path)     the feature it asks for
-    "mcp_servers": "MCP servers",
-    "terminals": "terminals",
     "sub_agents": "sub-agents",
     "tools.agents": "sub-agent dispatch",
     "spawn": "session spawning (sys_session_create)",
-    "executor.config.command": "external harnesses",
-    "executor.config.env": "external harnesses",
 }
 
 
