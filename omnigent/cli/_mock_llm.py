@@ -5,8 +5,8 @@ and streaming (or whole) ``POST /v1/chat/completions`` on a loopback port. Witho
 script every answer echoes the last user message (``You said: …``); with ``--script
 FILE`` it plays the file's turns in order, then echoes.
 
-The script is a JSON list of turns, the format of ``python -m omnigent.testing``
-(where the two overlap), each an object:
+The script is a JSON list of turns — the format of ``python -m omnigent.testing``, read
+by its parser — each an object:
 
 * ``{"text": "…"}`` — a text answer (``"chunk_size"`` characters per delta, default 8;
   ``"delay"`` seconds between deltas);
@@ -31,13 +31,12 @@ from typing import Any, Final
 import trio
 
 from ..errors import BadRequest
-from ..testing import ErrorReply, HangReply, MockLLM, MockToolCall, Reply, TextReply, ToolCallsReply
+from ..testing import MockLLM, Reply, TextReply
+from ..testing._standalone import chat_reply, load_script
 
 __all__ = ["add_mock_llm_parser", "load_chat_script", "run_mock_llm"]
 
 DEFAULT_PORT: Final = 8000
-_TURN_KEYS: Final = frozenset({"text", "tool", "tools", "chunk_size", "delay"})
-_MAX_TURNS: Final = 10_000
 
 
 def add_mock_llm_parser(subparsers: Any) -> None:
@@ -87,68 +86,21 @@ def run_mock_llm(args: argparse.Namespace) -> int:
 def load_chat_script(data: Any) -> list[Reply]:
     """The replies a script's JSON form describes (see the module docstring).
 
+    The format and its parser are ``python -m omnigent.testing``'s, so one script
+    serves both; the turns the chat server cannot play (``shell``, ``stall``) are
+    refused.
+
     Raises:
         TypeError: ``data`` is not a list. ValueError: naming the first bad turn
             (``turn 3: …``).
     """
-    if not isinstance(data, list):
-        raise TypeError("a script is a JSON list of turns")
-    if len(data) > _MAX_TURNS:
-        raise ValueError(f"a script has at most {_MAX_TURNS} turns")
     replies = []
-    for number, entry in enumerate(data, 1):
+    for number, turn in enumerate(load_script(data), 1):
         try:
-            replies.append(_turn(entry))
-        except (TypeError, ValueError) as exc:
+            replies.append(chat_reply(turn))
+        except ValueError as exc:
             raise ValueError(f"turn {number}: {exc}") from exc
     return replies
-
-
-def _turn(entry: Any) -> Reply:
-    if not isinstance(entry, dict):
-        raise TypeError("a turn is a JSON object")
-    if "error" in entry:
-        error = entry["error"]
-        if not isinstance(error, dict) or not isinstance(error.get("status"), int):
-            raise ValueError('"error" needs an integer "status"')
-        retry_after = error.get("retry_after")
-        if retry_after is not None and not isinstance(retry_after, int | float):
-            raise ValueError('"retry_after" must be a number')
-        return ErrorReply(error["status"], str(error.get("message", "")), retry_after)
-    if entry.get("hang") is True:
-        return HangReply()
-    unknown = sorted(set(entry) - _TURN_KEYS)
-    if unknown:
-        raise ValueError(f"unknown keys {unknown} (expected {', '.join(sorted(_TURN_KEYS))})")
-    text = entry.get("text")
-    if text is not None and not isinstance(text, str):
-        raise ValueError('"text" must be a string')
-    chunk_size = entry.get("chunk_size", 8)
-    delay = entry.get("delay", 0.0)
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ValueError('"chunk_size" must be an integer of at least 1')
-    if not isinstance(delay, int | float) or isinstance(delay, bool) or not 0 <= delay <= 60:
-        raise ValueError('"delay" must be a number of seconds between 0 and 60')
-    tools = [entry["tool"]] if "tool" in entry else entry.get("tools", [])
-    if not isinstance(tools, list):
-        raise TypeError('"tools" must be a list')
-    if tools:
-        return ToolCallsReply(tuple(_tool(t) for t in tools), text, float(delay))
-    if text is None:
-        raise ValueError('a turn needs "text", "tool" or "tools"')
-    return TextReply(text, chunk_size, float(delay))
-
-
-def _tool(tool: Any) -> MockToolCall:
-    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-        raise TypeError('a tool is {"name": …, "input": {…}}')
-    arguments = tool.get("input", {})
-    if not isinstance(arguments, dict | str):
-        raise TypeError(f'tool {tool["name"]}: "input" must be an object or a string')
-    call_id = tool.get("id")
-    if call_id is not None and not isinstance(call_id, str):
-        raise TypeError(f'tool {tool["name"]}: "id" must be a string')
-    return MockToolCall(tool["name"], arguments, call_id)
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:

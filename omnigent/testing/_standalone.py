@@ -31,7 +31,7 @@ from omnigent.testing._mockllm import (
 from omnigent.testing._mockllm import Reply as ChatReply
 from omnigent.testing._script import FakeReply, FakeShell, FakeToolUse, FakeTurn
 
-__all__ = ["load_script", "main"]
+__all__ = ["chat_reply", "load_script", "main"]
 
 _TURN_KEYS = {"text", "tool", "tools", "shell", "chunk_size", "delay", "stall"}
 _MAX_TURNS = 10_000
@@ -104,8 +104,12 @@ def _tool(tool: Any) -> FakeToolUse | FakeShell:
     return FakeToolUse(tool["name"], arguments, tool.get("id"))
 
 
-def _chat_reply(reply: FakeReply) -> ChatReply:
-    """The Chat Completions form of a turn, for ``MockLLM`` (which has no shell tool)."""
+def chat_reply(reply: FakeReply) -> ChatReply:
+    """The Chat Completions form of a turn, for ``MockLLM`` (which has no shell tool).
+
+    Raises:
+        ValueError: the turn uses ``stall`` or ``shell``, which the chat server lacks.
+    """
     if not isinstance(reply, FakeTurn):
         return reply
     if reply.stall:
@@ -157,7 +161,7 @@ def _build(api: str, script: list[FakeReply]) -> FakeAnthropic | FakeResponses |
         return FakeResponses(script)
     mock = MockLLM()
     for reply in script:
-        mock.reply(_chat_reply(reply))
+        mock.reply(chat_reply(reply))
     return mock
 
 
