@@ -742,3 +742,16 @@ async def test_a_module_that_exits_on_import_fails_closed(
     assert verdict.action == "DENY"
     assert verdict.reason is not None
     assert "SystemExit" in verdict.reason
+
+
+def test_a_bad_request_data_at_the_result_phase_names_it() -> None:
+    bad = {"type": "PHASE_TOOL_RESULT", "data": {"result": 1}, "request_data": {"name": 3}}
+    assert details(bad, root="event") == [
+        ("event.request_data.name", "expected string, got number")
+    ]
+    worse = {**bad, "request_data": {"name": "t", "args": "x"}}
+    assert details(worse) == [("request_data.args", "expected object, got string")]
+    # Without request_data at the result phase, the name must be in data.
+    assert details({"type": "PHASE_TOOL_RESULT", "data": {"result": 1}}) == [
+        ("data.name", "required field missing")
+    ]

@@ -220,8 +220,9 @@ def _normalise(
     if at_result and request_data is not None:
         request_problems = _from_request(data, request_data, _at(root, "request_data"))
         details += request_problems
-    if "tool_name" not in data and not request_problems:
-        details.append(ErrorDetail(_at(root, "data.name"), "required field missing"))
+    if "tool_name" not in data:
+        if not request_problems:  # else the bad request_data.name says it already
+            details.append(ErrorDetail(_at(root, "data.name"), "required field missing"))
     elif not isinstance(data["tool_name"], str):
         problem = _type_error("string", data["tool_name"])
         details.append(ErrorDetail(_at(root, f"data.{_sent(given, 0)}"), problem))
