@@ -150,8 +150,10 @@ class SessionTools:
         place: ToolPlace,
         permissions: Permissions,
         tmux: terminal_tools.TmuxServer | None = None,
+        session_cwd: str | None = None,
     ) -> None:
         self.session_id = session_id
+        self._session_cwd = Path(session_cwd) if session_cwd is not None else None
         self.spec = spec
         self._registry = registry
         self._policies = policies
@@ -242,19 +244,28 @@ class SessionTools:
         """The working directory of the OS tools, created on first use.
 
         An absolute ``os_env.cwd`` is used as is; a relative one (``.`` included) is
-        relative to the directory the runtime was started in; without one, the tools
-        act in the runtime's ``default_cwd`` if it has one, else the session gets its
-        own workspace under ``$OMNIGENT_HOME/workspaces``.
+        relative to the session's own directory (``create_session(cwd=...)``) if it has
+        one, else to the directory the runtime was started in. Without ``os_env.cwd``
+        the session works in its own directory, else in the runtime's ``default_cwd``
+        if it has one, else in a workspace under ``$OMNIGENT_HOME/workspaces``. A
+        session's own directory belongs to its client and is never created here (a
+        tool then reports it missing).
         """
         if self._cwd is None:
             os_env = self.spec.os_env
+            base = self._session_cwd
             if os_env is not None and os_env.cwd:
                 target = Path(os_env.cwd)
                 if not target.is_absolute():
-                    target = self._place.workspace / target
+                    target = (base or self._place.workspace) / target
             else:
-                target = self._place.default_cwd or workspace_for(self._place.home, self.session_id)
-            await os_tools.ensure_dir(target)
+                target = (
+                    base
+                    or self._place.default_cwd
+                    or workspace_for(self._place.home, self.session_id)
+                )
+            if target != base:
+                await os_tools.ensure_dir(target)
             self._cwd = await trio.to_thread.run_sync(target.resolve)
         return self._cwd
 

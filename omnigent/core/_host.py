@@ -250,6 +250,7 @@ class ActorHost:
             place=self._place,
             permissions=self._permissions,
             tmux=self._tmux,
+            session_cwd=row.cwd,
         )
 
     async def build_request(

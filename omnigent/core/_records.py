@@ -93,6 +93,8 @@ class SessionSnapshot(_Wire):
     last_event_id: int
     created_at: float
     resources: tuple[Resource, ...] = ()
+    cwd: str | None = None
+    updated_at: float = 0.0
     object: str = "session"
 
     def to_dict(self) -> dict[str, Any]:

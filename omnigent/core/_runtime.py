@@ -238,6 +238,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         initial_items: Sequence[Any] = (),
         owner: str = "local",
         viewer: str | None = None,
+        cwd: str | None = None,
     ) -> SessionSnapshot:
         """Create a session of an agent (its current version).
 
@@ -247,6 +248,10 @@ class Runtime(metaclass=_NoPublicConstructor):
             owner: who owns the new session (level manage).
             viewer: when set, ``input_image`` blocks in ``initial_items`` may name
                 only files this user uploaded (others are refused as unknown).
+            cwd: the absolute directory the session's client works in (an editor's
+                project): the OS tools act there unless the spec pins an absolute
+                ``os_env.cwd``, and a relative one is taken from it. A child session
+                works in its parent's directory unless given its own. Never created.
 
         Raises:
             AgentNotFound, SessionNotFound (parent), BadRequest / UnknownHarness
@@ -272,6 +277,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             initial_items=initial_items,
             owner=owner,
             viewer=viewer,
+            cwd=cwd,
         )
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
@@ -291,10 +297,12 @@ class Runtime(metaclass=_NoPublicConstructor):
         limit: int = 20,
         after: str | None = None,
         viewer: str | None = None,
+        cwd: str | None = None,
     ) -> SessionPage:
         """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id.
 
-        ``viewer`` limits the list to sessions that user may read.
+        ``viewer`` limits the list to sessions that user may read; ``cwd`` to sessions
+        created with exactly that working directory.
         """
         self._open()
         return await self._sessions.list(
@@ -303,6 +311,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             limit=limit,
             after=after,
             viewer=viewer,
+            cwd=cwd,
         )
 
     async def update_session(self, session_id: str, **changes: Any) -> SessionSnapshot:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 import attrs
@@ -65,6 +66,20 @@ def _check_labels(labels: Any) -> dict[str, str]:
     return structure(labels, dict[str, str], root="labels")
 
 
+_MAX_CWD = 4096
+
+
+def check_cwd(cwd: Any) -> str | None:
+    """An absolute directory path (it need not exist here: it is the client's)."""
+    if cwd is None:
+        return None
+    if not isinstance(cwd, str) or not cwd or len(cwd) > _MAX_CWD or "\x00" in cwd:
+        raise InvalidInput.at("cwd", f"must be an absolute path of at most {_MAX_CWD} characters")
+    if not PurePosixPath(cwd).is_absolute():
+        raise InvalidInput.at("cwd", "must be an absolute path")
+    return cwd
+
+
 def _check_title(title: Any) -> str | None:
     if title is not None and not isinstance(title, str):
         raise InvalidInput.at("title", "expected string")
@@ -108,9 +123,11 @@ class SessionRecords:
         initial_items: Sequence[Any],
         owner: str,
         viewer: str | None,
+        cwd: str | None = None,
     ) -> SessionSnapshot:
         """See :meth:`Runtime.create_session`."""
         title = _check_title(title)
+        cwd = check_cwd(cwd)
         model_override = _check_model_override(model_override)
         checked_labels = _check_labels(labels)
         initial: list[_InitialItem] = structure(
@@ -134,8 +151,11 @@ class SessionRecords:
             harness_override = self._host.harnesses.canonical(harness_override)
         root = None
         if parent_session_id is not None:
-            root = (await self.row(parent_session_id)).root_session_id
+            parent = await self.row(parent_session_id)
+            root = parent.root_session_id
+            cwd = cwd or parent.cwd  # a sub-agent works where its parent works
         session_id = new_id("conv")
+        created = now()
         row = SessionRow(
             id=session_id,
             agent_id=agent.id,
@@ -150,7 +170,9 @@ class SessionRecords:
             status="idle",
             last_event_id=0,
             turn_count=0,
-            created_at=now(),
+            created_at=created,
+            cwd=cwd,
+            updated_at=created,
         )
         await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
         if parent_session_id is not None:
@@ -184,6 +206,8 @@ class SessionRecords:
             last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
             created_at=row.created_at,
             resources=tuple(self._host.resources_of(row.id)),
+            cwd=row.cwd,
+            updated_at=row.updated_at,
         )
 
     async def list(
@@ -194,6 +218,7 @@ class SessionRecords:
         limit: int,
         after: str | None,
         viewer: str | None = None,
+        cwd: str | None = None,
     ) -> SessionPage:
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
             raise InvalidInput.at("limit", "must be an integer between 1 and 100")
@@ -210,6 +235,7 @@ class SessionRecords:
                 limit=limit,
                 after=after,
                 viewer=viewer,
+                cwd=check_cwd(cwd),
             )
         except LookupError:
             raise InvalidInput.at("after", f"unknown session {after!r}") from None

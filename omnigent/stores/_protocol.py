@@ -11,8 +11,9 @@ Contract every implementation keeps:
 * A cancelled caller may wait for the statement it started (a thread call cannot be
   interrupted), then sees ``trio.Cancelled``.
 * ``append_events`` writes a whole batch in one round trip and keeps each session's
-  ``last_event_id`` and ``status`` (from its latest ``session.status`` event) in the
-  same transaction. A row it cannot take raises; the caller retries row by row.
+  ``last_event_id``, ``updated_at`` (its newest event's ``created_at``) and ``status``
+  (from its latest ``session.status`` event) in the same transaction. A row it cannot
+  take raises; the caller retries row by row.
 * Listing cursors (``after``) that name no row of the listing raise ``LookupError``.
 """
 
@@ -75,11 +76,13 @@ class Store(Protocol):
         limit: int = 20,
         after: str | None = None,
         viewer: str | None = None,
+        cwd: str | None = None,
     ) -> Page:
         """Sessions newest first, ``limit`` at a time; ``after`` is the previous last id.
 
         With ``viewer``, only sessions that user may read (owned, or granted or public
-        on the session or any of its ancestors).
+        on the session or any of its ancestors). With ``cwd``, only sessions whose
+        working directory is exactly ``cwd``.
 
         Raises:
             LookupError: ``after`` is not a session this listing could show.

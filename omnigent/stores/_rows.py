@@ -41,6 +41,10 @@ class SessionRow:
     last_event_id: int
     turn_count: int
     created_at: float
+    # The directory the session's client works in (absolute), if it named one.
+    cwd: str | None = None
+    # When the session last saw activity: its newest event (else its creation).
+    updated_at: float = 0.0
 
 
 @attrs.frozen

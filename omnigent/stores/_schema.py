@@ -95,4 +95,13 @@ CREATE TABLE permissions (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# Sessions remember the directory their client works in (ACP's ``cwd``) and when they
+# last saw activity (the time of their newest event).
+_V2 = """
+ALTER TABLE sessions ADD COLUMN cwd TEXT;
+ALTER TABLE sessions ADD COLUMN updated_at REAL;
+UPDATE sessions SET updated_at = created_at;
+CREATE INDEX sessions_cwd ON sessions(cwd);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)

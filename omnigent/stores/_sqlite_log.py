@@ -98,22 +98,23 @@ class LogMixin(SQLiteBase):
     async def append_events(self, events: Sequence[StoredEvent]) -> None:
         """Persist a batch of events in one transaction.
 
-        Also keeps each session's ``last_event_id`` and ``status`` (from its latest
-        ``session.status`` event) current, so snapshots need no scan of the log.
+        Also keeps each session's ``last_event_id``, ``updated_at`` (its newest event's
+        ``created_at``) and ``status`` (from its latest ``session.status`` event)
+        current, so snapshots need no scan of the log.
         """
         rows = [(e.session_id, e.event_id, e.type, json.dumps(e.data)) for e in events]
-        last: dict[str, int] = {}
+        last: dict[str, tuple[int, float]] = {}
         status: dict[str, str] = {}
         for e in events:
-            last[e.session_id] = e.event_id
+            last[e.session_id] = (e.event_id, float(e.data.get("created_at") or now()))
             if e.type == "session.status":
                 status[e.session_id] = e.data["status"]
 
         def write(c: sqlite3.Connection) -> None:
             c.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
             c.executemany(
-                "UPDATE sessions SET last_event_id = ? WHERE id = ?",
-                [(v, k) for k, v in last.items()],
+                "UPDATE sessions SET last_event_id = ?, updated_at = ? WHERE id = ?",
+                [(event_id, at, k) for k, (event_id, at) in last.items()],
             )
             c.executemany(
                 "UPDATE sessions SET status = ? WHERE id = ?", [(v, k) for k, v in status.items()]

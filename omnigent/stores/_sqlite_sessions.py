@@ -20,7 +20,8 @@ __all__ = ["SessionsMixin"]
 
 _SESSION_COLUMNS = (
     "id, agent_id, agent_version, owner, title, parent_session_id, root_session_id, "
-    "harness_override, model_override, labels, status, last_event_id, turn_count, created_at"
+    "harness_override, model_override, labels, status, last_event_id, turn_count, created_at, "
+    "cwd, updated_at"
 )
 
 
@@ -40,6 +41,8 @@ def _session_row(r: sqlite3.Row) -> SessionRow:
         last_event_id=r["last_event_id"],
         turn_count=r["turn_count"],
         created_at=r["created_at"],
+        cwd=r["cwd"],
+        updated_at=r["updated_at"] if r["updated_at"] is not None else r["created_at"],
     )
 
 
@@ -56,7 +59,7 @@ class SessionsMixin(SQLiteBase):
         def write(c: sqlite3.Connection) -> None:
             c.execute(
                 f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     row.id,
                     row.agent_id,
@@ -72,6 +75,8 @@ class SessionsMixin(SQLiteBase):
                     row.last_event_id,
                     row.turn_count,
                     row.created_at,
+                    row.cwd,
+                    row.updated_at or row.created_at,
                 ),
             )
             insert_items(c, row.id, items)
@@ -95,11 +100,13 @@ class SessionsMixin(SQLiteBase):
         limit: int = 20,
         after: str | None = None,
         viewer: str | None = None,
+        cwd: str | None = None,
     ) -> Page:
         """Sessions newest first; ``after`` is the id of the last row of the previous page.
 
         With ``viewer``, only sessions that user may read: owned, granted, or public
-        (directly or through the session's root).
+        (directly or through the session's root). With ``cwd``, only sessions whose
+        working directory is exactly ``cwd``.
         """
 
         def read(c: sqlite3.Connection) -> Page:
@@ -118,6 +125,9 @@ class SessionsMixin(SQLiteBase):
             if parent_session_id is not None:
                 where.append("parent_session_id = ?")
                 args.append(parent_session_id)
+            if cwd is not None:
+                where.append("cwd = ?")
+                args.append(cwd)
             if after is not None:
                 cursor = c.execute("SELECT seq FROM sessions WHERE id = ?", (after,)).fetchone()
                 if cursor is None:

@@ -1,0 +1,84 @@
+"""Core calls the ACP transport needs: access levels, session working directories,
+standing answers to approvals, and tools a connection provides."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.errors import InvalidInput, SessionNotFound
+from omnigent.model import OutputItemDone
+
+from .conftest import run_turn, scripted
+
+
+async def test_access_level_reports_owner_grant_and_stranger(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(scripted(), owner="alice")
+    session = await rt.create_session(agent.id, owner="alice")
+    assert await rt.access_level(session.id, "alice") == 3
+    assert await rt.access_level(session.id, "bob") == 0
+    await rt.grant(session.id, "bob", 2)
+    assert await rt.access_level(session.id, "bob") == 2
+    with pytest.raises(SessionNotFound):
+        await rt.access_level("conv_missing", "alice")
+
+
+async def test_session_cwd_is_kept_listed_and_where_the_os_tools_act(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("from the project\n")
+    db = f"sqlite:///{tmp_path / 'cwd.db'}"
+    spec = scripted("reader", [{"call": "sys_os_read", "args": {"path": "notes.txt"}}])
+    async with omnigent.open_runtime(db) as rt:
+        agent = await rt.create_agent(spec)
+        inside = await rt.create_session(agent.id, cwd=str(project))
+        elsewhere = await rt.create_session(agent.id, cwd="/somewhere/else")
+        child = await rt.create_session(agent.id, parent_session_id=inside.id)
+        assert (inside.cwd, child.cwd) == (str(project), str(project))
+        events = await run_turn(rt, inside.id)
+        outputs = [e.item for e in events if isinstance(e, OutputItemDone)]
+        assert "from the project" in outputs[-1].output  # type: ignore[union-attr]
+        page = await rt.list_sessions(cwd=str(project))
+        assert {s.id for s in page.data} == {inside.id, child.id}
+        assert [s.id for s in (await rt.list_sessions(cwd="/somewhere/else")).data] == [
+            elsewhere.id
+        ]
+        snapshot = await rt.get_session(inside.id)
+        assert snapshot.updated_at >= snapshot.created_at
+        assert snapshot.updated_at > inside.updated_at  # the turn's events count
+    async with omnigent.open_runtime(db) as rt:  # kept across a restart
+        assert (await rt.get_session(inside.id)).cwd == str(project)
+        # A directory that does not exist is never created: the tool says so.
+        events = await run_turn(rt, elsewhere.id)
+        output = [e.item for e in events if isinstance(e, OutputItemDone)][-1]
+        assert output.output.startswith("Error:")  # type: ignore[union-attr]
+    assert not await trio.Path("/somewhere/else").exists()
+
+
+@pytest.mark.parametrize("cwd", ["relative/dir", "", 7, "/nul\x00byte", "/" + "x" * 5000])
+async def test_a_bad_cwd_is_refused_at_cwd(rt: omnigent.Runtime, cwd: Any) -> None:
+    agent = await rt.create_agent(scripted())
+    with pytest.raises(InvalidInput) as caught:
+        await rt.create_session(agent.id, cwd=cwd)
+    assert caught.value.details[0].loc == "cwd"
+    assert (await rt.list_sessions()).data == ()
+
+
+async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
+        agent = await rt.create_agent(scripted())
+        old = await rt.create_session(agent.id)
+    with sqlite3.connect(path) as conn:  # back to how version 1 left it
+        conn.execute("DROP INDEX sessions_cwd")
+        conn.execute("ALTER TABLE sessions DROP COLUMN cwd")
+        conn.execute("ALTER TABLE sessions DROP COLUMN updated_at")
+        conn.execute("PRAGMA user_version = 1")
+    async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
+        snapshot = await rt.get_session(old.id)
+        assert (snapshot.cwd, snapshot.updated_at) == (None, old.created_at)
