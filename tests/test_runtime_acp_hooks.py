@@ -12,9 +12,9 @@ import trio
 
 import omnigent
 from omnigent.errors import InvalidInput, SessionNotFound
-from omnigent.model import OutputItemDone
+from omnigent.model import ElicitationRequest, OutputItemDone
 
-from .conftest import run_turn, scripted
+from .conftest import run_turn, scripted, statuses, wait_quiet
 
 
 async def test_access_level_reports_owner_grant_and_stranger(rt: omnigent.Runtime) -> None:
@@ -82,3 +82,68 @@ async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> 
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
         snapshot = await rt.get_session(old.id)
         assert (snapshot.cwd, snapshot.updated_at) == (None, old.created_at)
+
+
+def _asking_spec(name: str = "asker") -> dict[str, Any]:
+    spec = scripted(name, [{"call": "sys_os_read", "args": {"path": "missing.txt"}}])
+    spec["policies"] = [{"name": "ask_read", "type": "ask_tools", "tools": ["sys_os_read"]}]
+    return spec
+
+
+async def _first_request(rt: omnigent.Runtime, session_id: str) -> ElicitationRequest:
+    async with rt.subscribe(session_id, after=0) as events:
+        async for event in events:
+            if isinstance(event, ElicitationRequest):
+                return event
+    raise AssertionError("no elicitation")
+
+
+async def test_a_standing_answer_answers_that_tool_without_asking(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(_asking_spec())
+    session = await rt.create_session(agent.id)
+    other = await rt.create_session(agent.id)
+    with trio.fail_after(5):
+        await rt.send_message(session.id, "go")
+        first = await _first_request(rt, session.id)
+        # Answering "always" also answers the elicitation that is waiting.
+        assert await rt.remember_answer(session.id, "sys_os_read", "accept") == 1
+        await wait_quiet(rt)
+        events = await run_turn(rt, session.id)  # the next turn asks nobody
+    assert not any(isinstance(e, ElicitationRequest) for e in events)
+    assert statuses(events) == ["running", "idle"]
+    outputs = [e.item for e in events if isinstance(e, OutputItemDone)]
+    assert "no such file" in outputs[-1].output  # type: ignore[union-attr]  # it ran
+    assert first.params.tool_name == "sys_os_read"
+    # Another session, or another phase, still asks.
+    with trio.fail_after(5):
+        await rt.send_message(other.id, "go")
+        asked = await _first_request(rt, other.id)
+        assert await rt.resolve_elicitation(other.id, asked.elicitation_id, "decline")
+        await wait_quiet(rt)
+
+
+async def test_a_standing_decline_denies_and_none_forgets(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(_asking_spec())
+    session = await rt.create_session(agent.id)
+    assert await rt.remember_answer(session.id, "sys_os_read", "decline") == 0
+    with trio.fail_after(5):
+        events = await run_turn(rt, session.id)
+    outputs = [e.item for e in events if isinstance(e, OutputItemDone)]
+    assert outputs[-1].output.startswith("Error: denied by policy ask_read")  # type: ignore[union-attr]
+    await rt.remember_answer(session.id, "sys_os_read", None)
+    with trio.fail_after(5):
+        await rt.send_message(session.id, "again")
+        asked = await _first_request(rt, session.id)
+        await rt.resolve_elicitation(session.id, asked.elicitation_id, "cancel")
+        await wait_quiet(rt)
+
+
+async def test_remember_answer_refuses_bad_input(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(_asking_spec())
+    session = await rt.create_session(agent.id)
+    with pytest.raises(InvalidInput):
+        await rt.remember_answer(session.id, "sys_os_read", "cancel")
+    with pytest.raises(InvalidInput):
+        await rt.remember_answer(session.id, "", "accept")
+    with pytest.raises(SessionNotFound):
+        await rt.remember_answer("conv_missing", "sys_os_read", "accept")

@@ -15,6 +15,12 @@ expired and publishes ``response.elicitation_resolved`` on the owner and its
 ancestors, so nothing is left dangling. Rows still pending when a process starts are
 expired (their waiters died with the old process).
 
+A *standing answer* (:meth:`Elicitations.remember`) answers every later elicitation
+about one tool in one session, in one phase, without asking anyone: an editor's
+"always allow" / "always reject". Nothing is published for an elicitation answered
+that way; the tool call itself is still in the history. Standing answers live in
+memory for the runtime's lifetime (or until the session is deleted).
+
 Resource handling: the waiter table holds one entry per *waiting task*, removed by
 that task's ``finally``; it owns no tasks itself.
 """
@@ -80,6 +86,8 @@ class Elicitations:
         self._store = store
         self._bus = bus
         self._waiters: dict[str, _Waiter] = {}
+        # (session id, phase, tool name) -> the answer given to every such elicitation.
+        self._standing: dict[tuple[str, str, str], Resolution] = {}
 
     @property
     def waiting(self) -> int:
@@ -109,12 +117,22 @@ class Elicitations:
     async def open(
         self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = True
     ) -> AsyncIterator[_Waiter]:
-        """Like :meth:`ask`, for callers that wait on ``waiter.done`` themselves."""
+        """Like :meth:`ask`, for callers that wait on ``waiter.done`` themselves.
+
+        With a standing answer for the request's tool, the waiter comes back already
+        answered and nothing is stored or published.
+        """
         elicitation_id = new_id("elicit")
         if params.mode == "url" and params.url is None:
             params = attrs.evolve(params, url=f"/approve/{session_id}/{elicitation_id}")
         request = ElicitationRequest(elicitation_id=elicitation_id, params=params)
         waiter = _Waiter(session_id, request)
+        standing = self._standing_answer(session_id, params)
+        if standing is not None:
+            waiter.resolution = standing
+            waiter.done.set()
+            yield waiter
+            return
         await self._store.insert_elicitation(
             elicitation_id, session_id, json.dumps(request.to_dict())
         )
@@ -177,6 +195,41 @@ class Elicitations:
         waiter.resolution = Resolution(action, content if action == "accept" else None)  # type: ignore[arg-type]
         waiter.done.set()
         return True
+
+    def remember(self, session_id: str, phase: str, tool_name: str, action: str | None) -> int:
+        """Answer elicitations about ``tool_name`` in ``phase`` with ``action`` from now on.
+
+        ``action`` is ``accept`` or ``decline``; ``None`` forgets the standing answer.
+        Elicitations of that kind already waiting in the session are answered too;
+        returns how many.
+        """
+        key = (session_id, phase, tool_name)
+        if action is None:
+            self._standing.pop(key, None)
+            return 0
+        if action not in ("accept", "decline"):
+            raise ValueError(f"a standing answer is accept or decline, not {action!r}")
+        self._standing[key] = Resolution(action)  # type: ignore[arg-type]
+        waiting = [
+            w
+            for w in self._waiters.values()
+            if w.session_id == session_id
+            and w.resolution is None
+            and (w.request.params.phase, w.request.params.tool_name) == (phase, tool_name)
+        ]
+        for waiter in waiting:
+            self.resolve(session_id, waiter.request.elicitation_id, action)
+        return len(waiting)
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop every standing answer of a (deleted) session."""
+        for key in [k for k in self._standing if k[0] == session_id]:
+            del self._standing[key]
+
+    def _standing_answer(self, session_id: str, params: ElicitationParams) -> Resolution | None:
+        if params.tool_name is None:
+            return None
+        return self._standing.get((session_id, params.phase, params.tool_name))
 
     def pending_for(self, session_id: str) -> list[ElicitationRequest]:
         """Pending requests shown on ``session_id``: its own and its descendants'.

@@ -335,6 +335,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             await self._store.delete_sessions(doomed)
             for sid in doomed:
                 self._bus.forget_session(sid)
+                self._elicitations.forget_session(sid)
         finally:
             host.deleting.difference_update(doomed)
 
@@ -607,6 +608,34 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._open()
         await self._sessions.row(session_id)
         return await self._elicitations.info(session_id, elicitation_id)
+
+    async def remember_answer(
+        self,
+        session_id: str,
+        tool_name: str,
+        action: str | None,
+        *,
+        phase: str = "tool_call",
+    ) -> int:
+        """Give a standing answer to elicitations about one tool in one session.
+
+        From now on an elicitation of ``session_id`` whose ``params.tool_name`` is
+        ``tool_name`` and ``params.phase`` is ``phase`` is answered ``action``
+        (``accept`` or ``decline``) at once, without publishing anything: an editor's
+        "always allow" / "always reject". ``None`` withdraws the standing answer. Such
+        elicitations already waiting are answered too; returns how many. Kept in memory
+        for the runtime's lifetime; deleting the session drops it.
+
+        Raises:
+            SessionNotFound; InvalidInput at ``action`` or ``tool_name``.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        if action is not None and action not in ("accept", "decline"):
+            raise InvalidInput.at("action", "must be 'accept', 'decline' or None")
+        if not isinstance(tool_name, str) or not tool_name:
+            raise InvalidInput.at("tool_name", "must be a tool name")
+        return self._elicitations.remember(session_id, phase, tool_name, action)
 
     async def elicit(
         self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = False
