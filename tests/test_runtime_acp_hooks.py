@@ -147,3 +147,60 @@ async def test_remember_answer_refuses_bad_input(rt: omnigent.Runtime) -> None:
         await rt.remember_answer(session.id, "", "accept")
     with pytest.raises(SessionNotFound):
         await rt.remember_answer("conv_missing", "sys_os_read", "accept")
+
+
+async def test_a_provided_tool_runs_instead_of_the_builtin_while_open(
+    rt: omnigent.Runtime,
+) -> None:
+    spec = scripted("fs", [{"call": "sys_os_read", "args": {"path": "buffer.py"}}])
+    agent = await rt.create_agent(spec)
+    session = await rt.create_session(agent.id)
+    calls: list[dict[str, Any]] = []
+
+    async def editor_read(args: dict[str, Any]) -> str:
+        calls.append(args)
+        return '{"content": "unsaved text"}'
+
+    async def broken(args: dict[str, Any]) -> str:
+        raise ConnectionError("the editor went away")
+
+    with trio.fail_after(5):
+        async with rt.open_tool_provider(session.id, {"sys_os_read": editor_read}):
+            events = await run_turn(rt, session.id)
+            assert [e.item for e in events if isinstance(e, OutputItemDone)][-1].output == (  # type: ignore[union-attr]
+                '{"content": "unsaved text"}'
+            )
+            async with rt.open_tool_provider(session.id, {"sys_os_read": broken}):
+                events = await run_turn(rt, session.id)
+                output = [e.item for e in events if isinstance(e, OutputItemDone)][-1]
+                assert output.output == (  # type: ignore[union-attr]
+                    "Error: sys_os_read failed in the client: the editor went away"
+                )
+            events = await run_turn(rt, session.id)  # the outer provider is back
+            assert calls == [{"path": "buffer.py"}, {"path": "buffer.py"}]
+        events = await run_turn(rt, session.id)  # and then the built-in
+    output = [e.item for e in events if isinstance(e, OutputItemDone)][-1]
+    assert "no such file" in output.output  # type: ignore[union-attr]
+    assert len(calls) == 2
+
+
+async def test_policies_still_decide_before_a_provided_tool(rt: omnigent.Runtime) -> None:
+    spec = scripted("fs", [{"call": "sys_os_read", "args": {"path": "x"}}])
+    spec["policies"] = [{"name": "no_read", "type": "deny_tools", "tools": ["sys_os_read"]}]
+    agent = await rt.create_agent(spec)
+    session = await rt.create_session(agent.id)
+    called = trio.Event()
+
+    async def editor_read(args: dict[str, Any]) -> str:
+        called.set()
+        return "read"
+
+    with trio.fail_after(5):
+        async with rt.open_tool_provider(session.id, {"sys_os_read": editor_read}):
+            events = await run_turn(rt, session.id)
+    output = [e.item for e in events if isinstance(e, OutputItemDone)][-1]
+    assert output.output.startswith("Error: denied by policy no_read")  # type: ignore[union-attr]
+    assert not called.is_set()
+    with pytest.raises(SessionNotFound):
+        async with rt.open_tool_provider("conv_missing", {"sys_os_read": editor_read}):
+            pass

@@ -14,6 +14,7 @@ from ._inputs import EVENT_TYPES, InboundEvent, parse_event
 from ._open import open_runtime
 from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant
 from ._policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEvent, Verdict, parse_policy_event
+from ._providers import ProvidedTool
 from ._records import (
     Agent,
     ElicitationInfo,
@@ -48,6 +49,7 @@ __all__ = [
     "ItemPage",
     "MessageAccepted",
     "PolicyEvent",
+    "ProvidedTool",
     "Resolution",
     "Resource",
     "ResourceScreen",

@@ -9,7 +9,8 @@ is the one path every tool call takes, from a turn or a background task:
 1. decode the arguments (an object, or JSON text);
 2. ``PHASE_TOOL_CALL`` policies: DENY returns ``Error: denied by policy …`` and the tool
    never runs; ASK parks an elicitation and runs the tool only on ``accept``;
-3. run the tool (a failure is an ``Error: …`` string);
+3. run the tool — or the implementation a client supplies for this session
+   (:mod:`._providers`) — a failure is an ``Error: …`` string;
 4. ``PHASE_TOOL_RESULT`` policies may replace the output, or withhold it;
 5. after a write, edit, shell command or terminal input,
    ``session.changed_files.invalidated`` is published at most once per throttle
@@ -46,6 +47,7 @@ from ._policies import (
     Verdict,
     parse_policy_event,
 )
+from ._providers import ToolProviders, run_provided
 from ._tasks import BackgroundTasks, format_inbox
 from ._terminals import SessionTerminals
 from ._tools import ToolRegistry, decode_arguments
@@ -151,9 +153,11 @@ class SessionTools:
         permissions: Permissions,
         tmux: terminal_tools.TmuxServer | None = None,
         session_cwd: str | None = None,
+        providers: ToolProviders | None = None,
     ) -> None:
         self.session_id = session_id
         self._session_cwd = Path(session_cwd) if session_cwd is not None else None
+        self._providers = providers
         self.spec = spec
         self._registry = registry
         self._policies = policies
@@ -349,12 +353,16 @@ class SessionTools:
             return verdict.resolve(waiter.resolution.accepted, event)
 
     async def _run(self, name: str, args: dict[str, Any], in_turn: bool) -> str:
+        provided = self._providers.get(self.session_id, name) if self._providers else None
         builtin = self._builtins.get(name)
-        if builtin is None:
+        if provided is not None:
+            output = await run_provided(name, provided, args)
+        elif builtin is None:
             if self._mcp is not None and self._mcp.offers(name):
                 return await self._mcp.call(name, args, in_turn=in_turn)
             return await self._registry.invoke(name, args)
-        output = await builtin[1](self, args)
+        else:
+            output = await builtin[1](self, args)
         if os_tools.is_mutating(name) or name == "sys_terminal_send":
             await self._files_changed()
         return output

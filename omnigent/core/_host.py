@@ -29,6 +29,7 @@ from ._files import FileService
 from ._permissions import Permissions
 from ._policies import PolicyEngine
 from ._policy_allowlist import PolicyAllowlist
+from ._providers import ToolProviders
 from ._records import Resource
 from ._session import SessionActor
 from ._tasks import BackgroundTasks
@@ -94,6 +95,8 @@ class ActorHost:
         self._default_policies = tuple(default_policies)
         self.policy_allowlist = policy_allowlist
         self._specs: dict[tuple[str, int], AgentSpec] = {}
+        # Tool implementations clients supply for their sessions (ACP's fs/terminal).
+        self.providers = ToolProviders()
         # One engine per agent version, so function references resolve once.
         self._engines: dict[tuple[str, int], PolicyEngine] = {}
 
@@ -251,6 +254,7 @@ class ActorHost:
             permissions=self._permissions,
             tmux=self._tmux,
             session_cwd=row.cwd,
+            providers=self.providers,
         )
 
     async def build_request(

@@ -48,6 +48,7 @@ from ._messages import Messages
 from ._permissions import Grant, Permissions
 from ._policies import Verdict
 from ._policy_allowlist import PolicyAllowlist
+from ._providers import ProvidedTool
 from ._records import (
     Agent,
     ElicitationInfo,
@@ -567,6 +568,31 @@ class Runtime(metaclass=_NoPublicConstructor):
         """
         self._open()
         return self._tools.register(fn, **options)
+
+    @asynccontextmanager
+    async def open_tool_provider(
+        self, session_id: str, tools: Mapping[str, ProvidedTool]
+    ) -> AsyncIterator[None]:
+        """Run these tools of the session with ``tools`` while the block runs.
+
+        ``tools`` maps a tool name (``sys_os_read``, say) to an async function taking
+        the decoded argument object and returning the tool's output string: an
+        editor's connection reads and writes through the editor this way. Policies
+        still decide whether a call runs; only the running is replaced, and only for
+        tools the session offers. The latest provider of a tool wins; when its block
+        ends, the one before (or the built-in implementation) is used again. Whatever
+        the function raises becomes the call's ``Error: …`` output.
+
+        Raises:
+            SessionNotFound; InvalidInput at ``tools`` for a name that is not a string.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        for name, fn in tools.items():
+            if not isinstance(name, str) or not name or not callable(fn):
+                raise InvalidInput.at("tools", "maps tool names to async functions")
+        with self._host.providers.provide(session_id, tools):
+            yield
 
     def register_harness(
         self, name: str, factory: HarnessFactory, *, aliases: Sequence[str] = ()
