@@ -218,9 +218,16 @@ def _add_serve_parser(subparsers: _Subparsers) -> None:
     add_serve_parser(subparsers).set_defaults(handler=run_serve)
 
 
+def _add_stdio_parser(subparsers: _Subparsers) -> None:
+    from ..transports.stdio import add_stdio_parser, run_stdio
+
+    add_stdio_parser(subparsers).set_defaults(handler=run_stdio)
+
+
 _SUBCOMMANDS: tuple[Callable[[_Subparsers], None], ...] = (
     _add_run_parser,
     _add_serve_parser,
+    _add_stdio_parser,
     _add_agents_parser,
     _add_sessions_parser,
     add_mock_llm_parser,

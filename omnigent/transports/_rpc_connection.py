@@ -245,9 +245,7 @@ class RpcConnection:
             with scope:
                 answer = await self._answer(message)
             if scope.cancelled_caught:
-                answer = rpc.error_response(
-                    message.id, rpc.REQUEST_CANCELLED, "Request cancelled"
-                )
+                answer = rpc.error_response(message.id, rpc.REQUEST_CANCELLED, "Request cancelled")
         finally:
             del self._scopes[message.id]
             self._dispatcher.finish(message.id)
@@ -345,4 +343,3 @@ class RpcConnection:
                 error.get("data"),
             )
         return answer.result
-

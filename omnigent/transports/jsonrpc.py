@@ -434,9 +434,7 @@ class Dispatcher:
     def _request(self, message: Request) -> Action:
         if message.method not in self.methods:
             return Reply(
-                error_response(
-                    message.id, METHOD_NOT_FOUND, f"Method not found: {message.method}"
-                )
+                error_response(message.id, METHOD_NOT_FOUND, f"Method not found: {message.method}")
             )
         if message.id in self._incoming:
             return Reply(
@@ -481,4 +479,3 @@ class Dispatcher:
     def abandon(self, request_id: int) -> None:
         """Stop waiting for a response to our request ``request_id``."""
         self._outgoing.discard(request_id)
-
