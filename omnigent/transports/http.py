@@ -9,11 +9,13 @@ Hypercorn down (open SSE streams end on it). Routes live in small modules:
 terminals and their screens); ``_access``
 checks who may touch what; ``_http_errors`` puts every failure into the
 ``{"error": {...}}`` envelope; ``_openapi`` is the OpenAPI 3.1 document served at
-``/v1/openapi.json``. The wire contract is in ``docs/http.md``.
+``/v1/openapi.json``. The wire contract is in ``docs/http.md``. :mod:`.websocket` adds
+the ACP WebSocket (``GET /v1/ws``) to the same app.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import trio
@@ -35,6 +37,7 @@ from . import (
 from ._http_errors import install_error_handlers
 from ._openapi import openapi_document
 from ._params import AppState, AuthMode, owner
+from .websocket import install_websocket
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -48,6 +51,7 @@ def create_app(
     auth: AuthMode = "none",
     stopping: trio.Event | None = None,
     ping_interval: float = 15.0,
+    allowed_origins: Collection[str] = (),
 ) -> QuartTrio:
     """The HTTP app serving ``runtime``.
 
@@ -59,6 +63,8 @@ def create_app(
         stopping: set by the server runner before it shuts Hypercorn down; every open
             SSE stream ends when it is set. A new event by default.
         ping_interval: seconds of silence before an SSE stream sends ``: ping``.
+        allowed_origins: browser origins (``https://app.example``) besides the
+            server's own that may open the ACP WebSocket (``GET /v1/ws``).
 
     Resource handling: the app owns nothing; each SSE response owns its own relay
     task, which ends with the response.
@@ -104,4 +110,6 @@ def create_app(
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
     # The HTML approval page is for people, at the path params.url names: no /v1.
     app.register_blueprint(_approval_page.blueprint)
+    # ACP over WebSocket (GET /v1/ws): the same runtime, port and identity.
+    install_websocket(app, allowed_origins=allowed_origins)
     return app

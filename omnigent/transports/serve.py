@@ -39,6 +39,7 @@ from ..core import Runtime, open_runtime
 from ..errors import BadRequest, ErrorDetail, SpecError
 from ..spec import AgentSpec, parse_policy_spec
 from .http import create_app
+from .jsonrpc import MAX_MESSAGE_BYTES
 
 __all__ = ["add_serve_parser", "listen_error", "load_policies", "run_serve", "serve"]
 
@@ -169,6 +170,8 @@ async def serve(
         config.graceful_timeout = GRACEFUL_TIMEOUT
         config.accesslog = None
         config.loglevel = "WARNING"  # its "Running on …": we print our own line
+        # An ACP message over the WebSocket may be as large as one over stdio.
+        config.websocket_max_message_size = MAX_MESSAGE_BYTES
         hypercorn_done = trio.Event()
         shutdown = trio.Event()
         # Shielded so that a cancel from outside reaches Hypercorn only as its
