@@ -30,8 +30,8 @@ import trio
 from quart import Quart, current_app, websocket
 
 from ..core import Agent, Runtime
-from ..errors import AgentNotFound, Forbidden, InvalidInput
-from ._params import IDENTITY_HEADER, AppState, Unauthorized
+from ..errors import AgentNotFound, Forbidden, InvalidInput, Unauthorized
+from ._params import IDENTITY_HEADER, AppState
 from ._rpc_connection import ConnectionClosed
 from .acp import serve_acp
 
@@ -111,7 +111,7 @@ def install_websocket(app: Quart, *, allowed_origins: Collection[str] = ()) -> N
         if state.auth == "header":
             user = headers.get(IDENTITY_HEADER) or ""
             if not user:
-                raise Unauthorized()
+                raise Unauthorized(f"missing {IDENTITY_HEADER} header")
         name = websocket.args.get("agent")
         if name is not None and not _AGENT_NAME.match(name):
             raise InvalidInput.at("agent", "must be an agent name ([a-z0-9][a-z0-9._-]*)")
