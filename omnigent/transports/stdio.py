@@ -36,7 +36,7 @@ import trio
 
 from .._config import default_db_url
 from ..core import Agent, open_runtime
-from ..errors import BadRequest
+from ..errors import BadRequest, SpecError
 from ..spec import AgentSpec
 from ._rpc_connection import NdjsonStream
 from .acp import serve_acp
@@ -54,6 +54,8 @@ def load_agent_spec(path: str | Path) -> AgentSpec:
     """
     try:
         return AgentSpec.load(path)
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc.message}", exc.details) from exc
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise BadRequest(f"cannot read agent spec {str(path)!r}: {reason}") from exc
@@ -81,6 +83,7 @@ async def serve_stdio(
     """
     async with open_runtime(db) as runtime:
         agent = await runtime.create_agent(spec)
+        log.info("serving agent %s (version %d) over stdio", agent.name, agent.version)
 
         async def resolve() -> Agent:
             return await runtime.get_agent(agent.id)
@@ -89,6 +92,7 @@ async def serve_stdio(
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_acp, runtime, stream, resolve)
             task_status.started(agent)
+        log.info("the client closed stdin: shutting down")
 
 
 def add_stdio_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,0 +1,208 @@
+"""``omnigent stdio`` in a subprocess, driven by the official ACP client.
+
+The official client (``agent-client-protocol``) is asyncio-based: it runs in its own
+process (``acp_official_driver.py``), once for the module, and reports what it saw;
+each test checks one flow of that run. A few raw checks of the process itself follow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+DRIVER = Path(__file__).with_name("acp_official_driver.py")
+ASK_SHELL = [{"name": "ask_shell", "type": "ask_tools", "tools": ["sys_os_shell"], "reason": "ok?"}]
+
+
+def _spec(name: str, script: list[Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "executor": {"type": "omnigent", "config": {"harness": "scripted", "script": script}},
+        **extra,
+    }
+
+
+def write_specs(folder: Path) -> dict[str, str]:
+    """The three agents the driver uses, as spec files in ``folder``."""
+    specs = {
+        "talker": _spec("talker", [{"say": "hello from omnigent"}]),
+        "sleeper": _spec("sleeper", [{"say": "working on it"}, {"sleep": 30}]),
+        "asker": _spec(
+            "asker",
+            [{"call": "sys_os_shell", "args": {"command": "echo approved"}}],
+            policies=ASK_SHELL,
+        ),
+    }
+    paths = {}
+    for name, spec in specs.items():
+        path = folder / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        paths[name] = str(path)
+    return paths
+
+
+def run_driver(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(DRIVER), kind, json.dumps(config)],
+        capture_output=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "OMNIGENT_HOME": config["home"]},
+    )
+    assert done.returncode == 0, done.stderr.decode()[-4000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("acp-stdio")
+    work = root / "project"
+    work.mkdir()
+    config = {
+        "specs": write_specs(root),
+        "db": f"sqlite:///{root / 'acp.db'}",
+        "home": str(root / "home"),
+        "cwd": str(work),
+    }
+    return run_driver("stdio", config)
+
+
+def test_initialize_over_stdio(report: dict[str, Any]) -> None:
+    answer = report["initialize"]
+    assert answer["protocolVersion"] == 1
+    assert answer["agentInfo"]["name"] == "omnigent"
+    assert answer["agentCapabilities"]["loadSession"] is True
+    assert answer["agentCapabilities"]["promptCapabilities"]["embeddedContext"] is True
+    assert answer["agentCapabilities"]["sessionCapabilities"]["list"] == {}
+
+
+def test_a_prompt_streams_and_a_two_mebibyte_line_is_read(report: dict[str, Any]) -> None:
+    assert report["prompt"] == {"stopReason": "end_turn", "text": "hello from omnigent"}
+    assert report["big"] == {"stopReason": "end_turn"}
+
+
+def test_list_shows_the_session_of_that_directory(report: dict[str, Any]) -> None:
+    assert report["list"] == [report["session"]]
+    assert report["list_other_cwd"] == []
+
+
+def test_load_in_a_second_process_replays_the_history(report: dict[str, Any]) -> None:
+    load = report["load"]
+    assert load["user"] == ["hello", "y" * 20]
+    assert load["agent"] == "hello from omnigent" * 2
+    assert load["after"] == "end_turn"
+
+
+def test_cancel_is_answered_cancelled_within_the_bound(report: dict[str, Any]) -> None:
+    cancel = report["cancel"]
+    assert cancel["stopReason"] == "cancelled"
+    # The contract says 100 ms; the margin is for a loaded CI machine.
+    assert cancel["seconds"] < 0.5, cancel
+
+
+def test_permissions_allow_reject_and_always(report: dict[str, Any]) -> None:
+    permissions = report["permissions"]
+    assert [o["tool"] for o in permissions["outcomes"]] == [
+        "completed",  # allow_once
+        "failed",  # reject_once: denied by the policy
+        "completed",  # allow_always
+        "completed",  # remembered: nobody asked
+    ]
+    assert all(o["stopReason"] == "end_turn" for o in permissions["outcomes"])
+    assert len(permissions["asked"]) == 3
+    asked = permissions["asked"][0]
+    assert asked["title"] == "Run: echo approved"
+    assert asked["options"] == ["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+def test_cancel_withdraws_a_pending_permission_request(report: dict[str, Any]) -> None:
+    cancel = report["cancel_while_asking"]
+    assert cancel["stopReason"] == "cancelled"
+    assert cancel["seconds"] < 0.5, cancel
+
+
+# -- the process itself ---------------------------------------------------------------
+
+
+def _stdio(*args: str, stdin: bytes = b"", home: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "omnigent", "stdio", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "OMNIGENT_HOME": str(home)},
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: BAD\nbogus: 1\n", "invalid AgentSpec"),
+        ("name: [unclosed\n", "invalid YAML"),
+        (None, "cannot read agent spec"),
+    ],
+)
+def test_an_unusable_spec_exits_2_with_one_message_on_stderr(
+    tmp_path: Path, text: str | None, message: str
+) -> None:
+    spec = tmp_path / "agent.yaml"
+    if text is not None:
+        spec.write_text(text)
+    done = _stdio("--agent", str(spec), home=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == b""
+    stderr = done.stderr.decode()
+    assert stderr.startswith("Error: ") and stderr.count("Error:") == 1
+    assert message in stderr and "Traceback" not in stderr
+
+
+def test_stdout_carries_only_protocol_messages_and_logs_go_to_stderr(tmp_path: Path) -> None:
+    spec = tmp_path / "agent.yaml"
+    spec.write_text(yaml.safe_dump(_spec("talker", [{"say": "hi"}])))
+    lines = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 1, "method": "nope"},
+    ]
+    stdin = b"".join(json.dumps(m).encode() + b"\n" for m in lines) + b"not json\n"
+    done = _stdio("--agent", str(spec), "--db", f"sqlite:///{tmp_path / 'o.db'}", home=tmp_path)
+    assert done.returncode == 0  # no input at all: it just ends
+    done = subprocess.run(
+        [sys.executable, "-m", "omnigent", "-vv", "stdio", "--agent", str(spec)],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "OMNIGENT_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert b"DEBUG" in done.stderr or b"INFO" in done.stderr  # the logs went here
+
+
+def test_the_protocol_keeps_fds_0_and_1_to_itself(tmp_path: Path) -> None:
+    code = (
+        "import os\n"
+        "from omnigent.transports.stdio import _protocol_fds\n"
+        "with _protocol_fds() as (fd_in, fd_out):\n"
+        "    os.write(1, b'stray\\n')\n"
+        "    print('printed')\n"
+        "    assert os.read(0, 10) == b''\n"
+        "    os.write(fd_out, b'protocol\\n')\n"
+        "    assert os.read(fd_in, 10) == b'input\\n'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=b"input\n", capture_output=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"protocol\n"
+    assert b"stray" in done.stderr and b"printed" in done.stderr
