@@ -91,9 +91,14 @@ async def stdio_agent(editor: Editor, spec: str, config: dict[str, Any]) -> Asyn
 
 @asynccontextmanager
 async def ws_agent(editor: Editor, agent: str, config: dict[str, Any]) -> AsyncIterator[Any]:
-    from acp.ws.client import create_websocket_stream
+    import functools
 
-    transport = await create_websocket_stream(f"{config['url']}?agent={agent}")
+    from acp.ws import client as ws_client
+
+    # The websockets library refuses frames over 1 MiB by default, and session/load
+    # replays the 2 MiB prompt: lift the client's limit (omnigent's is 64 MiB).
+    ws_client.ws_connect = functools.partial(ws_client.ws_connect, max_size=None)
+    transport = await ws_client.create_websocket_stream(f"{config['url']}?agent={agent}")
     conn = connect_to_agent(editor, transport)
     try:
         yield conn
@@ -102,7 +107,9 @@ async def ws_agent(editor: Editor, agent: str, config: dict[str, Any]) -> AsyncI
 
 
 async def initialize(conn: Any, report: dict[str, Any]) -> None:
-    caps = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=False, write_text_file=False))
+    caps = ClientCapabilities(
+        fs=FileSystemCapabilities(read_text_file=False, write_text_file=False)
+    )
     answer = await conn.initialize(protocol_version=1, client_capabilities=caps)
     report["initialize"] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -137,7 +144,10 @@ async def run(kind: str, config: dict[str, Any]) -> dict[str, Any]:
         await initialize(conn, report)
         await conn.load_session(cwd=cwd, session_id=report["session"], mcp_servers=[])
         report["load"] = {
-            "user": [u["content"].get("text", "")[:20] for u in editor.of(report["session"], "user_message_chunk")],
+            "user": [
+                u["content"].get("text", "")[:20]
+                for u in editor.of(report["session"], "user_message_chunk")
+            ],
             "agent": editor.text(report["session"]),
         }
         answer = await conn.prompt(session_id=report["session"], prompt=[text_block("more")])
@@ -168,7 +178,9 @@ async def run(kind: str, config: dict[str, Any]) -> dict[str, Any]:
         for _ in range(4):  # the fourth is remembered: nobody is asked
             answer = await conn.prompt(session_id=sid, prompt=[text_block("run it")])
             results = [
-                u for u in editor.of(sid, "tool_call_update") if u.get("status") in ("completed", "failed")
+                u
+                for u in editor.of(sid, "tool_call_update")
+                if u.get("status") in ("completed", "failed")
             ]
             outcomes.append({"stopReason": answer.stop_reason, "tool": results[-1]["status"]})
         report["permissions"] = {"outcomes": outcomes, "asked": list(editor.asked)}

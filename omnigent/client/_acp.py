@@ -248,13 +248,19 @@ async def open_acp_websocket(
     if url.startswith(("http://", "https://")):
         url = "ws" + url.removeprefix("http").rstrip("/") + "/v1/ws"
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    async with (
-        trio_websocket.open_websocket_url(
-            url, extra_headers=extra, max_message_size=64 * 1024 * 1024
-        ) as ws,
-        _serving(_WebSocketStream(ws), on_permission, on_update) as client,
-    ):
-        yield client
+    async with trio_websocket.open_websocket_url(
+        url, extra_headers=extra, max_message_size=64 * 1024 * 1024
+    ) as ws:
+        try:
+            async with _serving(_WebSocketStream(ws), on_permission, on_update) as client:
+                yield client
+        finally:
+            # trio-websocket 0.12 leaves a client's TCP stream open when the server
+            # started the close (its reader stops at EOF without closing it): close it.
+            stream = getattr(ws, "_stream", None)
+            if stream is not None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
 
 
 @asynccontextmanager
