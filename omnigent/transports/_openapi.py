@@ -208,6 +208,22 @@ _SID = [_path("session_id")]
 _PATHS: dict[str, Any] = {
     "/health": {"get": {"summary": "Liveness", "responses": _ok("200", "ok", _OBJ)}},
     "/v1/openapi.json": {"get": {"summary": "This document", "responses": _ok("200", "ok")}},
+    "/v1/ws": {
+        "get": {
+            "summary": "The Agent Client Protocol (ACP v1) over a WebSocket",
+            "description": (
+                "A WebSocket upgrade; one JSON-RPC 2.0 message per text frame. The same "
+                "protocol as `omnigent stdio` (docs/editors.md). A foreign Origin is 403."
+            ),
+            "parameters": [
+                _query("agent", {"type": "string"}, "the agent session/new uses"),
+            ],
+            "responses": {
+                "101": {"description": "switching protocols"},
+                **_errors("401", "403", "422"),
+            },
+        }
+    },
     "/v1/agents": {
         "post": {
             "summary": "Register an agent (or a new version of it)",
