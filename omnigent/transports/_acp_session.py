@@ -21,6 +21,10 @@ Permission requests
     answered — the request is cancelled, and the client hears ``$/cancel_request``. A
     client that answers with an error is taken as a refusal (fail closed).
 
+Coalescing: a text delta waits up to 2 ms for the deltas right behind it; whatever
+is ready is merged into one ``agent_message_chunk`` (each notification is a write, and
+on the WebSocket a frame through Quart and Hypercorn).
+
 Ordering: a prompt's answer waits (:meth:`SessionRelay.wait_relayed`) until the relay
 has sent every update up to the turn's terminal event, so the client sees all of a
 turn's updates before its ``stopReason``.
@@ -37,7 +41,7 @@ import trio
 
 from ..core import ProvidedTool, Runtime
 from ..errors import OmnigentError
-from ..model import ElicitationRequest, Event
+from ..model import ElicitationRequest, Event, OutputTextDelta
 from ._acp_updates import Ask, Translator, Update, Withdraw
 from ._rpc_connection import ConnectionClosed, RpcConnection
 from .jsonrpc import RpcError
@@ -49,6 +53,8 @@ log = logging.getLogger("omnigent.transports.acp")
 _BUFFER = 1024
 _BATCH = 1024
 _CATCH_UP_TIMEOUT = 1.0
+# How long a text delta waits for the ones behind it (as the SSE relay's window).
+_WINDOW = 0.002
 # Permission requests one connection keeps open at once; beyond that an elicitation
 # waits for another client (or for a request to end) rather than piling up.
 _MAX_ASKING = 32
@@ -137,6 +143,10 @@ class SessionRelay:
                     task_status.started()
                     async with receive:
                         async for first in receive:
+                            if isinstance(first, OutputTextDelta):
+                                # Text streams in many small deltas: let the ones right
+                                # behind it arrive, and send them as one chunk.
+                                await trio.sleep(_WINDOW)
                             await self._forward(self._drain(first, receive))
         except ConnectionClosed:
             pass

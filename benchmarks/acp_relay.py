@@ -1,0 +1,248 @@
+"""ACP relay throughput: a 20,000-delta turn over stdio and over the WebSocket, vs SSE.
+
+Run: ``python benchmarks/acp_relay.py [--deltas 20000] [--repeat 3]``
+
+A scripted turn whose ``say`` streams ``--deltas`` words (one
+``response.output_text.delta`` event each, persisted by the event bus) is read end to
+end three ways, in the same run:
+
+(a) HTTP/SSE: ``POST …/events`` then ``GET /v1/sessions/{id}/stream`` (the coalescing
+    SSE relay), read with httpx ``aiter_raw``; Hypercorn on loopback, in process.
+(b) stdio: ``omnigent stdio`` in a subprocess (as an editor runs it), a raw NDJSON
+    JSON-RPC client on its pipes: ``session/prompt`` until its answer.
+(c) WebSocket: ``GET /v1/ws`` on the same kind of in-process server, a trio-websocket
+    client: ``session/prompt`` until its answer.
+
+Each reports the seconds from sending the message/prompt to the end of the turn, the
+deltas per second, and how many frames (SSE chunks / ``agent_message_chunk``
+notifications) carried them: the ACP relay merges the deltas that are ready together
+into one chunk. The text received is checked against what was said.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import hypercorn.trio
+import trio
+import trio_websocket
+import yaml
+from hypercorn.config import Config
+
+import omnigent
+from omnigent.transports.http import create_app
+from omnigent.transports.jsonrpc import MAX_MESSAGE_BYTES
+
+
+def _spec(deltas: int) -> dict[str, Any]:
+    words = " ".join(f"w{i}" for i in range(deltas))
+    return {
+        "name": "bench",
+        "executor": {
+            "type": "omnigent",
+            "config": {"harness": "scripted", "script": [{"say": words}]},
+        },
+    }
+
+
+def _expected(deltas: int) -> str:
+    return " ".join(f"w{i}" for i in range(deltas))
+
+
+@asynccontextmanager
+async def _served(rt: omnigent.Runtime) -> AsyncIterator[str]:
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    config.websocket_max_message_size = MAX_MESSAGE_BYTES
+    shutdown = trio.Event()
+    stopping = trio.Event()
+    async with trio.open_nursery() as nursery:
+        urls = await nursery.start(
+            partial(
+                hypercorn.trio.serve,
+                create_app(rt, stopping=stopping),
+                config,
+                shutdown_trigger=shutdown.wait,
+            )
+        )
+        try:
+            yield str(urls[0])
+        finally:
+            stopping.set()
+            shutdown.set()
+
+
+async def bench_sse(deltas: int) -> tuple[float, int]:
+    async with omnigent.open_runtime() as rt, _served(rt) as url:
+        agent = await rt.create_agent(_spec(deltas))
+        session = await rt.create_session(agent.id)
+        frames = count = 0
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            stream_url = f"/v1/sessions/{session.id}/stream?after=0"
+            started = time.perf_counter()
+            body = {"type": "message", "data": {"content": [{"type": "input_text", "text": "go"}]}}
+            answer = await client.post(f"/v1/sessions/{session.id}/events", json=body)
+            assert answer.status_code == 202
+            buffer = b""
+            async with client.stream("GET", stream_url) as response:
+                chunks = response.aiter_raw()
+                try:
+                    async for chunk in chunks:
+                        frames += 1
+                        buffer += chunk
+                        *complete, buffer = buffer.split(b"\n\n")
+                        count += sum(b"event: response.output_text.delta" in f for f in complete)
+                        if any(b"event: response.completed" in f for f in complete):
+                            break
+                finally:
+                    await chunks.aclose()  # type: ignore[attr-defined]
+            elapsed = time.perf_counter() - started
+    assert count == deltas, count
+    return elapsed, frames
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.chunks = 0
+
+    def take(self, message: dict[str, Any]) -> None:
+        update = message.get("params", {}).get("update", {})
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            self.chunks += 1
+            self.text.append(update["content"]["text"])
+
+
+async def _acp_turn(
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+    receive: Callable[[], Awaitable[dict[str, Any]]],
+    cwd: str,
+) -> tuple[float, _Counter]:
+    """initialize, session/new, then a timed session/prompt; the time and what came."""
+    await send(
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    )
+    assert "result" in await receive()
+    await send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {"cwd": cwd, "mcpServers": []},
+        }
+    )
+    session_id = (await receive())["result"]["sessionId"]
+    counter = _Counter()
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
+    started = time.perf_counter()
+    await send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
+    while True:
+        message = await receive()
+        if message.get("id") == 2:
+            assert message["result"] == {"stopReason": "end_turn"}, message
+            return time.perf_counter() - started, counter
+        counter.take(message)
+
+
+async def bench_stdio(deltas: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "bench.yaml"
+        spec.write_text(yaml.safe_dump(_spec(deltas)))
+        command = [sys.executable, "-m", "omnigent", "stdio", "--agent", str(spec)]
+        command += ["--db", f"sqlite:///{tmp}/bench.db"]
+        env = {**os.environ, "OMNIGENT_HOME": tmp}
+        process = await trio.lowlevel.open_process(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        assert process.stdin is not None and process.stdout is not None
+        stdin, stdout = process.stdin, process.stdout
+        lines: list[bytes] = []
+        buffer = b""
+
+        async def send(message: dict[str, Any]) -> None:
+            await stdin.send_all(json.dumps(message).encode() + b"\n")
+
+        async def receive() -> dict[str, Any]:
+            nonlocal buffer
+            while not lines:
+                chunk = await stdout.receive_some(1 << 16)
+                assert chunk, "omnigent stdio exited"
+                *complete, buffer = (buffer + chunk).split(b"\n")
+                lines.extend(complete)
+            decoded: dict[str, Any] = json.loads(lines.pop(0))
+            return decoded
+
+        try:
+            elapsed, counter = await _acp_turn(send, receive, tmp)
+        finally:
+            await stdin.aclose()
+            with trio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert "".join(counter.text) == _expected(deltas)
+    return elapsed, counter.chunks
+
+
+async def bench_websocket(deltas: int) -> tuple[float, int]:
+    async with omnigent.open_runtime() as rt, _served(rt) as url:
+        await rt.create_agent(_spec(deltas))
+        ws_url = "ws://" + url.removeprefix("http://") + "/v1/ws?agent=bench"
+        async with trio_websocket.open_websocket_url(
+            ws_url, max_message_size=MAX_MESSAGE_BYTES
+        ) as ws:
+
+            async def send(message: dict[str, Any]) -> None:
+                await ws.send_message(json.dumps(message))
+
+            async def receive() -> dict[str, Any]:
+                decoded: dict[str, Any] = json.loads(await ws.get_message())
+                return decoded
+
+            elapsed, counter = await _acp_turn(send, receive, "/tmp")
+    assert "".join(counter.text) == _expected(deltas)
+    return elapsed, counter.chunks
+
+
+async def main(deltas: int, repeat: int) -> None:
+    runs: dict[str, list[tuple[float, int]]] = {"sse": [], "stdio": [], "websocket": []}
+    for _ in range(repeat):
+        runs["sse"].append(await bench_sse(deltas))
+        runs["stdio"].append(await bench_stdio(deltas))
+        runs["websocket"].append(await bench_websocket(deltas))
+    labels = {
+        "sse": "(a) HTTP/SSE session stream       ",
+        "stdio": "(b) ACP over stdio (subprocess)   ",
+        "websocket": "(c) ACP over WebSocket (/v1/ws)   ",
+    }
+    for key, label in labels.items():
+        seconds = statistics.median(t for t, _ in runs[key])
+        frames = statistics.median(f for _, f in runs[key])
+        print(
+            f"{label} {deltas} deltas in {seconds:.2f} s (median of {repeat}) "
+            f"= {deltas / seconds:,.0f} deltas/s, {frames:.0f} frames"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deltas", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    arguments = parser.parse_args()
+    trio.run(main, arguments.deltas, arguments.repeat)
