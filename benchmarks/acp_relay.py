@@ -13,7 +13,10 @@ end three ways, in the same run:
 (c) WebSocket: ``GET /v1/ws`` on the same kind of in-process server, a trio-websocket
     client: ``session/prompt`` until its answer.
 
-Each reports the seconds from sending the message/prompt to the end of the turn, the
+Then ``--cancels`` prompts over stdio and over the WebSocket are each cancelled after
+their first chunk: the time from ``session/cancel`` to the ``cancelled`` answer.
+
+Each turn reports the seconds from sending the message/prompt to the end of the turn, the
 deltas per second, and how many frames (SSE chunks / ``agent_message_chunk``
 notifications) carried them: the ACP relay merges the deltas that are ready together
 into one chunk. The text received is checked against what was said.
@@ -159,11 +162,18 @@ async def _acp_turn(
         counter.take(message)
 
 
-async def bench_stdio(deltas: int) -> tuple[float, int]:
+Transport = tuple[
+    Callable[[dict[str, Any]], Awaitable[None]], Callable[[], Awaitable[dict[str, Any]]]
+]
+
+
+@asynccontextmanager
+async def _stdio(spec: dict[str, Any]) -> AsyncIterator[Transport]:
+    """``omnigent stdio`` in a subprocess, and NDJSON send/receive on its pipes."""
     with tempfile.TemporaryDirectory() as tmp:
-        spec = Path(tmp) / "bench.yaml"
-        spec.write_text(yaml.safe_dump(_spec(deltas)))
-        command = [sys.executable, "-m", "omnigent", "stdio", "--agent", str(spec)]
+        path = Path(tmp) / "bench.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        command = [sys.executable, "-m", "omnigent", "stdio", "--agent", str(path)]
         command += ["--db", f"sqlite:///{tmp}/bench.db"]
         env = {**os.environ, "OMNIGENT_HOME": tmp}
         process = await trio.lowlevel.open_process(
@@ -188,7 +198,7 @@ async def bench_stdio(deltas: int) -> tuple[float, int]:
             return decoded
 
         try:
-            elapsed, counter = await _acp_turn(send, receive, tmp)
+            yield send, receive
         finally:
             await stdin.aclose()
             with trio.move_on_after(10):
@@ -196,14 +206,14 @@ async def bench_stdio(deltas: int) -> tuple[float, int]:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-    assert "".join(counter.text) == _expected(deltas)
-    return elapsed, counter.chunks
 
 
-async def bench_websocket(deltas: int) -> tuple[float, int]:
+@asynccontextmanager
+async def _websocket(spec: dict[str, Any]) -> AsyncIterator[Transport]:
+    """``GET /v1/ws`` of an in-process server, and a trio-websocket client on it."""
     async with omnigent.open_runtime() as rt, _served(rt) as url:
-        await rt.create_agent(_spec(deltas))
-        ws_url = "ws://" + url.removeprefix("http://") + "/v1/ws?agent=bench"
+        await rt.create_agent(spec)
+        ws_url = "ws://" + url.removeprefix("http://") + f"/v1/ws?agent={spec['name']}"
         async with trio_websocket.open_websocket_url(
             ws_url, max_message_size=MAX_MESSAGE_BYTES
         ) as ws:
@@ -215,17 +225,60 @@ async def bench_websocket(deltas: int) -> tuple[float, int]:
                 decoded: dict[str, Any] = json.loads(await ws.get_message())
                 return decoded
 
-            elapsed, counter = await _acp_turn(send, receive, "/tmp")
+            yield send, receive
+
+
+async def bench_acp(opener: Any, deltas: int) -> tuple[float, int]:
+    async with opener(_spec(deltas)) as (send, receive):
+        elapsed, counter = await _acp_turn(send, receive, "/tmp")
     assert "".join(counter.text) == _expected(deltas)
     return elapsed, counter.chunks
 
 
-async def main(deltas: int, repeat: int) -> None:
+async def bench_cancel(opener: Any, count: int) -> list[float]:
+    """Seconds from ``session/cancel`` to the prompt's ``cancelled`` answer, ``count`` times."""
+    spec = {
+        "name": "sleeper",
+        "executor": {
+            "type": "omnigent",
+            "config": {"harness": "scripted", "script": [{"say": "working"}, {"sleep": 30}]},
+        },
+    }
+    latencies: list[float] = []
+    async with opener(spec) as (send, receive):
+        await send(
+            {"jsonrpc": "2.0", "id": "i", "method": "initialize", "params": {"protocolVersion": 1}}
+        )
+        await receive()
+        for n in range(count):
+            new = {"cwd": "/tmp", "mcpServers": []}
+            await send({"jsonrpc": "2.0", "id": f"n{n}", "method": "session/new", "params": new})
+            session_id = (await receive())["result"]["sessionId"]
+            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
+            await send(
+                {"jsonrpc": "2.0", "id": f"p{n}", "method": "session/prompt", "params": prompt}
+            )
+            while (await receive()).get("params", {}).get("update", {}).get(
+                "sessionUpdate"
+            ) != "agent_message_chunk":
+                pass
+            started = time.perf_counter()
+            await send(
+                {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+            )
+            while (answer := await receive()).get("id") != f"p{n}":
+                pass
+            latencies.append(time.perf_counter() - started)
+            assert answer["result"] == {"stopReason": "cancelled"}, answer
+    return latencies
+
+
+async def main(deltas: int, repeat: int, cancels: int) -> None:
     runs: dict[str, list[tuple[float, int]]] = {"sse": [], "stdio": [], "websocket": []}
     for _ in range(repeat):
         runs["sse"].append(await bench_sse(deltas))
-        runs["stdio"].append(await bench_stdio(deltas))
-        runs["websocket"].append(await bench_websocket(deltas))
+        runs["stdio"].append(await bench_acp(_stdio, deltas))
+        runs["websocket"].append(await bench_acp(_websocket, deltas))
     labels = {
         "sse": "(a) HTTP/SSE session stream       ",
         "stdio": "(b) ACP over stdio (subprocess)   ",
@@ -238,11 +291,19 @@ async def main(deltas: int, repeat: int) -> None:
             f"{label} {deltas} deltas in {seconds:.2f} s (median of {repeat}) "
             f"= {deltas / seconds:,.0f} deltas/s, {frames:.0f} frames"
         )
+    for name, opener in (("stdio", _stdio), ("WebSocket", _websocket)):
+        latencies = sorted(await bench_cancel(opener, cancels))
+        print(
+            f"session/cancel -> stopReason cancelled over {name}: median "
+            f"{statistics.median(latencies) * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms "
+            f"({cancels} prompts)"
+        )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cancels", type=int, default=20)
     arguments = parser.parse_args()
-    trio.run(main, arguments.deltas, arguments.repeat)
+    trio.run(main, arguments.deltas, arguments.repeat, arguments.cancels)

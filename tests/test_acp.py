@@ -556,7 +556,7 @@ async def test_omnigent_extension_methods(rt: omnigent.Runtime) -> None:
         ("session/new", {"mcpServers": []}, "cwd"),
         (
             "session/new",
-            {"cwd": "/tmp", "mcpServers": [{"name": "x", "command": "y"}]},
+            {"cwd": "/tmp", "mcpServers": "none"},
             "mcpServers",
         ),
         ("session/new", [1, 2], "params"),
@@ -609,6 +609,19 @@ async def test_bad_params_are_invalid_params_naming_the_field(
             # Nothing happened, and the connection is still up.
             assert (await rt.list_items(sid)).data == ()
             assert await editor.prompt(sid) == {"stopReason": "end_turn"}
+
+
+async def test_mcp_servers_from_the_client_are_left_out_and_named(
+    rt: omnigent.Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    name = await agent(rt, "plain", [{"say": "hi"}])
+    servers = [{"name": "github", "command": "gh-mcp", "args": [], "env": []}]
+    with trio.fail_after(5):
+        async with open_acp(rt, name) as editor:
+            result = await editor.call("session/new", {"cwd": "/tmp", "mcpServers": servers})
+            assert result["_meta"] == {"omnigent": {"ignoredMcpServers": ["github"]}}
+            assert await editor.prompt(result["sessionId"]) == {"stopReason": "end_turn"}
+    assert "gh-mcp" not in caplog.text and "github" in caplog.text
 
 
 async def test_prompts_and_images_reach_the_session_as_content(rt: omnigent.Runtime) -> None:

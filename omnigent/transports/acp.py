@@ -259,23 +259,39 @@ class AcpAgent:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def _check_mcp(self, params: Params) -> None:
-        if params.array("mcpServers", required=False):
-            raise invalid(
-                "mcpServers",
-                "omnigent does not take MCP servers from the client yet; "
+    def _client_mcp_servers(self, params: Params) -> list[str]:
+        """The names of the MCP servers the client offered (which omnigent cannot use yet).
+
+        Editors forward every MCP server the user installed in them (Zed does) to every
+        agent; refusing the session would make omnigent unusable there, so they are
+        left out — logged, and named in the answer's ``_meta`` — and the agent keeps
+        the MCP servers of its own spec.
+        """
+        servers = params.array("mcpServers", required=False, max_len=100)
+        names = [str(s.get("name", "?")) if isinstance(s, dict) else "?" for s in servers]
+        if names:
+            log.warning(
+                "the client offered MCP servers omnigent does not connect yet (%s); "
                 "list them in the agent spec's mcp_servers instead",
+                ", ".join(names),
             )
+        return names
+
+    def _mcp_notice(self, names: list[str]) -> dict[str, Any]:
+        if not names:
+            return {}
+        return {"_meta": {"omnigent": {"ignoredMcpServers": names}}}
 
     async def _new(self, params: Params) -> dict[str, Any]:
         cwd = params.absolute_path("cwd")
-        self._check_mcp(params)
+        ignored = self._client_mcp_servers(params)
         if len(self._relays) >= _MAX_SESSIONS:
             raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
         agent = await self._resolve_agent()
         session = await self.runtime.create_session(agent.id, owner=self.user, cwd=cwd)
         await self._open(session)
-        return {"sessionId": session.id, "configOptions": await self._config_options(session)}
+        options = await self._config_options(session)
+        return {"sessionId": session.id, "configOptions": options, **self._mcp_notice(ignored)}
 
     async def _open(self, snapshot: SessionSnapshot, cwd: str | None = None) -> SessionRelay:
         relay = self._relays.get(snapshot.id)
@@ -293,7 +309,7 @@ class AcpAgent:
     async def _load(self, params: Params) -> dict[str, Any]:
         session_id = params.session_id()
         cwd = params.absolute_path("cwd")
-        self._check_mcp(params)
+        ignored = self._client_mcp_servers(params)
         snapshot = await self._require(session_id, _READ)
         if session_id not in self._relays and len(self._relays) >= _MAX_SESSIONS:
             raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
@@ -303,7 +319,7 @@ class AcpAgent:
                 "session/update", {"sessionId": session_id, "update": update}
             )
         await self._open(snapshot, cwd)
-        return {"configOptions": await self._config_options(snapshot)}
+        return {"configOptions": await self._config_options(snapshot), **self._mcp_notice(ignored)}
 
     async def _history(self, session_id: str) -> list[Item]:
         items: list[Item] = []
