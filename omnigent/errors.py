@@ -22,7 +22,10 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   └── StoreBusy                        409 store_busy
     ├── RuntimeClosed (RuntimeError)         503 runtime_closed
     ├── HarnessError                         502 harness_error
-    │   └── ModelEndpointError               502 model_endpoint_error
+    │   ├── ModelEndpointError               502 model_endpoint_error
+    │   ├── OutputLimitReached               502 max_tokens
+    │   ├── ModelRefused                     502 refusal
+    │   └── StepLimitReached                 502 max_steps
     └── InternalError (RuntimeError)         500 internal_error
 
 Foreign errors are translated where they enter (``raise X(...) from exc``), so the
@@ -46,12 +49,15 @@ __all__ = [
     "InternalError",
     "InvalidInput",
     "ModelEndpointError",
+    "ModelRefused",
     "NotFound",
     "OmnigentError",
+    "OutputLimitReached",
     "ResourceNotFound",
     "RuntimeClosed",
     "SessionNotFound",
     "SpecError",
+    "StepLimitReached",
     "StoreBusy",
     "Unauthorized",
     "UnknownHarness",
@@ -237,6 +243,33 @@ class ModelEndpointError(HarnessError):
     def __init__(self, message: str, *, http_status: int | None = None) -> None:
         super().__init__(message)
         self.http_status = http_status
+
+
+class OutputLimitReached(HarnessError):
+    """The model stopped at its output token limit (OpenAI ``finish_reason: length``).
+
+    ACP clients see ``stopReason: "max_tokens"``; what streamed before is kept.
+    """
+
+    code = "max_tokens"
+
+
+class ModelRefused(HarnessError):
+    """The model (or its provider's filter) refused to answer (``content_filter``).
+
+    ACP clients see ``stopReason: "refusal"``.
+    """
+
+    code = "refusal"
+
+
+class StepLimitReached(HarnessError):
+    """The agent loop made ``max_steps`` model calls without finishing.
+
+    ACP clients see ``stopReason: "max_turn_requests"``.
+    """
+
+    code = "max_steps"
 
 
 class InternalError(OmnigentError, RuntimeError):

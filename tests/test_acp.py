@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 
 import omnigent
-from omnigent.errors import HarnessError
-from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
 from omnigent.model import ElicitationRequest, SessionStatus
+from omnigent.testing import MockLLM
 from omnigent.transports import jsonrpc as rpc
 from omnigent.transports._rpc_connection import ConnectionClosed
 
@@ -147,36 +147,38 @@ async def test_a_failed_turn_answers_an_error_with_its_message(rt: omnigent.Runt
             assert editor.text(sid) == "trying"  # what streamed before the failure
 
 
-class _CutOff(HarnessError):
-    code = "max_tokens"
-
-
-class _Refused(HarnessError):
-    code = "refusal"
-
-
-@pytest.mark.parametrize(("error", "reason"), [(_CutOff, "max_tokens"), (_Refused, "refusal")])
-async def test_output_limits_and_refusals_are_stop_reasons(
-    rt: omnigent.Runtime, error: type[HarnessError], reason: str
-) -> None:
-    class Stopping:
-        def __init__(self, env: HarnessEnv) -> None:
-            pass
-
-        async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
-            async with ctx.open_message() as message:
-                await message.write("partial")
-            raise error("stopped")
-
-        async def aclose(self) -> None:
-            pass
-
-    rt.register_harness("stopping", Stopping)
-    await rt.create_agent(scripted("stopper", harness="stopping"))
-    with trio.fail_after(5):
-        async with open_acp(rt, "stopper") as editor:
-            sid = await editor.new_session()
-            assert await editor.prompt(sid) == {"stopReason": reason}
+@pytest.mark.parametrize(
+    ("finish_reason", "reason"), [("length", "max_tokens"), ("content_filter", "refusal")]
+)
+async def test_output_limits_and_refusals_are_stop_reasons(finish_reason: str, reason: str) -> None:
+    mock = MockLLM()
+    mock.reply_text("partial answ", finish_reason=finish_reason)
+    for _ in range(2):
+        mock.reply_tool_call("sys_os_read", {"path": "x"})
+    spec = {
+        "name": "modeled",
+        "executor": {
+            "type": "omnigent",
+            "config": {
+                "harness": "loop",
+                "model": "mock-model",
+                "base_url": "http://mock/v1",
+                "max_steps": 2,
+            },
+        },
+    }
+    with trio.fail_after(10):
+        async with (
+            httpx.AsyncClient(transport=mock.transport()) as http,
+            omnigent.open_runtime(http_client=http) as rt,
+        ):
+            await rt.create_agent(spec)
+            async with open_acp(rt, "modeled") as editor:
+                sid = await editor.new_session()
+                assert await editor.prompt(sid) == {"stopReason": reason}
+                assert editor.text(sid) == "partial answ"
+                # Two steps of tool calls and the loop's limit is reached.
+                assert await editor.prompt(sid) == {"stopReason": "max_turn_requests"}
 
 
 # -- cancel ---------------------------------------------------------------------------------

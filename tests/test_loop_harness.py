@@ -213,6 +213,22 @@ async def test_max_steps_bounds_a_model_that_never_stops(
     events = await run_turn(mock_rt, session)
     assert statuses(events) == ["running", "failed"]
     assert "3 steps" in events[-1].error.message
+    assert events[-1].error.code == "max_steps"
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "code"), [("length", "max_tokens"), ("content_filter", "refusal")]
+)
+async def test_a_cut_or_filtered_answer_fails_with_its_own_code_and_keeps_its_text(
+    mock: MockLLM, mock_rt: omnigent.Runtime, finish_reason: str, code: str
+) -> None:
+    mock.reply_text("half an ans", finish_reason=finish_reason)
+    session = await new_session(mock_rt)
+    events = await run_turn(mock_rt, session)
+    assert statuses(events) == ["running", "failed"]
+    assert events[-1].error.code == code  # type: ignore[union-attr]
+    message = (await mock_rt.list_items(session)).data[-1]
+    assert isinstance(message, MessageItem) and message.content[0].text == "half an ans"  # type: ignore[union-attr]
 
 
 async def test_restart_gives_the_model_the_full_history_exactly_once(tmp_path: Path) -> None:

@@ -4,8 +4,12 @@ Each turn rebuilds the conversation from the request (system prompt, the whole
 history, the new input), streams the model's answer into an assistant message, runs
 the tool calls it asks for through the core (policies included), feeds their outputs
 back, and repeats until the model answers without calling a tool, or
-``config.max_steps`` model calls have been made. Messages that arrive mid-turn are
-taken between steps, so the model sees them before its next call.
+``config.max_steps`` model calls have been made (then the turn fails
+``StepLimitReached``). Messages that arrive mid-turn are taken between steps, so the
+model sees them before its next call. A model that stops at its token limit
+(``finish_reason: length``) or is filtered (``content_filter``) ends the turn with
+``OutputLimitReached`` / ``ModelRefused``, keeping what it streamed: ACP clients see
+``stopReason`` ``max_tokens`` / ``refusal``.
 
 The endpoint is ``config.base_url`` or ``$OPENAI_BASE_URL``; the key ``config.api_key``
 or ``$OPENAI_API_KEY``. 429 and 5xx answers are retried with bounded backoff by the
@@ -18,7 +22,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import HarnessError
+from ..errors import HarnessError, ModelRefused, OutputLimitReached, StepLimitReached
 from ..model import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -90,6 +94,14 @@ def _tool_message(call_id: str, output: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": output}
 
 
+def _check_finish(completion: Completion) -> None:
+    """Raise for a completion the model could not finish (its partial text is kept)."""
+    if completion.finish_reason == "length":
+        raise OutputLimitReached("the model stopped at its output token limit")
+    if completion.finish_reason == "content_filter":
+        raise ModelRefused("the model's provider filtered the answer (content_filter)")
+
+
 class LoopHarness:
     """The built-in agent loop; see the module docstring."""
 
@@ -113,6 +125,7 @@ class LoopHarness:
         tools = [t.to_openai() for t in request.tools] or None
         for _ in range(self._max_steps):
             completion = await self._step(ctx, request.model, messages, tools)
+            _check_finish(completion)
             assistant: dict[str, Any] = {"role": "assistant", "content": completion.text or None}
             if completion.tool_calls:
                 assistant["tool_calls"] = [
@@ -131,7 +144,7 @@ class LoopHarness:
                 messages.append(_tool_message(call.id, output))
             for injected in await ctx.take_injections():
                 messages.append({"role": "user", "content": _content(injected)})
-        raise HarnessError(
+        raise StepLimitReached(
             f"the model did not finish within {self._max_steps} steps "
             "(raise executor.config.max_steps if that is expected)"
         )

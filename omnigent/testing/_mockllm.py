@@ -46,12 +46,15 @@ class TextReply:
     ``delay`` seconds pass between content chunks (the finish chunk and ``[DONE]``
     follow the last one at once). ``truncated`` ends the stream after the
     text with neither a finish_reason nor ``[DONE]``, as a dropped connection would.
+    ``finish_reason`` is what the last chunk says (``length``: cut at the token limit,
+    ``content_filter``: filtered).
     """
 
     text: str
     chunk_size: int = 8
     delay: float = 0.0
     truncated: bool = False
+    finish_reason: str = "stop"
 
 
 @attrs.frozen
@@ -140,12 +143,18 @@ class MockLLM:
         self._queue.append(reply)
 
     def reply_text(
-        self, text: str, *, chunk_size: int = 8, delay: float = 0.0, truncated: bool = False
+        self,
+        text: str,
+        *,
+        chunk_size: int = 8,
+        delay: float = 0.0,
+        truncated: bool = False,
+        finish_reason: str = "stop",
     ) -> None:
         """Queues a text answer; see :class:`TextReply`."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
-        self.reply(TextReply(text, chunk_size, delay, truncated))
+        self.reply(TextReply(text, chunk_size, delay, truncated, finish_reason))
 
     def reply_tool_call(
         self,
@@ -250,7 +259,7 @@ def _render(reply: Reply, completion_id: str, model: str, stream: bool) -> _Rend
         0, frame({"role": "assistant", "content": ""}) + (deltas.pop(0) if deltas else b"")
     )
     if not (isinstance(reply, TextReply) and reply.truncated):
-        finish_reason = "tool_calls" if isinstance(reply, ToolCallsReply) else "stop"
+        finish_reason = "tool_calls" if isinstance(reply, ToolCallsReply) else reply.finish_reason
         deltas[-1] += frame({}, finish_reason) + b"data: [DONE]\n\n"
     if not reply.delay:  # coalesced: one write instead of one per frame
         return _Rendered(200, _SSE_HEADERS, ((0.0, b"".join(deltas)),))
@@ -276,7 +285,7 @@ def _whole_completion(
     reply: TextReply | ToolCallsReply, completion_id: str, model: str
 ) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-    finish_reason = "stop"
+    finish_reason = reply.finish_reason if isinstance(reply, TextReply) else "stop"
     if isinstance(reply, ToolCallsReply):
         finish_reason = "tool_calls"
         message["tool_calls"] = [

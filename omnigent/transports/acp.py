@@ -408,6 +408,8 @@ class AcpAgent:
                 return {"stopReason": "max_tokens"}
             if terminal.error.code in _REFUSAL_CODES:
                 return {"stopReason": "refusal"}
+            if terminal.error.code == "max_steps":
+                return {"stopReason": "max_turn_requests"}
             raise RpcError(INTERNAL_ERROR, terminal.error.message, {"code": terminal.error.code})
         raise RpcError(
             REFUSED, "the session ended before answering (was it deleted?)", {"code": "gone"}
