@@ -88,6 +88,9 @@ async def test_initialize_negotiates_and_nothing_runs_before_it(rt: omnigent.Run
         "_omnigent/session/list",
     ]
     assert result["authMethods"] == []
+    with trio.fail_after(5):  # a client that authenticates anyway is not refused
+        async with open_acp(rt) as editor:
+            assert await editor.call("authenticate", {"methodId": "anything"}) == {}
 
 
 async def test_a_prompt_streams_its_answer_and_ends_the_turn(rt: omnigent.Runtime) -> None:

@@ -8,6 +8,7 @@ WebSocket: ACP v1"; ``docs/editors.md`` shows it from an editor's side.
 =================================  ==================================================
 ACP                                core
 =================================  ==================================================
+``authenticate``                   nothing to do (``authMethods`` is empty)
 ``initialize``                     capabilities both ways (``loadSession``, images and
                                    embedded context, ``session/list``; the client's
                                    ``fs`` and ``terminal``)
@@ -120,6 +121,7 @@ class AcpAgent:
     methods = frozenset(
         {
             "initialize",
+            "authenticate",
             "session/new",
             "session/load",
             "session/list",
@@ -150,6 +152,7 @@ class AcpAgent:
         self._connection: RpcConnection | None = None
         self._handlers: dict[str, Callable[[Params], Awaitable[Any]]] = {
             "initialize": self._initialize,
+            "authenticate": self._authenticate,
             "session/new": self._new,
             "session/load": self._load,
             "session/list": self._list,
@@ -256,6 +259,14 @@ class AcpAgent:
             "agentInfo": {"name": "omnigent", "title": "omnigent", "version": __version__},
             "authMethods": [],
         }
+
+    async def _authenticate(self, params: Params) -> dict[str, Any]:
+        """Nothing to do: omnigent advertises no auth methods (identity is the transport's).
+
+        Some clients call it anyway after ``initialize``; they get a plain success.
+        """
+        params.string("methodId", required=False, max_len=200)
+        return {}
 
     # -- sessions ----------------------------------------------------------------------
 
