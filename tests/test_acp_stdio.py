@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+import omnigent
 
 DRIVER = Path(__file__).with_name("acp_official_driver.py")
 ASK_SHELL = [{"name": "ask_shell", "type": "ask_tools", "tools": ["sys_os_shell"], "reason": "ok?"}]
@@ -206,3 +209,28 @@ def test_the_protocol_keeps_fds_0_and_1_to_itself(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"protocol\n"
     assert b"stray" in done.stderr and b"printed" in done.stderr
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_registry_manifest_runs_this_version_of_omnigent_stdio() -> None:
+    folder = REPO / "examples" / "acp-registry" / "omnigent"
+    manifest = json.loads((folder / "agent.json").read_text())
+    required = {"id", "name", "version", "description", "distribution"}
+    assert required <= set(manifest)
+    assert re.fullmatch(r"[a-z][a-z0-9-]*", manifest["id"]) and manifest["id"] == folder.name
+    assert manifest["version"] == omnigent.__version__
+    uvx = manifest["distribution"]["uvx"]
+    assert uvx["package"] == f"omnigent=={omnigent.__version__}"
+    assert uvx["args"][:2] == ["stdio", "--agent"]
+    assert (folder / "icon.svg").read_text().startswith("<svg")
+    assert set(manifest) <= {
+        "id", "name", "version", "description", "repository", "website", "authors",
+        "license", "license_url", "icon", "distribution",
+    }  # fmt: skip
+
+
+def test_the_editor_example_is_a_valid_spec() -> None:
+    spec = omnigent.AgentSpec.load(REPO / "examples" / "editor-agent.yaml")
+    assert {p.name for p in spec.policies} == {"ask_shell", "ask_writes"}
