@@ -217,7 +217,7 @@ async def test_cancel_withdraws_the_pending_permission_request(rt: omnigent.Runt
             await asked.cancelled.wait()  # the agent sent $/cancel_request for it
             await until(lambda: outcome)
             assert outcome == [{"stopReason": "cancelled"}]
-    assert not rt.elicitations.waiting
+    assert rt.statistics()["elicitations"] == 0
 
 
 # -- permissions ----------------------------------------------------------------------------
@@ -708,7 +708,7 @@ async def test_a_closed_connection_cancels_its_turn_and_leaves_no_task(
         assert statuses == ["running", "waiting", "cancelled"]
         await wait_quiet(rt)
     assert all_tasks() == before
-    assert not rt.elicitations.waiting
+    assert rt.statistics()["elicitations"] == 0
     assert rt.statistics()["subscribers"] == 0
 
 
@@ -732,7 +732,7 @@ async def test_with_access_checks_a_user_sees_and_does_only_what_grants_allow(
                 await bob.call("session/load", load)
             assert hidden.value.code == rpc.RESOURCE_NOT_FOUND
             assert (await bob.call("session/list", {}))["sessions"] == []
-            await rt.permissions.grant(alices.id, "bob", 1)
+            await rt.grant(alices.id, "bob", 1)
             await bob.call("session/load", load)
             assert [s["sessionId"] for s in (await bob.call("session/list", {}))["sessions"]] == [
                 alices.id
