@@ -202,8 +202,7 @@ class SessionRelay:
         the tool call before it is asked to read a file or open a terminal for it.
         """
         with trio.move_on_after(_CATCH_UP_TIMEOUT):
-            snapshot = await self._ctx.runtime.get_session(self.session_id)
-            await self.wait_relayed(snapshot.last_event_id)
+            await self.wait_relayed(await self._ctx.runtime.last_event_id(self.session_id))
 
     # -- permission requests ---------------------------------------------------------
 

@@ -29,6 +29,11 @@ elicitation. The connection's nursery owns the relays, the permission requests a
 the prompts; when the connection ends they are all cancelled, and a prompt cancelled
 that way interrupts its turn, which ends ``cancelled``.
 
+The helpers, each with one job: ``_acp_params`` (reading params), ``_acp_content``
+(prompt blocks), ``_acp_updates`` (events as updates), ``_acp_outcomes`` (errors and
+stop reasons) — all pure — and ``_acp_records`` (config options, lists, histories),
+``_acp_session`` (the relay), ``_acp_client_tools`` (the client's fs and terminal).
+
 Identity: the connection acts as ``user`` (``local`` for stdio and ``--auth none``);
 with ``check_access`` each call checks that user's level on the session as the HTTP
 API does (read to load, edit to prompt, cancel, configure or answer).
@@ -39,72 +44,41 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import trio
 
 from .. import __version__
 from ..core import Agent, Runtime, SessionSnapshot
-from ..errors import InvalidInput, NotFound, OmnigentError
-from ..model import (
-    TERMINAL_STATUSES,
-    Event,
-    Item,
-    ResponseCancelled,
-    ResponseCompleted,
-    ResponseFailed,
-    SessionStatus,
-)
+from ..errors import OmnigentError
+from ..model import Event
 from ._acp_client_tools import ClientCapabilities, client_tools
 from ._acp_content import prompt_content, prompt_title
+from ._acp_outcomes import REFUSED, is_terminal, iso, rpc_error, stop_reason
 from ._acp_params import Params, invalid
+from ._acp_records import (
+    client_mcp_servers,
+    config_options,
+    history,
+    mcp_notice,
+    model_override,
+    session_list,
+)
 from ._acp_session import SessionRelay
 from ._acp_updates import replay_items
 from ._rpc_connection import ConnectionClosed, MessageStream, RpcConnection
-from .jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    RESOURCE_NOT_FOUND,
-    SERVER_BUSY,
-    RpcError,
-)
+from .jsonrpc import INVALID_REQUEST, RESOURCE_NOT_FOUND, SERVER_BUSY, RpcError
 
 __all__ = ["PROTOCOL_VERSION", "AcpAgent", "rpc_error", "serve_acp"]
 
 log = logging.getLogger("omnigent.transports.acp")
 
 PROTOCOL_VERSION = 1
-# A refusal that is neither bad params nor a missing resource (forbidden, conflict,
-# closing): JSON-RPC leaves -32000..-32099 to servers; ``data.code`` has the slug.
-REFUSED = -32001
 _READ, _EDIT = 1, 2
 _MAX_SESSIONS = 256
-_LIST_PAGE = 50
 _INTERRUPT_TIMEOUT = 5.0
-_LENGTH_CODES = ("max_tokens", "max_output_tokens")
-_REFUSAL_CODES = ("refusal", "content_filter")
 
 AgentResolver = Callable[[], Awaitable[Agent]]
-
-
-def rpc_error(exc: OmnigentError) -> RpcError:
-    """The JSON-RPC error for an omnigent error (5xx causes are logged, never sent)."""
-    data: dict[str, Any] = {"code": exc.code}
-    if isinstance(exc, InvalidInput) and exc.details:
-        data["details"] = [{"loc": d.loc, "msg": d.msg} for d in exc.details]
-    if exc.status in (400, 422):
-        return RpcError.invalid_params(exc.message, data)
-    if isinstance(exc, NotFound):
-        return RpcError(RESOURCE_NOT_FOUND, exc.message, data)
-    if exc.status == 500:
-        log.error("internal error answered over ACP", exc_info=exc)
-        return RpcError(INTERNAL_ERROR, "Internal error", {"code": "internal_error"})
-    return RpcError(REFUSED, exc.message, data)
-
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 class AcpAgent:
@@ -270,39 +244,16 @@ class AcpAgent:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def _client_mcp_servers(self, params: Params) -> list[str]:
-        """The names of the MCP servers the client offered (which omnigent cannot use yet).
-
-        Editors forward every MCP server the user installed in them (Zed does) to every
-        agent; refusing the session would make omnigent unusable there, so they are
-        left out — logged, and named in the answer's ``_meta`` — and the agent keeps
-        the MCP servers of its own spec.
-        """
-        servers = params.array("mcpServers", required=False, max_len=100)
-        names = [str(s.get("name", "?")) if isinstance(s, dict) else "?" for s in servers]
-        if names:
-            log.warning(
-                "the client offered MCP servers omnigent does not connect yet (%s); "
-                "list them in the agent spec's mcp_servers instead",
-                ", ".join(names),
-            )
-        return names
-
-    def _mcp_notice(self, names: list[str]) -> dict[str, Any]:
-        if not names:
-            return {}
-        return {"_meta": {"omnigent": {"ignoredMcpServers": names}}}
-
     async def _new(self, params: Params) -> dict[str, Any]:
         cwd = params.absolute_path("cwd")
-        ignored = self._client_mcp_servers(params)
+        ignored = client_mcp_servers(params)
         if len(self._relays) >= _MAX_SESSIONS:
             raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
         agent = await self._resolve_agent()
         session = await self.runtime.create_session(agent.id, owner=self.user, cwd=cwd)
         await self._open(session)
-        options = await self._config_options(session)
-        return {"sessionId": session.id, "configOptions": options, **self._mcp_notice(ignored)}
+        options = await config_options(self.runtime, session)
+        return {"sessionId": session.id, "configOptions": options, **mcp_notice(ignored)}
 
     async def _open(self, snapshot: SessionSnapshot, cwd: str | None = None) -> SessionRelay:
         relay = self._relays.get(snapshot.id)
@@ -320,60 +271,28 @@ class AcpAgent:
     async def _load(self, params: Params) -> dict[str, Any]:
         session_id = params.session_id()
         cwd = params.absolute_path("cwd")
-        ignored = self._client_mcp_servers(params)
+        ignored = client_mcp_servers(params)
         snapshot = await self._require(session_id, _READ)
         if session_id not in self._relays and len(self._relays) >= _MAX_SESSIONS:
             raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
-        items = await self._history(session_id)
+        items = await history(self.runtime, session_id)
         for update in replay_items(items, snapshot.cwd or cwd):
             await self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
             )
         await self._open(snapshot, cwd)
-        return {"configOptions": await self._config_options(snapshot), **self._mcp_notice(ignored)}
-
-    async def _history(self, session_id: str) -> list[Item]:
-        items: list[Item] = []
-        after: str | None = None
-        while True:
-            page = await self.runtime.list_items(session_id, limit=1000, after=after)
-            items.extend(page.data)
-            if not page.has_more:
-                return items
-            after = page.last_id
+        return {
+            "configOptions": await config_options(self.runtime, snapshot),
+            **mcp_notice(ignored),
+        }
 
     async def _list(self, params: Params) -> dict[str, Any]:
-        cwd = params.absolute_path("cwd", required=False)
-        cursor = params.optional_string("cursor", max_len=200)
         try:
             agent_name: str | None = (await self._resolve_agent()).name
         except OmnigentError:
             agent_name = None  # no default agent: every session the user may read
-        try:
-            page = await self.runtime.list_sessions(
-                agent_name=agent_name,
-                limit=_LIST_PAGE,
-                after=cursor,
-                viewer=self.user if self._check_access else None,
-                cwd=cwd,
-            )
-        except InvalidInput as exc:
-            raise invalid("cursor", "not a cursor this listing gave out") from exc
-        sessions = [
-            {
-                "sessionId": s.id,
-                "cwd": s.cwd,
-                "title": s.title,
-                "updatedAt": _iso(s.updated_at or s.created_at),
-                "_meta": {"omnigent": {"status": s.status, "agentName": s.agent_name}},
-            }
-            for s in page.data
-            if s.parent_session_id is None and s.cwd is not None
-        ]
-        answer: dict[str, Any] = {"sessions": sessions}
-        if page.has_more and page.data:
-            answer["nextCursor"] = page.data[-1].id
-        return answer
+        viewer = self.user if self._check_access else None
+        return await session_list(self.runtime, params, agent_name=agent_name, viewer=viewer)
 
     # -- prompts -----------------------------------------------------------------------
 
@@ -386,7 +305,7 @@ class AcpAgent:
             await self._name_session(session_id, content)
         terminal = await self._run_prompt(session_id, content)
         await relay.wait_relayed(terminal.event_id if terminal is not None else 0)
-        return self._stop_reason(terminal)
+        return stop_reason(terminal)
 
     async def _run_prompt(self, session_id: str, content: list[dict[str, Any]]) -> Event | None:
         """Send the prompt and follow its turn to the end; the turn's terminal event.
@@ -400,7 +319,7 @@ class AcpAgent:
                 async for event in events:
                     terminal = event
         except trio.Cancelled:
-            if not _is_terminal(terminal):
+            if not is_terminal(terminal):
                 with (
                     trio.move_on_after(_INTERRUPT_TIMEOUT, shield=True),
                     contextlib.suppress(OmnigentError),
@@ -408,23 +327,6 @@ class AcpAgent:
                     await self.runtime.interrupt(session_id)
             raise
         return terminal
-
-    def _stop_reason(self, terminal: Event | None) -> dict[str, Any]:
-        if isinstance(terminal, ResponseCompleted):
-            return {"stopReason": "end_turn"}
-        if isinstance(terminal, ResponseCancelled | SessionStatus):
-            return {"stopReason": "cancelled"}
-        if isinstance(terminal, ResponseFailed):
-            if terminal.error.code in _LENGTH_CODES:
-                return {"stopReason": "max_tokens"}
-            if terminal.error.code in _REFUSAL_CODES:
-                return {"stopReason": "refusal"}
-            if terminal.error.code == "max_steps":
-                return {"stopReason": "max_turn_requests"}
-            raise RpcError(INTERNAL_ERROR, terminal.error.message, {"code": terminal.error.code})
-        raise RpcError(
-            REFUSED, "the session ended before answering (was it deleted?)", {"code": "gone"}
-        )
 
     async def _name_session(self, session_id: str, content: list[dict[str, Any]]) -> None:
         """Title an untitled session after its first prompt, and tell the client."""
@@ -435,7 +337,7 @@ class AcpAgent:
         update = {
             "sessionUpdate": "session_info_update",
             "title": title,
-            "updatedAt": _iso(snapshot.updated_at or snapshot.created_at),
+            "updatedAt": iso(snapshot.updated_at or snapshot.created_at),
         }
         with contextlib.suppress(ConnectionClosed):
             await self.connection.notify(
@@ -444,48 +346,11 @@ class AcpAgent:
 
     # -- config options ----------------------------------------------------------------
 
-    async def _config_options(self, snapshot: SessionSnapshot) -> list[dict[str, Any]]:
-        spec = await self.runtime.get_agent_spec(snapshot.agent_id)
-        default = spec.model or "default"
-        current = snapshot.model_override or default
-        options = [
-            {
-                "value": default,
-                "name": f"{spec.model} (agent default)" if spec.model else "Agent default",
-            }
-        ]
-        if current != default:
-            options.append({"value": current, "name": current})
-        return [
-            {
-                "id": "model",
-                "name": "Model",
-                "description": "The model this session's turns use (any model name is accepted)",
-                "category": "model",
-                "type": "select",
-                "currentValue": current,
-                "options": options,
-            }
-        ]
-
     async def _set_config_option(self, params: Params) -> dict[str, Any]:
-        session_id = params.session_id()
-        config_id = params.string("configId", max_len=200)
-        if config_id != "model":
-            raise invalid(
-                "configId", f"unknown config option {config_id!r} (this agent has: model)"
-            )
-        if params.raw("type") == "boolean" or isinstance(params.raw("value"), bool):
-            raise invalid("value", "model is a select option: give a model name")
-        value = params.string("value", max_len=200)
-        snapshot = await self._require(session_id, _EDIT)
-        spec = await self.runtime.get_agent_spec(snapshot.agent_id)
-        override = None if value in ("default", spec.model) else value
-        try:
-            snapshot = await self.runtime.update_session(session_id, model_override=override)
-        except InvalidInput as exc:
-            raise invalid("value", "must match ^[A-Za-z0-9._:/@-]{1,200}$") from exc
-        return {"configOptions": await self._config_options(snapshot)}
+        snapshot = await self._require(params.session_id(), _EDIT)
+        await model_override(self.runtime, snapshot, params)
+        snapshot = await self.runtime.get_session(snapshot.id)
+        return {"configOptions": await config_options(self.runtime, snapshot)}
 
     # -- omnigent extensions -----------------------------------------------------------
 
@@ -511,12 +376,6 @@ class AcpAgent:
             session_id, elicitation_id, action, params.raw("content")
         )
         return {"resolved": resolved}
-
-
-def _is_terminal(event: Event | None) -> bool:
-    if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
-        return True
-    return isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES
 
 
 async def serve_acp(
