@@ -192,6 +192,45 @@ def test_stdout_carries_only_protocol_messages_and_logs_go_to_stderr(tmp_path: P
     assert b"DEBUG" in done.stderr or b"INFO" in done.stderr  # the logs went here
 
 
+def test_the_spec_files_own_function_policies_are_allowed(tmp_path: Path) -> None:
+    spec = _spec("guarded", [{"say": "hi"}])
+    spec["policies"] = [{"name": "mine", "type": "function", "function": "json:dumps"}]
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    command = [sys.executable, "-c", _SLOW_CLIENT, str(path), json.dumps(hello)]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "OMNIGENT_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["protocolVersion"] == 1
+    broken = tmp_path / "broken.yaml"
+    spec["policies"][0]["function"] = "no_such_module_anywhere:check"
+    broken.write_text(yaml.safe_dump(spec))
+    refused = _stdio("--agent", str(broken), home=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == b""
+    assert refused.stderr.decode().startswith("Error: ")
+
+
+# Sends one line to `omnigent stdio`, reads one answer, then closes stdin.
+_SLOW_CLIENT = """
+import subprocess, sys
+agent = subprocess.Popen(
+    [sys.executable, "-m", "omnigent", "stdio", "--agent", sys.argv[1]],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+)
+agent.stdin.write(sys.argv[2].encode() + b"\\n")
+agent.stdin.flush()
+sys.stdout.write(agent.stdout.readline().decode())
+agent.stdin.close()
+sys.exit(agent.wait(30))
+"""
+
+
 def test_the_protocol_keeps_fds_0_and_1_to_itself(tmp_path: Path) -> None:
     code = (
         "import os\n"

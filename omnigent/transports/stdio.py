@@ -16,8 +16,10 @@ The CLI wires it with::
     add_stdio_parser(subparsers)          # sets func=run_stdio on the sub-parser
 
 An unreadable or invalid spec raises before the runtime opens (the CLI prints one
-``Error: …`` on stderr and exits 2). The process exits 0 when the editor closes stdin,
-or on SIGINT/SIGTERM, after every turn has ended ``cancelled``.
+``Error: …`` on stderr and exits 2). The spec file is the operator's own, so the
+``function`` policies it names are allowed (as ``omnigent run`` allows them). The
+process exits 0 when the editor closes stdin, or on SIGINT/SIGTERM, after every turn
+has ended ``cancelled``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,12 +38,19 @@ import trio
 
 from .._config import default_db_url
 from ..core import Agent, open_runtime
+from ..core._policies import PolicyFunction, load_function
 from ..errors import BadRequest, SpecError
 from ..spec import AgentSpec
 from ._rpc_connection import NdjsonStream
 from .acp import serve_acp
 
-__all__ = ["add_stdio_parser", "load_agent_spec", "run_stdio", "serve_stdio"]
+__all__ = [
+    "add_stdio_parser",
+    "load_agent_spec",
+    "own_policy_functions",
+    "run_stdio",
+    "serve_stdio",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +72,23 @@ def load_agent_spec(path: str | Path) -> AgentSpec:
         raise BadRequest(f"cannot read agent spec {str(path)!r}: not UTF-8 text") from exc
 
 
+def own_policy_functions(spec: AgentSpec) -> dict[str, PolicyFunction]:
+    """The ``function`` policies a spec file names, imported (the file is the operator's).
+
+    Raises:
+        InvalidInput: a reference cannot be imported.
+    """
+    refs = dict.fromkeys(p.function for p in spec.policies if p.function is not None)
+    return {ref: load_function(ref) for ref in refs if ":" in ref or "." in ref}
+
+
 async def serve_stdio(
     spec: AgentSpec,
     db: str | None,
     receive_stream: trio.abc.ReceiveStream,
     send_stream: trio.abc.SendStream,
     *,
+    policy_functions: Mapping[str, PolicyFunction] | None = None,
     task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Register ``spec`` and serve ACP over the two streams until input ends.
@@ -77,11 +97,12 @@ async def serve_stdio(
         spec: the agent ``session/new`` creates sessions of.
         db: the store URL (``None``: in memory).
         receive_stream, send_stream: the protocol's input and output.
+        policy_functions: callables the spec's ``function`` policies may name.
         task_status: started with the registered agent.
 
     Cancellation: every turn ends ``cancelled`` and the store closes.
     """
-    async with open_runtime(db) as runtime:
+    async with open_runtime(db, policy_functions=policy_functions) as runtime:
         agent = await runtime.create_agent(spec)
         log.info("serving agent %s (version %d) over stdio", agent.name, agent.version)
 
@@ -121,15 +142,22 @@ def run_stdio(args: argparse.Namespace) -> int:
         been written to stdout). StoreBusy: another process owns the database.
     """
     spec = load_agent_spec(args.agent)
+    functions = own_policy_functions(spec)
     db: str = args.db or default_db_url()
     if db.startswith("sqlite:///"):
         Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     with _protocol_fds() as (fd_in, fd_out):
-        trio.run(_main, spec, db, fd_in, fd_out)
+        trio.run(_main, spec, db, functions, fd_in, fd_out)
     return 0
 
 
-async def _main(spec: AgentSpec, db: str, fd_in: int, fd_out: int) -> None:
+async def _main(
+    spec: AgentSpec,
+    db: str,
+    functions: dict[str, PolicyFunction],
+    fd_in: int,
+    fd_out: int,
+) -> None:
     stdin = trio.lowlevel.FdStream(os.dup(fd_in))
     stdout = trio.lowlevel.FdStream(os.dup(fd_out))
     async with stdin, stdout:
@@ -137,7 +165,7 @@ async def _main(spec: AgentSpec, db: str, fd_in: int, fd_out: int) -> None:
             async with trio.open_nursery() as nursery:
 
                 async def serve() -> None:
-                    await serve_stdio(spec, db, stdin, stdout)
+                    await serve_stdio(spec, db, stdin, stdout, policy_functions=functions)
                     nursery.cancel_scope.cancel()  # input ended: stop watching signals
 
                 nursery.start_soon(serve)
