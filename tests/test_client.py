@@ -110,7 +110,7 @@ async def test_http_calls_answer_typed_records_and_errors(tmp_path: Path) -> Non
             assert (again.id, again.version) == (agent.id, 2)
             assert [a.name for a in await client.list_agents()] == ["greeter"]
             assert (await client.get_agent(agent.id)).version == 2
-            session = await client.create_session(agent.id, title="demo")
+            session = await client.create_session(agent_name="greeter", title="demo")
             assert (session.agent_name, session.title, session.status) == (
                 "greeter",
                 "demo",

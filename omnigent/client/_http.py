@@ -162,9 +162,15 @@ class OmnigentClient:
 
     # -- sessions --------------------------------------------------------------------
 
-    async def create_session(self, agent_id: str, **fields: Any) -> SessionInfo:
-        """A new session of an agent; ``fields`` as ``POST /v1/sessions`` takes them."""
-        body = {"agent_id": agent_id, **fields}
+    async def create_session(
+        self, agent_id: str | None = None, *, agent_name: str | None = None, **fields: Any
+    ) -> SessionInfo:
+        """A new session of an agent, by id or by name; ``fields`` as ``POST /v1/sessions``."""
+        body = dict(fields)
+        if agent_id is not None:
+            body["agent_id"] = agent_id
+        if agent_name is not None:
+            body["agent_name"] = agent_name
         return SessionInfo.from_dict(await self._call("POST", "/v1/sessions", json=body))
 
     async def get_session(self, session_id: str) -> SessionInfo:
