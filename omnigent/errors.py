@@ -18,8 +18,12 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   └── ResourceNotFound                 404 resource_not_found
     ├── Unauthorized (PermissionError)       401 unauthorized
     ├── Forbidden (PermissionError)          403 forbidden
+    │   └── CrossSiteRequest                 403 cross_site_request
     ├── Conflict                             409 conflict
     │   └── StoreBusy                        409 store_busy
+    ├── PayloadTooLarge (ValueError)         413 request_entity_too_large
+    ├── UnsupportedMediaType (ValueError)    415 unsupported_media_type
+    ├── MisdirectedRequest                   421 misdirected_request
     ├── RuntimeClosed (RuntimeError)         503 runtime_closed
     ├── HarnessError                         502 harness_error
     │   ├── ModelEndpointError               502 model_endpoint_error
@@ -42,17 +46,20 @@ __all__ = [
     "AgentNotFound",
     "BadRequest",
     "Conflict",
+    "CrossSiteRequest",
     "ErrorDetail",
     "FileNotFound",
     "Forbidden",
     "HarnessError",
     "InternalError",
     "InvalidInput",
+    "MisdirectedRequest",
     "ModelEndpointError",
     "ModelRefused",
     "NotFound",
     "OmnigentError",
     "OutputLimitReached",
+    "PayloadTooLarge",
     "ResourceNotFound",
     "RuntimeClosed",
     "SessionNotFound",
@@ -61,6 +68,7 @@ __all__ = [
     "StoreBusy",
     "Unauthorized",
     "UnknownHarness",
+    "UnsupportedMediaType",
 ]
 
 
@@ -174,6 +182,13 @@ class Forbidden(OmnigentError, PermissionError):
     status = 403
 
 
+class CrossSiteRequest(Forbidden):
+    """A browser sent this on behalf of another site (a foreign ``Origin``, or
+    ``Sec-Fetch-Site: cross-site``), which the server does not admit."""
+
+    code = "cross_site_request"
+
+
 class Conflict(OmnigentError):
     """The request clashes with the current state of the object."""
 
@@ -206,6 +221,28 @@ class StoreBusy(Conflict):
         super().__init__(message)
         self.path = path
         self.owner = owner
+
+
+class PayloadTooLarge(OmnigentError, ValueError):
+    """The body is larger than this route takes."""
+
+    code = "request_entity_too_large"
+    status = 413
+
+
+class UnsupportedMediaType(OmnigentError, ValueError):
+    """The body's ``Content-Type`` is not one this route reads; nothing was parsed."""
+
+    code = "unsupported_media_type"
+    status = 415
+
+
+class MisdirectedRequest(OmnigentError):
+    """The ``Host`` header names neither the server's address nor an allowed host
+    (a DNS-rebinding page, or a proxy pointed at the wrong server)."""
+
+    code = "misdirected_request"
+    status = 421
 
 
 class Unauthorized(OmnigentError, PermissionError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -78,3 +79,19 @@ async def resolved(server: Server, session_id: str, elicitation_id: str, action:
     assert answer.status_code == 202, answer.text
     flag: bool = answer.json()["resolved"]
     return flag
+
+
+async def page_token(client: httpx.AsyncClient, url: str, **options: Any) -> str:
+    """The form token of the approval page at ``url`` (it must show a pending request)."""
+    page = await client.get(url, **options)
+    found = re.search(r'name="token" value="([^"]+)"', page.text)
+    assert found is not None, page.text
+    return found.group(1)
+
+
+async def approve(
+    client: httpx.AsyncClient, url: str, form: dict[str, Any], **options: Any
+) -> httpx.Response:
+    """POST the approval form at ``url`` as its page would: with the page's token."""
+    token = await page_token(client, url, headers=options.get("headers"))
+    return await client.post(url, data={**form, "token": token}, **options)

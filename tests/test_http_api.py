@@ -180,6 +180,9 @@ async def test_every_4xx_uses_the_envelope() -> None:
             def new(**fields: Any) -> dict[str, Any]:
                 return {"json": {"agent_id": agent_id, **fields}}
 
+            def raw(body: bytes) -> dict[str, Any]:
+                return {"content": body, "headers": {"Content-Type": "application/json"}}
+
             cases: list[tuple[str, str, dict[str, Any], int, str, str | None]] = [
                 ("POST", ev, {"json": {"type": "dance", "data": {}}}, 422, IR, "type"),
                 ("POST", ev, {"json": {"data": {}}}, 422, IR, "type"),
@@ -187,8 +190,10 @@ async def test_every_4xx_uses_the_envelope() -> None:
                 ("POST", ev, {"json": {"type": "message", "data": {}}}, 422, IR, "data.content"),
                 ("POST", ev, {"json": _msg(5)}, 422, IR, "data.content[0].text"),
                 ("POST", ev, {"json": {**_msg(), "extra": 1}}, 422, IR, "extra"),
-                ("POST", ev, {"content": b"not json"}, 422, IR, "body"),
+                ("POST", ev, raw(b"not json"), 422, IR, "body"),
                 ("POST", ev, {"json": [1, 2]}, 422, IR, "body"),
+                ("POST", ev, {"content": b"{}", "headers": {"Content-Type": "text/plain"}}, 415,
+                 "unsupported_media_type", None),
                 ("POST", f"{ev}?stream=maybe", {"json": _msg()}, 422, IR, "stream"),
                 ("POST", f"{ev}?stream=true", {"json": {"type": "interrupt"}}, 422, IR, "stream"),
                 ("POST", f"{ev}?stream=true", {"json": {"type": "dance"}}, 422, IR, "type"),
@@ -218,10 +223,10 @@ async def test_every_4xx_uses_the_envelope() -> None:
                 ("GET", "/v1/nowhere", {}, 404, "not_found", None),
                 ("PUT", "/v1/agents", {}, 405, "method_not_allowed", None),
                 # Regressions: each of these was a 500 (review, 2026-11-30).
-                ("POST", SS, {"content": b'{"agent_id": "\\ud800"}'}, 422, IR, "body"),
-                ("PATCH", f"{S}", {"content": b'{"title": "\\udfff"}'}, 422, IR, "body"),
-                ("POST", SS, {"content": b"[" * 100_000 + b"]" * 100_000}, 422, IR, "body"),
-                ("POST", ev, {"content": b'{"type": "message", "data": NaN}'}, 422, IR, "body"),
+                ("POST", SS, raw(b'{"agent_id": "\\ud800"}'), 422, IR, "body"),
+                ("PATCH", f"{S}", raw(b'{"title": "\\udfff"}'), 422, IR, "body"),
+                ("POST", SS, raw(b"[" * 100_000 + b"]" * 100_000), 422, IR, "body"),
+                ("POST", ev, raw(b'{"type": "message", "data": NaN}'), 422, IR, "body"),
                 ("GET", f"{S}/stream?after={2**70}", {}, 422, IR, "after"),
                 ("GET", f"{S}/stream", {"headers": {"Last-Event-ID": str(2**64)}}, 422, IR,
                  "Last-Event-ID"),

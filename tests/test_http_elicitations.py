@@ -13,10 +13,12 @@ from .http_elicitation_helpers import (
     CALLS,
     REQUEST,
     RESOLVED,
+    approve,
     asking_agent,
     asking_session,
     child_of,
     next_event,
+    page_token,
     resolved,
     watch,
 )
@@ -87,7 +89,7 @@ async def test_resolve_and_get_refuse_bad_input() -> None:
                 ({"json": {}}, "action"),
                 ({"json": {"action": "accept", "extra": 1}}, "extra"),
                 ({"json": [1]}, "body"),
-                ({"content": b"nope"}, "body"),
+                ({"content": b"nope", "headers": {"Content-Type": "application/json"}}, "body"),
             ]
             for options, loc in cases:
                 assert_error(await server.client.post(f"{url}/resolve", **options), 422, IR, loc)
@@ -248,18 +250,25 @@ async def test_the_approval_page_escapes_and_resolves() -> None:
             assert "Run &lt;b&gt;this&lt;/b&gt;?" in html
             assert '<form method="post">' in html
             assert 'name="action" value="accept"' in html and 'value="decline"' in html
+            token = await page_token(server.client, f"/approve/{sid}/{eid}")
             async with watch(server, sid) as stream:
-                foreign = await server.client.post(
+                foreign = await approve(
+                    server.client,
                     f"/approve/{sid}/{eid}",
-                    data={"action": "accept"},
+                    {"action": "accept"},
                     headers={"Sec-Fetch-Site": "cross-site"},
                 )
-                assert_error(foreign, 403, "forbidden")
-                bad = await server.client.post(f"/approve/{sid}/{eid}", data={"action": "yes"})
+                assert_error(foreign, 403, "cross_site_request")
+                untokened = await server.client.post(
+                    f"/approve/{sid}/{eid}", data={"action": "accept"}
+                )
+                assert_error(untokened, 403, "forbidden")
+                bad = await approve(server.client, f"/approve/{sid}/{eid}", {"action": "yes"})
                 assert_error(bad, 422, "invalid_request", "action")
-                done = await server.client.post(
+                done = await approve(
+                    server.client,
                     f"/approve/{sid}/{eid}",
-                    data={"action": "decline"},
+                    {"action": "decline"},
                     headers={"Sec-Fetch-Site": "same-origin"},
                 )
                 assert done.status_code == 200 and "Declined" in done.text
@@ -267,7 +276,9 @@ async def test_the_approval_page_escapes_and_resolves() -> None:
                 assert frame.data["action"] == "decline"
             gone = await server.client.get(f"/approve/{sid}/{eid}")
             assert gone.status_code == 200 and "no longer pending" in gone.text
-            again = await server.client.post(f"/approve/{sid}/{eid}", data={"action": "accept"})
+            again = await server.client.post(
+                f"/approve/{sid}/{eid}", data={"action": "accept", "token": token}
+            )
             assert again.status_code == 200 and "no longer pending" in again.text
             assert_error(
                 await server.client.get(f"/approve/conv_nope/{eid}"), 404, "session_not_found"
@@ -284,8 +295,8 @@ async def test_the_approval_page_answers_as_the_owner_from_an_ancestor() -> None
                 eid = (await next_event(stream, REQUEST)).data["elicitation_id"]
                 page = await server.client.get(f"/approve/{parent}/{eid}")
                 assert "Asked by session" in page.text and child in page.text
-                done = await server.client.post(
-                    f"/approve/{parent}/{eid}", data={"action": "accept"}
+                done = await approve(
+                    server.client, f"/approve/{parent}/{eid}", {"action": "accept"}
                 )
                 assert "Accepted" in done.text
                 await stream.read_until(is_terminal_status)
@@ -319,12 +330,12 @@ async def test_the_approval_page_fills_a_requested_schema(monkeypatch: pytest.Mo
 
             monkeypatch.setattr(server.runtime, "resolve_elicitation", spy)
             url = f"/approve/{sid}/{eid}"
-            missing = await server.client.post(url, data={"action": "accept", "f_age": "3"})
+            missing = await approve(server.client, url, {"action": "accept", "f_age": "3"})
             assert_error(missing, 422, "invalid_request", "f_name")
             not_int = {"action": "accept", "f_name": "A", "f_age": "x"}
             assert_error(
-                await server.client.post(url, data=not_int), 422, "invalid_request", "f_age"
+                await approve(server.client, url, not_int), 422, "invalid_request", "f_age"
             )
             form = {"action": "accept", "f_name": "Ada", "f_age": "36", "f_color": "<blue>"}
-            assert "Accepted" in (await server.client.post(url, data=form)).text
+            assert "Accepted" in (await approve(server.client, url, form)).text
             assert answers == [{"name": "Ada", "age": 36, "ok": False, "color": "<blue>"}]

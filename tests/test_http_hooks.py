@@ -19,6 +19,7 @@ from omnigent.transports.serve import load_policies, serve
 from .http_elicitation_helpers import (
     REQUEST,
     RESOLVED,
+    approve,
     asking_agent,
     child_of,
     next_event,
@@ -166,7 +167,7 @@ async def test_ask_user_question_through_the_approval_page() -> None:
                 assert 'type="checkbox" name="q1" value="search"' in html
                 form = {"action": "accept", "q0": "<Postgres>", "q1": ["auth", "search"]}
                 form["q1_other"] = "billing"
-                page = await server.client.post(f"/approve/{sid}/{eid}", data=form)
+                page = await approve(server.client, f"/approve/{sid}/{eid}", form)
                 assert page.status_code == 200 and "Accepted" in page.text
             decision = out[0].json()["hookSpecificOutput"]["decision"]
             assert decision["updatedInput"]["answers"] == {

@@ -101,6 +101,11 @@ def fill(rule: str, session_id: str, user_id: str = BOB) -> str:
     return re.sub(r"<(?:\w+:)?(\w+)>", r"\1_none", url)
 
 
+def body_of(rule: str) -> dict[str, Any]:
+    """A body of the type the route reads: a form for the approval page, else JSON."""
+    return {"data": {"action": "accept"}} if rule.startswith("/approve/") else {"json": {}}
+
+
 async def status_of(client: httpx.AsyncClient, method: str, url: str, **options: Any) -> int:
     """The status of a request, without reading a streaming body past its headers."""
     async with client.stream(method, url, **options) as answer:
@@ -140,7 +145,7 @@ async def test_a_session_is_invisible_to_other_users() -> None:
             for method, rule in routes:
                 for target in (session_id, child):
                     url = fill(rule, target)
-                    answer = await bob.request(method, url, json={})
+                    answer = await bob.request(method, url, **body_of(rule))
                     assert answer.status_code == 404, f"{method} {url}: {answer.text}"
                     if rule.startswith("/v1/"):
                         assert_error(answer, 404, SNF)
@@ -179,7 +184,7 @@ async def test_a_read_grant_reads_but_does_not_write() -> None:
             assert [s["id"] for s in (await bob.get("/v1/sessions")).json()["data"]] == [session_id]
             for method, rule in world.session_routes():
                 if method != "GET":
-                    answer = await bob.request(method, fill(rule, session_id), json={})
+                    answer = await bob.request(method, fill(rule, session_id), **body_of(rule))
                     assert answer.status_code == 403, f"{method} {rule}: {answer.text}"
                     if rule.startswith("/v1/"):
                         assert_error(answer, 403, "forbidden")
@@ -336,7 +341,7 @@ async def test_session_lists_hold_only_readable_sessions() -> None:
             cpub = f"/v1/sessions/{public}/permissions"
             answer = await world[CAROL].put(cpub, json={"user_id": "__public__", "level": 1})
             assert answer.status_code == 200
-            # A grant on a middle session reaches that session only, not its children.
+            # A grant on a middle session reaches that session and everything below it.
             middle = await world.session(ALICE, parent_session_id=mine)
             leaf = await world.session(ALICE, parent_session_id=middle)
             await world.grant(middle, BOB, 1)
@@ -346,14 +351,17 @@ async def test_session_lists_hold_only_readable_sessions() -> None:
                 return {s["id"] for s in page["data"]}
 
             assert await ids(ALICE) == {mine, middle, leaf, public}
-            assert await ids(BOB) == {theirs, public, middle}
+            assert await ids(BOB) == {theirs, public, middle, leaf}
             assert await ids(CAROL) == {public}
-            assert await ids(BOB, f"?parent_session_id={middle}") == set()
+            assert await ids(BOB, f"?parent_session_id={middle}") == {leaf}
+            assert await ids(BOB, f"?parent_session_id={mine}") == {middle}
             assert await ids(ALICE, f"?parent_session_id={middle}") == {leaf}
             kids = f"/v1/sessions/{middle}/child_sessions"
-            assert (await world[BOB].get(kids)).json()["data"] == []
+            assert [k["id"] for k in (await world[BOB].get(kids)).json()["data"]] == [leaf]
             assert [k["id"] for k in (await world[ALICE].get(kids)).json()["data"]] == [leaf]
-            assert_error(await world[BOB].get(f"/v1/sessions/{leaf}"), 404, SNF)
+            assert (await world[BOB].get(f"/v1/sessions/{leaf}")).status_code == 200
+            assert_error(await world[BOB].get(f"/v1/sessions/{mine}"), 404, SNF)
+            assert_error(await world[CAROL].get(f"/v1/sessions/{leaf}"), 404, SNF)
 
 
 async def test_files_belong_to_their_uploader() -> None:

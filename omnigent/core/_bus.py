@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -247,13 +247,22 @@ class EventBus:
         live.send.close()
 
     @asynccontextmanager
-    async def subscribe(self, session_id: str, after: int | None) -> AsyncIterator[Subscription]:
+    async def subscribe(
+        self,
+        session_id: str,
+        after: int | None,
+        *,
+        admits: Callable[[Event], Awaitable[bool]] | None = None,
+    ) -> AsyncIterator[Subscription]:
         """Events of one session with ``event_id > after``; ``None`` means live only.
+
+        ``admits``, if given, is asked about each event before it is yielded; an event
+        it refuses is skipped (and counts as seen: ``last_event_id`` moves past it).
 
         Resource handling: the live registration is released when the block exits.
         """
         start = await self.last_event_id(session_id) if after is None else after
-        subscription = Subscription(self, session_id, start)
+        subscription = Subscription(self, session_id, start, admits=admits)
         self._open[session_id].add(subscription)
         try:
             yield subscription
@@ -276,13 +285,23 @@ class Subscription:
     """An async iterator over a session's events, in order, each exactly once.
 
     Made by :meth:`EventBus.subscribe`; ``last_event_id`` is the id of the last event
-    it yielded, where a reconnecting client resumes.
+    it yielded (or skipped as not for this viewer), where a reconnecting client resumes.
     """
 
-    def __init__(self, bus: EventBus, session_id: str, after: int) -> None:
+    def __init__(
+        self,
+        bus: EventBus,
+        session_id: str,
+        after: int,
+        *,
+        admits: Callable[[Event], Awaitable[bool]] | None = None,
+    ) -> None:
         self._bus = bus
         self.session_id = session_id
         self.last_event_id = after
+        self._admits = admits
+        # The next event, held while ``admits`` decides (so a cancel there loses nothing).
+        self._held: Event | None = None
         self._replay: deque[Event] = deque()
         self._live: _Live | None = None
         self._receive: trio.MemoryReceiveChannel[Event] | None = None
@@ -294,14 +313,27 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Event:
-        """The next event.
+        """The next event (that ``admits`` lets through, if the subscription has one).
 
         Cancellation: safe at any point. Every store read is kept the moment it
-        returns, so a cancelled call loses nothing and the next call resumes.
+        returns, and an event is held until ``admits`` has answered for it, so a
+        cancelled call loses nothing and the next call resumes.
 
         Raises:
             trio.ClosedResourceError: the subscription's block has exited.
         """
+        while True:
+            if self._held is None:
+                self._held = await self._next_event()
+            event = self._held
+            admitted = self._admits is None or await self._admits(event)
+            self._held = None
+            self.last_event_id = event.event_id
+            if admitted:
+                return event
+
+    async def _next_event(self) -> Event:
+        """The next event after ``last_event_id``, from the store or live."""
         while True:
             if self._closed:
                 raise trio.ClosedResourceError("this subscription was released")
@@ -311,7 +343,6 @@ class Subscription:
             if self._replay:
                 event = self._replay.popleft()
                 if event.event_id > self.last_event_id:
-                    self.last_event_id = event.event_id
                     return event
                 continue
             if not self._caught_up:
@@ -326,7 +357,6 @@ class Subscription:
                     continue
                 raise StopAsyncIteration from None
             if event.event_id > self.last_event_id:
-                self.last_event_id = event.event_id
                 return event
 
     async def _catch_up_step(self) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -259,17 +259,32 @@ class Elicitations:
         waiter = self._waiters.get(elicitation_id)
         return None if waiter is None or waiter.resolution else waiter.request
 
-    async def info(self, session_id: str, elicitation_id: str) -> ElicitationInfo:
-        """The elicitation as ``session_id`` sees it (see :meth:`Runtime.get_elicitation`)."""
+    async def info(
+        self,
+        session_id: str,
+        elicitation_id: str,
+        *,
+        owner_visible: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> ElicitationInfo:
+        """The elicitation as ``session_id`` sees it (see :meth:`Runtime.get_elicitation`).
+
+        ``owner_visible``, if given, is asked about the owning session when it is not
+        ``session_id``; a refusal makes the answer ``unknown``.
+        """
         pending = self.visible(session_id, elicitation_id)
         if pending is not None:
-            return ElicitationInfo(elicitation_id, "pending", pending)
+            owner = pending.params.target_session_id
+            if owner is None or owner_visible is None or await owner_visible(owner):
+                return ElicitationInfo(elicitation_id, "pending", pending)
+            return ElicitationInfo(elicitation_id, "unknown")
         row = await self._store.get_elicitation(elicitation_id)
         if row is None or row["status"] == "pending":
             # Pending in the store but not waiting here: its waiter is gone.
             return ElicitationInfo(elicitation_id, "unknown")
         owner = row["session_id"]
         if owner != session_id and owner not in await self._store.descendant_ids(session_id):
+            return ElicitationInfo(elicitation_id, "unknown")
+        if owner != session_id and owner_visible is not None and not await owner_visible(owner):
             return ElicitationInfo(elicitation_id, "unknown")
         status = "resolved" if row["status"] == "resolved" else "expired"
         return ElicitationInfo(elicitation_id, status, action=row.get("action"))  # type: ignore[arg-type]

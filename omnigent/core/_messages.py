@@ -13,7 +13,7 @@ status when a stop dropped the message before any turn took it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -88,10 +88,12 @@ class Messages:
         content: str | Sequence[Any],
         role: str,
         viewer: str | None = None,
+        *,
+        admits: Callable[[Event], Awaitable[bool]] | None = None,
     ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
-        """See :meth:`Runtime.open_turn_stream`."""
+        """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown."""
         await self._sessions.row(session_id)
-        async with self._bus.subscribe(session_id, after=None) as subscription:
+        async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
             item = await self.accept(session_id, content, role, viewer)
             self._host.watched[item.id] = None
             try:

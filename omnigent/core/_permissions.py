@@ -3,8 +3,14 @@
 Levels are cumulative: ``1`` read, ``2`` edit (send messages, resolve elicitations,
 interrupt, patch), ``3`` manage (share, delete). A session's creator owns it (level 3).
 A grant gives one user a level on one session; the user ``__public__`` stands for
-everyone and is read-only at most. A child session is shared with its root: whoever
-may read (edit, manage) the root may do the same on every session below it.
+everyone and is read-only at most.
+
+**Grants inherit down the tree from any ancestor.** A user's level on a session is the
+highest level they hold on it *or on any session above it*: read on a session reads
+its whole subtree, and the owner of any ancestor manages every session below it. One
+rule, so that whatever a session shows about its descendants (child summaries,
+mirrored elicitations) is something its readers may read directly; the store's
+``list_sessions(viewer=…)`` filter applies the same rule.
 
 The runtime answers :meth:`Permissions.level`; transports enforce it (HTTP answers
 ``404`` below read and ``403`` below the level a write needs).
@@ -65,20 +71,27 @@ class Permissions:
             raise SessionNotFound(session_id)
         return row
 
+    async def lineage(self, row: SessionRow) -> list[SessionRow]:
+        """The session and every ancestor still stored, nearest first."""
+        rows = [row]
+        if row.parent_session_id is None:
+            return rows
+        for ancestor_id in await self._store.ancestor_ids(row.id):
+            ancestor = await self._store.get_session(ancestor_id)
+            if ancestor is not None:
+                rows.append(ancestor)
+        return rows
+
     async def owners(self, row: SessionRow) -> set[str]:
-        """Who manages the session by ownership: its creator and its root's."""
-        owners = {row.owner}
-        if row.root_session_id != row.id:
-            root = await self._store.get_session(row.root_session_id)
-            if root is not None:
-                owners.add(root.owner)
-        return owners
+        """Who manages the session by ownership: its creator and every ancestor's."""
+        return {r.owner for r in await self.lineage(row)}
 
     async def level(self, row: SessionRow, user_id: str) -> int:
-        """The highest level ``user_id`` has on the session ``row``."""
-        if user_id in await self.owners(row):
+        """The highest level ``user_id`` has on ``row`` or on any session above it."""
+        lineage = await self.lineage(row)
+        if user_id in {r.owner for r in lineage}:
             return MANAGE
-        grants = await self._store.grants_for({row.id, row.root_session_id}, {user_id, PUBLIC})
+        grants = await self._store.grants_for({r.id for r in lineage}, {user_id, PUBLIC})
         best = NONE
         for grantee, level in grants:
             best = max(best, min(level, READ) if grantee == PUBLIC else level)
@@ -89,7 +102,8 @@ class Permissions:
 
         Raises:
             SessionNotFound; InvalidInput at ``user_id`` or ``level``; Conflict when
-            ``user_id`` owns the session (or its root): an owner's level cannot change.
+            ``user_id`` owns the session (or one above it): an owner's level cannot
+            change.
         """
         user_id = check_user(user_id)
         level = check_level(level, user_id)
@@ -102,7 +116,7 @@ class Permissions:
         """Remove a grant; False if there was none.
 
         Raises:
-            SessionNotFound; Conflict when ``user_id`` owns the session (or its root).
+            SessionNotFound; Conflict when ``user_id`` owns the session (or one above it).
         """
         row = await self._row(session_id)
         await self._refuse_owner(row, user_id)
@@ -121,6 +135,6 @@ class Permissions:
         revocation would report success while the owner kept manage."""
         if user_id in await self.owners(row):
             raise Conflict(
-                f"{user_id!r} owns session {row.id!r} (or its root); an owner's level "
-                "cannot be changed or revoked"
+                f"{user_id!r} owns session {row.id!r} (or a session above it); an "
+                "owner's level cannot be changed or revoked"
             )

@@ -25,13 +25,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import attrs
 import httpx
 import trio
 
-from ..errors import InvalidInput, ResourceNotFound, RuntimeClosed, StoreBusy
+from ..errors import InvalidInput, ResourceNotFound, RuntimeClosed, SessionNotFound, StoreBusy
 from ..harnesses.base import HarnessFactory, ToolSchema
 from ..harnesses.registry import HarnessRegistry
-from ..model import ChildSessionSummary, ElicitationParams, Event
+from ..model import ChildSessionSummary, ElicitationParams, Event, check_depth
 from ..spec import AgentSpec, PolicySpec
 from ..stores import Store
 from ..tools.terminals import HISTORY_LIMIT, TmuxServer
@@ -46,7 +47,7 @@ from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
 from ._messages import Messages
 from ._permissions import Grant, Permissions
-from ._policies import Verdict
+from ._policies import PolicyEvent, Verdict
 from ._policy_allowlist import PolicyAllowlist
 from ._providers import ProvidedTool
 from ._records import (
@@ -62,6 +63,7 @@ from ._records import (
 )
 from ._sessions import SessionRecords
 from ._tools import Tool, ToolRegistry
+from ._visibility import Visibility
 
 if TYPE_CHECKING:
     from ..harnesses._processes import ProcessManager
@@ -146,6 +148,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             store=store, bus=bus, host=self._host, files=self._files, sessions=self._sessions
         )
         self._asking = Asking(self._host, self._elicitations, self._sessions)
+        self._visibility = Visibility(self._permissions, self._sessions)
         self._host.on_turn_changed = self._sessions.announce_to_parent
 
     # -- state ---------------------------------------------------------------------
@@ -281,13 +284,33 @@ class Runtime(metaclass=_NoPublicConstructor):
             cwd=cwd,
         )
 
-    async def get_session(self, session_id: str) -> SessionSnapshot:
-        """The session's snapshot. Raises SessionNotFound."""
-        self._open()
-        return await self._sessions.snapshot(await self._sessions.row(session_id))
+    async def get_session(self, session_id: str, *, viewer: str | None = None) -> SessionSnapshot:
+        """The session's snapshot. Raises SessionNotFound.
 
-    async def child_summary(self, session_id: str) -> ChildSessionSummary:
-        """A session as its parent lists it (``child_sessions``). Raises SessionNotFound."""
+        With ``viewer``, ``pending_elicitations`` holds only what that user may read
+        (a descendant's mirrored request only if they may read the descendant). The
+        caller checks the viewer's access to ``session_id`` itself.
+        """
+        self._open()
+        snapshot = await self._sessions.snapshot(await self._sessions.row(session_id))
+        return await self._seen_by(snapshot, viewer)
+
+    async def _seen_by(self, snapshot: SessionSnapshot, viewer: str | None) -> SessionSnapshot:
+        if viewer is None or not snapshot.pending_elicitations:
+            return snapshot
+        pending = await self._visibility.requests(snapshot.pending_elicitations, viewer)
+        return attrs.evolve(snapshot, pending_elicitations=pending)
+
+    async def child_summary(
+        self, session_id: str, *, viewer: str | None = None
+    ) -> ChildSessionSummary:
+        """A session as its parent lists it (``child_sessions``).
+
+        Raises:
+            SessionNotFound: also when ``viewer`` is given and may not read it.
+        """
+        if not await self._visibility.may_read(session_id, viewer):
+            raise SessionNotFound(session_id)
         return await self._sessions.child_summary(await self.get_session(session_id))
 
     async def list_sessions(
@@ -302,11 +325,16 @@ class Runtime(metaclass=_NoPublicConstructor):
     ) -> SessionPage:
         """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id.
 
-        ``viewer`` limits the list to sessions that user may read; ``cwd`` to sessions
-        created with exactly that working directory.
+        ``viewer`` limits the list to sessions that user may read (and each
+        snapshot's ``pending_elicitations`` as :meth:`get_session` does); ``cwd`` to
+        sessions created with exactly that working directory.
+
+        Raises:
+            InvalidInput: at ``after`` when it names no session ``viewer`` may read —
+                whether it does not exist or is not theirs is not told apart.
         """
         self._open()
-        return await self._sessions.list(
+        page = await self._sessions.list(
             agent_name=agent_name,
             parent_session_id=parent_session_id,
             limit=limit,
@@ -314,11 +342,20 @@ class Runtime(metaclass=_NoPublicConstructor):
             viewer=viewer,
             cwd=cwd,
         )
+        if viewer is None:
+            return page
+        seen = tuple([await self._seen_by(snapshot, viewer) for snapshot in page.data])
+        return SessionPage(seen, page.has_more)
 
-    async def update_session(self, session_id: str, **changes: Any) -> SessionSnapshot:
-        """Change ``title``, ``labels`` or ``model_override`` (``None`` clears)."""
+    async def update_session(
+        self, session_id: str, *, viewer: str | None = None, **changes: Any
+    ) -> SessionSnapshot:
+        """Change ``title``, ``labels`` or ``model_override`` (``None`` clears).
+
+        Returns the new snapshot, as :meth:`get_session` shows it to ``viewer``.
+        """
         self._open()
-        return await self._sessions.update(session_id, changes)
+        return await self._seen_by(await self._sessions.update(session_id, changes), viewer)
 
     async def delete_session(self, session_id: str) -> None:
         """Cancel all work of the session and its descendants, then delete them all."""
@@ -411,7 +448,9 @@ class Runtime(metaclass=_NoPublicConstructor):
         self, session_id: str, content: Any, role: str, viewer: str | None
     ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
         await self._working()
-        async with self._messages.open_turn_stream(session_id, content, role, viewer) as opened:
+        admits = self._visibility.event_filter(viewer)
+        turn = self._messages.open_turn_stream(session_id, content, role, viewer, admits=admits)
+        async with turn as opened:
             yield opened
 
     async def post_event(
@@ -472,16 +511,22 @@ class Runtime(metaclass=_NoPublicConstructor):
 
     @asynccontextmanager
     async def subscribe(
-        self, session_id: str, after: int | None = None
+        self, session_id: str, after: int | None = None, *, viewer: str | None = None
     ) -> AsyncIterator[Subscription]:
         """The session's events with ``event_id > after`` (``None``: from now on).
+
+        With ``viewer``, events about another session (a child's
+        ``session.child_session.updated``, a descendant's mirrored elicitation) are
+        skipped unless that user may read that session. The caller checks the
+        viewer's access to ``session_id`` itself.
 
         Resource handling: the subscription is released when the block exits.
         Raises SessionNotFound.
         """
         self._open()
         await self._sessions.row(session_id)
-        async with self._bus.subscribe(session_id, after) as subscription:
+        admits = self._visibility.event_filter(viewer)
+        async with self._bus.subscribe(session_id, after, admits=admits) as subscription:
             yield subscription
 
     async def last_event_id(self, session_id: str) -> int:
@@ -613,27 +658,37 @@ class Runtime(metaclass=_NoPublicConstructor):
 
         Raises:
             SessionNotFound; InvalidInput at ``action`` for anything but accept,
-            decline or cancel.
+            decline or cancel, or at ``content`` when it nests too deep.
         """
         await self._working()
         await self._sessions.row(session_id)
         if action not in ACTIONS:
             raise InvalidInput.at("action", "must be one of 'accept', 'decline', 'cancel'")
+        check_depth(content, loc="content")
         return self._elicitations.resolve(session_id, elicitation_id, action, content)
 
-    async def get_elicitation(self, session_id: str, elicitation_id: str) -> ElicitationInfo:
+    async def get_elicitation(
+        self, session_id: str, elicitation_id: str, *, viewer: str | None = None
+    ) -> ElicitationInfo:
         """An elicitation as ``session_id`` sees it: its own, or a descendant's.
 
         A pending one carries its ``request`` exactly as that session's stream showed
         it (a descendant's with ``params.target_session_id``, the id to resolve with).
-        An id that is unknown or not shown on ``session_id`` is ``status="unknown"``.
+        An id that is unknown or not shown on ``session_id`` is ``status="unknown"``,
+        and so is a descendant's that ``viewer`` (when given) may not read.
 
         Raises:
             SessionNotFound.
         """
         self._open()
         await self._sessions.row(session_id)
-        return await self._elicitations.info(session_id, elicitation_id)
+        if viewer is None:
+            return await self._elicitations.info(session_id, elicitation_id)
+        return await self._elicitations.info(
+            session_id,
+            elicitation_id,
+            owner_visible=lambda owner: self._visibility.may_read(owner, viewer),
+        )
 
     async def remember_answer(
         self,
@@ -672,10 +727,11 @@ class Runtime(metaclass=_NoPublicConstructor):
         cancelled — the caller went away — the elicitation is withdrawn.
 
         Raises:
-            SessionNotFound.
+            SessionNotFound; InvalidInput when a field of ``params`` nests too deep.
         """
         await self._working()
         await self._sessions.row(session_id)
+        _check_params_depth(params)
         return await self._elicitations.ask(session_id, params, mark_waiting=mark_waiting)
 
     async def hold_elicitation(self, session_id: str, params: ElicitationParams) -> str:
@@ -685,9 +741,11 @@ class Runtime(metaclass=_NoPublicConstructor):
         elicitation open, and a stop (or delete, or shutdown) withdraws it.
 
         Raises:
-            SessionNotFound; RuntimeClosed; Conflict if the session was stopped first.
+            SessionNotFound; RuntimeClosed; Conflict if the session was stopped first;
+            InvalidInput when a field of ``params`` nests too deep.
         """
         await self._working()
+        _check_params_depth(params)
         return await self._asking.hold_elicitation(session_id, params)
 
     # -- tools for callers outside a turn (the /mcp endpoint) ------------------------
@@ -744,8 +802,16 @@ class Runtime(metaclass=_NoPublicConstructor):
         ALLOW on accept, DENY otherwise.
 
         Cancellation: withdraws a pending ASK.
+
+        Raises:
+            InvalidInput: a malformed event, or one nested too deep (at ``event…``).
         """
         await self._working()
+        if isinstance(event, Mapping):
+            check_depth(event, loc="event")
+        elif isinstance(event, PolicyEvent):
+            for name in ("data", "request_data", "context"):
+                check_depth(getattr(event, name), loc=f"event.{name}")
         return await self._asking.evaluate_policy(session_id, event)
 
     # -- sharing -----------------------------------------------------------------------
@@ -785,3 +851,9 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._open()
         await self._sessions.row(session_id)
         return await self._permissions.revoke(session_id, user_id)
+
+
+def _check_params_depth(params: ElicitationParams) -> None:
+    """Refuse elicitation params whose free-form fields nest too deep to encode."""
+    for name in ("tool_input", "requestedSchema", "ask_user_question"):
+        check_depth(getattr(params, name), loc=f"params.{name}")

@@ -4,6 +4,7 @@ Everything here is a frozen attrs class; :mod:`omnigent.model._wire` holds the o
 strict cattrs converter that moves them to and from the wire.
 """
 
+from ._depth import MAX_DEPTH, check_depth
 from ._events import (
     EVENT_CLASSES,
     TERMINAL_STATUSES,
@@ -45,6 +46,7 @@ from ._wire import loads, structure, unstructure
 
 __all__ = [
     "EVENT_CLASSES",
+    "MAX_DEPTH",
     "TERMINAL_STATUSES",
     "ChangedFilesInvalidated",
     "ChildSessionSummary",
@@ -74,6 +76,7 @@ __all__ = [
     "ResponseInfo",
     "SessionStatus",
     "Status",
+    "check_depth",
     "event_from_dict",
     "item_from_dict",
     "item_text",

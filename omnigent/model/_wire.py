@@ -27,6 +27,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_unstructure_fn
 
 from ..errors import ErrorDetail, InvalidInput
+from ._depth import MAX_DEPTH, check_depth
 
 __all__ = [
     "WireError",
@@ -322,9 +323,14 @@ def structure(
         root: a path prefix for error locations (``"data"`` for an event body).
         error: the :class:`InvalidInput` subclass to raise.
 
+    Data nested deeper than :data:`~omnigent.model.MAX_DEPTH` is refused first, so
+    nothing downstream (cattrs, the store's encoder, ``deepcopy``) meets a value that
+    would exhaust the recursion limit.
+
     Raises:
         InvalidInput: (or ``error``) with one detail per offending field.
     """
+    check_depth(data, loc=root, error=error)
     try:
         return converter.structure(data, cls)
     except Exception as exc:
@@ -343,18 +349,20 @@ def loads(raw: bytes | str, *, loc: str = "body") -> Any:
     """Decode JSON from the wire, strictly.
 
     Refuses what Python's ``json`` accepts but JSON does not (``NaN``, ``Infinity``),
-    nesting too deep to handle, and lone surrogates (``"\\ud800"``), which no UTF-8
-    store can keep.
+    objects and arrays nested deeper than :data:`~omnigent.model.MAX_DEPTH`, and lone
+    surrogates (``"\\ud800"``), which no UTF-8 store can keep.
 
     Raises:
-        InvalidInput: at ``loc``.
+        InvalidInput: at ``loc``; for nesting, at the path of the first container past
+        the limit inside the document (``metadata.a.a…``, as field paths are named).
     """
     try:
         data = json.loads(raw, parse_constant=_no_constant)
     except RecursionError:
-        raise InvalidInput.at(loc, "JSON nested too deeply") from None
+        raise InvalidInput.at(loc, f"nested deeper than {MAX_DEPTH} levels") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidInput.at(loc, f"not valid JSON: {exc}") from None
+    check_depth(data)
     try:
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:

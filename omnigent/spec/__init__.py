@@ -1,7 +1,8 @@
 """The agent spec: ``AgentSpec`` and its parts, parsed strictly from YAML, JSON or dicts.
 
 The shape and cross-field rules are in ``_spec``; the per-field checks in ``_rules``;
-the cattrs hooks that apply them to the wire in ``_wire``.
+the cattrs hooks that apply them to the wire in ``_wire``; bounded YAML reading in
+``_yaml`` (:func:`load_yaml`).
 """
 
 from ._spec import (
@@ -21,6 +22,7 @@ from ._spec import (
     ToolsGrant,
     parse_policy_spec,
 )
+from ._yaml import load_yaml
 
 __all__ = [
     "AgentSpec",
@@ -37,5 +39,6 @@ __all__ = [
     "SleepStep",
     "TerminalSpec",
     "ToolsGrant",
+    "load_yaml",
     "parse_policy_spec",
 ]

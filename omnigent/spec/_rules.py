@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from ..errors import ErrorDetail, SpecError
+from ..model._depth import MAX_DEPTH, render_path, too_deep
 
 Problems: TypeAlias = list[ErrorDetail]
 """Rule failures; each ``loc`` is relative to the value or object checked."""
@@ -57,6 +58,18 @@ def _matches(pattern: re.Pattern[str], shape: str) -> Callable[[str], Problems]:
 
 agent_name = _matches(_AGENT_NAME, "[a-z0-9][a-z0-9._-]*")
 mcp_name = _matches(_MCP_NAME, "lowercase words joined by single '_' or '-'")
+
+
+def shallow(value: Any) -> Problems:
+    """Free-form data (``metadata``, a step's ``args``) nests at most ``MAX_DEPTH`` deep.
+
+    A spec built in Python skips the wire's check; without this, a deep value would
+    surface as a ``RecursionError`` wherever the spec is next encoded.
+    """
+    path = too_deep(value)
+    if path is None:
+        return []
+    return [ErrorDetail(render_path("", path), f"nested deeper than {MAX_DEPTH} levels")]
 
 
 def non_empty(value: str | tuple[Any, ...] | None) -> Problems:

@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
-import yaml
 
 from ..errors import ErrorDetail, SpecError
 from ..model._wire import structure, unstructure
 from . import _rules as rule
 from ._rules import Rules
 from ._wire import register_spec_hooks
+from ._yaml import load_yaml
 
 __all__ = [
     "AgentSpec",
@@ -75,7 +75,7 @@ class SayStep:
 class CallStep:
     """Scripted step: call tool ``call`` with ``args``, through the agent's policies."""
 
-    _rules: ClassVar[Rules] = {"call": rule.non_empty}
+    _rules: ClassVar[Rules] = {"call": rule.non_empty, "args": rule.shallow}
     call: str
     args: dict[str, Any] = attrs.field(factory=dict, hash=False)
 
@@ -127,6 +127,7 @@ class ExecutorConfig:
         "max_steps": rule.at_least_one,
         "turns": rule.non_empty,
         "command": rule.command,
+        "options": rule.shallow,
     }
     harness: str = "loop"
     model: str | None = None
@@ -288,7 +289,11 @@ class AgentSpec:
     field. ``metadata`` is free-form and never read by omnigent.
     """
 
-    _rules: ClassVar[Rules] = {"name": rule.agent_name, "terminals": rule.terminal_names}
+    _rules: ClassVar[Rules] = {
+        "name": rule.agent_name,
+        "terminals": rule.terminal_names,
+        "metadata": rule.shallow,
+    }
     name: str
     description: str = ""
     prompt: str = ""
@@ -339,21 +344,23 @@ class AgentSpec:
         return structure(data, cls, error=SpecError)
 
     @classmethod
-    def from_yaml(cls, text: str) -> AgentSpec:
-        """Build a spec from YAML text (``yaml.safe_load``).
+    def from_yaml(cls, text: str, *, aliases: bool = True) -> AgentSpec:
+        """Build a spec from YAML text, read within bounds (:func:`load_yaml`).
+
+        Args:
+            text: the YAML document.
+            aliases: accept ``*alias`` references (their expanded size is bounded);
+                pass ``False`` for YAML a client sent, as the HTTP route does.
+
+        Blocking and CPU-bound for large documents: from async code, call it in
+        ``trio.to_thread.run_sync``.
 
         Raises:
-            SpecError: for a YAML syntax error (at ``$``, with the line in the message)
-                or an invalid spec.
+            SpecError: for a YAML syntax error, a document too long, too deep or (with
+                aliases) too large once expanded (at ``$``, with the line in the
+                message), or an invalid spec.
         """
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise SpecError.at("$", f"invalid YAML{where}: {problem}") from exc
-        return cls.from_dict(data)
+        return cls.from_dict(load_yaml(text, aliases=aliases, what="YAML"))
 
     @classmethod
     def from_json(cls, text: str) -> AgentSpec:

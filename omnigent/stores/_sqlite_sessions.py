@@ -46,6 +46,17 @@ def _session_row(r: sqlite3.Row) -> SessionRow:
     )
 
 
+# The sessions a viewer may read (two parameters: the viewer, twice): what they own or
+# were granted (or is public), then everything below those. UNION (not UNION ALL)
+# drops repeats, so the recursion ends on any tree.
+_VISIBLE_CTE = (
+    "WITH RECURSIVE visible(id) AS ("
+    "SELECT id FROM sessions WHERE owner = ? "
+    "UNION SELECT session_id FROM permissions WHERE user_id IN (?, '__public__') "
+    "UNION SELECT s.id FROM sessions s JOIN visible v ON s.parent_session_id = v.id) "
+)
+
+
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
 
@@ -104,21 +115,26 @@ class SessionsMixin(SQLiteBase):
     ) -> Page:
         """Sessions newest first; ``after`` is the id of the last row of the previous page.
 
-        With ``viewer``, only sessions that user may read: owned, granted, or public
-        (directly or through the session's root). With ``cwd``, only sessions whose
-        working directory is exactly ``cwd``.
+        With ``viewer``, only sessions that user may read: those they own, or hold a
+        grant on (or that are public), and every session below any of those — the
+        core's rule (grants inherit down the tree from any ancestor). With ``cwd``, only
+        sessions whose working directory is exactly ``cwd``. ``after`` must be a session
+        the same listing could show.
+
+        Raises:
+            LookupError: ``after`` names no session, or one ``viewer`` may not read
+                (the two are not told apart).
         """
 
         def read(c: sqlite3.Connection) -> Page:
+            prefix = ""
             where: list[str] = ["1 = 1"]
+            head: list[Any] = []
             args: list[Any] = []
             if viewer is not None:
-                where.append(
-                    "(owner = ? OR root_session_id IN (SELECT id FROM sessions WHERE owner = ?) "
-                    "OR EXISTS (SELECT 1 FROM permissions p WHERE p.session_id IN "
-                    "(sessions.id, sessions.root_session_id) AND p.user_id IN (?, '__public__')))"
-                )
-                args += [viewer, viewer, viewer]
+                prefix = _VISIBLE_CTE
+                head += [viewer, viewer]
+                where.append("id IN (SELECT id FROM visible)")
             if agent_id is not None:
                 where.append("agent_id = ?")
                 args.append(agent_id)
@@ -129,15 +145,18 @@ class SessionsMixin(SQLiteBase):
                 where.append("cwd = ?")
                 args.append(cwd)
             if after is not None:
-                cursor = c.execute("SELECT seq FROM sessions WHERE id = ?", (after,)).fetchone()
+                visible = " AND id IN (SELECT id FROM visible)" if viewer is not None else ""
+                cursor = c.execute(
+                    f"{prefix}SELECT seq FROM sessions WHERE id = ?{visible}", (*head, after)
+                ).fetchone()
                 if cursor is None:
                     raise LookupError(after)
                 where.append("seq < ?")
                 args.append(cursor[0])
             rows = c.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
+                f"{prefix}SELECT {_SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
                 "ORDER BY seq DESC LIMIT ?",
-                (*args, limit + 1),
+                (*head, *args, limit + 1),
             ).fetchall()
             return Page([_session_row(r) for r in rows[:limit]], len(rows) > limit)
 

@@ -79,6 +79,8 @@ class RelayContext(Protocol):
     runtime: Runtime
     # Elicitation id -> the scope of the permission request asking about it.
     asking: dict[str, trio.CancelScope]
+    # Whose access limits what the relay shows about other sessions (None: nobody's).
+    viewer: str | None
 
     @property
     def connection(self) -> RpcConnection: ...
@@ -157,7 +159,10 @@ class SessionRelay:
     async def _pump(self, after: int, send: trio.MemorySendChannel[Event]) -> None:
         async with send:
             try:
-                async with self._ctx.runtime.subscribe(self.session_id, after=after) as events:
+                subscription = self._ctx.runtime.subscribe(
+                    self.session_id, after=after, viewer=self._ctx.viewer
+                )
+                async with subscription as events:
                     async for event in events:
                         await send.send(event)
             except OmnigentError as exc:  # deleted meanwhile, runtime closing

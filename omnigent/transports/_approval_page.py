@@ -13,13 +13,24 @@ is answered, expired, unknown or not visible from the session shows a page sayin
 is no longer pending, with ``200`` — the same for all, as the JSON route does.
 
 Every value shown is escaped with :func:`html.escape`. The page forbids scripts,
-framing and cross-origin form targets (``Content-Security-Policy``), and a ``POST``
-whose ``Sec-Fetch-Site`` says another site sent it is ``403``: a form on another site
-cannot answer for the person.
+framing and cross-origin form targets (``Content-Security-Policy``). A form on another
+site cannot answer for the person, for two independent reasons:
+
+* the form carries a token (a hidden ``token`` field) that is an HMAC, under the app's
+  secret, of the caller, the page's session and the elicitation: a ``POST`` without
+  the token of *this* page is ``403``, and another site cannot read the page to learn
+  it;
+* a ``POST`` whose ``Origin`` is not the server's own is ``403`` whether or not
+  ``Sec-Fetch-Site`` is present (``--allowed-origin`` does not apply here: the form is
+  served by this server, so only its own origin posts it), and so is one whose
+  ``Sec-Fetch-Site`` says another site sent it.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 from html import escape
 from typing import Any
@@ -28,11 +39,12 @@ from quart import Blueprint, Response, request
 from werkzeug.datastructures import MultiDict
 
 from ..core import ELICITATION_ACTIONS as ACTIONS
-from ..errors import Forbidden, InvalidInput
+from ..errors import CrossSiteRequest, Forbidden, InvalidInput
 from ..model import ElicitationRequest
 from ._access import EDIT, READ, session_access
 from ._elicitation_routes import visible_pending
-from ._params import state
+from ._fence import Fence, accepts
+from ._params import owner, state
 
 __all__ = ["blueprint"]
 
@@ -54,21 +66,48 @@ _STYLE = (
 _GONE = "This request is no longer pending: it was answered, withdrawn, or does not exist."
 
 
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+# The approval form is served here: only this server's own origin posts it.
+_OWN_ORIGIN_ONLY = Fence()
+
+
+def form_token(session_id: str, elicitation_id: str) -> str:
+    """The approval form's token for the caller, this page's session and elicitation."""
+    message = "\0".join(("approve", owner(), session_id, elicitation_id)).encode()
+    digest = hmac.new(state().secret, message, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
 @blueprint.get("/approve/<session_id>/<elicitation_id>")
 async def show(session_id: str, elicitation_id: str) -> Response:
     await session_access(session_id, READ)
     pending = await visible_pending(session_id, elicitation_id)
     if pending is None:
         return _page("Nothing to approve", f"<p>{escape(_GONE)}</p>")
-    return _page("Approval requested", _request_html(pending))
+    return _page(
+        "Approval requested", _request_html(pending, form_token(session_id, elicitation_id))
+    )
 
 
 @blueprint.post("/approve/<session_id>/<elicitation_id>")
+@accepts(*_FORM_TYPES)
 async def answer(session_id: str, elicitation_id: str) -> Response:
     await session_access(session_id, EDIT)
-    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
-        raise Forbidden("the approval form must be sent from this server's own page")
+    try:
+        _OWN_ORIGIN_ONLY.check_origin(
+            request.headers, host=request.headers.get("Host"), state_changing=True
+        )
+    except CrossSiteRequest:
+        raise CrossSiteRequest(
+            "the approval form must be sent from this server's own page"
+        ) from None
     form = await request.form
+    token = form.get("token", "")
+    if not hmac.compare_digest(token.encode(), form_token(session_id, elicitation_id).encode()):
+        raise Forbidden(
+            "the approval form's token is missing or is not this page's; open the page "
+            "again and answer there"
+        )
     action = form.get("action")
     if action not in ACTIONS:
         raise InvalidInput.at("action", "must be one of 'accept', 'decline', 'cancel'")
@@ -102,7 +141,7 @@ def _page(title: str, body: str) -> Response:
     return response
 
 
-def _request_html(pending: ElicitationRequest) -> str:
+def _request_html(pending: ElicitationRequest, token: str) -> str:
     params = pending.params
     parts = [f"<p>{escape(params.message)}</p>", "<dl>"]
     facts = [
@@ -117,6 +156,7 @@ def _request_html(pending: ElicitationRequest) -> str:
         pretty = json.dumps(params.tool_input, indent=2, ensure_ascii=False, default=str)
         parts.append(f"<h2>Input</h2><pre>{escape(pretty)}</pre>")
     parts.append('<form method="post">')
+    parts.append(f'<input type="hidden" name="token" value="{escape(token)}">')
     parts += _question_inputs(pending)
     parts += _schema_inputs(pending)
     parts.append(

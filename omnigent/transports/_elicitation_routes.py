@@ -21,7 +21,7 @@ import attrs
 from quart import Blueprint
 
 from ..model import ElicitationRequest
-from ._access import EDIT, READ, session_access
+from ._access import EDIT, READ, session_access, viewer
 from ._params import state, structured_body
 
 __all__ = ["PREVIEW_CHARS", "blueprint", "content_preview", "visible_pending"]
@@ -62,9 +62,10 @@ async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRe
     """The pending request as ``session_id`` sees it, if it owns it or is an ancestor.
 
     A request owned by a descendant comes back with ``params.target_session_id`` set to
-    its owner, as the mirrored event and the snapshot show it.
+    its owner, as the mirrored event and the snapshot show it — and only to a caller
+    who may read that descendant (the core's viewer rule).
     """
-    info = await state().runtime.get_elicitation(session_id, elicitation_id)
+    info = await state().runtime.get_elicitation(session_id, elicitation_id, viewer=viewer())
     return info.request if info.status == "pending" else None
 
 

@@ -5,10 +5,14 @@ Every error body is ``{"error": {"code": SLUG, "message": TEXT}}``; a ``422`` ad
 answer with their own ``status`` and ``code``; Quart's own routing errors (unknown
 route ``404``, ``405``, ``413``) use the same envelope; anything else is a bug, answered
 ``500`` with a fixed sentence while the cause goes to the log, never to the client.
+That includes what is not an ``Exception`` at all (a ``SystemExit`` raised by code a
+route called): the app class in :mod:`.http` catches it at the edge of the request, so
+no answer is ever an empty ``500``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +22,13 @@ from werkzeug.exceptions import HTTPException, NotFound
 
 from ..errors import ErrorDetail, InternalError, InvalidInput, OmnigentError
 
-__all__ = ["INTERNAL_MESSAGE", "envelope", "error_response", "install_error_handlers"]
+__all__ = [
+    "INTERNAL_MESSAGE",
+    "envelope",
+    "error_response",
+    "install_error_handlers",
+    "internal_error_response",
+]
 
 log = logging.getLogger("omnigent.transports.http")
 
@@ -55,8 +65,12 @@ def _from_http(error: HTTPException) -> Response:
     status = error.code or 500
     name = (error.name or "error").lower().replace(" ", "_")
     if status >= 500:
+        # Quart turns an exception no handler took into an InternalServerError: its
+        # slug is the documented ``internal_error``, like every other 500.
         log.error("HTTP %s: %s", status, error, exc_info=error)
-        return error_response(status, name, INTERNAL_MESSAGE)
+        return error_response(
+            status, InternalError.code if status == 500 else name, INTERNAL_MESSAGE
+        )
     if isinstance(error, NotFound):  # routing: our own lookups raise OmnigentError
         return error_response(404, name, f"no route for {request.method} {request.path}")
     return error_response(status, name, error.description or error.name)
@@ -66,6 +80,12 @@ def _from_unexpected(error: Exception) -> Response:
     # The cause may hold secrets (paths, keys, SQL): it goes to the log only.
     log.error("unhandled error in an HTTP route", exc_info=error)
     return error_response(500, InternalError.code, INTERNAL_MESSAGE)
+
+
+def internal_error_response() -> Response:
+    """The ``500`` envelope, built without an app context (for errors that escaped it)."""
+    body = json.dumps(envelope(InternalError.code, INTERNAL_MESSAGE))
+    return Response(body, status=500, content_type="application/json")
 
 
 def install_error_handlers(app: Quart) -> None:

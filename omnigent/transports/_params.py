@@ -9,6 +9,7 @@ The app's only state (the runtime, the auth mode, the stopping event) is one fro
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -18,6 +19,7 @@ from quart import current_app, request
 from ..core import Runtime
 from ..errors import InvalidInput, Unauthorized
 from ..model import loads, structure
+from ._fence import Fence
 
 __all__ = [
     "AppState",
@@ -41,10 +43,18 @@ IDENTITY_HEADER = "X-Forwarded-Email"
 
 @attrs.frozen
 class AppState:
+    """Everything the app holds: the runtime, its options, and per-app secrets.
+
+    ``secret`` keys the approval page's form tokens; it is made fresh for each app, so
+    a token is good only while this server runs (as the elicitation it names is).
+    """
+
     runtime: Runtime
     auth: AuthMode
     stopping: trio.Event
     ping_interval: float = 15.0
+    fence: Fence = attrs.field(factory=Fence)
+    secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32), repr=False)
 
 
 def state() -> AppState:
@@ -80,9 +90,21 @@ class EventBody:
     data: Any = None
 
 
+# Bodies larger than this are decoded in a worker thread, not on the event loop.
+_DECODE_IN_THREAD = 64 << 10
+
+
 async def json_body() -> dict[str, Any]:
-    """The request body as a JSON object, else InvalidInput at ``body``."""
-    data = loads(await request.get_data(), loc="body")
+    """The request body as a JSON object, else InvalidInput at ``body``.
+
+    Nesting deeper than ``MAX_DEPTH`` is refused with the path (:func:`loads`); a large
+    body is decoded in a worker thread so the event loop keeps answering.
+    """
+    raw = await request.get_data()
+    if len(raw) > _DECODE_IN_THREAD:
+        data = await trio.to_thread.run_sync(loads, raw)
+    else:
+        data = loads(raw, loc="body")
     if not isinstance(data, dict):
         raise InvalidInput.at("body", "the body must be a JSON object")
     return data

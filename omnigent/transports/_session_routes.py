@@ -70,7 +70,7 @@ async def list_sessions() -> dict[str, Any]:
 @blueprint.get("/sessions/<session_id>")
 async def get_session(session_id: str) -> dict[str, Any]:
     await session_access(session_id, READ)
-    return (await state().runtime.get_session(session_id)).to_dict()
+    return (await state().runtime.get_session(session_id, viewer=viewer())).to_dict()
 
 
 @blueprint.patch("/sessions/<session_id>")
@@ -80,7 +80,8 @@ async def update_session(session_id: str) -> dict[str, Any]:
     for key in body:
         if key not in _PATCHABLE:
             raise InvalidInput.at(key, "unknown field")
-    return (await state().runtime.update_session(session_id, **body)).to_dict()
+    snapshot = await state().runtime.update_session(session_id, viewer=viewer(), **body)
+    return snapshot.to_dict()
 
 
 @blueprint.delete("/sessions/<session_id>")
@@ -106,8 +107,8 @@ async def list_items(session_id: str) -> dict[str, Any]:
 async def child_sessions(session_id: str) -> dict[str, Any]:
     runtime = state().runtime
     await session_access(session_id, READ)
-    # Children share the root's grants, but a grant on a middle session reaches only
-    # that session: the list is filtered like any other.
+    # Whoever reads a session reads the sessions below it; the list is filtered all the
+    # same (the one rule: nothing about a session the caller may not read).
     who = viewer()
     children: list[dict[str, Any]] = []
     after: str | None = None
@@ -115,7 +116,9 @@ async def child_sessions(session_id: str) -> dict[str, Any]:
         page = await runtime.list_sessions(
             parent_session_id=session_id, limit=100, after=after, viewer=who
         )
-        children.extend([unstructure(await runtime.child_summary(s.id)) for s in page.data])
+        children.extend(
+            [unstructure(await runtime.child_summary(s.id, viewer=who)) for s in page.data]
+        )
         if not page.has_more or not page.data:
             break
         after = page.data[-1].id

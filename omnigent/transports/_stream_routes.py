@@ -66,9 +66,10 @@ async def stream(session_id: str) -> Response:
     runtime = state().runtime
     await session_access(session_id, READ)
     after = await _resume_point(session_id)
+    who = viewer()
 
     async def session_frames(send: trio.MemorySendChannel[bytes]) -> None:
-        async with runtime.subscribe(session_id, after=after) as subscription:
+        async with runtime.subscribe(session_id, after=after, viewer=who) as subscription:
             async for event in subscription:
                 await send.send(encode_event(event))
 

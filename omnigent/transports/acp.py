@@ -120,6 +120,7 @@ class AcpAgent:
         self._resolve_agent = resolve_agent
         self.user = user
         self._check_access = check_access
+        self.viewer: str | None = user if check_access else None  # see Runtime.subscribe
         self._client: ClientCapabilities | None = None
         self._relays: dict[str, SessionRelay] = {}
         self.asking: dict[str, trio.CancelScope] = {}
@@ -174,7 +175,7 @@ class AcpAgent:
         return await self.runtime.access_level(session_id, self.user) >= need
 
     async def _require(self, session_id: str, need: int) -> SessionSnapshot:
-        snapshot = await self.runtime.get_session(session_id)
+        snapshot = await self.runtime.get_session(session_id, viewer=self.viewer)
         if self._check_access:
             level = await self.runtime.access_level(session_id, self.user)
             if level < _READ:
@@ -291,8 +292,7 @@ class AcpAgent:
             agent_name: str | None = (await self._resolve_agent()).name
         except OmnigentError:
             agent_name = None  # no default agent: every session the user may read
-        viewer = self.user if self._check_access else None
-        return await session_list(self.runtime, params, agent_name=agent_name, viewer=viewer)
+        return await session_list(self.runtime, params, agent_name=agent_name, viewer=self.viewer)
 
     # -- prompts -----------------------------------------------------------------------
 
@@ -315,7 +315,8 @@ class AcpAgent:
         """
         terminal: Event | None = None
         try:
-            async with self.runtime.open_turn_stream(session_id, content) as (_accepted, events):
+            turn = self.runtime.open_turn_stream(session_id, content, viewer=self.viewer)
+            async with turn as (_accepted, events):
                 async for event in events:
                     terminal = event
         except trio.Cancelled:
@@ -360,7 +361,7 @@ class AcpAgent:
             parent_session_id=params.optional_string("parentSessionId", max_len=200),
             limit=params.integer("limit", low=1, high=100) or 20,
             after=params.optional_string("after", max_len=200),
-            viewer=self.user if self._check_access else None,
+            viewer=self.viewer,
         )
         return page.to_dict()
 

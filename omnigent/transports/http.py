@@ -11,15 +11,23 @@ checks who may touch what; ``_http_errors`` puts every failure into the
 ``{"error": {...}}`` envelope; ``_openapi`` is the OpenAPI 3.1 document served at
 ``/v1/openapi.json``. The wire contract is in ``docs/http.md``. :mod:`.websocket` adds
 the ACP WebSocket (``GET /v1/ws``) to the same app.
+
+Before any route, every request passes the cross-site fence (:mod:`._fence`: ``Host``,
+``Origin``, ``Content-Type``; the WebSocket upgrade checks the same ``Host`` and
+``Origin`` rules), then the identity check. Around the app,
+:class:`._keepalive.SettleBodies` keeps connections usable after an early answer. The
+threat model and what each defence covers are in ``docs/security.md``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from typing import Any
 
 import trio
 from quart import request
+from quart.wrappers import Request
 from quart_trio import QuartTrio
 
 from ..core import MAX_FILE_BYTES, Runtime
@@ -34,15 +42,44 @@ from . import (
     _session_routes,
     _stream_routes,
 )
-from ._http_errors import install_error_handlers
+from ._fence import Fence, install_fence, install_media_types
+from ._http_errors import install_error_handlers, internal_error_response
+from ._keepalive import SettleBodies
 from ._openapi import openapi_document
-from ._params import AppState, AuthMode, owner
+from ._params import AppState, AuthMode, owner, state
 from .websocket import install_websocket
 
 __all__ = ["API_PREFIX", "create_app"]
 
 API_PREFIX = "/v1"
 _OPEN_PATHS = ("/health",)
+
+log = logging.getLogger("omnigent.transports.http")
+
+
+class _App(QuartTrio):
+    """QuartTrio whose every answer is an envelope, even for a non-``Exception``.
+
+    Quart's handlers see ``Exception`` (and groups of them); a ``SystemExit`` raised by
+    code a route calls would pass them and reach Hypercorn, which answers an empty
+    ``500`` (or, unhandled, would stop the server). It is logged and answered with the
+    ``internal_error`` envelope here. Cancellation, ``KeyboardInterrupt`` and
+    ``GeneratorExit`` keep propagating.
+    """
+
+    async def handle_request(self, request: Request) -> Any:
+        try:
+            return await super().handle_request(request)
+        except (trio.Cancelled, KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseExceptionGroup as group:
+            if group.subgroup((trio.Cancelled, KeyboardInterrupt, GeneratorExit)) is not None:
+                raise
+            log.exception("an HTTP route raised an exception group")
+            return internal_error_response()
+        except BaseException:  # see the class docstring
+            log.exception("an HTTP route raised a BaseException")
+            return internal_error_response()
 
 
 def create_app(
@@ -52,6 +89,7 @@ def create_app(
     stopping: trio.Event | None = None,
     ping_interval: float = 15.0,
     allowed_origins: Collection[str] = (),
+    allowed_hosts: Collection[str] = (),
 ) -> QuartTrio:
     """The HTTP app serving ``runtime``.
 
@@ -63,15 +101,22 @@ def create_app(
         stopping: set by the server runner before it shuts Hypercorn down; every open
             SSE stream ends when it is set. A new event by default.
         ping_interval: seconds of silence before an SSE stream sends ``: ping``.
-        allowed_origins: browser origins (``https://app.example``) besides the
-            server's own that may open the ACP WebSocket (``GET /v1/ws``).
+        allowed_origins: web app origins (``https://app.example``) admitted on
+            state-changing routes and the ACP WebSocket (``GET /v1/ws``), with CORS
+            headers (``serve --allowed-origin``).
+        allowed_hosts: ``Host`` names answered besides the server's own address,
+            loopback and ``localhost`` (``serve --allowed-host``; ``*``: any).
+
+    Raises:
+        ValueError: an unknown ``auth``, or a malformed origin or host.
 
     Resource handling: the app owns nothing; each SSE response owns its own relay
     task, which ends with the response.
     """
     if auth not in ("none", "header"):
         raise ValueError(f"auth must be 'none' or 'header', not {auth!r}")
-    app = QuartTrio("omnigent")
+    fence = Fence.of(allowed_origins, allowed_hosts)
+    app = _App("omnigent")
     # ``/v1//agents`` would otherwise be a 308 redirect with an HTML page: every answer
     # is JSON (a path that is not a route is the 404 envelope). Set before any route
     # is added: rules take the map's setting when they are bound.
@@ -84,14 +129,19 @@ def create_app(
         auth,
         trio.Event() if stopping is None else stopping,
         ping_interval=ping_interval,
+        fence=fence,
     )
     install_error_handlers(app)
+    app.asgi_app = SettleBodies(app.asgi_app)  # type: ignore[method-assign, assignment]
+    install_fence(app, lambda: state().fence)
 
     @app.before_request
     async def require_identity() -> None:
         # Trailing slashes reach the same route (``/health/``): compare without them.
         if request.path.rstrip("/") not in _OPEN_PATHS:
             owner()  # raises Unauthorized when --auth header and no identity
+
+    install_media_types(app)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -111,5 +161,5 @@ def create_app(
     # The HTML approval page is for people, at the path params.url names: no /v1.
     app.register_blueprint(_approval_page.blueprint)
     # ACP over WebSocket (GET /v1/ws): the same runtime, port and identity.
-    install_websocket(app, allowed_origins=allowed_origins)
+    install_websocket(app)  # the fence's Host and Origin rules, on the upgrade
     return app

@@ -31,13 +31,13 @@ from typing import Any
 
 import hypercorn.trio
 import trio
-import yaml
 from hypercorn.config import Config
 
 from .._config import default_db_url
 from ..core import Runtime, open_runtime
 from ..errors import BadRequest, ErrorDetail, SpecError
-from ..spec import AgentSpec, parse_policy_spec
+from ..spec import AgentSpec, load_yaml, parse_policy_spec
+from ._fence import Fence
 from .http import create_app
 from .jsonrpc import MAX_MESSAGE_BYTES
 
@@ -104,10 +104,7 @@ def load_policies(path: str | Path) -> list[dict[str, Any]]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadRequest(f"cannot read the policies file {path}: {exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: invalid YAML: {exc}", [ErrorDetail("$", str(exc))]) from exc
+    data = load_yaml(text, what=str(path))
     if data is None:
         return []
     if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
@@ -130,6 +127,8 @@ async def serve(
     *,
     policies: Sequence[Mapping[str, Any]] = (),
     policy_modules: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
     stop: trio.Event | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -144,6 +143,9 @@ async def serve(
         policies: server-wide default policies (``open_runtime(default_policies=...)``).
         policy_modules: modules whose callables agents' ``function`` policies may name
             (``open_runtime(policy_modules=...)``).
+        allowed_origins: web app origins admitted with CORS (``--allowed-origin``).
+        allowed_hosts: ``Host`` names answered besides the server's own address
+            (``--allowed-host``); see ``docs/security.md``.
         stop: set it to shut down; without it, cancel the caller's scope.
         task_status: started with the bound URL (``http://HOST:PORT``).
 
@@ -164,7 +166,13 @@ async def serve(
         if agents_dir is not None:
             await register_agents(runtime, agents_dir)
         stopping = trio.Event()
-        app = create_app(runtime, auth=auth, stopping=stopping)  # type: ignore[arg-type]
+        app = create_app(
+            runtime,
+            auth=auth,  # type: ignore[arg-type]
+            stopping=stopping,
+            allowed_origins=allowed_origins,
+            allowed_hosts=allowed_hosts,
+        )
         config = Config()
         config.bind = [f"{host}:{port}"]
         config.graceful_timeout = GRACEFUL_TIMEOUT
@@ -288,6 +296,21 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a module whose own callables agents' function policies may name; "
         "repeatable (default: none)",
     )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a web app origin (https://app.example) that may call the API, with CORS; repeatable",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name to answer besides this server's address and localhost "
+        "(a proxy's public name; '*' for any); repeatable",
+    )
     parser.set_defaults(func=run_serve)
     return parser
 
@@ -309,7 +332,26 @@ def run_serve(args: argparse.Namespace) -> int:
         Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     policies = load_policies(args.policies) if getattr(args, "policies", None) else []
     modules = tuple(getattr(args, "policy_modules", None) or ())
-    trio.run(_main, db, args.host, args.port, args.agents, args.auth, policies, modules)
+    origins: list[str] = getattr(args, "allowed_origin", None) or []
+    hosts: list[str] = getattr(args, "allowed_host", None) or []
+    try:
+        Fence.of(origins, hosts)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from exc
+    trio.run(
+        partial(
+            _main,
+            db,
+            args.host,
+            args.port,
+            args.agents,
+            args.auth,
+            policies,
+            modules,
+            origins,
+            hosts,
+        )
+    )
     return 0
 
 
@@ -321,6 +363,8 @@ async def _main(
     auth: str,
     policies: list[dict[str, Any]],
     policy_modules: Sequence[str],
+    origins: Sequence[str],
+    hosts: Sequence[str],
 ) -> None:
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
@@ -335,6 +379,8 @@ async def _main(
                 auth,
                 policies=policies,
                 policy_modules=policy_modules,
+                allowed_origins=origins,
+                allowed_hosts=hosts,
                 stop=stop,
             )
             url = await nursery.start(run)

@@ -7,9 +7,12 @@ the port, the runtime and the identity rules of the HTTP API:
 * ``--auth header``: the caller is the upgrade request's ``X-Forwarded-Email``
   (missing: the upgrade is refused ``401``), and every session call checks that
   user's level as HTTP does; ``--auth none``: everyone is ``local``.
-* An upgrade whose ``Origin`` is present and neither the server's own origin (the
-  scheme and ``Host`` of the upgrade request) nor one of ``allowed_origins`` is
-  refused ``403``: a web page the user visits must not drive an agent over a socket.
+* The cross-site fence of the HTTP app (:class:`._fence.Fence`, the app's
+  ``AppState.fence``) applies to the upgrade: a ``Host`` that does not name this server
+  is ``421`` (a DNS-rebinding page), and an ``Origin`` that is neither the server's own
+  nor an ``--allowed-origin`` — or, without ``Origin``, ``Sec-Fetch-Site: cross-site``
+  — is ``403 cross_site_request``: a web page the user visits must not drive an agent
+  over a socket.
 * ``?agent=NAME`` picks the agent ``session/new`` uses; without it, the agent named
   ``default``, else the only registered agent (looked up at each ``session/new``,
   so agents registered later count).
@@ -30,7 +33,8 @@ import trio
 from quart import Quart, current_app, websocket
 
 from ..core import Agent, Runtime
-from ..errors import AgentNotFound, Forbidden, InvalidInput, Unauthorized
+from ..errors import AgentNotFound, CrossSiteRequest, InvalidInput, Unauthorized
+from ._fence import Fence
 from ._params import IDENTITY_HEADER, AppState
 from ._rpc_connection import ConnectionClosed
 from .acp import serve_acp
@@ -42,19 +46,17 @@ _AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
 
 def origin_allowed(origin: str | None, host: str | None, allowed: Collection[str]) -> bool:
-    """Whether an upgrade from ``origin`` may proceed (pure).
+    """Whether an upgrade from ``origin`` may proceed (pure): the fence's Origin rule.
 
     No ``Origin`` (a non-browser client) is fine; a browser's must be this server's
-    own — ``http(s)://`` + the ``Host`` it asked for — or listed in ``allowed``.
+    own — the host and port the ``Host`` header names — or listed in ``allowed``.
     """
-    if origin is None:
-        return True
-    origin = origin.rstrip("/").lower()
-    if origin in {a.rstrip("/").lower() for a in allowed}:
-        return True
-    if not host:
+    headers = {} if origin is None else {"Origin": origin}
+    try:
+        Fence.of(allowed).check_origin(headers, host=host, state_changing=True)
+    except CrossSiteRequest:
         return False
-    return origin in (f"http://{host.lower()}", f"https://{host.lower()}")
+    return True
 
 
 async def pick_agent(runtime: Runtime, name: str | None) -> Agent:
@@ -93,20 +95,19 @@ class QuartWebSocketStream:
             raise ConnectionClosed(str(exc)) from exc
 
 
-def install_websocket(app: Quart, *, allowed_origins: Collection[str] = ()) -> None:
-    """Add ``GET /v1/ws`` to ``app`` (made by :func:`~.http.create_app`)."""
-    origins = tuple(allowed_origins)
+def install_websocket(app: Quart) -> None:
+    """Add ``GET /v1/ws`` to ``app`` (made by :func:`~.http.create_app`).
+
+    The upgrade passes the app's fence (``AppState.fence``) before anything else.
+    """
 
     @app.websocket(WS_PATH)
     async def acp_socket() -> Any:
         state: AppState = current_app.extensions["omnigent"]
         headers = websocket.headers
-        origin = headers.get("Origin")
-        if not origin_allowed(origin, headers.get("Host"), origins):
-            raise Forbidden(
-                f"a page from {origin} may not open this socket "
-                "(omnigent serve --allowed-origin admits a known web app)"
-            )
+        server = websocket.scope.get("server")
+        state.fence.check_host(headers.get("Host"), server[0] if server else None)
+        state.fence.check_origin(headers, host=headers.get("Host"), state_changing=True)
         user = "local"
         if state.auth == "header":
             user = headers.get(IDENTITY_HEADER) or ""

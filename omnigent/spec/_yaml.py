@@ -1,0 +1,168 @@
+"""Bounded YAML: :func:`load_yaml`, the one way omnigent reads YAML.
+
+``yaml.safe_load`` runs no code, but it is not bounded: a few hundred bytes of nested
+aliases (``b: [*a, *a, …]``, ``c: [*b, *b, …]``) stand for billions of nodes. The
+loader itself only shares references, so it returns at once; whatever walks the
+result next — validation, the JSON encoder that stores a spec, a listing that decodes
+it again — expands it, and a 492-byte document once blocked the server for 36 s and
+stored 351 MB. Here every document is bounded *before* anything walks it:
+
+* **Size**: at most :data:`MAX_YAML_CHARS` characters.
+* **Depth**: at most :data:`~omnigent.model.MAX_DEPTH` nested mappings and sequences,
+  counted while composing (PyYAML's composer recurses, so deeper input would otherwise
+  hit the recursion limit inside it) and again on the result, aliases expanded.
+* **Aliases**: with ``aliases=False`` (YAML sent over HTTP) any ``*alias`` is refused
+  with its line and column. Otherwise (the operator's own files) they are allowed, but
+  the document's *expanded* size — every node counted as many times as aliases repeat
+  it — must stay under :data:`MAX_YAML_NODES`, and an alias to a node that contains it
+  (a recursive document) is refused. The count is memoised per node, so it costs one
+  visit per distinct node however large the expansion.
+
+Blocking and CPU-bound (PyYAML is pure Python here): async callers run it in a worker
+thread (``trio.to_thread.run_sync``), as the HTTP route does.
+
+Error handling: every refusal is one :class:`~omnigent.errors.SpecError` at ``$`` (or at
+the path of the nesting), its message naming the line where YAML can say it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import yaml
+from yaml.composer import ComposerError
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+from ..errors import SpecError
+from ..model._depth import MAX_DEPTH, check_depth
+
+__all__ = ["MAX_YAML_CHARS", "MAX_YAML_NODES", "load_yaml"]
+
+MAX_YAML_CHARS: Final = 1 << 20
+"""The longest YAML document read (1 Mi characters); an agent spec is a few KB."""
+
+MAX_YAML_NODES: Final = 100_000
+"""The most nodes a document may stand for once its aliases are expanded."""
+
+
+class _Refused(ComposerError):
+    """A bound the document broke, raised from inside the composer."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``SafeLoader`` that counts nesting while composing and may refuse aliases."""
+
+    def __init__(self, stream: str, *, aliases: bool) -> None:
+        super().__init__(stream)
+        self._aliases = aliases
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if self.check_event(yaml.AliasEvent) and not self._aliases:
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise _Refused(None, None, "aliases (*name) are not accepted here", mark)
+        opens = self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent)
+        if opens:
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _Refused(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            if opens:
+                self._depth -= 1
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_expansion(root: Node) -> None:
+    """Refuse a node graph that expands past :data:`MAX_YAML_NODES`, or loops.
+
+    An iterative depth-first walk: ``open`` holds the nodes whose subtree is being
+    counted — exactly the ancestors of the node in hand — so meeting one of them again
+    is a recursive alias.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_nodes.discard(key)
+            total = 1 + sum(sizes[id(child)] for child in _children(node))
+            if total > MAX_YAML_NODES:
+                raise _Refused(
+                    None,
+                    None,
+                    f"the document expands to more than {MAX_YAML_NODES} nodes "
+                    "(aliases repeat what they name)",
+                    node.start_mark,
+                )
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        open_nodes.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in open_nodes:
+                raise _Refused(
+                    None, None, "a recursive alias (a node inside itself)", child.start_mark
+                )
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _compose(text: str, aliases: bool) -> Any:
+    loader = _BoundedLoader(text, aliases=aliases)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        if aliases:
+            _check_expansion(root)
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
+def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
+    """Parse one YAML document within the bounds above.
+
+    Args:
+        text: the document.
+        aliases: whether ``*alias`` references are accepted (within the expansion
+            bound); ``False`` for anything a client sent.
+        what: how the message names the document (``"the spec"``, a file name).
+
+    Returns:
+        The constructed value (``None`` for an empty document).
+
+    Raises:
+        SpecError: too long, too deep, an alias where none is accepted, too large once
+            expanded, a recursive alias, or invalid YAML — at ``$``, or for nesting
+            found after construction at the path of the first container too deep.
+    """
+    if len(text) > MAX_YAML_CHARS:
+        raise SpecError.at("$", f"{what} is longer than {MAX_YAML_CHARS} characters")
+    try:
+        data = _compose(text, aliases)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError.at("$", f"invalid {what}{where}: {problem}") from exc
+    except RecursionError:
+        # Deep flow collections recurse inside PyYAML's parser before our count sees
+        # them; the answer is the same.
+        raise SpecError.at("$", f"{what} is nested deeper than {MAX_DEPTH} levels") from None
+    check_depth(data, error=SpecError)  # merge keys (<<: *x) can nest what the count saw
+    return data
