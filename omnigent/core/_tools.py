@@ -28,8 +28,9 @@ from typing import Any
 import attrs
 import trio
 
-from ..errors import BadRequest, Conflict
+from ..errors import BadRequest, Conflict, InvalidInput
 from ..harnesses.base import ToolSchema
+from ..model import MAX_DEPTH, check_depth
 
 __all__ = ["Tool", "ToolRegistry", "decode_arguments"]
 
@@ -102,17 +103,28 @@ def _check_type(value: Any, annotation: Any) -> bool:
 
 
 def decode_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any] | str:
-    """Arguments as an object, from a mapping or JSON text; an ``Error: …`` otherwise."""
+    """Arguments as an object, from a mapping or JSON text; an ``Error: …`` otherwise.
+
+    Arguments nested deeper than ``MAX_DEPTH`` are refused here, before policies,
+    the tool or the event encoder walk them (``omnigent.model.check_depth``).
+    """
     if isinstance(arguments, Mapping):
-        return dict(arguments)
-    if not arguments.strip():
+        decoded: Any = dict(arguments)
+    elif not arguments.strip():
         return {}
-    try:
-        decoded = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        return f"Error: arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    else:
+        try:
+            decoded = json.loads(arguments)
+        except RecursionError:
+            return f"Error: arguments are nested deeper than {MAX_DEPTH} levels"
+        except json.JSONDecodeError as exc:
+            return f"Error: arguments are not valid JSON ({exc.msg} at position {exc.pos})"
     if not isinstance(decoded, dict):
         return "Error: arguments must be a JSON object"
+    try:
+        check_depth(decoded)
+    except InvalidInput as exc:
+        return f"Error: arguments are {exc.details[0].msg} (at {exc.details[0].loc})"
     return decoded
 
 

@@ -31,10 +31,10 @@ from typing import Any, Final
 
 import yaml
 from yaml.composer import ComposerError
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import SpecError
-from ..model._depth import MAX_DEPTH, check_depth
+from ..model._depth import MAX_DEPTH, check_depth, render_path
 
 __all__ = ["MAX_YAML_CHARS", "MAX_YAML_NODES", "load_yaml"]
 
@@ -46,32 +46,61 @@ MAX_YAML_NODES: Final = 100_000
 
 
 class _Refused(ComposerError):
-    """A bound the document broke, raised from inside the composer."""
+    """A bound the document broke, raised from inside the composer, with its path."""
+
+    def __init__(
+        self,
+        context: str | None,
+        context_mark: Any,
+        problem: str,
+        problem_mark: Any,
+        *,
+        path: list[str | int] | None = None,
+    ) -> None:
+        super().__init__(context, context_mark, problem, problem_mark)
+        self.path = path
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """``SafeLoader`` that counts nesting while composing and may refuse aliases."""
+    """``SafeLoader`` that counts nesting while composing and may refuse aliases.
+
+    It keeps the path of keys and indexes to the node being composed, so a refusal
+    names where in the document it is (``metadata.a.a…``), as JSON errors do.
+    """
 
     def __init__(self, stream: str, *, aliases: bool) -> None:
         super().__init__(stream)
         self._aliases = aliases
-        self._depth = 0
+        self._path: list[str | int] = []
+
+    def _refuse(self, problem: str) -> _Refused:
+        mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+        return _Refused(None, None, problem, mark, path=list(self._path))
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        if self.check_event(yaml.AliasEvent) and not self._aliases:
-            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-            raise _Refused(None, None, "aliases (*name) are not accepted here", mark)
+        # PyYAML passes the index in the parent sequence, the key node of a mapping
+        # value, or None while composing a key (or the document's root).
+        part: str | int | None
+        if isinstance(index, int):
+            part = index
+        elif isinstance(index, ScalarNode):
+            part = str(index.value)
+        elif index is None:
+            part = None
+        else:
+            part = "?"
         opens = self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent)
-        if opens:
-            self._depth += 1
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise _Refused(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+        if part is not None:
+            self._path.append(part)
         try:
+            if self.check_event(yaml.AliasEvent) and not self._aliases:
+                raise self._refuse("aliases (*name) are not accepted here")
+            if opens and len(self._path) >= MAX_DEPTH:
+                raise self._refuse(f"nested deeper than {MAX_DEPTH} levels")
             return super().compose_node(parent, index)
         finally:
-            if opens:
-                self._depth -= 1
+            if part is not None:
+                self._path.pop()
 
 
 def _children(node: Node) -> list[Node]:
@@ -148,8 +177,9 @@ def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
 
     Raises:
         SpecError: too long, too deep, an alias where none is accepted, too large once
-            expanded, a recursive alias, or invalid YAML — at ``$``, or for nesting
-            found after construction at the path of the first container too deep.
+            expanded, a recursive alias, or invalid YAML — at the path where the
+            composer found it (``metadata.a.a…``), else at ``$``; the message names
+            the line and column.
     """
     if len(text) > MAX_YAML_CHARS:
         raise SpecError.at("$", f"{what} is longer than {MAX_YAML_CHARS} characters")
@@ -159,7 +189,9 @@ def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError.at("$", f"invalid {what}{where}: {problem}") from exc
+        path = getattr(exc, "path", None)
+        loc = render_path("", path) if path else "$"
+        raise SpecError.at(loc, f"invalid {what}{where}: {problem}") from exc
     except RecursionError:
         # Deep flow collections recurse inside PyYAML's parser before our count sees
         # them; the answer is the same.

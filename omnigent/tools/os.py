@@ -5,9 +5,11 @@ model's argument object; it returns the tool's output string — JSON on success
 ``Error: <what and how to fix it>`` for a failure the model can act on. They know
 nothing about sessions or the runtime: the core binds ``cwd`` (see ``docs/tools.md``).
 
-Every path is resolved (symlinks included) and must stay inside ``cwd``; see
-:mod:`._paths`. The shell runs in its own process group that is killed as a whole on
-timeout and on cancellation; see :mod:`._process`.
+Every path is opened beneath ``cwd``, one component at a time relative to a directory
+descriptor, so a symlink swapped in mid-call cannot lead out; see :mod:`._beneath`.
+Each file tool opens its file once and works on that descriptor. The shell runs in
+its own process group that is killed as a whole on timeout and on cancellation; see
+:mod:`._process`.
 
 Error handling: bad arguments, escaping paths, missing files, unmatched edits and the
 like come back as ``Error: …`` strings, never exceptions. Anything unexpected raises.
@@ -26,7 +28,7 @@ import os
 import stat
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec
 
 import trio
 
@@ -40,7 +42,8 @@ from ._args import (
     positive_number,
     string,
 )
-from ._paths import resolve_inside, resolve_root
+from ._beneath import OpenMode, WorkingDirectory, open_beneath
+from ._paths import resolve_root
 from ._process import run_in_group
 from ._schemas import DEFAULT_READ_LIMIT, MAX_SHELL_TIMEOUT, OS_TOOL_SCHEMAS
 
@@ -134,17 +137,18 @@ def _require_regular(fd: int) -> None:
         raise OSError(errno.ENODEV, _NOT_REGULAR)
 
 
-def _open_regular(target: Path, *, write: bool = False) -> BinaryIO:
-    """Open ``target`` only if it is a regular file, never following a final symlink.
+def _open_regular(
+    cwd: Path, raw: str, mode: OpenMode, *, make_parents: bool = False
+) -> tuple[int, bool]:
+    """Open ``raw`` beneath ``cwd`` only if it is a regular file; (fd, created).
 
-    ``O_NONBLOCK`` so a FIFO cannot hang the worker thread (which a cancelled turn
-    would then wait on) before we get to reject it; it changes nothing for files.
-    ``target`` is already resolved, so its last component is no symlink, and
-    ``O_NOFOLLOW`` keeps it that way if one appears in the meantime.
+    Raises:
+        ToolError: the path leads outside ``cwd`` (see :func:`open_beneath`).
+        OSError: missing, a directory, not a regular file, and the like.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC if write else os.O_RDONLY
+    root = resolve_root(cwd)
     try:
-        fd = os.open(target, flags | os.O_NONBLOCK | os.O_NOFOLLOW, 0o666)
+        fd, created = open_beneath(cwd, root, raw, mode, make_parents=make_parents)
     except OSError as exc:
         if exc.errno != errno.ENXIO:  # a FIFO opened for writing with no reader
             raise
@@ -154,14 +158,15 @@ def _open_regular(target: Path, *, write: bool = False) -> BinaryIO:
     except OSError:
         os.close(fd)
         raise
-    return os.fdopen(fd, "wb") if write else os.fdopen(fd, "rb")
+    return fd, created
 
 
-def _read_window(target: Path, offset: int, limit: int) -> tuple[bytes, int, int]:
+def _read_window(cwd: Path, raw: str, offset: int, limit: int) -> tuple[bytes, int, int]:
     """The bytes of lines ``[offset, offset + limit)``, how many, and the total count."""
     selected: list[bytes] = []
     total = 0
-    with _open_regular(target) as file:
+    fd, _ = _open_regular(cwd, raw, "read")
+    with os.fdopen(fd, "rb") as file:
         for line in file:  # splits on b"\n" and keeps it, so "\r\n" survives
             if offset <= total < offset + limit:
                 selected.append(line)
@@ -179,9 +184,8 @@ async def sys_os_read(cwd: Path, args: Mapping[str, Any]) -> str:
     raw: str = args["path"]
     offset: int = args.get("offset", 0)
     limit: int = args.get("limit", DEFAULT_READ_LIMIT)
-    target = await trio.to_thread.run_sync(resolve_inside, cwd, raw)
     try:
-        data, returned, total = await trio.to_thread.run_sync(_read_window, target, offset, limit)
+        data, returned, total = await trio.to_thread.run_sync(_read_window, cwd, raw, offset, limit)
     except OSError as exc:
         raise _os_failure("read", raw, exc) from exc
     try:
@@ -207,14 +211,23 @@ _WRITE_ARGS = (
 )
 
 
-def _write_file(target: Path, data: bytes, *, make_parents: bool) -> bool:
-    """Write ``data`` to the resolved ``target``; whether it was created."""
-    if make_parents:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    existed = target.exists()
-    with _open_regular(target, write=True) as file:
-        file.write(data)
-    return not existed
+def _write_all(fd: int, data: bytes) -> None:
+    """Replace the file's content with ``data`` through its descriptor."""
+    os.ftruncate(fd, 0)
+    view = memoryview(data)
+    offset = 0
+    while offset < len(view):
+        offset += os.pwrite(fd, view[offset:], offset)
+
+
+def _write_file(cwd: Path, raw: str, data: bytes) -> bool:
+    """Write ``data`` to ``raw`` beneath ``cwd`` (parents made); whether it was created."""
+    fd, created = _open_regular(cwd, raw, "write", make_parents=True)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+    return created
 
 
 @_reports_tool_errors
@@ -226,13 +239,10 @@ async def sys_os_write(cwd: Path, args: Mapping[str, Any]) -> str:
     check_args("sys_os_write", args, _WRITE_ARGS)
     raw: str = args["path"]
     data = _encode(args["content"], "content")
-    target = await trio.to_thread.run_sync(resolve_inside, cwd, raw)
-    if target == await trio.to_thread.run_sync(resolve_root, cwd):
-        raise ToolError(f"cannot write {raw!r}: it is the working directory; name a file")
     try:
-        created = await trio.to_thread.run_sync(
-            functools.partial(_write_file, target, data, make_parents=True)
-        )
+        created = await trio.to_thread.run_sync(_write_file, cwd, raw, data)
+    except WorkingDirectory as exc:
+        raise ToolError(f"cannot write {raw!r}: it is the working directory; name a file") from exc
     except OSError as exc:
         raise _os_failure("write", raw, exc) from exc
     return _json(path=raw, bytes_written=len(data), created=created)
@@ -305,15 +315,28 @@ def _apply_edits(raw: str, text: str, edits: list[tuple[str, str]]) -> str:
     return text
 
 
-def _read_text(target: Path, raw: str) -> str:
-    with _open_regular(target) as file:
-        data = file.read()
+def _edit_file(cwd: Path, raw: str, edits: list[tuple[str, str]]) -> int:
+    """Apply ``edits`` to ``raw`` beneath ``cwd`` through one descriptor; bytes written.
+
+    The file is opened once, read, and rewritten in place only if every edit matched,
+    so the file checked is the file changed.
+    """
+    fd, _ = _open_regular(cwd, raw, "edit")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ToolError(
-            f"cannot edit {raw!r}: it is not valid UTF-8 text; rewrite it with sys_os_write"
-        ) from exc
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        try:
+            text = b"".join(chunks).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolError(
+                f"cannot edit {raw!r}: it is not valid UTF-8 text; rewrite it with sys_os_write"
+            ) from exc
+        data = _encode(_apply_edits(raw, text, edits), "newText")
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+    return len(data)
 
 
 @_reports_tool_errors
@@ -326,16 +349,11 @@ async def sys_os_edit(cwd: Path, args: Mapping[str, Any]) -> str:
     check_args("sys_os_edit", args, _EDIT_ARGS)
     edits = _edits_from(args)
     raw: str = args["path"]
-    target = await trio.to_thread.run_sync(resolve_inside, cwd, raw)
     try:
-        text = await trio.to_thread.run_sync(_read_text, target, raw)
-        data = _encode(_apply_edits(raw, text, edits), "newText")
-        await trio.to_thread.run_sync(
-            functools.partial(_write_file, target, data, make_parents=False)
-        )
+        written = await trio.to_thread.run_sync(_edit_file, cwd, raw, edits)
     except OSError as exc:
         raise _os_failure("edit", raw, exc) from exc
-    return _json(path=raw, replacements=len(edits), bytes_written=len(data))
+    return _json(path=raw, replacements=len(edits), bytes_written=written)
 
 
 # -- sys_os_shell ---------------------------------------------------------------------

@@ -10,10 +10,10 @@ answered and a pooling proxy hangs on it.
 :class:`SettleBodies` wraps the ASGI app and fixes both ends:
 
 * **Drain.** When the response starts before the body is complete, it waits — at most
-  :data:`DRAIN_SECONDS` — for the rest of the body, which Quart keeps reading (and
-  discarding past its size limit) meanwhile. A body declared larger than
-  :data:`DRAIN_BYTES` is not waited for. Once the body is complete the connection is
-  reused as usual.
+  :data:`DRAIN_SECONDS` — for the rest of the body, which Quart keeps reading meanwhile
+  (and discards past its size limit, so memory stays bounded however large the body).
+  Once the body is complete the connection is reused as usual, and a client that sends
+  its whole body before reading (most do) reads the answer.
 * **Close.** If the body is still incomplete, the response says ``Connection: close``,
   and its last message is sent in a shielded scope (bounded by :data:`CLOSE_SECONDS`),
   so that Hypercorn's close of the connection runs to its end.
@@ -28,12 +28,10 @@ from typing import Any, Final
 
 import trio
 
-__all__ = ["CLOSE_SECONDS", "DRAIN_BYTES", "DRAIN_SECONDS", "SettleBodies"]
+__all__ = ["CLOSE_SECONDS", "DRAIN_SECONDS", "SettleBodies"]
 
 DRAIN_SECONDS: Final = 2.0
 """How long a response waits for the rest of a request body it did not read."""
-DRAIN_BYTES: Final = 8 << 20
-"""A body declared larger than this is not drained: the connection is closed."""
 CLOSE_SECONDS: Final = 5.0
 """How long the last message of a response may take once it is shielded."""
 
@@ -41,16 +39,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[..., Awaitable[None]]
-
-
-def _declared_length(scope: Message) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
 
 
 class SettleBodies:
@@ -68,7 +56,6 @@ class SettleBodies:
             await self._app(scope, receive, send)
             return
         body_done = trio.Event()
-        declared = _declared_length(scope)
 
         async def tracking_receive() -> Message:
             message = await receive()
@@ -82,9 +69,8 @@ class SettleBodies:
         async def settling_send(message: Message) -> None:
             kind = message.get("type")
             if kind == "http.response.start" and not body_done.is_set():
-                if declared is None or declared <= DRAIN_BYTES:
-                    with trio.move_on_after(DRAIN_SECONDS):
-                        await body_done.wait()
+                with trio.move_on_after(DRAIN_SECONDS):
+                    await body_done.wait()
                 if not body_done.is_set():
                     headers = [*message.get("headers", ()), (b"connection", b"close")]
                     message = {**message, "headers": headers}
