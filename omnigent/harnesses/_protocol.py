@@ -21,8 +21,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ..errors import HarnessError
-from ..model import ElicitationParams, Item, MessageItem
+from ..errors import HarnessError, InvalidInput
+from ..model import MAX_DEPTH, ElicitationParams, Item, MessageItem, check_depth
 from ..model._wire import unstructure
 from ._chat_sse import SSEFrames
 from .base import ToolSchema, TurnRequest
@@ -45,8 +45,8 @@ class FrameReader:
     """Raw SSE bytes in, decoded (and coalesced) frames out.
 
     Raises:
-        HarnessError: from :meth:`feed`, for a frame that is not a JSON object or a
-            single frame over 8 MiB.
+        HarnessError: from :meth:`feed`, for a frame that is not a JSON object, one
+            nested deeper than ``MAX_DEPTH``, or a single frame over 8 MiB.
     """
 
     def __init__(self) -> None:
@@ -67,6 +67,11 @@ class FrameReader:
                 continue
             try:
                 frame = json.loads(payload)
+                check_depth(frame)  # the one limit every boundary applies
+            except (RecursionError, InvalidInput):
+                raise HarnessError(
+                    f"the external harness sent a frame nested deeper than {MAX_DEPTH} levels"
+                ) from None
             except ValueError:
                 raise HarnessError("the external harness sent a frame that is not JSON") from None
             if not isinstance(frame, dict):

@@ -7,6 +7,7 @@ API takes, so no value deep enough to exhaust the recursion limit reaches an enc
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ import trio
 
 import omnigent
 from omnigent.core import elicitation_params
-from omnigent.errors import InvalidInput, SpecError
+from omnigent.errors import HarnessError, InvalidInput, SpecError
+from omnigent.harnesses._protocol import FrameReader
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import MAX_DEPTH, check_depth, loads
 from omnigent.spec import AgentSpec, load_yaml
@@ -61,6 +63,17 @@ def test_decoders_and_specs_refuse_deep_values() -> None:
     with pytest.raises(SpecError) as yaml_error:
         load_yaml("a: " + "[" * 500 + "]" * 500)
     assert yaml_error.value.details[0].loc.startswith("a[0][0]")
+
+
+def test_the_harness_protocol_refuses_deep_frames() -> None:
+    # A frame from an external harness deep enough to break the encoder later fails
+    # the turn with a clear harness error now.
+    for payload in (json.dumps(deep(100)).encode(), b"[" * 100_000 + b"]" * 100_000):
+        with pytest.raises(HarnessError, match="nested deeper than 64 levels"):
+            FrameReader().feed(b"data: " + payload + b"\n\n")
+    assert FrameReader().feed(
+        b'data: {"type": "x", "d": ' + json.dumps(deep(60)).encode() + b"}\n\n"
+    )
 
 
 async def test_the_runtime_refuses_deep_values_and_its_sessions_keep_working(
