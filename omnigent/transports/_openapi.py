@@ -234,7 +234,7 @@ _PATHS: dict[str, Any] = {
                     "application/yaml": {"schema": {"type": "string"}},
                 },
             },
-            "responses": {**_ok("201", "created", _ref("Agent")), **_errors("403", "422")},
+            "responses": {**_ok("201", "created", _ref("Agent")), **_errors("403", "413", "422")},
         },
         "get": {"summary": "List agents", "responses": _ok("200", "agents", _ref("List"))},
     },
@@ -610,7 +610,10 @@ _PATHS.update(
                 "responses": {"200": {"description": "the page", **_HTML}, **_errors("401", "404")},
             },
             "post": {
-                "summary": "Answer from the page's form (field 'action'; needs edit)",
+                "summary": (
+                    "Answer from the page's form (fields 'action' and the page's 'token'; "
+                    "needs edit; only from this server's own origin)"
+                ),
                 "parameters": _EID,
                 "requestBody": {
                     "required": True,
@@ -629,6 +632,14 @@ for _path_name, _operations in _PATHS.items():
     if _path_name.startswith("/v1/"):
         for _operation in _operations.values():
             _operation["responses"].update(_errors("401"))
+    # The cross-site fence (docs/security.md): every route checks Host; state-changing
+    # ones Origin; those with a body their Content-Type.
+    for _method, _operation in _operations.items():
+        _operation["responses"].update(_errors("421"))
+        if _method in ("post", "put", "patch", "delete"):
+            _operation["responses"].update(_errors("403"))
+        if _method in ("post", "put", "patch"):
+            _operation["responses"].update(_errors("415"))
 
 _DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
