@@ -1,11 +1,14 @@
-"""Containment of tool paths in a working directory, and per-session workspaces.
+"""Containment of paths in a working directory, and per-session workspaces.
 
-Every path a file tool touches is resolved — symlinks included — and must land inside
-the resolved working directory. Resolving the *whole* path (not just its text) is what
-refuses ``../x``, an absolute path elsewhere, a file symlink pointing out, a symlinked
-directory pointing out, and a dangling symlink whose target is outside (``resolve()``
-follows it even though the target does not exist). Tools then operate on the resolved
-path, so the symlinks checked here are the symlinks used.
+:func:`resolve_inside` resolves a path — symlinks included — and requires the result
+inside the resolved working directory. It is for callers that *name* a directory to
+something that is not contained anyway (a terminal's start directory: the shell can go
+anywhere). The file tools do not use it: resolving, then opening, leaves a window in
+which a swapped symlink leads out; they open beneath the directory instead
+(:mod:`._beneath`).
+
+Refusals name the path as given and the working directory as configured, never the
+resolved target (it could show another user's files, or a pid through ``/proc/self``).
 
 Error handling: failures are :class:`~._args.ToolError` with a message for the model.
 The functions here do blocking filesystem calls; callers run them in a worker thread.
@@ -56,12 +59,13 @@ def resolve_inside(cwd: Path, raw: str) -> Path:
         candidate = root / candidate
     try:
         target = candidate.resolve()
-    except (OSError, RuntimeError) as exc:  # symlink loop: RuntimeError up to 3.12
-        raise ToolError(f"cannot resolve path {raw!r}: {exc}") from exc
+    except RuntimeError as exc:  # a symlink loop, up to Python 3.12
+        raise ToolError(f"cannot resolve path {raw!r}: it loops through symbolic links") from exc
+    except OSError as exc:  # the message only: its file name may be the resolved target
+        raise ToolError(f"cannot resolve path {raw!r}: {exc.strerror or 'error'}") from exc
     if not target.is_relative_to(root):
         raise ToolError(
-            f"path {raw!r} is outside the working directory {root} "
-            f"(it resolves to {target}); use a path inside the working directory"
+            f"path {raw!r} is outside the working directory {cwd}; use a path inside it"
         )
     return target
 
