@@ -91,8 +91,10 @@ async def test_a_bomb_in_a_local_file_is_refused_by_its_expanded_size(tmp_path: 
     anchors = tmp_path / "anchors.yaml"
     anchors.write_text(
         "name: anchored\n"
-        "executor: {type: omnigent, config: &cfg {harness: scripted, script: [{say: hi}]}}\n"
-        "sub_agents: [{name: helper, executor: {type: omnigent, config: *cfg}}]\n"
+        "executor: {type: omnigent, config: {harness: scripted, script: [{say: hi}]}}\n"
+        "policies:\n"
+        "  - {name: no_shell, type: deny_tools, tools: &shell [sys_os_shell, sys_os_write]}\n"
+        "  - {name: ask_shell, type: ask_tools, tools: *shell}\n"
     )
     added = await run_cli("agents", "add", str(anchors), "--db", db)
     assert added.returncode == 0, added.stderr

@@ -267,3 +267,26 @@ async def test_served_uploads_never_run_in_the_servers_origin(tmp_path: Path) ->
                 disposition = served_headers[name]["content-disposition"]
                 assert disposition.startswith("attachment;") and name in disposition
             assert "content-disposition" not in served_headers["dot.png"]
+
+
+async def test_the_websocket_upgrade_passes_the_same_fence(tmp_path: Path) -> None:
+    upgrade = {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+    }
+
+    async def try_upgrade(url: str, **headers: str) -> httpx.Response:
+        # One connection per attempt: a refused upgrade closes its connection.
+        async with httpx.AsyncClient(timeout=10) as client:
+            return await client.get(url, headers={**upgrade, **headers})
+
+    with trio.fail_after(30):
+        async with open_serve(tmp_path) as served:
+            await served.agent(scripted("default"))
+            url = f"{served.url}/v1/ws"
+            rebound = await try_upgrade(url, Host=f"attacker.example:{served.port}")
+            _error(rebound, 421, "misdirected_request")
+            for headers in ({"Origin": EVIL}, {"Sec-Fetch-Site": "cross-site"}):
+                _error(await try_upgrade(url, **headers), 403, "cross_site_request")
