@@ -29,7 +29,8 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   ├── ModelEndpointError               502 model_endpoint_error
     │   ├── OutputLimitReached               502 max_tokens
     │   ├── ModelRefused                     502 refusal
-    │   └── StepLimitReached                 502 max_steps
+    │   ├── StepLimitReached                 502 max_steps
+    │   └── HarnessUnavailable               503 harness_unavailable
     └── InternalError (RuntimeError)         500 internal_error
 
 Foreign errors are translated where they enter (``raise X(...) from exc``), so the
@@ -51,6 +52,7 @@ __all__ = [
     "FileNotFound",
     "Forbidden",
     "HarnessError",
+    "HarnessUnavailable",
     "InternalError",
     "InvalidInput",
     "MisdirectedRequest",
@@ -307,6 +309,20 @@ class StepLimitReached(HarnessError):
     """
 
     code = "max_steps"
+
+
+class HarnessUnavailable(HarnessError):
+    """A harness cannot run here: the program it drives is not installed.
+
+    The message names what to install (``pip install 'omnigent[claude]'``).
+    """
+
+    code = "harness_unavailable"
+    status = 503
+
+    def __init__(self, harness: str, message: str) -> None:
+        super().__init__(message)
+        self.harness = harness
 
 
 class InternalError(OmnigentError, RuntimeError):

@@ -43,7 +43,10 @@ class AgentCatalog:
         existing = await self._store.get_agent_by_name(spec.name)
         if existing is not None and existing.owner != owner:
             raise Forbidden(f"agent {spec.name!r} belongs to another user")
-        problems = unbuilt_keys(spec) + self._policy_problems(spec)
+        # The keys omnigent has not built, the harness's own refusals (a model of
+        # another family, keys it cannot honour), then the policies.
+        problems = unbuilt_keys(spec) + self._host.harnesses.spec_problems(harness, spec)
+        problems += self._policy_problems(spec)
         if not problems:
             # Importing an allowed function policy's module may block: in a thread.
             problems = await trio.to_thread.run_sync(self._host.new_policy_engine(spec).check)

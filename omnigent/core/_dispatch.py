@@ -314,32 +314,49 @@ class SessionTools:
         return output
 
     async def evaluate(
-        self, event: PolicyEvent | Mapping[str, Any], *, in_turn: bool = True
+        self,
+        event: PolicyEvent | Mapping[str, Any],
+        *,
+        in_turn: bool = True,
+        ask: ElicitationParams | None = None,
     ) -> Verdict:
         """The session's verdict on one policy event, an ASK settled by an elicitation.
 
         For harnesses that run their own tools and ask omnigent's policies first.
+        ``ask`` is the elicitation an ASK opens instead of the default ``tool_call``
+        one (a native agent's own phase); its message and policy name are the
+        deciding policy's.
 
         Raises:
             InvalidInput: a malformed wire event.
         """
         if not isinstance(event, PolicyEvent):
             event = parse_policy_event(event)
-        return await self._settle(await self._policies.evaluate(event), event, in_turn)
+        return await self._settle(await self._policies.evaluate(event), event, in_turn, ask=ask)
 
     async def _settle(
-        self, verdict: Verdict, event: PolicyEvent, in_turn: bool, on_ask: OnAsk | None = None
+        self,
+        verdict: Verdict,
+        event: PolicyEvent,
+        in_turn: bool,
+        on_ask: OnAsk | None = None,
+        ask: ElicitationParams | None = None,
     ) -> Verdict:
         """An ASK becomes ALLOW or DENY once its elicitation is answered."""
         if verdict.action != "ASK":
             return verdict
-        params = elicitation_params(
-            verdict.elicitation_message,
-            "tool_call" if event.type == PHASE_TOOL_CALL else "tool_result",
-            policy_name=verdict.policy_name,
-            tool_name=event.tool_name,
-            tool_input=dict(event.data.get("tool_input") or {}),
-        )
+        if ask is not None:
+            params = attrs.evolve(
+                ask, message=verdict.elicitation_message, policy_name=verdict.policy_name
+            )
+        else:
+            params = elicitation_params(
+                verdict.elicitation_message,
+                "tool_call" if event.type == PHASE_TOOL_CALL else "tool_result",
+                policy_name=verdict.policy_name,
+                tool_name=event.tool_name,
+                tool_input=dict(event.data.get("tool_input") or {}),
+            )
         if on_ask is None:
             answer = await self._elicitations.ask(self.session_id, params, mark_waiting=in_turn)
             return verdict.resolve(answer.accepted, event)

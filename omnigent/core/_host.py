@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import trio
 
-from ..errors import AgentNotFound, RuntimeClosed, SessionNotFound
+from ..errors import AgentNotFound, ErrorDetail, InvalidInput, RuntimeClosed, SessionNotFound
 from ..harnesses.base import Harness, HarnessEnv, TurnRequest
 from ..harnesses.registry import HarnessRegistry
 from ..model import Item, MessageItem, structure
@@ -26,6 +26,7 @@ from ._bus import EventBus
 from ._dispatch import SessionTools, ToolPlace
 from ._elicitations import Elicitations
 from ._files import FileService
+from ._harness_state import StoredHarnessState
 from ._permissions import Permissions
 from ._policies import PolicyEngine
 from ._policy_allowlist import PolicyAllowlist
@@ -192,6 +193,38 @@ class ActorHost:
             return name
         return self.harnesses.canonical(name)
 
+    def check_runnable(
+        self, spec: AgentSpec, harness_override: str | None, model_override: str | None
+    ) -> None:
+        """Refuse a session whose harness cannot run it: the model guard of a
+        single-vendor harness (``only runs Claude models``), and — for an override —
+        the spec keys that harness cannot honour.
+
+        Raises:
+            InvalidInput: at ``model_override`` (the override's model is refused) or
+                ``harness_override`` (the override cannot run the agent as written).
+        """
+        harness = self.harness_of(spec, harness_override, strict=False)
+        if not self.harnesses.known(harness):
+            return  # registered elsewhere (a records-only runtime): not ours to judge
+        model = model_override or spec.model
+        refusal = self.harnesses.model_problem(harness, model)
+        if refusal is not None:
+            loc = "model_override" if model_override is not None else "harness_override"
+            raise InvalidInput.at(loc, refusal)
+        if harness_override is not None:
+            problems = [
+                p
+                for p in self.harnesses.spec_problems(harness, spec)
+                if p.loc != "executor.config.model"
+            ]
+            if problems:
+                summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
+                raise InvalidInput(
+                    f"harness {harness!r} cannot run agent {spec.name!r}: {summary}",
+                    [ErrorDetail("harness_override", summary)],
+                )
+
     async def session_spec(self, session_id: str) -> tuple[SessionRow, AgentSpec]:
         row = await self._store.get_session(session_id)
         if row is None:
@@ -236,6 +269,8 @@ class ActorHost:
             harness_name=name,
             processes=self._processes,
             working_directory=tools.cwd,
+            state=StoredHarnessState(self._store, session_id, name),
+            data_dir=self._place.home / "harnesses" / name,
         )
         return self.harnesses.create(name, env), name
 

@@ -506,6 +506,10 @@ class Runtime(metaclass=_NoPublicConstructor):
         if actor is not None:
             actor.stop()
             await actor.done.wait()
+        if self._processes is not None:
+            # A native coding agent's process serves this session only: a stop or a
+            # delete leaves none behind (an idle session's included).
+            await self._processes.terminate_session(session_id)
 
     # -- events out ----------------------------------------------------------------------
 

@@ -149,6 +149,7 @@ class SessionRecords:
                     "which takes no harness_override"
                 )
             harness_override = self._host.harnesses.canonical(harness_override)
+        self._host.check_runnable(spec, harness_override, model_override)
         root = None
         if parent_session_id is not None:
             parent = await self.row(parent_session_id)
@@ -253,6 +254,9 @@ class SessionRecords:
             fields["labels"] = _check_labels(changes["labels"])
         if "model_override" in changes:
             fields["model_override"] = _check_model_override(changes["model_override"])
+            row = await self.row(session_id)
+            spec = await self._host.agent_spec(row.agent_id, row.agent_version)
+            self._host.check_runnable(spec, row.harness_override, fields["model_override"])
         if fields:
             await self._store.update_session(session_id, **fields)
         return await self.snapshot(await self.row(session_id))

@@ -238,10 +238,12 @@ class Turn:
         answer = await self._services.elicitations.ask(self.session_id, params)
         return answer.action, answer.content
 
-    async def evaluate_policy(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def evaluate_policy(
+        self, event: Mapping[str, Any], *, ask: ElicitationParams | None = None
+    ) -> Mapping[str, Any]:
         if self._tools is None:
             raise HarnessError("no policies are available in this turn")
-        verdict = await self._tools.evaluate(event)
+        verdict = await self._tools.evaluate(event, ask=ask)
         return verdict.wire()
 
     def report_response_status(self, status: str, error: str | None = None) -> None:

@@ -99,6 +99,10 @@ class ProcessSpec:
         idle_reap: whether the idle reaper may end this process.
         info: the owner's notes about the process (a socket path, a token), kept so a
             later owner can find its way back to it; never given to the child.
+        session_id: the session the process serves, if it must not outlive that
+            session's work: :meth:`ProcessManager.terminate_session` ends it when the
+            session is stopped or deleted (native coding agents). ``None``: it lives
+            until reaped, replaced or shut down (external harnesses).
     """
 
     argv: tuple[str, ...]
@@ -108,6 +112,7 @@ class ProcessSpec:
     pipes: bool = False
     idle_reap: bool = True
     info: Mapping[str, str] = attrs.field(factory=dict, hash=False, repr=False)
+    session_id: str | None = None
 
 
 class ManagedProcess:
@@ -126,6 +131,10 @@ class ManagedProcess:
         self._users = 0
         self.last_used = trio.current_time()
         self._terminating = False
+        # The spawner's live state tied to this very process (a stdio protocol's
+        # reader, with what it has buffered), found again by a later owner through
+        # ProcessManager.get; it goes away with the process.
+        self.owner_state: object = None
 
     @property
     def alive(self) -> bool:
@@ -329,6 +338,18 @@ class ProcessManager:
         async with trio.open_nursery() as nursery:
             for process in self.processes:
                 nursery.start_soon(process.terminate, self.grace)
+
+    async def terminate_session(self, session_id: str) -> int:
+        """Terminate (concurrently) every process spawned for ``session_id``.
+
+        Returns how many were asked to end. Called by the runtime when a session is
+        stopped or deleted, after its work has ended.
+        """
+        doomed = [p for p in self.processes if p.spec.session_id == session_id]
+        async with trio.open_nursery() as nursery:
+            for process in doomed:
+                nursery.start_soon(process.terminate, self.grace)
+        return len(doomed)
 
     async def reap_idle(self) -> int:
         """Terminate reapable processes idle for longer than ``idle_timeout``.

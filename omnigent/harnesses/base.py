@@ -31,6 +31,8 @@ __all__ = [
     "Harness",
     "HarnessEnv",
     "HarnessFactory",
+    "HarnessState",
+    "MemoryHarnessState",
     "MessageWriter",
     "ToolSchema",
     "TurnContext",
@@ -160,13 +162,17 @@ class TurnContext(Protocol):
         """
         ...
 
-    async def evaluate_policy(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def evaluate_policy(
+        self, event: Mapping[str, Any], *, ask: ElicitationParams | None = None
+    ) -> Mapping[str, Any]:
         """Evaluate the session's policies on a wire policy event.
 
         ``event`` is ``{type: PHASE_TOOL_CALL | PHASE_TOOL_RESULT, data, ...}`` as
         ``POST /sessions/{id}/policies/evaluate`` takes it; an ASK is settled by an
-        elicitation first. Returns the verdict's wire form ``{result, reason?,
-        data?}``.
+        elicitation first — ``ask`` if given (a harness's own phase, such as
+        ``codex_command_approval``; the message and policy name are set from the
+        deciding policy), else a ``tool_call`` / ``tool_result`` one. Returns the
+        verdict's wire form ``{result, reason?, data?}``.
 
         Raises:
             InvalidInput: ``event`` is malformed.
@@ -195,6 +201,45 @@ async def _no_working_directory() -> Path:
     return Path.cwd()
 
 
+class HarnessState(Protocol):
+    """Small strings a harness keeps on its session, across turns and restarts.
+
+    A native coding agent keeps its own conversation id here (Claude Code's session
+    id, a Codex thread id), so a later turn — also after a server restart —
+    continues that conversation. Values are scoped to the session *and* the harness
+    name; they are deleted with the session.
+    """
+
+    async def get(self, key: str) -> str | None:
+        """The value stored under ``key``, or ``None``."""
+        ...
+
+    async def set(self, key: str, value: str | None) -> None:
+        """Store ``value`` under ``key`` (``None`` removes it).
+
+        Raises:
+            InvalidInput: ``key`` is empty or over 100 characters, or ``value`` is over
+                4096 characters.
+        """
+        ...
+
+
+class MemoryHarnessState:
+    """A :class:`HarnessState` in a dict: for harnesses built outside a runtime."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self._values.get(key)
+
+    async def set(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._values.pop(key, None)
+        else:
+            self._values[key] = value
+
+
 @attrs.frozen
 class HarnessEnv:
     """What a harness factory is given to build a harness for one session.
@@ -205,6 +250,10 @@ class HarnessEnv:
             process (``None`` when built outside a runtime).
         working_directory: the session's working directory (its OS tools' ``cwd``),
             created on first use.
+        state: what the harness keeps on the session across turns and restarts.
+        data_dir: a directory of this harness's own that outlives the runtime
+            (``$OMNIGENT_HOME/harnesses/<harness name>``; created by the harness when
+            it needs it), ``None`` when built outside a runtime.
     """
 
     session_id: str
@@ -214,6 +263,8 @@ class HarnessEnv:
     harness_name: str = "unknown"
     processes: ProcessManager | None = None
     working_directory: Callable[[], Awaitable[Path]] = _no_working_directory
+    state: HarnessState = attrs.field(factory=MemoryHarnessState)
+    data_dir: Path | None = None
 
 
 HarnessFactory = Callable[[HarnessEnv], Harness]

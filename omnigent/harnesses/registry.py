@@ -1,37 +1,60 @@
 """Harness names, aliases and factories: one registry per runtime.
 
 Built in: ``loop`` (aliases ``agent``, ``default``, ``omnigent``, ``openai``),
-``scripted`` (aliases ``script``, ``mock``) and ``external`` (the program named
-by ``executor.config.command``, see :mod:`omnigent.harnesses.subprocess`). Packages
-add harnesses through the ``omnigent.harnesses`` entry-point group: each entry point
-loads a factory (a callable ``HarnessEnv -> Harness``, such as
-:func:`omnigent.harnesses.subprocess.external_harness` builds) registered under the
-entry point's name.
+``scripted`` (aliases ``script``, ``mock``), ``external`` (the program named by
+``executor.config.command``, see :mod:`omnigent.harnesses.subprocess`), and the
+native coding agents ``claude-code`` (aliases ``claude-sdk``, ``claude-native``,
+``claude``: the Claude Code CLI) and ``codex`` (alias ``codex-native``: ``codex
+app-server``). Packages add harnesses through the ``omnigent.harnesses`` entry-point
+group: each entry point loads a factory (a callable ``HarnessEnv -> Harness``, such
+as :func:`omnigent.harnesses.subprocess.external_harness` builds) registered under
+the entry point's name.
+
+Besides its factory a harness may declare what it needs up front, so a request it
+cannot serve is refused before anything runs: a :class:`ModelRule` (the models it
+runs), ``requires`` (whether its program is installed here) and ``check_spec`` (spec
+keys it cannot honour).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 
 import attrs
 
-from ..errors import Conflict, UnknownHarness
+from ..errors import Conflict, ErrorDetail, UnknownHarness
+from ..spec import AgentSpec
+from ._native import CLAUDE_CLI, CLAUDE_MODELS, CODEX_CLI, OPENAI_MODELS, ModelRule
 from .base import Harness, HarnessEnv, HarnessFactory
 
-__all__ = ["HarnessInfo", "HarnessRegistry"]
+__all__ = ["HarnessInfo", "HarnessRegistry", "ModelRule"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "omnigent.harnesses"
 
+SpecCheck = Callable[[AgentSpec], list[ErrorDetail]]
+
 
 @attrs.frozen
 class HarnessInfo:
+    """A registered harness.
+
+    Attributes:
+        models: the models it runs (``None``: any).
+        requires: says what is missing for it to run here (``None`` from the call:
+            nothing); ``None``: it needs nothing outside omnigent.
+        check_spec: the errors of a spec it cannot honour as written.
+    """
+
     name: str
     factory: HarnessFactory
     aliases: tuple[str, ...] = ()
+    models: ModelRule | None = None
+    requires: Callable[[], str | None] | None = None
+    check_spec: SpecCheck | None = None
 
 
 def _make_loop(env: HarnessEnv) -> Harness:
@@ -52,6 +75,30 @@ def _make_external(env: HarnessEnv) -> Harness:
     return make_external(env)
 
 
+def _make_claude(env: HarnessEnv) -> Harness:
+    from ._claude import ClaudeCodeHarness
+
+    return ClaudeCodeHarness(env)
+
+
+def _make_codex(env: HarnessEnv) -> Harness:
+    from ._codex import CodexHarness
+
+    return CodexHarness(env)
+
+
+def _check_claude(spec: AgentSpec) -> list[ErrorDetail]:
+    from ._claude_protocol import spec_problems
+
+    return spec_problems(spec)
+
+
+def _check_codex(spec: AgentSpec) -> list[ErrorDetail]:
+    from ._codex_protocol import spec_problems
+
+    return spec_problems(spec)
+
+
 class HarnessRegistry:
     """Maps names and aliases to harness factories."""
 
@@ -62,6 +109,22 @@ class HarnessRegistry:
             self.register("loop", _make_loop, aliases=("agent", "default", "omnigent", "openai"))
             self.register("scripted", _make_scripted, aliases=("script", "mock"))
             self.register("external", _make_external)
+            self.register(
+                "claude-code",
+                _make_claude,
+                aliases=("claude-sdk", "claude-native", "claude"),
+                models=CLAUDE_MODELS,
+                requires=CLAUDE_CLI.missing,
+                check_spec=_check_claude,
+            )
+            self.register(
+                "codex",
+                _make_codex,
+                aliases=("codex-native",),
+                models=OPENAI_MODELS,
+                requires=CODEX_CLI.missing,
+                check_spec=_check_codex,
+            )
 
     def register(
         self,
@@ -70,6 +133,9 @@ class HarnessRegistry:
         *,
         aliases: Iterable[str] = (),
         replace: bool = False,
+        models: ModelRule | None = None,
+        requires: Callable[[], str | None] | None = None,
+        check_spec: SpecCheck | None = None,
     ) -> None:
         """Register a harness under ``name`` (and ``aliases``).
 
@@ -80,7 +146,7 @@ class HarnessRegistry:
         for key in (name, *aliases):
             if not replace and (key in self._harnesses or key in self._aliases):
                 raise Conflict(f"harness name {key!r} is already registered")
-        self._harnesses[name] = HarnessInfo(name, factory, aliases)
+        self._harnesses[name] = HarnessInfo(name, factory, aliases, models, requires, check_spec)
         self._aliases.pop(name, None)
         for alias in aliases:
             self._aliases[alias] = name
@@ -113,6 +179,46 @@ class HarnessRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._harnesses)
+
+    def info(self, name: str) -> HarnessInfo:
+        """What is registered under ``name`` or an alias. Raises UnknownHarness."""
+        return self._harnesses[self.canonical(name)]
+
+    def unavailable(self, name: str) -> str | None:
+        """Why the harness cannot run here (what to install), or ``None`` if it can.
+
+        For refusing work up front — a sub-agent dispatch to a harness whose CLI is
+        missing is refused before any child session is created. Raises UnknownHarness.
+        """
+        requires = self.info(name).requires
+        return None if requires is None else requires()
+
+    def model_problem(self, name: str, model: str | None) -> str | None:
+        """The message refusing ``model`` on the harness (its model guard), or ``None``.
+
+        ``None`` for no model (the harness's default) and for harnesses that run any
+        model. Raises UnknownHarness.
+        """
+        rule = self.info(name).models
+        if rule is None or model is None:
+            return None
+        return rule.refusal(self.canonical(name), model)
+
+    def spec_problems(self, name: str, spec: AgentSpec) -> list[ErrorDetail]:
+        """Every reason the harness cannot run ``spec`` as written (``[]``: none).
+
+        The spec's own model against the harness's model guard (at
+        ``executor.config.model``), then the harness's own checks. Raises
+        UnknownHarness.
+        """
+        info = self.info(name)
+        problems: list[ErrorDetail] = []
+        refusal = self.model_problem(name, spec.model)
+        if refusal is not None:
+            problems.append(ErrorDetail("executor.config.model", refusal))
+        if info.check_spec is not None:
+            problems.extend(info.check_spec(spec))
+        return problems
 
     def create(self, name: str, env: HarnessEnv) -> Harness:
         """A new harness instance for one session."""

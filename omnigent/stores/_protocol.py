@@ -102,7 +102,8 @@ class Store(Protocol):
         ...
 
     async def delete_sessions(self, session_ids: Iterable[str]) -> None:
-        """Delete sessions with everything they hold (items, events, inbox, grants)."""
+        """Delete sessions with everything they hold (items, events, inbox, grants,
+        harness state)."""
         ...
 
     async def ancestor_ids(self, session_id: str) -> list[str]:
@@ -188,6 +189,18 @@ class Store(Protocol):
 
     async def expire_pending_elicitations(self) -> int:
         """Mark every pending elicitation expired (their waiters died); returns how many."""
+        ...
+
+    # -- harness state -------------------------------------------------------------------
+
+    async def get_harness_state(self, session_id: str, harness: str) -> dict[str, str]:
+        """What ``harness`` keeps on the session (``{}`` if nothing)."""
+        ...
+
+    async def put_harness_state(
+        self, session_id: str, harness: str, key: str, value: str | None
+    ) -> None:
+        """Store one value (``None`` deletes it). Nothing is kept for a deleted session."""
         ...
 
     # -- files ---------------------------------------------------------------------------

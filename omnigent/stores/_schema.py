@@ -104,4 +104,16 @@ UPDATE sessions SET updated_at = created_at;
 CREATE INDEX sessions_cwd ON sessions(cwd);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# Harness state: what a harness keeps on a session across restarts (a native coding
+# agent's conversation id).
+_V3 = """
+CREATE TABLE harness_state (
+    session_id TEXT NOT NULL,
+    harness TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (session_id, harness, key)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)

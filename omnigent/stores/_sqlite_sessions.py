@@ -202,7 +202,14 @@ class SessionsMixin(SQLiteBase):
         ids = [(i,) for i in session_ids]
 
         def write(c: sqlite3.Connection) -> None:
-            for table in ("items", "events", "inbox", "elicitations", "permissions"):
+            for table in (
+                "items",
+                "events",
+                "inbox",
+                "elicitations",
+                "permissions",
+                "harness_state",
+            ):
                 c.executemany(f"DELETE FROM {table} WHERE session_id = ?", ids)
             c.executemany("DELETE FROM sessions WHERE id = ?", ids)
 

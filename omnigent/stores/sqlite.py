@@ -15,7 +15,8 @@ statement it started to finish (bounded by SQLite's busy timeout), then sees
 
 This module owns the connections, migrations and thread plumbing; the methods come
 from one mixin per table family (``_sqlite_agents``, ``_sqlite_sessions``,
-``_sqlite_log``, ``_sqlite_extras``), each relying only on ``_write``/``_read``.
+``_sqlite_log``, ``_sqlite_extras``, ``_sqlite_harness``), each relying only on
+``_write``/``_read``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..errors import StoreBusy
 from ._schema import MIGRATIONS
 from ._sqlite_agents import AgentsMixin
 from ._sqlite_extras import ExtrasMixin
+from ._sqlite_harness import HarnessStateMixin
 from ._sqlite_log import LogMixin
 from ._sqlite_sessions import SessionsMixin
 
@@ -70,7 +72,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
             raise
 
 
-class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin):
+class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin):
     """SQLite-backed store. Open with :func:`open_sqlite_store`."""
 
     def __init__(self, path: Path | None) -> None:

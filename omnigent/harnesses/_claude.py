@@ -1,0 +1,349 @@
+"""The ``claude-code`` harness: Claude Code as a session's agent loop.
+
+One Claude Code process per conversation (``docs/harnesses.md``, "Claude Code"),
+spawned by the runtime's process manager in its own process group, in the session's
+working directory, and kept for later turns — also by the next harness instance after
+the session went idle. Its session id is kept on the omnigent session
+(:class:`~omnigent.harnesses.base.HarnessState` key ``session_id``): a new process —
+after a reap, a crash, a server restart — continues the conversation with
+``--resume``; a conversation Claude Code no longer knows starts afresh, told the
+session's earlier messages.
+
+Every tool call reaches omnigent first through a ``PreToolUse`` hook callback: the
+session's policies ALLOW or DENY it (an ASK asks the person), and with no opinion
+Claude Code's own rules apply — what it then asks about (``can_use_tool``,
+``AskUserQuestion`` included) becomes an elicitation on the session.
+
+Interrupt: Claude Code's own control ``interrupt``, then the turn's end is read
+(bounded by :data:`INTERRUPT_GRACE`); a process that has not ended the turn by then is
+killed with its group. The pure half is :mod:`._claude_protocol`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import uuid
+from typing import Any
+
+import trio
+
+from .._config import omnigent_home
+from ..errors import HarnessError, HarnessUnavailable
+from ._claude_protocol import (
+    HOOK_ID,
+    ControlCancel,
+    ControlRequest,
+    ControlResponse,
+    SessionStarted,
+    StreamReader,
+    claude_argv,
+    claude_environment,
+    control_error,
+    control_request,
+    control_success,
+    hook_answer,
+    hook_event,
+    initialize_body,
+    permission_answer,
+    permission_params,
+    user_message,
+)
+from ._native import CLAUDE_CLI, CLAUDE_MODELS, model_endpoint
+from ._native_input import preamble
+from ._native_relay import Finished, ItemRelay
+from ._ndjson import ChannelClosed, LineChannel
+from ._processes import ManagedProcess, ProcessManager, ProcessSpec, base_environment
+from .base import HarnessEnv, TurnContext, TurnRequest
+
+__all__ = ["INTERRUPT_GRACE", "ClaudeCodeHarness"]
+
+HARNESS = "claude-code"
+STATE_KEY = "session_id"
+DEFAULT_STARTUP_TIMEOUT = 30.0
+INTERRUPT_GRACE = 3.0
+"""Seconds Claude Code gets to end an interrupted turn before its group is killed."""
+_CONTROL_TIMEOUT = 10.0
+_EXIT_WAIT = 2.0
+_MAX_PENDING = 32
+_NO_CONVERSATION = "No conversation found"
+
+
+class _Claude:
+    """One live Claude Code process and what omnigent knows about it (kept on it)."""
+
+    def __init__(self, process: ManagedProcess, model: str | None) -> None:
+        self.process = process
+        self.channel = LineChannel(process, name="Claude Code")
+        self.model = model
+        self.fresh = False  # the next turn is a new conversation's first
+        self._ids = itertools.count(1)
+
+    def next_id(self) -> str:
+        return f"omnigent_{next(self._ids)}"
+
+    async def call(self, body: dict[str, Any]) -> Any:
+        """Send a control request and read until its answer (nothing else is running).
+
+        Raises:
+            ChannelClosed: the process went away. HarnessError: it refused.
+        """
+        request_id = self.next_id()
+        await self.channel.send(control_request(request_id, body))
+        reader = StreamReader()
+        while True:
+            for message in reader.feed(await self.channel.receive_batch()):
+                if isinstance(message, ControlResponse) and message.request_id == request_id:
+                    if not message.ok:
+                        raise HarnessError(f"Claude Code refused {body['subtype']}: {message.body}")
+                    return message.body
+                if isinstance(message, ControlRequest):
+                    await self.channel.send(control_error(message.request_id, "not in a turn"))
+
+    async def kill(self) -> None:
+        """SIGKILL the group and wait for the exit. Shielded, bounded."""
+        with trio.move_on_after(_EXIT_WAIT + 5, shield=True):
+            self.process.signal_group(signal.SIGKILL)
+            await self.process.exited.wait()
+
+
+class ClaudeCodeHarness:
+    """The runtime's side of one session's Claude Code (see the module docstring)."""
+
+    def __init__(self, env: HarnessEnv) -> None:
+        if env.processes is None:
+            raise HarnessError(f"harness {HARNESS!r} needs a runtime's process manager")
+        self._env = env
+        self._processes: ProcessManager = env.processes
+        self._key = f"{HARNESS}:{env.session_id}"
+        option = env.config.options.get("startup_timeout")
+        self._startup_timeout = (
+            float(option) if isinstance(option, int | float) and option > 0 else None
+        ) or DEFAULT_STARTUP_TIMEOUT
+
+    async def aclose(self) -> None:
+        """Nothing to close: the process stays for the session's next turn."""
+
+    async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
+        if request.model and (refusal := CLAUDE_MODELS.refusal(HARNESS, request.model)):
+            raise HarnessError(refusal)
+        claude = await self._connect(request, ctx)
+        with claude.process.in_use():
+            if request.model and request.model != claude.model:
+                with trio.fail_after(_CONTROL_TIMEOUT):
+                    await claude.call({"subtype": "set_model", "model": request.model})
+                claude.model = request.model
+            turn = _Turn(claude, request, ctx, self._env)
+            try:
+                await turn.run()
+            except BaseException as exc:
+                if _cancelled(exc):
+                    await turn.interrupt()
+                raise
+
+    # -- the process -------------------------------------------------------------------
+
+    async def _connect(self, request: TurnRequest, ctx: TurnContext) -> _Claude:
+        process = self._processes.get(self._key)
+        if process is not None and isinstance(process.owner_state, _Claude):
+            return process.owner_state
+        missing = CLAUDE_CLI.missing()
+        if missing is not None:
+            raise HarnessUnavailable(HARNESS, missing)
+        async with ctx.launching():
+            stored = await self._env.state.get(STATE_KEY)
+            claude = await self._start(request, stored, resume=True) if stored else None
+            if claude is None:
+                conversation = str(uuid.uuid4())
+                claude = await self._start(request, conversation, resume=False)
+                assert claude is not None
+                claude.fresh = True
+                await self._env.state.set(STATE_KEY, conversation)
+        return claude
+
+    async def _start(
+        self, request: TurnRequest, conversation: str, *, resume: bool
+    ) -> _Claude | None:
+        """Spawn and initialize a process; ``None`` if Claude Code has no such
+        conversation to resume.
+
+        Raises:
+            HarnessError: it could not be started, or exited or stalled while starting.
+        """
+        binary = CLAUDE_CLI.find()
+        if binary is None:
+            raise HarnessUnavailable(HARNESS, CLAUDE_CLI.missing() or "Claude Code is missing")
+        config = self._env.config
+        endpoint = model_endpoint(
+            config.base_url,
+            config.api_key,
+            base_url_variable="ANTHROPIC_BASE_URL",
+            api_key_variable="ANTHROPIC_API_KEY",
+        )
+        data_dir = self._env.data_dir or omnigent_home() / "harnesses" / HARNESS
+        config_dir = data_dir / "config"
+        await trio.Path(config_dir).mkdir(parents=True, exist_ok=True)
+        spec = ProcessSpec(
+            argv=claude_argv(
+                str(binary),
+                conversation=conversation,
+                resume=resume,
+                model=request.model,
+                instructions=request.instructions,
+            ),
+            env=claude_environment(
+                base_environment(), config_dir=config_dir, endpoint=endpoint, extra=config.env
+            ),
+            key=self._key,
+            cwd=await self._env.working_directory(),
+            pipes=True,
+            session_id=self._env.session_id,
+        )
+        try:
+            process = await self._processes.spawn(spec)
+        except OSError as exc:
+            raise HarnessError(f"cannot start Claude Code ({binary}): {exc}") from exc
+        claude = _Claude(process, request.model)
+        process.owner_state = claude
+        try:
+            with trio.fail_after(self._startup_timeout):
+                await claude.call(initialize_body())
+        except ChannelClosed:
+            with trio.move_on_after(_EXIT_WAIT):
+                await process.exited.wait()
+            if resume and _NO_CONVERSATION in process.stderr_tail():
+                return None
+            raise HarnessError(
+                f"Claude Code exited before it was ready: {process.describe_exit()}"
+            ) from None
+        except trio.TooSlowError:
+            await claude.kill()
+            raise HarnessError(
+                f"Claude Code did not start within {self._startup_timeout:g} s"
+            ) from None
+        except BaseException:
+            await claude.kill()
+            raise
+        return claude
+
+
+def _cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[0] is not None
+    return isinstance(exc, trio.Cancelled)
+
+
+class _Turn:
+    """One turn's conversation with the process."""
+
+    def __init__(
+        self, claude: _Claude, request: TurnRequest, ctx: TurnContext, env: HarnessEnv
+    ) -> None:
+        self._claude = claude
+        self._request = request
+        self._ctx = ctx
+        self._env = env
+        self._reader = StreamReader()
+        self._pending: dict[str, trio.CancelScope] = {}
+        self._finished: Finished | None = None
+        self._sent = False
+
+    async def run(self) -> None:
+        claude = self._claude
+        earlier = preamble(self._request.history) if claude.fresh else None
+        claude.fresh = False
+        async with ItemRelay(self._ctx) as relay, trio.open_nursery() as nursery:
+            self._sent = True
+            await claude.channel.send(user_message(self._request.input, earlier))
+            while self._finished is None:
+                try:
+                    batch = await claude.channel.receive_batch()
+                except ChannelClosed:
+                    raise await self._died() from None
+                for message in self._reader.feed(batch):
+                    await self._handle(message, relay, nursery)
+            nursery.cancel_scope.cancel()  # nothing should be pending after a result
+        if self._finished.error is not None:
+            self._ctx.report_response_status("failed", self._finished.error)
+
+    async def _died(self) -> HarnessError:
+        process = self._claude.process
+        with trio.move_on_after(_EXIT_WAIT):
+            await process.exited.wait()
+        return HarnessError(f"Claude Code {process.describe_exit()} during the turn")
+
+    async def _handle(self, message: Any, relay: ItemRelay, nursery: trio.Nursery) -> None:
+        if isinstance(message, Finished):
+            self._finished = message
+        elif isinstance(message, ControlRequest):
+            await self._control(message, nursery)
+        elif isinstance(message, ControlCancel):
+            scope = self._pending.get(message.request_id)
+            if scope is not None:
+                scope.cancel()  # withdraws its elicitation
+        elif isinstance(message, SessionStarted):
+            if message.session_id != await self._env.state.get(STATE_KEY):
+                await self._env.state.set(STATE_KEY, message.session_id)
+        elif not isinstance(message, ControlResponse):
+            await relay.apply(message)
+
+    async def _control(self, request: ControlRequest, nursery: trio.Nursery) -> None:
+        channel = self._claude.channel
+        known = request.subtype == "can_use_tool" or (
+            request.subtype == "hook_callback" and request.body.get("callback_id") == HOOK_ID
+        )
+        if not known:
+            message = f"omnigent does not handle {request.subtype!r} requests"
+            await channel.send(control_error(request.request_id, message))
+        elif len(self._pending) >= _MAX_PENDING:
+            await channel.send(control_error(request.request_id, "too many open requests"))
+        else:
+            scope = trio.CancelScope()
+            self._pending[request.request_id] = scope
+            nursery.start_soon(self._answer, request, scope)
+
+    async def _answer(self, request: ControlRequest, scope: trio.CancelScope) -> None:
+        try:
+            with scope:
+                if request.subtype == "hook_callback":
+                    response = await self._pre_tool_use(request.body)
+                else:
+                    response = await self._permission(request.body)
+                await self._claude.channel.send(control_success(request.request_id, response))
+        finally:
+            self._pending.pop(request.request_id, None)
+
+    async def _pre_tool_use(self, body: Any) -> dict[str, Any]:
+        event = hook_event(body)
+        if event is None:
+            return hook_answer({"result": "POLICY_ACTION_DENY", "reason": "malformed hook call"})
+        return hook_answer(await self._ctx.evaluate_policy(event))
+
+    async def _permission(self, body: Any) -> dict[str, Any]:
+        params = permission_params(body)
+        if params is None:
+            return {"behavior": "deny", "message": "omnigent could not read this request"}
+        action, content = await self._ctx.elicit(params)
+        return permission_answer(action, content, body)
+
+    async def interrupt(self) -> None:
+        """Claude Code's own interrupt, then read to the end of the turn; kill the group
+        if that takes longer than :data:`INTERRUPT_GRACE`. Shielded, bounded."""
+        if not self._sent:
+            return
+        claude = self._claude
+        with trio.move_on_after(INTERRUPT_GRACE, shield=True):
+            try:
+                interrupt = control_request(claude.next_id(), {"subtype": "interrupt"})
+                await claude.channel.send(interrupt)
+                while True:
+                    for message in self._reader.feed(await claude.channel.receive_batch()):
+                        if isinstance(message, Finished):
+                            return
+                        if isinstance(message, ControlRequest):
+                            await claude.channel.send(
+                                control_error(message.request_id, "the turn was interrupted")
+                            )
+            except (ChannelClosed, HarnessError):
+                pass  # it is gone, or going: nothing to wait for
+        await claude.kill()

@@ -1,0 +1,388 @@
+"""The ``codex`` harness: Codex (``codex app-server``) as a session's agent loop.
+
+One app-server process per conversation (``docs/harnesses.md``, "Codex"), spawned by
+the runtime's process manager in its own process group, speaking JSON-RPC on stdio,
+kept for later turns. A session is one Codex thread: its id is kept on the omnigent
+session (:class:`~omnigent.harnesses.base.HarnessState` key ``thread_id``), so a new
+process — after a reap, a crash, a server restart — resumes it (``thread/resume``); a
+thread Codex no longer knows is started afresh, told the session's earlier messages.
+A message is one Codex turn.
+
+Threads run with ``approvalPolicy: "untrusted"``: Codex asks about every command and
+file change, and each request is answered from the session's policies — ALLOW / DENY
+without asking, an ASK (or no opinion at all) as an elicitation with phase
+``codex_command_approval`` / ``codex_file_change_approval``.
+
+Interrupt: ``turn/interrupt``, then the turn's end is read (bounded by
+:data:`INTERRUPT_GRACE`); a process that has not ended the turn by then is killed with
+its group (the cancel is then best-effort, and logged). The pure half is
+:mod:`._codex_protocol`; the JSON-RPC framing here is private and small (newline
+JSON, ids of our own, server requests answered by id).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import signal
+from collections import deque
+from typing import Any
+
+import trio
+
+from .._config import omnigent_home
+from ..errors import HarnessError, HarnessUnavailable
+from ._codex_protocol import (
+    COMMAND_APPROVAL,
+    FILE_APPROVAL,
+    CodexReader,
+    Response,
+    ServerRequest,
+    Withdrawn,
+    approval_event,
+    approval_params,
+    codex_argv,
+    codex_environment,
+    decision,
+    error_response,
+    notification,
+    read_message,
+    request,
+    result,
+    thread_params,
+    turn_input,
+)
+from ._native import CODEX_CLI, OPENAI_MODELS, model_endpoint
+from ._native_input import preamble
+from ._native_relay import Finished, ItemRelay
+from ._ndjson import ChannelClosed, LineChannel
+from ._processes import ManagedProcess, ProcessManager, ProcessSpec, base_environment
+from .base import HarnessEnv, TurnContext, TurnRequest
+
+__all__ = ["INTERRUPT_GRACE", "CodexHarness"]
+
+log = logging.getLogger(__name__)
+
+HARNESS = "codex"
+STATE_KEY = "thread_id"
+DEFAULT_STARTUP_TIMEOUT = 30.0
+DEFAULT_SANDBOX = "workspace-write"
+INTERRUPT_GRACE = 3.0
+"""Seconds Codex gets to end an interrupted turn before its group is killed."""
+_EXIT_WAIT = 2.0
+_MAX_PENDING = 32
+
+
+class _RpcFailed(Exception):
+    """Codex answered one of our requests with an error."""
+
+
+class _Codex:
+    """One live app-server process and what omnigent knows about it (kept on it)."""
+
+    def __init__(self, process: ManagedProcess) -> None:
+        self.process = process
+        self.channel = LineChannel(process, name="Codex")
+        self.thread_id = ""
+        self.fresh = False  # the next turn is a new thread's first
+        self.past_turns: deque[str] = deque(maxlen=8)
+        self._ids = itertools.count(1)
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """A request answered before anything else runs (setup): read until its answer.
+
+        Raises:
+            ChannelClosed: the process went away. _RpcFailed: Codex refused it.
+        """
+        request_id = self.next_id()
+        await self.channel.send(request(request_id, method, params))
+        while True:
+            for raw in await self.channel.receive_batch():
+                message = read_message(raw)
+                if isinstance(message, Response) and message.id == request_id:
+                    if message.error is not None:
+                        raise _RpcFailed(message.error)
+                    return message.result
+                if isinstance(message, ServerRequest):
+                    await self.channel.send(error_response(message.id, "not in a turn"))
+
+    async def kill(self) -> None:
+        """SIGKILL the group and wait for the exit. Shielded, bounded."""
+        with trio.move_on_after(_EXIT_WAIT + 5, shield=True):
+            self.process.signal_group(signal.SIGKILL)
+            await self.process.exited.wait()
+
+
+class CodexHarness:
+    """The runtime's side of one session's Codex (see the module docstring)."""
+
+    def __init__(self, env: HarnessEnv) -> None:
+        if env.processes is None:
+            raise HarnessError(f"harness {HARNESS!r} needs a runtime's process manager")
+        self._env = env
+        self._processes: ProcessManager = env.processes
+        self._key = f"{HARNESS}:{env.session_id}"
+        options = env.config.options
+        timeout = options.get("startup_timeout")
+        self._startup_timeout = (
+            float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
+        ) or DEFAULT_STARTUP_TIMEOUT
+        sandbox = options.get("sandbox")
+        self._sandbox = sandbox if isinstance(sandbox, str) else DEFAULT_SANDBOX
+
+    async def aclose(self) -> None:
+        """Nothing to close: the process stays for the session's next turn."""
+
+    async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
+        if request.model and (refusal := OPENAI_MODELS.refusal(HARNESS, request.model)):
+            raise HarnessError(refusal)
+        codex = await self._connect(request, ctx)
+        with codex.process.in_use():
+            turn = _Turn(codex, request, ctx)
+            try:
+                await turn.run()
+            except BaseException as exc:
+                if _cancelled(exc):
+                    await turn.interrupt()
+                raise
+
+    # -- the process -------------------------------------------------------------------
+
+    async def _connect(self, request: TurnRequest, ctx: TurnContext) -> _Codex:
+        process = self._processes.get(self._key)
+        if process is not None and isinstance(process.owner_state, _Codex):
+            codex: _Codex = process.owner_state
+            if codex.thread_id:
+                return codex
+            await codex.kill()  # it never got a thread: start over
+        missing = CODEX_CLI.missing()
+        if missing is not None:
+            raise HarnessUnavailable(HARNESS, missing)
+        async with ctx.launching():
+            codex = await self._spawn(request)
+            try:
+                with trio.fail_after(self._startup_timeout):
+                    await self._open_thread(codex, request)
+            except trio.TooSlowError:
+                await codex.kill()
+                raise HarnessError(
+                    f"Codex did not start within {self._startup_timeout:g} s"
+                ) from None
+            except ChannelClosed:
+                with trio.move_on_after(_EXIT_WAIT):
+                    await codex.process.exited.wait()
+                raise HarnessError(
+                    f"Codex exited before it was ready: {codex.process.describe_exit()}"
+                ) from None
+            except _RpcFailed as exc:
+                await codex.kill()
+                raise HarnessError(f"Codex refused to start the thread: {exc}") from None
+            except BaseException:
+                await codex.kill()
+                raise
+        return codex
+
+    async def _spawn(self, request: TurnRequest) -> _Codex:
+        binary = CODEX_CLI.find()
+        if binary is None:
+            raise HarnessUnavailable(HARNESS, CODEX_CLI.missing() or "Codex is missing")
+        config = self._env.config
+        endpoint = model_endpoint(
+            config.base_url,
+            config.api_key,
+            base_url_variable="OPENAI_BASE_URL",
+            api_key_variable="OPENAI_API_KEY",
+        )
+        home = (self._env.data_dir or omnigent_home() / "harnesses" / HARNESS) / "home"
+        await trio.Path(home).mkdir(parents=True, exist_ok=True)
+        spec = ProcessSpec(
+            argv=codex_argv(str(binary), endpoint=endpoint, model=request.model),
+            env=codex_environment(
+                base_environment(), home=home, endpoint=endpoint, extra=config.env
+            ),
+            key=self._key,
+            cwd=await self._env.working_directory(),
+            pipes=True,
+            session_id=self._env.session_id,
+        )
+        try:
+            process = await self._processes.spawn(spec)
+        except OSError as exc:
+            raise HarnessError(f"cannot start Codex ({binary}): {exc}") from exc
+        codex = _Codex(process)
+        process.owner_state = codex
+        return codex
+
+    async def _open_thread(self, codex: _Codex, request: TurnRequest) -> None:
+        """``initialize``, then resume the session's thread or start one."""
+        client = {"name": "omnigent", "title": "omnigent", "version": _version()}
+        await codex.call("initialize", {"clientInfo": client})
+        await codex.channel.send(notification("initialized"))
+        cwd = await self._env.working_directory()
+
+        def params(thread_id: str | None) -> dict[str, Any]:
+            return thread_params(
+                cwd=cwd,
+                sandbox=self._sandbox,
+                instructions=request.instructions,
+                model=request.model,
+                thread_id=thread_id,
+            )
+
+        stored = await self._env.state.get(STATE_KEY)
+        answer: Any = None
+        if stored:
+            try:
+                answer = await codex.call("thread/resume", params(stored))
+            except _RpcFailed as exc:
+                log.info("Codex cannot resume thread %s (%s): starting a new one", stored, exc)
+        if answer is None:
+            answer = await codex.call("thread/start", params(None))
+            codex.fresh = True
+        thread = answer.get("thread") if isinstance(answer, dict) else None
+        if not isinstance(thread, dict) or not isinstance(thread.get("id"), str):
+            raise _RpcFailed("its answer names no thread")
+        codex.thread_id = thread["id"]
+        if codex.thread_id != stored:
+            await self._env.state.set(STATE_KEY, codex.thread_id)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[0] is not None
+    return isinstance(exc, trio.Cancelled)
+
+
+class _Turn:
+    """One Codex turn: ``turn/start``, then the thread's notifications until it ends."""
+
+    def __init__(self, codex: _Codex, request: TurnRequest, ctx: TurnContext) -> None:
+        self._codex = codex
+        self._request = request
+        self._ctx = ctx
+        self._reader = CodexReader(codex.thread_id)
+        self._start_id = -1
+        self._sent = False
+        self._pending: dict[Any, trio.CancelScope] = {}
+        self._finished: Finished | None = None
+
+    async def run(self) -> None:
+        codex = self._codex
+        earlier = preamble(self._request.history) if codex.fresh else None
+        codex.fresh = False
+        params: dict[str, Any] = {
+            "threadId": codex.thread_id,
+            "input": turn_input(self._request.input, earlier),
+        }
+        if self._request.model:
+            params["model"] = self._request.model
+        self._start_id = codex.next_id()
+        async with ItemRelay(self._ctx) as relay, trio.open_nursery() as nursery:
+            self._sent = True
+            await codex.channel.send(request(self._start_id, "turn/start", params))
+            while self._finished is None:
+                await self._step(relay, nursery)
+            nursery.cancel_scope.cancel()  # approvals left open (none should be)
+        if self._reader.turn_id is not None:
+            codex.past_turns.append(self._reader.turn_id)
+        if self._finished.error is not None:
+            self._ctx.report_response_status("failed", self._finished.error)
+
+    async def _batch(self) -> list[Any]:
+        try:
+            batch = await self._codex.channel.receive_batch()
+        except ChannelClosed:
+            process = self._codex.process
+            with trio.move_on_after(_EXIT_WAIT):
+                await process.exited.wait()
+            raise HarnessError(f"Codex {process.describe_exit()} during the turn") from None
+        past = set(self._codex.past_turns)
+        fresh = [m for m in batch if (m.get("params") or {}).get("turnId") not in past]
+        return self._reader.feed(fresh)
+
+    async def _step(self, relay: ItemRelay | None, nursery: trio.Nursery | None) -> None:
+        for message in await self._batch():
+            if isinstance(message, Finished):
+                self._finished = message
+            elif isinstance(message, Response):
+                self._answered(message)
+            elif isinstance(message, ServerRequest):
+                await self._server_request(message, nursery)
+            elif isinstance(message, Withdrawn):
+                scope = self._pending.get(message.id)
+                if scope is not None:
+                    scope.cancel()  # withdraws its elicitation
+            elif relay is not None:
+                await relay.apply(message)
+
+    def _answered(self, response: Response) -> None:
+        if response.id != self._start_id:
+            return
+        if response.error is not None:
+            raise HarnessError(f"Codex refused the turn: {response.error}")
+        turn = response.result.get("turn") if isinstance(response.result, dict) else None
+        if isinstance(turn, dict) and isinstance(turn.get("id"), str):
+            self._reader.turn_id = self._reader.turn_id or turn["id"]
+
+    async def _server_request(self, message: ServerRequest, nursery: trio.Nursery | None) -> None:
+        channel = self._codex.channel
+        ours = message.params.get("threadId") in (None, self._codex.thread_id)
+        if nursery is None or not ours or message.method not in (COMMAND_APPROVAL, FILE_APPROVAL):
+            text = f"omnigent does not handle {message.method!r} requests"
+            await channel.send(error_response(message.id, text))
+        elif len(self._pending) >= _MAX_PENDING:
+            await channel.send(error_response(message.id, "too many open requests", -32000))
+        else:
+            scope = trio.CancelScope()
+            self._pending[message.id] = scope
+            nursery.start_soon(self._approve, message, scope)
+
+    async def _approve(self, message: ServerRequest, scope: trio.CancelScope) -> None:
+        try:
+            with scope:
+                event = approval_event(message, self._reader)
+                params = approval_params(message, event)
+                verdict = await self._ctx.evaluate_policy(event, ask=params)
+                outcome = verdict.get("result")
+                if outcome == "POLICY_ACTION_ALLOW":
+                    accepted = True
+                elif outcome == "POLICY_ACTION_DENY":
+                    accepted = False
+                else:  # no policy has an opinion: Codex's own question goes to the person
+                    action, _content = await self._ctx.elicit(params)
+                    accepted = action == "accept"
+                await self._codex.channel.send(result(message.id, decision(accepted)))
+        finally:
+            self._pending.pop(message.id, None)
+
+    async def interrupt(self) -> None:
+        """``turn/interrupt``, then read to the end of the turn; kill the group if that
+        takes longer than :data:`INTERRUPT_GRACE`. Shielded, bounded."""
+        if not self._sent:
+            return
+        codex = self._codex
+        with trio.move_on_after(INTERRUPT_GRACE, shield=True):
+            try:
+                while self._reader.turn_id is None and self._finished is None:
+                    await self._step(None, None)  # the turn's id is not known yet
+                if self._finished is None:
+                    params = {"threadId": codex.thread_id, "turnId": self._reader.turn_id}
+                    await codex.channel.send(request(codex.next_id(), "turn/interrupt", params))
+                while self._finished is None:
+                    await self._step(None, None)
+                if self._reader.turn_id is not None:
+                    codex.past_turns.append(self._reader.turn_id)
+                return
+            except HarnessError:
+                pass  # it is gone, or going
+        log.warning("Codex did not confirm the interrupt of thread %s: killing it", codex.thread_id)
+        await codex.kill()

@@ -1,0 +1,452 @@
+"""The Codex side of the ``codex`` harness, without I/O.
+
+Codex runs as ``codex app-server`` — newline-delimited JSON-RPC on stdio — one
+process per conversation, a thread per session and a turn per message
+(``docs/harnesses-native.md``). The model provider is given on the command line
+(``-c`` overrides), so one private ``CODEX_HOME`` serves every session::
+
+    codex app-server -c model_provider="omnigent"
+                     -c model_providers.omnigent={name=…, base_url=…, wire_api="responses", …}
+                     -c features.plugins=false [-c model="M"]
+
+This module builds that command line and environment and the JSON-RPC messages
+omnigent sends, and reads what Codex sends:
+
+* :class:`CodexReader` turns the thread's notifications into relay actions
+  (:mod:`._native_relay`): agent messages as text, command executions as
+  ``exec_command`` calls and file changes as ``apply_patch`` calls, each with its
+  output; ``turn/completed`` as the end of the turn;
+* :func:`approval_event` / :func:`approval_params` / :func:`decision` map
+  ``item/commandExecution/requestApproval`` and ``item/fileChange/requestApproval``
+  onto omnigent's policies and elicitations (phases ``codex_command_approval`` and
+  ``codex_file_change_approval``, ``params.command`` the command).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import ErrorDetail
+from ..model import ElicitationParams, InputImage, InputText, MessageItem, OutputText
+from ..spec import AgentSpec
+from ._native import ModelEndpoint, OptionCheck, native_spec_problems, positive_number
+from ._native_relay import Action, Call, CallOutput, EndMessage, Finished, Say, merge_text
+
+__all__ = [
+    "COMMAND_APPROVAL",
+    "COMMAND_PHASE",
+    "DEFAULT_BASE_URL",
+    "FILE_APPROVAL",
+    "FILE_PHASE",
+    "CodexReader",
+    "Response",
+    "ServerRequest",
+    "TurnStarted",
+    "Withdrawn",
+    "approval_event",
+    "approval_params",
+    "codex_argv",
+    "codex_environment",
+    "decision",
+    "error_response",
+    "notification",
+    "read_message",
+    "request",
+    "result",
+    "spec_problems",
+    "thread_params",
+    "turn_input",
+]
+
+HARNESS = "codex"
+COMMAND_APPROVAL = "item/commandExecution/requestApproval"
+FILE_APPROVAL = "item/fileChange/requestApproval"
+COMMAND_PHASE = "codex_command_approval"
+FILE_PHASE = "codex_file_change_approval"
+COMMAND_TOOL = "exec_command"
+FILE_TOOL = "apply_patch"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+KEY_VARIABLE = "OMNIGENT_MODEL_KEY"
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+METHOD_NOT_FOUND = -32601
+
+
+def _sandbox(value: Any) -> str | None:
+    return None if value in SANDBOXES else f"must be one of {', '.join(SANDBOXES)}"
+
+
+OPTIONS: dict[str, OptionCheck] = {"startup_timeout": positive_number, "sandbox": _sandbox}
+ENV_PREFIXES = ("OPENAI_", "RUST_LOG", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE")
+
+
+def spec_problems(spec: AgentSpec) -> list[ErrorDetail]:
+    """The spec keys ``codex`` cannot honour (see :func:`native_spec_problems`)."""
+    return native_spec_problems(spec, HARNESS, OPTIONS, ENV_PREFIXES)
+
+
+# -- the process -----------------------------------------------------------------------
+
+
+def _toml(value: str) -> str:
+    # A JSON string is a valid TOML basic string (same escapes).
+    return json.dumps(value)
+
+
+def codex_argv(binary: str, *, endpoint: ModelEndpoint, model: str | None) -> tuple[str, ...]:
+    """``codex app-server`` with omnigent's model provider, offline but for it.
+
+    ``features.plugins = false`` keeps it from looking up chatgpt.com and github.com
+    at every start (docs/harnesses-native.md).
+    """
+    provider = {
+        "name": "omnigent",
+        "base_url": endpoint.base_url or DEFAULT_BASE_URL,
+        "wire_api": "responses",
+    }
+    if endpoint.api_key:
+        provider["env_key"] = KEY_VARIABLE
+    table = "{" + ", ".join(f"{k}={_toml(v)}" for k, v in provider.items()) + "}"
+    argv = [
+        binary,
+        "app-server",
+        "-c",
+        'model_provider="omnigent"',
+        "-c",
+        f"model_providers.omnigent={table}",
+        "-c",
+        "features.plugins=false",
+    ]
+    if model:
+        argv += ["-c", f"model={_toml(model)}"]
+    return tuple(argv)
+
+
+def codex_environment(
+    base: Mapping[str, str], *, home: Path, endpoint: ModelEndpoint, extra: Mapping[str, str]
+) -> dict[str, str]:
+    """The whole environment: ``base``, the private ``CODEX_HOME``, the key, ``extra``."""
+    env = dict(base)
+    env["CODEX_HOME"] = str(home)
+    if endpoint.api_key:
+        env[KEY_VARIABLE] = endpoint.api_key
+    env.update(extra)
+    return env
+
+
+# -- what omnigent sends ---------------------------------------------------------------
+
+
+def request(request_id: int, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params)}
+
+
+def notification(method: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method}
+
+
+def result(request_id: Any, value: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": dict(value)}
+
+
+def error_response(request_id: Any, message: str, code: int = METHOD_NOT_FOUND) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def thread_params(
+    *, cwd: Path, sandbox: str, instructions: str, model: str | None, thread_id: str | None
+) -> dict[str, Any]:
+    """``thread/start`` (or, with ``thread_id``, ``thread/resume``) params: Codex asks
+    about every command and file change (``untrusted``), so omnigent sees each."""
+    params: dict[str, Any] = {
+        "cwd": str(cwd),
+        "approvalPolicy": "untrusted",
+        "sandbox": sandbox,
+    }
+    if instructions:
+        params["developerInstructions"] = instructions
+    if model:
+        params["model"] = model
+    if thread_id is not None:
+        params["threadId"] = thread_id
+        params["excludeTurns"] = True  # no full-history hydration (deprecated)
+    return params
+
+
+def turn_input(messages: Sequence[MessageItem], preamble: str | None) -> list[dict[str, Any]]:
+    """``turn/start`` input: the messages' text and images (``data:`` URLs included)."""
+    out: list[dict[str, Any]] = []
+    if preamble:
+        out.append({"type": "text", "text": preamble})
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, InputText | OutputText):
+                if block.text:
+                    out.append({"type": "text", "text": block.text})
+            elif isinstance(block, InputImage) and block.image_url:
+                out.append({"type": "image", "url": block.image_url})
+    return out or [{"type": "text", "text": ""}]
+
+
+# -- what Codex sends ------------------------------------------------------------------
+
+
+@attrs.frozen
+class ServerRequest:
+    """Codex asks omnigent something (an approval) and waits for the answer."""
+
+    id: Any = attrs.field(hash=False)
+    method: str
+    params: Mapping[str, Any] = attrs.field(hash=False)
+
+
+@attrs.frozen
+class Response:
+    """The answer to one of omnigent's requests: ``result``, or ``error`` (its message)."""
+
+    id: Any = attrs.field(hash=False)
+    result: Any = attrs.field(default=None, hash=False)
+    error: str | None = None
+
+
+@attrs.frozen
+class Withdrawn:
+    """Codex no longer waits for the answer to its request ``id`` (an interrupt)."""
+
+    id: Any = attrs.field(hash=False)
+
+
+@attrs.frozen
+class TurnStarted:
+    """The id of the turn being run (from ``turn/started``)."""
+
+    turn_id: str
+
+
+Message = Action | ServerRequest | Response | Withdrawn | TurnStarted
+
+
+def read_message(raw: Mapping[str, Any]) -> ServerRequest | Response | dict[str, Any] | None:
+    """A JSON-RPC message: a server request, a response, or a notification (as is)."""
+    method = raw.get("method")
+    if isinstance(method, str):
+        if "id" in raw:
+            params = raw.get("params")
+            return ServerRequest(raw["id"], method, params if isinstance(params, Mapping) else {})
+        return dict(raw)
+    if "id" in raw:
+        error = raw.get("error")
+        if isinstance(error, Mapping):
+            return Response(raw["id"], error=str(error.get("message") or "error"))
+        return Response(raw["id"], raw.get("result"))
+    return None
+
+
+class CodexReader:
+    """The messages of one thread's turn in, actions out.
+
+    Notifications of other turns (what was left from an earlier one) are ignored once
+    the turn's id is known; file changes are remembered so an approval request — which
+    names only the item — can say what would change.
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.turn_id: str | None = None
+        self.changes: dict[str, list[dict[str, Any]]] = {}
+        self._streamed: set[str] = set()
+        self._error: str | None = None
+
+    def feed(self, batch: Sequence[Mapping[str, Any]]) -> list[Message]:
+        out: list[Any] = []
+        for raw in batch:
+            message = read_message(raw)
+            if isinstance(message, ServerRequest | Response):
+                out.append(message)
+            elif isinstance(message, dict):
+                out.extend(self._notification(message["method"], message.get("params")))
+        merged: list[Message] = merge_text(out)  # type: ignore[assignment]
+        return merged
+
+    def _ours(self, params: Mapping[str, Any]) -> bool:
+        if params.get("threadId") not in (None, self.thread_id):
+            return False
+        turn = params.get("turnId")
+        return self.turn_id is None or turn is None or turn == self.turn_id
+
+    def _notification(self, method: str, params: Any) -> list[Any]:
+        if not isinstance(params, Mapping) or not self._ours(params):
+            return []
+        if method == "serverRequest/resolved":
+            return [Withdrawn(params.get("requestId"))]
+        if method == "turn/started":
+            turn = params.get("turn")
+            if isinstance(turn, Mapping) and isinstance(turn.get("id"), str):
+                self.turn_id = self.turn_id or turn["id"]
+                return [TurnStarted(turn["id"])]
+            return []
+        if method == "turn/completed":
+            return self._completed(params.get("turn"))
+        if method == "error" and not params.get("willRetry"):
+            error = params.get("error")
+            if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+                self._error = error["message"]
+            return []
+        if method == "item/agentMessage/delta":
+            item_id, delta = params.get("itemId"), params.get("delta")
+            if isinstance(item_id, str) and isinstance(delta, str) and delta:
+                self._streamed.add(item_id)
+                return [Say(item_id, delta)]
+            return []
+        item = params.get("item")
+        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+            return []
+        if method == "item/started":
+            return self._started(item)
+        if method == "item/completed":
+            return self._item_completed(item)
+        return []
+
+    def _completed(self, turn: Any) -> list[Any]:
+        if not isinstance(turn, Mapping) or turn.get("id") != self.turn_id:
+            return []
+        status = turn.get("status")
+        if status == "completed":
+            return [EndMessage(), Finished()]
+        error = turn.get("error")
+        message = error.get("message") if isinstance(error, Mapping) else None
+        why = message or self._error or f"the turn ended {status}"
+        return [EndMessage(), Finished(f"Codex: {why}")]
+
+    def _started(self, item: Mapping[str, Any]) -> list[Any]:
+        kind, item_id = item.get("type"), item["id"]
+        if kind == "commandExecution":
+            arguments = {"command": item.get("command"), "cwd": item.get("cwd")}
+            return [Call(item_id, COMMAND_TOOL, json.dumps(arguments))]
+        if kind == "fileChange":
+            changes = _changes(item.get("changes"))
+            self.changes[item_id] = changes
+            return [Call(item_id, FILE_TOOL, json.dumps({"changes": changes}))]
+        return []
+
+    def _item_completed(self, item: Mapping[str, Any]) -> list[Any]:
+        kind, item_id = item.get("type"), item["id"]
+        if kind == "agentMessage":
+            text = item.get("text")
+            if item_id not in self._streamed and isinstance(text, str) and text:
+                return [Say(item_id, text), EndMessage()]
+            return [EndMessage()]
+        if kind == "commandExecution":
+            return [CallOutput(item_id, _command_output(item))]
+        if kind == "fileChange":
+            self.changes.pop(item_id, None)
+            return [CallOutput(item_id, _file_output(item))]
+        return []
+
+
+def _changes(raw: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for change in raw if isinstance(raw, list) else ():
+        if isinstance(change, Mapping):
+            kind = change.get("kind")
+            kind = kind.get("type") if isinstance(kind, Mapping) else kind
+            diff = change.get("diff")
+            entry = {"path": change.get("path"), "kind": kind}
+            if isinstance(diff, str):
+                entry["diff"] = diff if len(diff) <= 4000 else diff[:3999] + "…"
+            out.append(entry)
+    return out
+
+
+def _command_output(item: Mapping[str, Any]) -> str:
+    status = item.get("status")
+    output = item.get("aggregatedOutput")
+    text = output if isinstance(output, str) else ""
+    if status == "declined":
+        return "Error: the command was declined and did not run"
+    code = item.get("exitCode")
+    if status == "failed" or (isinstance(code, int) and code != 0):
+        return f"Error: exit code {code}\n{text}".rstrip()
+    return text
+
+
+def _file_output(item: Mapping[str, Any]) -> str:
+    status = item.get("status")
+    if status == "declined":
+        return "Error: the file change was declined and not applied"
+    if status == "failed":
+        return "Error: the file change failed"
+    changes = _changes(item.get("changes"))
+    marks = {"add": "A", "delete": "D", "update": "M"}
+    lines = [f"{marks.get(str(c['kind']), '?')} {c['path']}" for c in changes]
+    return "Applied:\n" + "\n".join(lines) if lines else "Applied."
+
+
+# -- approvals ---------------------------------------------------------------------------
+
+
+def _command_of(params: Mapping[str, Any]) -> str:
+    actions = params.get("commandActions")
+    inner = [
+        str(a["command"])
+        for a in (actions if isinstance(actions, list) else ())
+        if isinstance(a, Mapping) and isinstance(a.get("command"), str)
+    ]
+    if inner:
+        return " && ".join(inner)
+    raw = params.get("command")
+    return " ".join(str(p) for p in raw) if isinstance(raw, list) else str(raw or "")
+
+
+def approval_event(request: ServerRequest, reader: CodexReader) -> dict[str, Any]:
+    """The policy event of an approval request: ``exec_command {command, cwd}`` or
+    ``apply_patch {changes}`` (taken from the ``fileChange`` item the request names)."""
+    params = request.params
+    if request.method == COMMAND_APPROVAL:
+        tool, tool_input = COMMAND_TOOL, {"command": _command_of(params), "cwd": params.get("cwd")}
+    else:
+        changes = reader.changes.get(str(params.get("itemId")), [])
+        tool, tool_input = FILE_TOOL, {"changes": changes}
+    context = {"harness": HARNESS, "item_id": params.get("itemId"), "reason": params.get("reason")}
+    return {
+        "type": "PHASE_TOOL_CALL",
+        "data": {"tool_name": tool, "tool_input": tool_input},
+        "context": context,
+    }
+
+
+def approval_params(request: ServerRequest, event: Mapping[str, Any]) -> ElicitationParams:
+    """The elicitation asking the person about an approval request."""
+    from ..core import elicitation_params  # the core's mode rules; imported late (cycle)
+
+    data = event["data"]
+    tool_input = dict(data["tool_input"])
+    reason = request.params.get("reason")
+    suffix = f" ({reason})" if isinstance(reason, str) and reason else ""
+    if request.method == COMMAND_APPROVAL:
+        command = str(tool_input["command"])
+        return elicitation_params(
+            f"Codex wants to run: {command}{suffix}",
+            COMMAND_PHASE,
+            tool_name=data["tool_name"],
+            tool_input=tool_input,
+            command=command,
+        )
+    paths = [str(c.get("path")) for c in tool_input.get("changes", [])]
+    what = ", ".join(paths) if paths else "files"
+    return elicitation_params(
+        f"Codex wants to change {what}{suffix}",
+        FILE_PHASE,
+        tool_name=data["tool_name"],
+        tool_input=tool_input,
+    )
+
+
+def decision(accepted: bool) -> dict[str, Any]:
+    """The approval's answer. Only ``accept`` / ``decline``: never a session-wide or
+    policy-amending decision, so omnigent's policies keep seeing every call."""
+    return {"decision": "accept" if accepted else "decline"}
