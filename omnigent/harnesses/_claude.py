@@ -139,6 +139,10 @@ class ClaudeCodeHarness:
             except BaseException as exc:
                 if _cancelled(exc):
                     await turn.interrupt()
+                else:
+                    # The conversation with the process is in an unknown state: the
+                    # next turn starts a new one (and resumes the conversation).
+                    await claude.kill()
                 raise
 
     # -- the process -------------------------------------------------------------------

@@ -147,6 +147,10 @@ class CodexHarness:
             except BaseException as exc:
                 if _cancelled(exc):
                     await turn.interrupt()
+                else:
+                    # The conversation with the process is in an unknown state: the
+                    # next turn starts a new one (and resumes the conversation).
+                    await codex.kill()
                 raise
 
     # -- the process -------------------------------------------------------------------

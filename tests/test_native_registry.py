@@ -1,0 +1,270 @@
+"""The native harnesses as the registry knows them: names, aliases, the model guard,
+what a missing CLI does, the spec keys they refuse, and the state they keep.
+
+None of these needs a CLI: a missing one is simulated with ``$OMNIGENT_<NAME>_CLI``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.harnesses import HarnessRegistry
+from omnigent.harnesses._native import CLAUDE_CLI, CODEX_CLI, model_endpoint
+from omnigent.model import ResponseFailed
+
+from .conftest import run_turn, statuses
+from .native_session_helpers import native_spec
+
+
+def spec(harness: str, model: str | None = None, **extra: Any) -> dict[str, Any]:
+    out = native_spec(harness, "http://127.0.0.1:9", **extra)
+    if model is not None:
+        out["executor"]["config"]["model"] = model
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("claude-code", "claude-code"),
+        ("claude-sdk", "claude-code"),
+        ("claude-native", "claude-code"),
+        ("claude", "claude-code"),
+        ("codex", "codex"),
+        ("codex-native", "codex"),
+    ],
+)
+def test_builtin_names_and_aliases(name: str, canonical: str) -> None:
+    assert HarnessRegistry().canonical(name) == canonical
+
+
+async def test_harness_override_is_canonicalised() -> None:
+    async with omnigent.open_runtime() as rt:
+        agent = await rt.create_agent(spec("claude"))
+        session = await rt.create_session(agent.id, harness_override="claude-sdk")
+        assert session.harness_override == "claude-code" and session.harness == "claude-code"
+        agent = await rt.create_agent(spec("codex", name="cx"))
+        session = await rt.create_session(agent.id, harness_override="codex-native")
+        assert session.harness == "codex"
+
+
+@pytest.mark.parametrize(
+    ("harness", "model", "rule"),
+    [
+        ("claude-code", "gpt-4o", "only runs Claude models"),
+        ("claude", "o4-mini", "only runs Claude models"),
+        ("codex", "claude-sonnet-4-5", "only runs OpenAI models"),
+        ("codex-native", "llama3", "only runs OpenAI models"),
+    ],
+)
+async def test_a_model_of_the_wrong_family_is_refused_up_front(
+    harness: str, model: str, rule: str
+) -> None:
+    async with omnigent.open_runtime() as rt:
+        with pytest.raises(omnigent.SpecError, match=rule) as caught:
+            await rt.create_agent(spec(harness, model))
+        assert caught.value.details[0].loc == "executor.config.model"
+        assert await rt.list_agents() == []
+
+
+@pytest.mark.parametrize(
+    ("harness", "good"),
+    [
+        ("claude-code", ["claude-opus-5-5", "sonnet", "OPUS", "us.anthropic.claude-haiku-4-5"]),
+        ("codex", ["gpt-5.5", "o3", "gpt-5-codex", "codex-mini-latest"]),
+    ],
+)
+async def test_models_of_the_family_are_accepted(harness: str, good: list[str]) -> None:
+    registry = HarnessRegistry()
+    for model in good:
+        assert registry.model_problem(harness, model) is None, model
+    assert registry.model_problem(harness, None) is None  # the CLI's default
+    assert registry.model_problem("loop", "anything") is None
+
+
+async def test_a_model_override_of_the_wrong_family_is_refused() -> None:
+    async with omnigent.open_runtime() as rt:
+        agent = await rt.create_agent(spec("claude"))
+        with pytest.raises(omnigent.InvalidInput, match="only runs Claude models") as caught:
+            await rt.create_session(agent.id, model_override="gpt-4o")
+        assert caught.value.details[0].loc == "model_override"
+        assert (await rt.list_sessions()).data == ()
+        session = await rt.create_session(agent.id)
+        with pytest.raises(omnigent.InvalidInput, match="only runs Claude models"):
+            await rt.update_session(session.id, model_override="gpt-4o")
+        assert (await rt.get_session(session.id)).model_override is None
+        updated = await rt.update_session(session.id, model_override="claude-haiku-4-5")
+        assert updated.model == "claude-haiku-4-5"
+
+
+async def test_a_harness_override_checks_the_model_and_the_spec() -> None:
+    async with omnigent.open_runtime() as rt:
+        loop_agent = await rt.create_agent(
+            {"name": "looper", "executor": {"config": {"harness": "loop", "model": "gpt-4o"}}}
+        )
+        with pytest.raises(omnigent.InvalidInput, match="only runs Claude models") as caught:
+            await rt.create_session(loop_agent.id, harness_override="claude")
+        assert caught.value.details[0].loc == "harness_override"
+        ok = await rt.create_session(
+            loop_agent.id, harness_override="claude", model_override="sonnet"
+        )
+        assert ok.harness == "claude-code" and ok.model == "sonnet"
+        tooled = await rt.create_agent(
+            {
+                "name": "tooled",
+                "executor": {"config": {"harness": "loop"}},
+                "terminals": {"bash": {"command": "bash"}},
+            }
+        )
+        with pytest.raises(omnigent.InvalidInput, match="terminals"):
+            await rt.create_session(tooled.id, harness_override="codex")
+
+
+@pytest.mark.parametrize(
+    ("extra", "loc"),
+    [
+        ({"terminals": {"bash": {"command": "bash"}}}, "terminals"),
+        ({"mcp_servers": [{"name": "fs", "url": "http://127.0.0.1:1/mcp"}]}, "mcp_servers"),
+        ({"async_enabled": True}, "async_enabled"),
+        ({"spawn": True}, "spawn"),
+        ({"config": {"temperature": 0.2}}, "executor.config.temperature"),
+        ({"config": {"script": [{"say": "x"}]}}, "executor.config.script"),
+        ({"config": {"options": {"turbo": True}}}, "executor.config.options.turbo"),
+        (
+            {"config": {"options": {"startup_timeout": -1}}},
+            "executor.config.options.startup_timeout",
+        ),
+        ({"config": {"env": {"LD_PRELOAD": "/x.so"}}}, "executor.config.env.LD_PRELOAD"),
+        ({"config": {"env": {"CLAUDE_CONFIG_DIR": "/x"}}}, "executor.config.env.CLAUDE_CONFIG_DIR"),
+    ],
+)
+async def test_claude_code_refuses_what_it_cannot_honour(extra: dict[str, Any], loc: str) -> None:
+    async with omnigent.open_runtime() as rt:
+        with pytest.raises(omnigent.SpecError) as caught:
+            await rt.create_agent(spec("claude", **extra))
+        assert loc in [d.loc for d in caught.value.details]
+
+
+async def test_what_the_native_harnesses_do_honour_is_accepted() -> None:
+    async with omnigent.open_runtime() as rt:
+        await rt.create_agent(
+            spec(
+                "claude",
+                config={
+                    "options": {"startup_timeout": 10},
+                    "env": {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1000", "HTTPS_PROXY": "http://p"},
+                },
+                policies=[{"name": "no", "type": "deny_tools", "tools": ["Bash"]}],
+            )
+        )
+        await rt.create_agent(
+            spec("codex", name="cx", config={"options": {"sandbox": "read-only"}})
+        )
+        with pytest.raises(omnigent.SpecError, match="must be one of"):
+            await rt.create_agent(
+                spec("codex", name="cy", config={"options": {"sandbox": "everything"}})
+            )
+
+
+def uninstall_both(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Neither wheel findable, nothing on ``PATH``: both CLIs are missing."""
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+async def test_a_missing_cli_fails_the_turn_naming_the_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    uninstall_both(monkeypatch, tmp_path)
+    registry = HarnessRegistry()
+    assert "pip install 'omnigent[claude]'" in (registry.unavailable("claude-sdk") or "")
+    assert registry.unavailable("loop") is None
+    with trio.fail_after(10):
+        async with omnigent.open_runtime() as rt:
+            for harness, canonical, extra in (
+                ("claude", "claude-code", "claude"),
+                ("codex", "codex", "codex"),
+            ):
+                agent = await rt.create_agent(spec(harness, name=f"n-{harness}"))
+                session = await rt.create_session(agent.id)
+                events = await run_turn(rt, session.id, "hi")
+                assert statuses(events) == ["running", "failed"]
+                failure = next(e for e in events if isinstance(e, ResponseFailed))
+                assert failure.error.code == "harness_unavailable"
+                assert failure.error.message.startswith(f"harness {canonical!r} needs")
+                assert f"pip install 'omnigent[{extra}]'" in failure.error.message
+                assert rt.processes is not None and rt.processes.processes == []
+
+
+def test_an_explicit_cli_path_that_is_not_executable_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("OMNIGENT_CODEX_CLI", str(tmp_path / "no-codex"))
+    assert f"OMNIGENT_CODEX_CLI={tmp_path / 'no-codex'}" in (CODEX_CLI.missing() or "")
+
+
+def test_the_missing_message_names_the_extra_and_the_npm_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    empty = {"PATH": str(tmp_path)}
+    uninstall_both(monkeypatch, tmp_path)
+    assert CLAUDE_CLI.find(empty) is None
+    assert CLAUDE_CLI.missing(empty) == (
+        "harness 'claude-code' needs the Claude Code CLI, which is not installed: "
+        "pip install 'omnigent[claude]' (or npm install -g @anthropic-ai/claude-code)"
+    )
+    assert "pip install 'omnigent[codex]'" in (CODEX_CLI.missing(empty) or "")
+    assert "@openai/codex" in (CODEX_CLI.missing(empty) or "")
+    binary = tmp_path / "claude"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert CLAUDE_CLI.find(empty) == binary  # on PATH
+    assert CLAUDE_CLI.missing(empty) is None
+
+
+def test_the_model_endpoint_prefers_the_spec_then_the_environment() -> None:
+    env = {"ANTHROPIC_BASE_URL": "http://env", "ANTHROPIC_API_KEY": "env-key"}
+    names = {"base_url_variable": "ANTHROPIC_BASE_URL", "api_key_variable": "ANTHROPIC_API_KEY"}
+    endpoint = model_endpoint(None, None, environ=env, **names)
+    assert (endpoint.base_url, endpoint.api_key) == ("http://env", "env-key")
+    endpoint = model_endpoint("http://spec", "spec-key", environ=env, **names)
+    assert (endpoint.base_url, endpoint.api_key) == ("http://spec", "spec-key")
+    endpoint = model_endpoint(None, None, environ={}, **names)
+    assert (endpoint.base_url, endpoint.api_key) == (None, None)
+    assert "env-key" not in repr(endpoint)
+
+
+async def test_harness_state_is_kept_per_harness_and_deleted_with_the_session(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    async with omnigent.open_runtime(db) as rt:
+        agent = await rt.create_agent(spec("claude"))
+        session = await rt.create_session(agent.id)
+    from omnigent.core._harness_state import StoredHarnessState
+    from omnigent.stores import open_store
+
+    async with open_store(db) as store:
+        state = StoredHarnessState(store, session.id, "claude-code")
+        await state.set("session_id", "abc")
+        other = StoredHarnessState(store, session.id, "codex")
+        assert await other.get("session_id") is None
+        with pytest.raises(omnigent.InvalidInput):
+            await state.set("", "x")
+        with pytest.raises(omnigent.InvalidInput):
+            await state.set("k", "x" * 5000)
+    async with open_store(db) as store:
+        again = StoredHarnessState(store, session.id, "claude-code")
+        assert await again.get("session_id") == "abc"  # it survives a reopen
+        await again.set("session_id", None)
+        assert await StoredHarnessState(store, session.id, "claude-code").get("session_id") is None
+        await again.set("session_id", "def")
+        await store.delete_sessions([session.id])
+        assert await store.get_harness_state(session.id, "claude-code") == {}
+        await store.put_harness_state(session.id, "claude-code", "k", "v")  # gone: not kept
+        assert await store.get_harness_state(session.id, "claude-code") == {}
