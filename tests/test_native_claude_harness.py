@@ -439,3 +439,19 @@ async def test_stop_delete_and_shutdown_leave_no_claude_process(workdir: Path) -
                 await turn(rt, kept, "hello")
                 pid = process_of(rt, HARNESS, kept).pid
             assert not alive(pid)
+
+
+async def test_without_a_key_the_turn_fails_saying_how_to_give_one(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    fake = FakeAnthropic()
+    with trio.fail_after(TIMEOUT):
+        async with fake.serve() as url, omnigent.open_runtime() as rt:
+            spec = native_spec("claude", url, cwd=workdir)
+            del spec["executor"]["config"]["api_key"]
+            sid = (await rt.create_session((await rt.create_agent(spec)).id)).id
+            events = await turn(rt, sid, "hi")
+            failure = next(e for e in events if isinstance(e, ResponseFailed))
+            assert "ANTHROPIC_API_KEY or executor.config.api_key" in failure.error.message
+            assert fake.requests == []

@@ -67,6 +67,8 @@ _CONTROL_TIMEOUT = 10.0
 _EXIT_WAIT = 2.0
 _MAX_PENDING = 32
 _NO_CONVERSATION = "No conversation found"
+_NOT_LOGGED_IN = "Not logged in"
+_KEY_HINT = "omnigent gave it no key: set ANTHROPIC_API_KEY or executor.config.api_key"
 
 
 class _Claude:
@@ -77,6 +79,7 @@ class _Claude:
         self.channel = LineChannel(process, name="Claude Code")
         self.model = model
         self.fresh = False  # the next turn is a new conversation's first
+        self.keyless = False  # started without a model key
         self._ids = itertools.count(1)
 
     def next_id(self) -> str:
@@ -208,6 +211,7 @@ class ClaudeCodeHarness:
         except OSError as exc:
             raise HarnessError(f"cannot start Claude Code ({binary}): {exc}") from exc
         claude = _Claude(process, request.model)
+        claude.keyless = endpoint.api_key is None
         process.owner_state = claude
         try:
             with trio.fail_after(self._startup_timeout):
@@ -267,8 +271,11 @@ class _Turn:
                 for message in self._reader.feed(batch):
                     await self._handle(message, relay, nursery)
             nursery.cancel_scope.cancel()  # nothing should be pending after a result
-        if self._finished.error is not None:
-            self._ctx.report_response_status("failed", self._finished.error)
+        error = self._finished.error
+        if error is not None:
+            if claude.keyless and _NOT_LOGGED_IN in error:
+                error += f" ({_KEY_HINT})"
+            self._ctx.report_response_status("failed", error)
 
     async def _died(self) -> HarnessError:
         process = self._claude.process
