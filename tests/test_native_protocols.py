@@ -13,7 +13,9 @@ import trio
 
 from omnigent.errors import HarnessError
 from omnigent.harnesses import _claude_protocol as claude
+from omnigent.harnesses import _claude_stream as claude_stream
 from omnigent.harnesses import _codex_protocol as codex
+from omnigent.harnesses import _codex_stream as codex_stream
 from omnigent.harnesses._native import ModelEndpoint
 from omnigent.harnesses._native_input import MAX_PREAMBLE, preamble, split_data_url
 from omnigent.harnesses._native_relay import (
@@ -63,7 +65,7 @@ def assistant(message_id: str, *blocks: dict[str, Any], parent: str | None = Non
 
 
 def test_streamed_text_is_relayed_once_and_deltas_are_merged() -> None:
-    reader = claude.StreamReader()
+    reader = claude_stream.StreamReader()
     lines = [
         stream({"type": "message_start", "message": {"id": "msg_1"}}),
         stream(text_block(0)),
@@ -76,7 +78,7 @@ def test_streamed_text_is_relayed_once_and_deltas_are_merged() -> None:
 
 
 def test_text_that_was_not_streamed_comes_from_the_assistant_line() -> None:
-    reader = claude.StreamReader()
+    reader = claude_stream.StreamReader()
     tool = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
     out = reader.feed([assistant("msg_2", {"type": "text", "text": "Whole."}, tool)])
     assert out == [
@@ -87,7 +89,7 @@ def test_text_that_was_not_streamed_comes_from_the_assistant_line() -> None:
 
 
 def test_tool_results_become_outputs_and_errors_say_so() -> None:
-    reader = claude.StreamReader()
+    reader = claude_stream.StreamReader()
     user = {
         "type": "user",
         "parent_tool_use_id": None,
@@ -108,7 +110,7 @@ def test_tool_results_become_outputs_and_errors_say_so() -> None:
 
 
 def test_sub_agent_lines_and_noise_are_not_relayed() -> None:
-    reader = claude.StreamReader()
+    reader = claude_stream.StreamReader()
     lines = [
         assistant("m", {"type": "text", "text": "inside a Task"}, parent="toolu_task"),
         stream(delta(0, "x"), parent="toolu_task"),
@@ -122,7 +124,7 @@ def test_sub_agent_lines_and_noise_are_not_relayed() -> None:
 
 
 def test_the_result_ends_the_turn() -> None:
-    reader = claude.StreamReader()
+    reader = claude_stream.StreamReader()
     ok = {"type": "result", "subtype": "success", "is_error": False, "result": "done"}
     assert reader.feed([ok]) == [EndMessage(), Finished(None)]
     failed = {"type": "result", "subtype": "error_during_execution", "errors": ["boom"]}
@@ -134,7 +136,7 @@ def test_the_result_ends_the_turn() -> None:
 
 
 def test_control_messages_and_the_session_id_are_read() -> None:
-    reader = claude.StreamReader()
+    reader = claude_stream.StreamReader()
     request = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {}}
     lines = [
         {"type": "system", "subtype": "init", "session_id": "s-1"},
@@ -148,11 +150,11 @@ def test_control_messages_and_the_session_id_are_read() -> None:
         {"type": "control_request", "request_id": 5, "request": {}},  # malformed
     ]
     assert reader.feed(lines) == [
-        claude.SessionStarted("s-1"),
-        claude.ControlRequest("r1", "can_use_tool", request),
-        claude.ControlCancel("r1"),
-        claude.ControlResponse("q1", True, None),
-        claude.ControlResponse("q2", False, "no"),
+        claude_stream.SessionStarted("s-1"),
+        claude_stream.ControlRequest("r1", "can_use_tool", request),
+        claude_stream.ControlCancel("r1"),
+        claude_stream.ControlResponse("q1", True, None),
+        claude_stream.ControlResponse("q2", False, "no"),
     ]
 
 
@@ -322,7 +324,7 @@ def item(method: str, turn: str = "t1", **fields: Any) -> dict[str, Any]:
 
 
 def test_agent_messages_stream_once() -> None:
-    reader = codex.CodexReader("th")
+    reader = codex_stream.CodexReader("th")
     reader.turn_id = "t1"
     out = reader.feed(
         [
@@ -336,7 +338,7 @@ def test_agent_messages_stream_once() -> None:
 
 
 def test_commands_and_file_changes_are_calls_with_outputs() -> None:
-    reader = codex.CodexReader("th")
+    reader = codex_stream.CodexReader("th")
     reader.turn_id = "t1"
     changes = [{"path": "/w/a.txt", "kind": {"type": "add"}, "diff": "hi\n"}]
     out = reader.feed(
@@ -388,8 +390,10 @@ def test_commands_and_file_changes_are_calls_with_outputs() -> None:
 
 
 def test_other_turns_and_threads_are_ignored() -> None:
-    reader = codex.CodexReader("th")
-    assert reader.feed([note("turn/started", turn={"id": "t2"})]) == [codex.TurnStarted("t2")]
+    reader = codex_stream.CodexReader("th")
+    assert reader.feed([note("turn/started", turn={"id": "t2"})]) == [
+        codex_stream.TurnStarted("t2")
+    ]
     assert reader.turn_id == "t2"
     stale = item("item/completed", turn="t1", type="agentMessage", id="m", text="old")
     other = {
@@ -405,7 +409,7 @@ def test_other_turns_and_threads_are_ignored() -> None:
 
 
 def test_the_turn_ends_with_its_status() -> None:
-    reader = codex.CodexReader("th")
+    reader = codex_stream.CodexReader("th")
     reader.turn_id = "t1"
     done = note("turn/completed", turn={"id": "t1", "status": "completed", "error": None})
     assert reader.feed([done]) == [EndMessage(), Finished(None)]
@@ -416,14 +420,14 @@ def test_the_turn_ends_with_its_status() -> None:
     reader.feed([note("error", turnId="t1", error={"message": "stream broke"}, willRetry=False)])
     bare = note("turn/completed", turn={"id": "t1", "status": "failed"})
     assert reader.feed([bare])[-1] == Finished("Codex: stream broke")
-    retrying = codex.CodexReader("th")
+    retrying = codex_stream.CodexReader("th")
     retrying.turn_id = "t1"
     retrying.feed([note("error", turnId="t1", error={"message": "again"}, willRetry=True)])
     assert retrying.feed([bare])[-1] == Finished("Codex: the turn ended failed")
 
 
 def test_requests_responses_and_withdrawals_are_read() -> None:
-    reader = codex.CodexReader("th")
+    reader = codex_stream.CodexReader("th")
     out = reader.feed(
         [
             {
@@ -438,10 +442,10 @@ def test_requests_responses_and_withdrawals_are_read() -> None:
         ]
     )
     assert out == [
-        codex.ServerRequest(0, codex.COMMAND_APPROVAL, {"threadId": "th", "itemId": "c"}),
-        codex.Response(7, {"turn": {"id": "t1"}}),
-        codex.Response(8, error="nope"),
-        codex.Withdrawn(0),
+        codex_stream.ServerRequest(0, codex.COMMAND_APPROVAL, {"threadId": "th", "itemId": "c"}),
+        codex_stream.Response(7, {"turn": {"id": "t1"}}),
+        codex_stream.Response(8, error="nope"),
+        codex_stream.Withdrawn(0),
     ]
 
 
@@ -449,8 +453,8 @@ def test_requests_responses_and_withdrawals_are_read() -> None:
 
 
 def test_a_command_approval_is_a_policy_event_and_an_elicitation() -> None:
-    reader = codex.CodexReader("th")
-    request = codex.ServerRequest(
+    reader = codex_stream.CodexReader("th")
+    request = codex_stream.ServerRequest(
         3,
         codex.COMMAND_APPROVAL,
         {
@@ -470,14 +474,14 @@ def test_a_command_approval_is_a_policy_event_and_an_elicitation() -> None:
     assert params.phase == "codex_command_approval"
     assert params.command == "echo hi"
     assert params.message == "Codex wants to run: echo hi (to test)"
-    raw = codex.ServerRequest(4, codex.COMMAND_APPROVAL, {"command": ["ls", "-la"]})
+    raw = codex_stream.ServerRequest(4, codex.COMMAND_APPROVAL, {"command": ["ls", "-la"]})
     assert codex.approval_event(raw, reader)["data"]["tool_input"]["command"] == "ls -la"
 
 
 def test_a_file_approval_says_what_would_change() -> None:
-    reader = codex.CodexReader("th")
+    reader = codex_stream.CodexReader("th")
     reader.changes["f1"] = [{"path": "/w/a.txt", "kind": "add"}]
-    request = codex.ServerRequest(5, codex.FILE_APPROVAL, {"itemId": "f1", "reason": None})
+    request = codex_stream.ServerRequest(5, codex.FILE_APPROVAL, {"itemId": "f1", "reason": None})
     event = codex.approval_event(request, reader)
     assert event["data"] == {
         "tool_name": "apply_patch",

@@ -32,11 +32,6 @@ from .._config import omnigent_home
 from ..errors import HarnessError, HarnessUnavailable
 from ._claude_protocol import (
     HOOK_ID,
-    ControlCancel,
-    ControlRequest,
-    ControlResponse,
-    SessionStarted,
-    StreamReader,
     claude_argv,
     claude_environment,
     control_error,
@@ -48,6 +43,13 @@ from ._claude_protocol import (
     permission_answer,
     permission_params,
     user_message,
+)
+from ._claude_stream import (
+    ControlCancel,
+    ControlRequest,
+    ControlResponse,
+    SessionStarted,
+    StreamReader,
 )
 from ._native import CLAUDE_CLI, CLAUDE_MODELS, model_endpoint
 from ._native_input import preamble
@@ -132,12 +134,10 @@ class ClaudeCodeHarness:
             raise HarnessError(refusal)
         claude = await self._connect(request, ctx)
         with claude.process.in_use():
-            if request.model and request.model != claude.model:
-                with trio.fail_after(_CONTROL_TIMEOUT):
-                    await claude.call({"subtype": "set_model", "model": request.model})
-                claude.model = request.model
             turn = _Turn(claude, request, ctx, self._env)
             try:
+                if request.model and request.model != claude.model:
+                    await self._set_model(claude, request.model)
                 await turn.run()
             except BaseException as exc:
                 if _cancelled(exc):
@@ -147,6 +147,21 @@ class ClaudeCodeHarness:
                     # next turn starts a new one (and resumes the conversation).
                     await claude.kill()
                 raise
+
+    async def _set_model(self, claude: _Claude, model: str) -> None:
+        """Switch the running process to ``model`` (a new ``model_override``).
+
+        Raises:
+            HarnessError: Claude Code refused it, went away, or took over 10 s.
+        """
+        try:
+            with trio.fail_after(_CONTROL_TIMEOUT):
+                await claude.call({"subtype": "set_model", "model": model})
+        except trio.TooSlowError:
+            raise HarnessError(f"Claude Code did not switch to model {model!r}") from None
+        except ChannelClosed:
+            raise HarnessError(f"Claude Code {claude.process.describe_exit()}") from None
+        claude.model = model
 
     # -- the process -------------------------------------------------------------------
 

@@ -35,10 +35,6 @@ from ..errors import HarnessError, HarnessUnavailable
 from ._codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
-    CodexReader,
-    Response,
-    ServerRequest,
-    Withdrawn,
     approval_event,
     approval_params,
     codex_argv,
@@ -46,12 +42,12 @@ from ._codex_protocol import (
     decision,
     error_response,
     notification,
-    read_message,
     request,
     result,
     thread_params,
     turn_input,
 )
+from ._codex_stream import CodexReader, Response, ServerRequest, Withdrawn, read_message
 from ._native import CODEX_CLI, OPENAI_MODELS, model_endpoint
 from ._native_input import preamble
 from ._native_relay import Finished, ItemRelay
@@ -260,6 +256,12 @@ def _version() -> str:
     return __version__
 
 
+def _turn_of(message: dict[str, Any]) -> Any:
+    """The ``turnId`` a message names, if any."""
+    params = message.get("params")
+    return params.get("turnId") if isinstance(params, dict) else None
+
+
 def _cancelled(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(trio.Cancelled)[0] is not None
@@ -310,8 +312,7 @@ class _Turn:
                 await process.exited.wait()
             raise HarnessError(f"Codex {process.describe_exit()} during the turn") from None
         past = set(self._codex.past_turns)
-        fresh = [m for m in batch if (m.get("params") or {}).get("turnId") not in past]
-        return self._reader.feed(fresh)
+        return self._reader.feed([m for m in batch if _turn_of(m) not in past])
 
     async def _step(self, relay: ItemRelay | None, nursery: trio.Nursery | None) -> None:
         for message in await self._batch():
