@@ -78,6 +78,7 @@ async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> 
         conn.execute("DROP INDEX sessions_cwd")
         conn.execute("ALTER TABLE sessions DROP COLUMN cwd")
         conn.execute("ALTER TABLE sessions DROP COLUMN updated_at")
+        conn.execute("DROP TABLE harness_state")  # migration 3
         conn.execute("PRAGMA user_version = 1")
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
         snapshot = await rt.get_session(old.id)
