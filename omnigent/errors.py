@@ -8,7 +8,8 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
 
     OmnigentError
     ├── InvalidInput (ValueError)            422 invalid_request
-    │   └── SpecError                        422 invalid_spec
+    │   ├── SpecError                        422 invalid_spec
+    │   └── ConfigError                      422 invalid_config
     ├── BadRequest (ValueError)              400 bad_request
     │   └── UnknownHarness                   400 unknown_harness
     ├── NotFound (LookupError)               404 not_found
@@ -46,6 +47,7 @@ import attrs
 __all__ = [
     "AgentNotFound",
     "BadRequest",
+    "ConfigError",
     "Conflict",
     "CrossSiteRequest",
     "ErrorDetail",
@@ -123,6 +125,12 @@ class SpecError(InvalidInput):
     """An agent spec is malformed: unknown key, wrong type, bad name."""
 
     code = "invalid_spec"
+
+
+class ConfigError(InvalidInput):
+    """A configuration file (``$OMNIGENT_HOME/config.yaml``) is malformed."""
+
+    code = "invalid_config"
 
 
 class BadRequest(OmnigentError, ValueError):

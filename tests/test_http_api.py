@@ -122,6 +122,7 @@ async def test_child_sessions_with_preview() -> None:
                 "id",
                 "title",
                 "agent",
+                "tool",
                 "session_name",
                 "status",
                 "busy",
@@ -129,7 +130,9 @@ async def test_child_sessions_with_preview() -> None:
                 "preview",
                 "labels",
             }
-            assert summary["id"] == child_id and summary["agent"] == "c"
+            assert summary["id"] == child_id and summary["agent"] == summary["tool"] == "c"
+            assert summary["session_name"] == "kid"
+            assert summary["current_task_status"] == "completed"
             assert summary["preview"] == "child answer"
             listed = (await server.client.get(f"/v1/sessions?parent_session_id={parent}")).json()
             assert [s["id"] for s in listed["data"]] == [child_id]

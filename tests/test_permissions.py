@@ -133,9 +133,11 @@ async def test_approval_event_validation(rt: omnigent.Runtime) -> None:
 @pytest.mark.parametrize(
     ("sharing", "args", "expect"),
     [
-        ("none", {"user_id": "bob"}, "Error: this agent may not share sessions"),
+        # Not offered at all: the model never sees it.
+        ("none", {"user_id": "bob"}, "Error: unknown tool 'sys_session_share'"),
         ("non-public", {"user_id": "__public__"}, "Error: this agent may not make sessions public"),
-        ("non-public", {"user_id": "bob", "level": 7}, "Error: must be 1 (read)"),
+        ("non-public", {"user_id": "bob", "level": 7}, "Error: invalid arguments for sys_sess"),
+        ("non-public", {"user_id": "bob", "level": "owner"}, "Error: invalid arguments for sys_"),
         ("public", {"user_id": "__public__", "level": 2}, "Error: __public__ can only be granted"),
         ("public", {"user_id": "bob", "session_id": "conv_other"}, "Error: only this session"),
         ("public", {"user_id": "bob", "extra": 1}, "Error: invalid arguments"),
@@ -155,10 +157,17 @@ async def test_session_share_refusals_write_nothing(
 
 
 @pytest.mark.parametrize(
-    ("sharing", "user", "level"), [("non-public", "bob", 2), ("public", "__public__", 1)]
+    ("sharing", "user", "level", "named", "number"),
+    [
+        ("non-public", "bob", 2, "edit", 2),
+        ("non-public", "bob", "edit", "edit", 2),
+        ("non-public", "bob", "manage", "manage", 3),
+        ("public", "__public__", "read", "read", 1),
+        ("public", "__public__", 1, "read", 1),
+    ],
 )
 async def test_session_share_grants(
-    rt: omnigent.Runtime, sharing: str, user: str, level: int
+    rt: omnigent.Runtime, sharing: str, user: str, level: object, named: str, number: int
 ) -> None:
     spec = scripted(
         script=[{"call": "sys_session_share", "args": {"user_id": user, "level": level}}]
@@ -168,8 +177,13 @@ async def test_session_share_grants(
     session = await rt.create_session(agent.id)
     await run_turn(rt, session.id)
     output = (await rt.list_items(session.id)).data[-1].output  # type: ignore[union-attr]
-    assert json.loads(output) == {"session_id": session.id, "user_id": user, "level": level}
-    assert await rt.access_level(session.id, "bob") == (level if user == "bob" else READ)
+    assert json.loads(output) == {
+        "shared": True,
+        "session_id": session.id,
+        "user_id": user,
+        "level": named,
+    }
+    assert await rt.access_level(session.id, "bob") == (number if user == "bob" else READ)
 
 
 async def test_the_owner_cannot_be_granted_and_unknown_sessions_cannot_be_revoked(

@@ -36,6 +36,9 @@ from ..stores import Store
 from ..tools import os as os_tools
 from ..tools import terminals as terminal_tools
 from ..tools import workspace_for
+from ..tools._agent_args import LEVELS, parse_level
+from ..tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
+from ..tools._args import ToolError
 from ._bus import EventBus
 from ._elicitations import Elicitations, elicitation_params
 from ._permissions import PUBLIC, Permissions, check_level
@@ -48,12 +51,14 @@ from ._policies import (
     parse_policy_event,
 )
 from ._providers import ToolProviders, run_provided
-from ._tasks import BackgroundTasks, format_inbox
+from ._tasks import BackgroundTasks, format_inbox, vet_inbox
 from ._terminals import SessionTerminals
 from ._tools import ToolRegistry, decode_arguments
 
 if TYPE_CHECKING:
     from ..mcp._client import McpServers
+    from ._orchestration import Orchestration
+    from ._subagents import ChildWork
 
 __all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
 
@@ -82,22 +87,6 @@ _SESSION_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "sys_read_inbox": {
         "description": "Read (and clear) the results of finished background tasks.",
         "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-    },
-    "sys_session_share": {
-        "description": (
-            "Share this session (or one of its sub-sessions) with a user: level 1 read, "
-            "2 edit, 3 manage; user_id __public__ makes it readable by everyone."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "user_id": {"type": "string"},
-                "level": {"type": "integer", "enum": [1, 2, 3]},
-                "session_id": {"type": "string"},
-            },
-            "required": ["user_id"],
-            "additionalProperties": False,
-        },
     },
     "sys_cancel_async": {
         "description": "Cancel a running background task by its handle id.",
@@ -154,10 +143,16 @@ class SessionTools:
         tmux: terminal_tools.TmuxServer | None = None,
         session_cwd: str | None = None,
         providers: ToolProviders | None = None,
+        work: ChildWork | None = None,
+        orchestration: Orchestration | None = None,
     ) -> None:
         self.session_id = session_id
         self._session_cwd = Path(session_cwd) if session_cwd is not None else None
         self._providers = providers
+        # The session's dispatches to its children, and what the orchestration
+        # tools act through (both absent for tools made outside an actor).
+        self.work = work
+        self.orchestration = orchestration
         self.spec = spec
         self._registry = registry
         self._policies = policies
@@ -175,9 +170,13 @@ class SessionTools:
             from ..mcp._client import McpServers  # the optional `mcp` extra
 
             self._mcp = McpServers(spec.mcp_servers, ask=self._ask_person, cwd=self.cwd)
+        self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, _os_tool(name))
-        self._add("sys_session_share", _SESSION_TOOL_SCHEMAS["sys_session_share"], _session_share)
+        if spec.agent_session_sharing != "none":
+            self._add("sys_session_share", AGENT_TOOL_SCHEMAS["sys_session_share"], _session_share)
+        if orchestration is not None:
+            self._add_orchestration(spec)
         if spec.async_enabled:
             self._add("sys_call_async", _SESSION_TOOL_SCHEMAS["sys_call_async"], _call_async)
             self._add("sys_read_inbox", _SESSION_TOOL_SCHEMAS["sys_read_inbox"], _read_inbox)
@@ -194,6 +193,19 @@ class SessionTools:
             )
             for name, schema in terminal_tools.TERMINAL_TOOL_SCHEMAS.items():
                 self._add(name, schema, _terminal_tool(name))
+
+    def _add_orchestration(self, spec: AgentSpec) -> None:
+        from ._orchestration import granted_sub_agents
+        from ._orchestration_tools import TOOLS, granted_tools
+
+        for name in granted_tools(spec):
+            if name == "sys_session_send":
+                granted = granted_sub_agents(spec)
+                about = {n: s.description or f"Sub-agent {n!r}." for n, s in granted.items()}
+                schema = send_schema(about)
+            else:
+                schema = AGENT_TOOL_SCHEMAS[name]
+            self._add(name, schema, _orchestrated(TOOLS[name]))
 
     def _add(self, name: str, schema: Mapping[str, Any], run: Builtin) -> None:
         self._builtins[name] = (
@@ -402,11 +414,48 @@ class SessionTools:
         return self._tasks.cancel(handle_id)
 
     async def drain_inbox(self) -> list[str]:
-        rows = await self._store.drain_inbox(self.session_id)
-        if rows:
-            # No waiting for room here: the rows are already marked delivered.
-            await self._bus.publish_now(self.session_id, InboxUpdated(count=0))
-        return format_inbox(rows)
+        """Read the inbox: its items as lines, each marked delivered once read.
+
+        A sub-agent's result passes this session's ``PHASE_TOOL_RESULT`` policies
+        first (as ``sys_session_send``'s delayed output): a DENY or ASK shows
+        ``[Result suppressed by policy: <reason>]``, an ALLOW with ``data`` replaces
+        it. If the policies cannot be evaluated the output is hidden and the item
+        stays unread, for the next read.
+        """
+        async with self._drain_lock:
+            rows = await self._store.peek_inbox(self.session_id)
+            if not rows:
+                return []
+            vetted, read = await vet_inbox(rows, self._vet_result)
+            if read:
+                count = await self._store.ack_inbox(self.session_id, read)
+                # No waiting for room here: the rows are already marked delivered.
+                await self._bus.publish_now(self.session_id, InboxUpdated(count=count))
+            return format_inbox(vetted)
+
+    async def _vet_result(self, payload: dict[str, Any]) -> Verdict:
+        event = PolicyEvent(
+            PHASE_TOOL_RESULT,
+            {
+                "tool_name": "sys_session_send",
+                "tool_input": {
+                    "agent": payload.get("agent"),
+                    "title": payload.get("title"),
+                    "conversation_id": payload.get("conversation_id"),
+                },
+                "tool_output": payload.get("output", ""),
+            },
+        )
+        return await self._policies.evaluate(event)
+
+
+def _orchestrated(run: Any) -> Builtin:
+    async def call(tools: SessionTools, args: dict[str, Any]) -> str:
+        assert tools.orchestration is not None
+        output: str = await run(tools.orchestration, tools, args)
+        return output
+
+    return call
 
 
 def _os_tool(name: str) -> Builtin:
@@ -472,17 +521,12 @@ async def _cancel_async(tools: SessionTools, args: dict[str, Any]) -> str:
 
 
 async def _session_share(tools: SessionTools, args: dict[str, Any]) -> str:
-    """``sys_session_share``: gated by the spec's ``agent_session_sharing``."""
+    """``sys_session_share``: offered only when the spec's ``agent_session_sharing`` allows."""
     sharing = tools.spec.agent_session_sharing
-    if sharing == "none":
-        return (
-            "Error: this agent may not share sessions (its spec says agent_session_sharing: none)"
-        )
     problem = _only_keys(args, "sys_session_share", {"user_id", "level", "session_id"})
     if problem:
         return problem
-    user_id, level = args.get("user_id"), args.get("level", 1)
-    target = args.get("session_id", tools.session_id)
+    user_id, target = args.get("user_id"), args.get("session_id", tools.session_id)
     if not isinstance(user_id, str) or not user_id:
         return "Error: invalid arguments for sys_session_share: 'user_id' must be a user id"
     if not isinstance(target, str):
@@ -490,10 +534,21 @@ async def _session_share(tools: SessionTools, args: dict[str, Any]) -> str:
     if user_id == PUBLIC and sharing != "public":
         return f"Error: this agent may not make sessions public (agent_session_sharing: {sharing})"
     try:
+        level = parse_level(args.get("level", "read"))
         level = check_level(level, user_id)
         if target != tools.session_id and target not in await tools.descendants():
             return "Error: only this session and its sub-sessions can be shared"
         grant = await tools.permissions.grant(target, user_id, level)
+    except ToolError as exc:
+        return exc.render()
     except OmnigentError as exc:
         return f"Error: {exc.message}"
-    return json.dumps({"session_id": target, "user_id": grant.user_id, "level": grant.level})
+    names = {v: k for k, v in LEVELS.items()}
+    return json.dumps(
+        {
+            "shared": True,
+            "session_id": target,
+            "user_id": grant.user_id,
+            "level": names.get(grant.level, grant.level),
+        }
+    )

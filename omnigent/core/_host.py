@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import httpx
 import trio
 
@@ -33,15 +34,17 @@ from ._policy_allowlist import PolicyAllowlist
 from ._providers import ToolProviders
 from ._records import Resource
 from ._session import SessionActor
+from ._subagents import ChildWork, SubAgents
 from ._tasks import BackgroundTasks
 from ._terminals import SessionTerminals
 from ._tools import ToolRegistry
-from ._turn import TurnServices, only_exceptions, split_cancellation
+from ._turn import TurnOutcome, TurnServices, only_exceptions, split_cancellation
 
 if TYPE_CHECKING:
     from ..harnesses._processes import ProcessManager
+    from ._orchestration import Orchestration
 
-__all__ = ["ActorHost"]
+__all__ = ["ActorHost", "sub_agent_spec"]
 
 
 async def _nothing(session_id: str) -> None:
@@ -49,6 +52,25 @@ async def _nothing(session_id: str) -> None:
 
 
 log = logging.getLogger(__name__)
+
+
+def sub_agent_spec(spec: AgentSpec, path: str, agent_id: str = "") -> AgentSpec:
+    """The spec of the sub-agent at ``path`` (``lead/researcher``) inside ``spec``.
+
+    A sub-agent without an ``os_env`` of its own works where its parent does.
+
+    Raises:
+        AgentNotFound: no sub-agent at that path.
+    """
+    current = spec
+    for name in path.split("/"):
+        found = next((s for s in current.sub_agents if s.name == name), None)
+        if found is None:
+            raise AgentNotFound(f"{agent_id}/{path}" if agent_id else path)
+        if found.os_env is None and current.os_env is not None:
+            found = attrs.evolve(found, os_env=current.os_env)
+        current = found
+    return current
 
 
 class ActorHost:
@@ -73,6 +95,10 @@ class ActorHost:
         tmux: TmuxServer | None = None,
     ) -> None:
         self.services = TurnServices(store, bus, elicitations)
+        self.subagents = SubAgents(store, bus, lambda: self.closing)
+        # Set by the runtime: what the orchestration tools act through.
+        self.orchestration: Orchestration | None = None
+        self.permissions = permissions
         self._processes = processes
         self.actors: dict[str, SessionActor] = {}
         # Sessions being deleted: no new work may start on them.
@@ -98,8 +124,9 @@ class ActorHost:
         self._specs: dict[tuple[str, int], AgentSpec] = {}
         # Tool implementations clients supply for their sessions (ACP's fs/terminal).
         self.providers = ToolProviders()
-        # One engine per agent version, so function references resolve once.
-        self._engines: dict[tuple[str, int], PolicyEngine] = {}
+        # One engine per agent version (and sub-agent), so function references resolve
+        # once.
+        self._engines: dict[tuple[str, int, str | None], PolicyEngine] = {}
 
     @property
     def task_count(self) -> int:
@@ -167,6 +194,17 @@ class ActorHost:
         for item_id in item_ids:
             if item_id in self.watched:
                 self.watched[item_id] = response_id
+        self.subagents.messages_taken(item_ids, response_id)
+
+    def child_work(
+        self, session_id: str, nursery: trio.Nursery, on_inbox: Callable[[], None]
+    ) -> ChildWork:
+        return ChildWork(session_id, nursery, self.subagents, on_inbox)
+
+    def session_settled(
+        self, session_id: str, outcome: TurnOutcome | None, *, ended: bool = False
+    ) -> None:
+        self.subagents.session_settled(session_id, outcome, ended=ended)
 
     # -- specs -----------------------------------------------------------------------
 
@@ -226,10 +264,18 @@ class ActorHost:
                 )
 
     async def session_spec(self, session_id: str) -> tuple[SessionRow, AgentSpec]:
+        """A session's row and the spec it runs (its sub-agent's, for a sub-agent).
+
+        Raises:
+            SessionNotFound. AgentNotFound: its agent (or sub-agent) is gone.
+        """
         row = await self._store.get_session(session_id)
         if row is None:
             raise SessionNotFound(session_id)
-        return row, await self.agent_spec(row.agent_id, row.agent_version)
+        spec = await self.agent_spec(row.agent_id, row.agent_version)
+        if row.sub_agent is not None:
+            spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
+        return row, spec
 
     async def agent_spec(self, agent_id: str, version: int | None) -> AgentSpec:
         """An agent version's spec; a known version is served without a store read."""
@@ -242,7 +288,7 @@ class ActorHost:
 
     def policy_engine(self, row: SessionRow, spec: AgentSpec) -> PolicyEngine:
         """The policy engine of a session's agent version (its policies, then defaults)."""
-        key = (row.agent_id, row.agent_version)
+        key = (row.agent_id, row.agent_version, row.sub_agent)
         if key not in self._engines:
             self._engines[key] = self.new_policy_engine(spec)
         return self._engines[key]
@@ -261,10 +307,15 @@ class ActorHost:
     async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
         row, spec = await self.session_spec(session_id)
         name = self.harness_of(spec, row.harness_override)
+        config = spec.executor.config
+        if row.model_override is not None and row.model_override != config.model:
+            # What the harness actually runs: a harness reading its config sees the
+            # session's model, as one reading TurnRequest.model does.
+            config = attrs.evolve(config, model=row.model_override)
         env = HarnessEnv(
             session_id,
             spec,
-            spec.executor.config,
+            config,
             self._http,
             harness_name=name,
             processes=self._processes,
@@ -274,7 +325,9 @@ class ActorHost:
         )
         return self.harnesses.create(name, env), name
 
-    async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools:
+    async def make_tools(
+        self, session_id: str, tasks: BackgroundTasks, work: ChildWork
+    ) -> SessionTools:
         row, spec = await self.session_spec(session_id)
         return SessionTools(
             session_id=session_id,
@@ -290,6 +343,8 @@ class ActorHost:
             tmux=self._tmux,
             session_cwd=row.cwd,
             providers=self.providers,
+            work=work,
+            orchestration=self.orchestration,
         )
 
     async def build_request(

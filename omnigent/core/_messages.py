@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
+
 from ..errors import RuntimeClosed, SessionNotFound
 from ..model import (
     TERMINAL_STATUSES,
@@ -59,15 +61,26 @@ class Messages:
         self._sessions = sessions
 
     async def accept(
-        self, session_id: str, content: Any, role: str, viewer: str | None = None
+        self,
+        session_id: str,
+        content: Any,
+        role: str,
+        viewer: str | None = None,
+        *,
+        item_id: str | None = None,
     ) -> MessageItem:
-        """Validate and persist a message; nothing is stored if it is invalid."""
+        """Validate and persist a message; nothing is stored if it is invalid.
+
+        ``item_id`` fixes the item's id (a dispatch records it before sending).
+        """
         if self._host.closing:
             raise RuntimeClosed()
         await self._sessions.row(session_id)
         blocks = parse_message_content(content, root="content")
         await self._files.check_references(blocks, root="content", viewer=viewer)
         item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
+        if item_id is not None:
+            item = attrs.evolve(item, id=item_id)
         if session_id in self._host.deleting:
             raise SessionNotFound(session_id)
         await self._store.put_items(session_id, [unstructure(item, Item)])

@@ -32,6 +32,7 @@ from ._dispatch import ToolPlace
 from ._host import ActorHost
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._runtime import Runtime, RuntimeState
+from ._subagents import recover_work
 
 __all__ = ["open_runtime"]
 
@@ -147,6 +148,10 @@ async def open_runtime(
                     )
                     if exclusive:
                         await _recover(store, bus)
+                        # Sub-agent work a previous process left open: settled from
+                        # the store, and each parent woken to read the result.
+                        for parent in await recover_work(store, bus):
+                            rt._host.actor(parent).note_inbox()
                     rt.state = RuntimeState.OPEN
                     try:
                         yield rt

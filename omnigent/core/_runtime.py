@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -29,9 +29,9 @@ import attrs
 import httpx
 import trio
 
-from ..errors import InvalidInput, ResourceNotFound, RuntimeClosed, SessionNotFound, StoreBusy
+from ..errors import ErrorDetail, InvalidInput, ResourceNotFound, RuntimeClosed, SessionNotFound, StoreBusy
 from ..harnesses.base import HarnessFactory, ToolSchema
-from ..harnesses.registry import HarnessRegistry
+from ..harnesses.registry import HarnessRegistry, ModelRule
 from ..model import ChildSessionSummary, ElicitationParams, Event, check_depth
 from ..spec import AgentSpec, PolicySpec
 from ..stores import Store
@@ -46,6 +46,7 @@ from ._held_calls import DEFAULT_TTL, HeldToolCall
 from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
 from ._messages import Messages
+from ._orchestration import Orchestration
 from ._permissions import Grant, Permissions
 from ._policies import PolicyEvent, Verdict
 from ._policy_allowlist import PolicyAllowlist
@@ -150,6 +151,16 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._asking = Asking(self._host, self._elicitations, self._sessions)
         self._visibility = Visibility(self._permissions, self._sessions)
         self._host.on_turn_changed = self._sessions.announce_to_parent
+        self._host.subagents.announce = self._sessions.announce_to_parent
+        self._host.subagents.stop_session = self._stop_and_wait
+        self._host.orchestration = Orchestration(
+            store=store,
+            host=self._host,
+            sessions=self._sessions,
+            messages=self._messages,
+            agents=self._agents,
+            home=place.home,
+        )
 
     # -- state ---------------------------------------------------------------------
 
@@ -182,12 +193,13 @@ class Runtime(metaclass=_NoPublicConstructor):
 
     def statistics(self) -> dict[str, int]:
         """Live work: sessions with an actor, tasks in the runtime nursery, subscribers,
-        pending elicitations."""
+        pending elicitations, sub-agent dispatches not yet delivered."""
         return {
             "active_sessions": len(self._host.actors),
             "tasks": self._host.task_count,
             "subscribers": self._bus.statistics()["subscribers"],
             "elicitations": self._elicitations.waiting,
+            "sub_agent_work": self._host.subagents.watching,
         }
 
     # -- agents ------------------------------------------------------------------------
@@ -644,11 +656,33 @@ class Runtime(metaclass=_NoPublicConstructor):
             yield
 
     def register_harness(
-        self, name: str, factory: HarnessFactory, *, aliases: Sequence[str] = ()
+        self,
+        name: str,
+        factory: HarnessFactory,
+        *,
+        aliases: Sequence[str] = (),
+        models: ModelRule | None = None,
+        requires: Callable[[], str | None] | None = None,
+        check_spec: Callable[[AgentSpec], list[ErrorDetail]] | None = None,
+        accepts_model: bool = True,
     ) -> None:
-        """Make a harness available under ``name`` and ``aliases``."""
+        """Make a harness available under ``name`` and ``aliases``.
+
+        The rest tell the runtime what the harness can run before it starts one: the
+        models of a single-vendor harness, whether its program is installed here,
+        spec keys it cannot honour, and whether a model chosen per session reaches it
+        (see :class:`omnigent.harnesses.HarnessInfo`).
+        """
         self._open()
-        self._harnesses.register(name, factory, aliases=aliases)
+        self._harnesses.register(
+            name,
+            factory,
+            aliases=aliases,
+            models=models,
+            requires=requires,
+            check_spec=check_spec,
+            accepts_model=accepts_model,
+        )
 
     # -- elicitations and policies --------------------------------------------------
 

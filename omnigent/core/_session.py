@@ -18,6 +18,7 @@ user prompt.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 import attrs
@@ -29,8 +30,9 @@ from ..model import ElicitationParams, InputText, Item, MessageItem
 from ..model._wire import unstructure
 from ._dispatch import SessionTools
 from ._held_calls import EXPIRED, HeldToolCall
+from ._subagents import ChildWork
 from ._tasks import BackgroundTasks
-from ._turn import Turn, TurnServices
+from ._turn import Turn, TurnOutcome, TurnServices
 
 __all__ = ["SessionActor", "SessionHost"]
 
@@ -46,7 +48,21 @@ class SessionHost(Protocol):
 
     async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]: ...
 
-    async def make_tools(self, session_id: str, tasks: BackgroundTasks) -> SessionTools: ...
+    async def make_tools(
+        self, session_id: str, tasks: BackgroundTasks, work: ChildWork
+    ) -> SessionTools: ...
+
+    def child_work(
+        self, session_id: str, nursery: trio.Nursery, on_inbox: Callable[[], None]
+    ) -> ChildWork:
+        """The watcher of the session's own dispatches to its children."""
+        ...
+
+    def session_settled(
+        self, session_id: str, outcome: TurnOutcome | None, *, ended: bool = False
+    ) -> None:
+        """The session has nothing left to do after a turn (see ``_subagents``)."""
+        ...
 
     async def build_request(
         self, actor: SessionActor, response_id: str, messages: list[MessageItem]
@@ -84,7 +100,12 @@ class SessionActor:
         self._harness: Harness | None = None
         self._tools: SessionTools | None = None
         self._tasks: BackgroundTasks | None = None
+        self._work: ChildWork | None = None
         self._turn: Turn | None = None
+        # How the last turn ended, and whether a parent waiting on this session
+        # has yet to hear that it has nothing left to do since.
+        self.last_outcome: TurnOutcome | None = None
+        self._settle_due = False
         self._nursery: trio.Nursery | None = None
         self._wakeup = trio.Event()
         self._message_buffered = trio.Event()
@@ -186,7 +207,8 @@ class SessionActor:
             await store.move_items_to_end(self.session_id, [m.id for m in taken])
         return taken
 
-    def _note_inbox(self) -> None:
+    def note_inbox(self) -> None:
+        """An inbox item arrived: run a turn for it once no turn is running."""
         self._inbox_arrived = True
         self._wakeup.set()
 
@@ -216,15 +238,17 @@ class SessionActor:
                     nursery,
                     services.store,
                     services.bus,
-                    self._note_inbox,
+                    self.note_inbox,
                     on_work_done=self._note_work_done,
                 )
+                self._work = self._host.child_work(self.session_id, nursery, self.note_inbox)
                 self._ready.set()
                 await self._loop(nursery)
         finally:
             self._ready.set()
             self.leaving = True
             self._host.actor_left(self)
+            self._host.session_settled(self.session_id, self.last_outcome, ended=True)
             try:
                 await self._close_harness()
             finally:
@@ -245,6 +269,11 @@ class SessionActor:
                 if notice is not None:
                     self._pending.append(notice)
                 continue
+            if self._settle_due and self._quiescent():
+                # Nothing left to do after the last turn: a parent waiting on this
+                # session takes that turn's outcome as the final answer.
+                self._settle_due = False
+                self._host.session_settled(self.session_id, self.last_outcome)
             services = self._tools.services_running if self._tools is not None else 0
             if len(nursery.child_tasks) <= services:
                 # Decided synchronously: from here no message can reach this actor;
@@ -257,6 +286,12 @@ class SessionActor:
                 return
             self._wakeup = trio.Event()
             await self._wakeup.wait()
+
+    def _quiescent(self) -> bool:
+        """No turn, message, inbox notice, background task or child work is pending."""
+        tasks = self._tasks.running if self._tasks is not None else 0
+        work = self._work.running if self._work is not None else 0
+        return not self._pending and not self._inbox_arrived and not tasks and not work
 
     async def _hold(self, held: HeldElicitation) -> None:
         elicitations = self._host.services.elicitations
@@ -312,8 +347,8 @@ class SessionActor:
 
     async def _session_tools(self) -> SessionTools:
         if self._tools is None:
-            assert self._tasks is not None
-            self._tools = await self._host.make_tools(self.session_id, self._tasks)
+            assert self._tasks is not None and self._work is not None
+            self._tools = await self._host.make_tools(self.session_id, self._tasks, self._work)
         return self._tools
 
     async def _run_turn(self) -> None:
@@ -342,6 +377,8 @@ class SessionActor:
             await turn.run(prepare)
         finally:
             self._turn = None
+            self.last_outcome = turn.outcome
+            self._settle_due = True
             with trio.move_on_after(5, shield=True):
                 await self._announce()
 

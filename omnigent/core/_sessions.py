@@ -27,10 +27,11 @@ from ..model import (
 )
 from ..model._wire import unstructure
 from ..stores import SessionRow, Store
+from ..tools._agent_args import split_title, visible_title
 from ._bus import EventBus
 from ._elicitations import Elicitations
 from ._files import FileService
-from ._host import ActorHost
+from ._host import ActorHost, sub_agent_spec
 from ._records import ItemPage, SessionPage, SessionSnapshot
 
 __all__ = ["PREVIEW_CHARS", "SessionRecords"]
@@ -124,8 +125,15 @@ class SessionRecords:
         owner: str,
         viewer: str | None,
         cwd: str | None = None,
+        agent_version: int | None = None,
+        sub_agent: str | None = None,
     ) -> SessionSnapshot:
-        """See :meth:`Runtime.create_session`."""
+        """See :meth:`Runtime.create_session`.
+
+        ``agent_version`` and ``sub_agent`` (a path into that version's spec) make a
+        sub-agent's session: it runs that sub-agent of the exact version its parent
+        runs.
+        """
         title = _check_title(title)
         cwd = check_cwd(cwd)
         model_override = _check_model_override(model_override)
@@ -138,10 +146,12 @@ class SessionRecords:
             await self._files.check_references(
                 message.content, root=f"initial_items[{index}].data.content", viewer=viewer
             )
-        agent = await self._store.get_agent(agent_id)
+        agent = await self._store.get_agent(agent_id, agent_version)
         if agent is None:
             raise AgentNotFound(agent_id)
         spec = await self._host.agent_spec(agent.id, agent.version)
+        if sub_agent is not None:
+            spec = sub_agent_spec(spec, sub_agent, agent.id)
         if harness_override is not None:
             if spec.executor.type != "omnigent":
                 raise BadRequest(
@@ -174,6 +184,7 @@ class SessionRecords:
             created_at=created,
             cwd=cwd,
             updated_at=created,
+            sub_agent=sub_agent,
         )
         await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
         if parent_session_id is not None:
@@ -187,6 +198,8 @@ class SessionRecords:
 
     async def snapshot(self, row: SessionRow) -> SessionSnapshot:
         spec = await self._host.agent_spec(row.agent_id, row.agent_version)
+        if row.sub_agent is not None:
+            spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
         actor = self._host.actors.get(row.id)
         pending = tuple(self._elicitations.pending_for(row.id))
         return SessionSnapshot(
@@ -288,18 +301,41 @@ class SessionRecords:
         )
 
     async def child_summary(self, child: SessionSnapshot) -> ChildSessionSummary:
-        """A child session as its parent lists it (and ``session.child_session.updated``)."""
+        """A child session as its parent lists it (and ``session.child_session.updated``).
+
+        A named sub-agent (titled ``<agent>:<title>``) shows its sub-agent as ``agent``
+        and ``tool`` and the rest of its title as ``session_name``; another child
+        shows its agent's name and its title. ``current_task_status`` is the state of
+        the child's work: ``in_progress`` while it runs, waits or has work sent to it
+        that no turn took yet, ``completed``, ``failed`` or ``cancelled`` after its
+        last turn; ``None`` before its first.
+        """
+        agent, name = split_title(child.title)
+        if agent is None:
+            agent, name = child.agent_name, visible_title(child.title)
         return ChildSessionSummary(
             id=child.id,
             title=child.title,
-            agent=child.agent_name,
-            session_name=child.title,
+            agent=agent,
+            tool=agent,
+            session_name=name,
             status=child.status,
             busy=child.busy,
-            current_task_status=child.status if child.busy else None,
+            current_task_status=await self._task_status(child),
             preview=await self._preview(child.id),
             labels=child.labels,
         )
+
+    async def _task_status(self, child: SessionSnapshot) -> str | None:
+        if child.busy or child.status in ("launching", "running", "waiting"):
+            return "in_progress"
+        dispatch = self._host.subagents.open_for(child.id)
+        if dispatch is not None and dispatch.result is None:
+            return "in_progress"
+        if child.status in ("failed", "cancelled"):
+            return child.status
+        row = await self._store.get_session(child.id)
+        return "completed" if row is not None and row.turn_count > 0 else None
 
     async def _preview(self, session_id: str) -> str | None:
         """The last assistant text of a session, truncated; None if it has none."""

@@ -12,7 +12,10 @@ its agent has not read posts a ``terminal_idle`` item (see
 
 ``sys_read_inbox`` drains the inbox into lines a model can read. When an item arrives
 while the session has no turn running, the session is woken with a turn whose input is
-those lines (see :class:`~omnigent.core._session.SessionActor`).
+those lines (see :class:`~omnigent.core._session.SessionActor`). The inbox also holds
+the results of sub-agent work (``type: sub_agent``, see :mod:`._subagents`), rendered
+as the original omnigent did: ``[System: sub-agent task <id> completed — agent:title
+returned: …]``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -30,11 +33,23 @@ from ..model import InboxUpdated
 from ..stores import Store
 from ._bus import EventBus
 
-__all__ = ["MAX_BACKGROUND_TASKS", "BackgroundTasks", "format_inbox"]
+if TYPE_CHECKING:
+    from ._policies import Verdict
+
+__all__ = [
+    "INBOX_OUTPUT_MAX_CHARS",
+    "MAX_BACKGROUND_TASKS",
+    "POLICY_FAILED",
+    "BackgroundTasks",
+    "format_inbox",
+    "vet_inbox",
+]
 
 log = logging.getLogger(__name__)
 
 MAX_BACKGROUND_TASKS = 1024
+INBOX_OUTPUT_MAX_CHARS = 12000
+POLICY_FAILED = "[Result suppressed by policy: policy evaluation failed]"
 
 
 @attrs.define(eq=False)
@@ -42,6 +57,38 @@ class _Task:
     handle_id: str
     tool: str
     scope: trio.CancelScope
+
+
+def _bounded(output: str) -> str:
+    if len(output) <= INBOX_OUTPUT_MAX_CHARS:
+        return output
+    cut = len(output) - INBOX_OUTPUT_MAX_CHARS
+    return output[:INBOX_OUTPUT_MAX_CHARS].rstrip() + f"\n...[truncated {cut} chars]"
+
+
+def _sub_agent_line(item: dict[str, Any]) -> str:
+    handle, status = item["task_id"], item["status"]
+    agent, title = item.get("agent") or "sub_agent", item.get("title") or ""
+    output = item.get("output") or ""
+    if not isinstance(handle, str) or not isinstance(output, str):
+        raise TypeError("malformed inbox item")
+    output = _bounded(output)
+    target = f"{agent}:{title}" if title else str(agent)
+    said = bool(output.strip())
+    if status == "completed":
+        if not said:
+            return f"[System: sub-agent task {handle} completed — {target} produced no output]"
+        return f"[System: sub-agent task {handle} completed — {target} returned: {output}]"
+    if status == "failed":
+        return f"[System: sub-agent task {handle} failed — {target} error: {output}]"
+    if status == "cancelled":
+        if said:
+            return (
+                f"[System: sub-agent task {handle} cancelled — {target}; "
+                f"output before cancellation: {output}]"
+            )
+        return f"[System: sub-agent task {handle} cancelled — {target}]"
+    raise ValueError(f"unknown inbox status {status!r}")
 
 
 def _idle_line(item: dict[str, Any]) -> str:
@@ -59,6 +106,8 @@ def _output_line(item: Any) -> str:
         raise TypeError("an inbox item must be an object")
     if item.get("type") == "terminal_idle":
         return _idle_line(item)
+    if item.get("type") == "sub_agent":
+        return _sub_agent_line(item)
     handle, tool, status = item["handle_id"], item["tool"], item["status"]
     output = item.get("output", "")
     if not isinstance(handle, str) or not isinstance(tool, str) or not isinstance(output, str):
@@ -87,6 +136,49 @@ def format_inbox(rows: list[tuple[str, str]]) -> list[str]:
             log.warning("malformed inbox item %s", row_id)
             lines.append(f"[System: inbox item {row_id} is malformed and was skipped]")
     return lines
+
+
+async def vet_inbox(
+    rows: list[tuple[str, str]], vet: Callable[[dict[str, Any]], Awaitable[Verdict]]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Pass each sub-agent result in ``rows`` through ``vet`` (the result policies).
+
+    Returns the rows to show (outputs replaced or suppressed as the verdicts say) and
+    the ids that may be marked read: a row whose vetting raised is shown with its
+    output hidden (:data:`POLICY_FAILED`) and stays unread, for the next read.
+
+    Cancellation: propagates; nothing is marked read.
+    """
+    shown: list[tuple[str, str]] = []
+    read: list[str] = []
+    for row_id, data in rows:
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            payload = None
+        if (
+            not isinstance(payload, dict)
+            or payload.get("type") != "sub_agent"
+            or payload.get("status") not in ("completed", "failed")
+        ):
+            shown.append((row_id, data))
+            read.append(row_id)
+            continue
+        try:
+            verdict = await vet(payload)
+        except Exception:
+            log.warning("the result policies failed on inbox item %s", row_id, exc_info=True)
+            shown.append((row_id, json.dumps({**payload, "output": POLICY_FAILED})))
+            continue
+        if verdict.action in ("DENY", "ASK"):
+            reason = verdict.reason or "no reason given"
+            payload["output"] = f"[Result suppressed by policy: {reason}]"
+        elif verdict.data is not None:
+            data_out = verdict.data
+            payload["output"] = data_out if isinstance(data_out, str) else json.dumps(data_out)
+        shown.append((row_id, json.dumps(payload)))
+        read.append(row_id)
+    return shown, read
 
 
 class BackgroundTasks:

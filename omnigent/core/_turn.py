@@ -50,6 +50,7 @@ from ..model import (
     ResponseFailed,
     ResponseInfo,
     SessionStatus,
+    item_text,
 )
 from ..model._wire import unstructure
 from ..stores import Store
@@ -57,7 +58,14 @@ from ._bus import EventBus
 from ._dispatch import SessionTools
 from ._elicitations import Elicitations
 
-__all__ = ["CRASHED_MESSAGE", "Turn", "describe_failure", "only_exceptions", "split_cancellation"]
+__all__ = [
+    "CRASHED_MESSAGE",
+    "Turn",
+    "TurnOutcome",
+    "describe_failure",
+    "only_exceptions",
+    "split_cancellation",
+]
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +142,21 @@ def describe_failure(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(CRASHED_MESSAGE, "harness_crashed")
 
 
+@attrs.frozen
+class TurnOutcome:
+    """How a turn ended, as a parent waiting on it needs to know.
+
+    Attributes:
+        status: the terminal status (``idle``, ``failed`` or ``cancelled``).
+        error: the failure's message (``failed`` only).
+        text: the text of the last assistant message the turn recorded ("" if none).
+    """
+
+    status: str
+    error: str | None = None
+    text: str = ""
+
+
 @attrs.define(eq=False)
 class TurnServices:
     """What a turn needs from its runtime."""
@@ -156,6 +179,9 @@ class Turn:
         self._tools: SessionTools | None = None
         self._take_injections: Callable[[], Awaitable[list[MessageItem]]] | None = None
         self._wait_injection: Callable[[], Awaitable[None]] | None = None
+        self._last_text = ""
+        # Set when the turn has ended (see :meth:`run`).
+        self.outcome: TurnOutcome | None = None
 
     def bind(
         self,
@@ -174,6 +200,8 @@ class Turn:
         await self._services.bus.publish(self.session_id, event)
 
     async def add_item(self, item: Item) -> None:
+        if isinstance(item, MessageItem) and item.role == "assistant":
+            self._last_text = item_text(item)
         await self._services.store.put_items(self.session_id, [unstructure(item, Item)])
         await self.emit(OutputItemDone(item=item, response_id=self.response_id))
 
@@ -321,6 +349,7 @@ class Turn:
             assert error is not None
             terminal = ResponseFailed(response=attrs.evolve(info, status="failed"), error=error)
         ended = SessionStatus(status=status, error=error)  # type: ignore[arg-type]
+        self.outcome = TurnOutcome(status, error.message if error else None, self._last_text)
         try:
             # Together and without waiting for room: a turn always ends, and never
             # with half of its terminal pair.

@@ -12,8 +12,9 @@ the entry point's name.
 
 Besides its factory a harness may declare what it needs up front, so a request it
 cannot serve is refused before anything runs: a :class:`ModelRule` (the models it
-runs), ``requires`` (whether its program is installed here) and ``check_spec`` (spec
-keys it cannot honour).
+runs), ``accepts_model`` (whether a model chosen per session reaches it at all),
+``requires`` (whether its program is installed here) and ``check_spec`` (spec keys it
+cannot honour).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class HarnessInfo:
         requires: says what is missing for it to run here (``None`` from the call:
             nothing); ``None``: it needs nothing outside omnigent.
         check_spec: the errors of a spec it cannot honour as written.
+        accepts_model: whether a model chosen per session (``model_override``, a
+            sub-agent dispatch's ``args.model``) reaches what it runs; ``scripted``
+            plays the same script whatever the model, so a dispatcher refuses one.
     """
 
     name: str
@@ -55,6 +59,7 @@ class HarnessInfo:
     models: ModelRule | None = None
     requires: Callable[[], str | None] | None = None
     check_spec: SpecCheck | None = None
+    accepts_model: bool = True
 
 
 def _make_loop(env: HarnessEnv) -> Harness:
@@ -107,7 +112,9 @@ class HarnessRegistry:
         self._aliases: dict[str, str] = {}
         if builtins:
             self.register("loop", _make_loop, aliases=("agent", "default", "omnigent", "openai"))
-            self.register("scripted", _make_scripted, aliases=("script", "mock"))
+            self.register(
+                "scripted", _make_scripted, aliases=("script", "mock"), accepts_model=False
+            )
             self.register("external", _make_external)
             self.register(
                 "claude-code",
@@ -136,8 +143,12 @@ class HarnessRegistry:
         models: ModelRule | None = None,
         requires: Callable[[], str | None] | None = None,
         check_spec: SpecCheck | None = None,
+        accepts_model: bool = True,
     ) -> None:
         """Register a harness under ``name`` (and ``aliases``).
+
+        ``models``, ``requires``, ``check_spec`` and ``accepts_model`` are described
+        on :class:`HarnessInfo`.
 
         Raises:
             Conflict: a name or alias is taken and ``replace`` is false.
@@ -146,7 +157,9 @@ class HarnessRegistry:
         for key in (name, *aliases):
             if not replace and (key in self._harnesses or key in self._aliases):
                 raise Conflict(f"harness name {key!r} is already registered")
-        self._harnesses[name] = HarnessInfo(name, factory, aliases, models, requires, check_spec)
+        self._harnesses[name] = HarnessInfo(
+            name, factory, aliases, models, requires, check_spec, accepts_model
+        )
         self._aliases.pop(name, None)
         for alias in aliases:
             self._aliases[alias] = name

@@ -196,6 +196,8 @@ class ChildSessionSummary:
     status: str
     busy: bool
     current_task_status: str | None = None
+    # The sub-agent's name (the original omnigent's field; the same as ``agent``).
+    tool: str | None = None
     preview: str | None = None
     labels: dict[str, str] = attrs.Factory(dict)
 

@@ -14,15 +14,27 @@ from pathlib import Path
 
 from .. import errors
 from ._protocol import Store
-from ._rows import AgentRow, FileRow, Page, SessionRow, StoredEvent
+from ._rows import (
+    WORK_OPEN,
+    WORK_TERMINAL,
+    AgentRow,
+    FileRow,
+    Page,
+    SessionRow,
+    StoredEvent,
+    WorkRow,
+)
 
 __all__ = [
+    "WORK_OPEN",
+    "WORK_TERMINAL",
     "AgentRow",
     "FileRow",
     "Page",
     "SessionRow",
     "Store",
     "StoredEvent",
+    "WorkRow",
     "open_store",
     "parse_sqlite_url",
 ]

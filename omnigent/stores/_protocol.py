@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from ._rows import AgentRow, FileRow, Page, SessionRow, StoredEvent
+from ._rows import AgentRow, FileRow, Page, SessionRow, StoredEvent, WorkRow
 
 __all__ = ["Store"]
 
@@ -176,6 +176,62 @@ class Store(Protocol):
         ...
 
     async def inbox_count(self, session_id: str) -> int: ...
+
+    async def peek_inbox(self, session_id: str, limit: int = 1000) -> list[tuple[str, str]]:
+        """Up to ``limit`` undelivered items ``(id, data)``, oldest first; marks nothing.
+
+        With :meth:`ack_inbox`, a reader that must vet items first (a policy on a
+        sub-agent's result) leaves the ones it could not vet for the next read.
+        """
+        ...
+
+    async def ack_inbox(self, session_id: str, item_ids: Sequence[str]) -> int:
+        """Mark these items delivered; returns how many are still undelivered."""
+        ...
+
+    async def sessions_with_inbox(self) -> list[str]:
+        """Ids of the sessions with undelivered inbox items."""
+        ...
+
+    # -- sub-agent work ----------------------------------------------------------------
+
+    async def insert_work(self, row: WorkRow) -> None:
+        """Record one dispatch of work to a child session (status ``launching``)."""
+        ...
+
+    async def start_work(self, work_id: str) -> bool:
+        """``launching`` → ``running``; False if the entry is not launching."""
+        ...
+
+    async def finish_work(
+        self, work_id: str, status: str, output: str, inbox_id: str, inbox_data: str
+    ) -> int | None:
+        """Finish an open entry and write its inbox item to the parent, atomically.
+
+        Both happen in one transaction, and only if the entry is still open
+        (``launching`` or ``running``): a second finish of the same dispatch — a late
+        completion after a cancel, a retry after a restart — changes nothing. This is
+        what makes delivery exactly once.
+
+        Returns:
+            The parent's undelivered inbox count, or ``None`` when the entry was not
+            open (already finished, or gone with its session).
+        """
+        ...
+
+    async def drop_work(self, work_id: str) -> None:
+        """Forget an entry whose dispatch failed before its handle was handed out."""
+        ...
+
+    async def list_work(
+        self,
+        *,
+        parent_session_id: str | None = None,
+        child_session_id: str | None = None,
+        open_only: bool = True,
+    ) -> list[WorkRow]:
+        """Work entries, oldest first (only open ones by default)."""
+        ...
 
     # -- elicitations --------------------------------------------------------------------
 

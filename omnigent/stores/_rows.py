@@ -11,7 +11,16 @@ from typing import Any
 
 import attrs
 
-__all__ = ["AgentRow", "FileRow", "Page", "SessionRow", "StoredEvent"]
+__all__ = [
+    "WORK_OPEN",
+    "WORK_TERMINAL",
+    "AgentRow",
+    "FileRow",
+    "Page",
+    "SessionRow",
+    "StoredEvent",
+    "WorkRow",
+]
 
 
 @attrs.frozen
@@ -45,6 +54,9 @@ class SessionRow:
     cwd: str | None = None
     # When the session last saw activity: its newest event (else its creation).
     updated_at: float = 0.0
+    # The path of the sub-agent it runs inside its agent's spec (``researcher``, or
+    # ``lead/researcher`` for a sub-agent's own sub-agent); ``None``: the agent itself.
+    sub_agent: str | None = None
 
 
 @attrs.frozen
@@ -73,3 +85,28 @@ class Page:
 
     rows: list[Any]
     has_more: bool
+
+
+WORK_OPEN = ("launching", "running")
+WORK_TERMINAL = ("completed", "failed", "cancelled")
+
+
+@attrs.frozen
+class WorkRow:
+    """One dispatch of work to a child session, from its send to its delivery.
+
+    ``status`` is ``launching`` (sent, not yet taken by a turn of the child),
+    ``running`` (taken), or terminal: ``completed``, ``failed``, ``cancelled`` — set
+    once, together with the parent's inbox item (see ``Store.finish_work``).
+    """
+
+    work_id: str
+    parent_session_id: str
+    child_session_id: str
+    agent: str
+    title: str
+    message_id: str | None
+    status: str
+    output: str | None
+    created_at: float
+    finished_at: float | None = None

@@ -116,4 +116,25 @@ CREATE TABLE harness_state (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# Sub-agents: a child session may run one of its agent's sub-agents (``sub_agent``, a
+# path into the spec), and each dispatch of work to a child is a row until, in one
+# transaction, it is finished and its result written to the parent's inbox.
+_SUBAGENTS = """
+ALTER TABLE sessions ADD COLUMN sub_agent TEXT;
+CREATE TABLE subagent_work (
+    work_id TEXT PRIMARY KEY,
+    parent_session_id TEXT NOT NULL,
+    child_session_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    title TEXT NOT NULL,
+    message_id TEXT,
+    status TEXT NOT NULL,
+    output TEXT,
+    created_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE INDEX subagent_work_parent ON subagent_work(parent_session_id, status);
+CREATE INDEX subagent_work_child ON subagent_work(child_session_id, status);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS)

@@ -21,7 +21,7 @@ __all__ = ["SessionsMixin"]
 _SESSION_COLUMNS = (
     "id, agent_id, agent_version, owner, title, parent_session_id, root_session_id, "
     "harness_override, model_override, labels, status, last_event_id, turn_count, created_at, "
-    "cwd, updated_at"
+    "cwd, updated_at, sub_agent"
 )
 
 
@@ -43,6 +43,7 @@ def _session_row(r: sqlite3.Row) -> SessionRow:
         created_at=r["created_at"],
         cwd=r["cwd"],
         updated_at=r["updated_at"] if r["updated_at"] is not None else r["created_at"],
+        sub_agent=r["sub_agent"],
     )
 
 
@@ -70,7 +71,7 @@ class SessionsMixin(SQLiteBase):
         def write(c: sqlite3.Connection) -> None:
             c.execute(
                 f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     row.id,
                     row.agent_id,
@@ -88,6 +89,7 @@ class SessionsMixin(SQLiteBase):
                     row.created_at,
                     row.cwd,
                     row.updated_at or row.created_at,
+                    row.sub_agent,
                 ),
             )
             insert_items(c, row.id, items)
@@ -211,6 +213,8 @@ class SessionsMixin(SQLiteBase):
                 "harness_state",
             ):
                 c.executemany(f"DELETE FROM {table} WHERE session_id = ?", ids)
+            for column in ("parent_session_id", "child_session_id"):
+                c.executemany(f"DELETE FROM subagent_work WHERE {column} = ?", ids)
             c.executemany("DELETE FROM sessions WHERE id = ?", ids)
 
         await self._write(write)

@@ -15,8 +15,8 @@ statement it started to finish (bounded by SQLite's busy timeout), then sees
 
 This module owns the connections, migrations and thread plumbing; the methods come
 from one mixin per table family (``_sqlite_agents``, ``_sqlite_sessions``,
-``_sqlite_log``, ``_sqlite_extras``, ``_sqlite_harness``), each relying only on
-``_write``/``_read``.
+``_sqlite_log``, ``_sqlite_extras``, ``_sqlite_harness``, ``_sqlite_work``), each relying
+only on ``_write``/``_read``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from ._sqlite_extras import ExtrasMixin
 from ._sqlite_harness import HarnessStateMixin
 from ._sqlite_log import LogMixin
 from ._sqlite_sessions import SessionsMixin
+from ._sqlite_work import WorkMixin
 
 __all__ = ["SQLiteStore", "open_sqlite_store"]
 
@@ -72,7 +73,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
             raise
 
 
-class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin):
+class SQLiteStore(
+    AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin, WorkMixin
+):
     """SQLite-backed store. Open with :func:`open_sqlite_store`."""
 
     def __init__(self, path: Path | None) -> None:

@@ -1,0 +1,45 @@
+"""Model providers and model ids: the configuration, the family guard, localisation.
+
+Pure and small: :func:`load_provider_config` reads ``$OMNIGENT_HOME/config.yaml``
+(``providers:`` of kinds ``key``, ``gateway`` and ``subscription``);
+:func:`check_model_id`, :func:`family_mismatch` and :func:`localise_model` are the
+rules a model asked for at dispatch goes through; :func:`list_models` is what
+``sys_list_models`` answers. See ``docs/subagents.md``.
+"""
+
+from ._catalog import Worker, list_models
+from ._config import (
+    CONFIG_FILE,
+    Provider,
+    ProviderConfig,
+    ProviderKind,
+    load_provider_config,
+    parse_provider_config,
+)
+from ._models import (
+    MAX_MODEL_ID,
+    ModelFamily,
+    canonical_spelling,
+    check_model_id,
+    family_mismatch,
+    family_of,
+    localise_model,
+)
+
+__all__ = [
+    "CONFIG_FILE",
+    "MAX_MODEL_ID",
+    "ModelFamily",
+    "Provider",
+    "ProviderConfig",
+    "ProviderKind",
+    "Worker",
+    "canonical_spelling",
+    "check_model_id",
+    "family_mismatch",
+    "family_of",
+    "list_models",
+    "load_provider_config",
+    "localise_model",
+    "parse_provider_config",
+]

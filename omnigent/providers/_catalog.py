@@ -1,0 +1,121 @@
+"""What ``sys_list_models`` answers: per worker, the models it can be asked to run.
+
+Pure: the caller gathers, for the calling agent (``self``) and each of its sub-agents,
+what the harness registry knows about the worker's harness (:class:`Worker`), and the
+configuration decides the rest. Every id in a worker's list can be passed verbatim as
+``sys_session_send`` ``args.model`` to that worker: the list is its provider's, filtered
+to the family a single-vendor harness runs. Nothing is fetched from the network, so the
+lists are what the configuration says (``verified: false``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ._config import ProviderConfig
+from ._models import ModelFamily, family_mismatch, family_of
+
+__all__ = ["Worker", "list_models"]
+
+
+@attrs.frozen
+class Worker:
+    """One worker as the catalog needs it.
+
+    Attributes:
+        name: ``self`` or the sub-agent's name.
+        harness: its canonical harness name.
+        model: the model its spec names, if any.
+        base_url: its ``executor.config.base_url``, if any.
+        family: the family its harness is limited to (``None``: any).
+        accepts_model: whether its harness applies a per-session model.
+        unavailable: why its harness cannot start on this machine, if it cannot.
+    """
+
+    name: str
+    harness: str
+    model: str | None = None
+    base_url: str | None = None
+    family: ModelFamily | None = None
+    accepts_model: bool = True
+    unavailable: str | None = None
+
+
+def _family_label(model: str) -> str:
+    family = family_of(model)
+    return {"claude": "claude", "gpt": "openai"}.get(family or "", "other")
+
+
+def _row(config: ProviderConfig, worker: Worker) -> dict[str, Any]:
+    provider = config.for_worker(worker.harness, worker.base_url)
+    row: dict[str, Any] = {
+        "harness": worker.harness,
+        "provider": provider.name if provider else None,
+        "kind": provider.kind if provider else None,
+        "verified": False,
+        "default": worker.model,
+    }
+    if worker.unavailable is not None:
+        return {**row, "source": "none", "models": [], "note": worker.unavailable}
+    if not worker.accepts_model:
+        note = (
+            f"harness {worker.harness!r} cannot apply a model chosen at dispatch; it runs "
+            "the model its spec names"
+        )
+        return {**row, "source": "none", "models": [], "note": note}
+    if provider is not None and provider.models:
+        usable = [
+            m for m in provider.models if family_mismatch(worker.harness, worker.family, m) is None
+        ]
+        models = [{"id": m, "family": _family_label(m)} for m in usable]
+        note = f"from provider {provider.name!r} in {config.source or 'the configuration'}"
+        if len(usable) < len(provider.models):
+            note += f" (only the models harness {worker.harness!r} runs)"
+        return {**row, "source": "config", "models": models, "note": note}
+    if worker.model is not None:
+        why = (
+            "no provider lists models for it"
+            if provider is None
+            else (f"provider {provider.name!r} lists no models")
+        )
+        return {
+            **row,
+            "source": "spec",
+            "models": [{"id": worker.model, "family": _family_label(worker.model)}],
+            "note": f"only the spec's own model: {why}",
+        }
+    return {
+        **row,
+        "source": "none",
+        "models": [],
+        "note": (
+            "no model is known for this worker: name one in its spec, or list a provider's "
+            "models in config.yaml"
+        ),
+    }
+
+
+def list_models(
+    config: ProviderConfig,
+    workers: Iterable[Worker],
+    *,
+    only: Iterable[str] | None = None,
+    model_ids: Iterable[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """``{worker name: {harness, provider, kind, source, verified, default, models,
+    note}}`` for each worker (those in ``only``, if given), each ``models`` list cut to
+    ``model_ids`` if given."""
+    wanted = set(only) if only is not None else None
+    keep = set(model_ids) if model_ids is not None else None
+    out: dict[str, dict[str, Any]] = {}
+    for worker in workers:
+        if wanted is not None and worker.name not in wanted:
+            continue
+        row = _row(config, worker)
+        if keep is not None:
+            row["models"] = [m for m in row["models"] if m["id"] in keep]
+        out[worker.name] = row
+    return out

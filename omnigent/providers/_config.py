@@ -1,0 +1,197 @@
+"""The provider configuration: which model providers this machine can reach.
+
+``$OMNIGENT_HOME/config.yaml`` may hold a ``providers:`` list (every other top-level
+key is left to its own reader)::
+
+    default_provider: gateway
+    providers:
+      - name: gateway
+        kind: gateway                 # an OpenAI-compatible gateway
+        base_url: https://example.cloud.databricks.com/serving-endpoints
+        model_prefix: databricks-     # its model ids carry this prefix
+        models: [databricks-claude-sonnet-4-6, databricks-gpt-5-4]
+        harnesses: [loop]             # harnesses that route through it
+      - name: anthropic
+        kind: key                     # a vendor API key
+        family: anthropic
+        models: [claude-sonnet-4-6, claude-opus-4-8]
+        harnesses: [claude-code]
+      - name: codex-login
+        kind: subscription            # a vendor CLI login
+        family: openai
+        harnesses: [codex]
+
+A worker (a sub-agent, or the calling agent itself) uses the provider that lists its
+harness, else the one whose ``base_url`` is the worker's ``executor.config.base_url``,
+else ``default_provider``; with none of them the provider is undetermined, and model
+ids pass to the worker untouched. Parsing is strict (unknown keys and wrong types are
+errors naming the field); a missing file is an empty configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import attrs
+import yaml
+
+from ..errors import ConfigError, ErrorDetail
+from ..model._wire import structure
+
+__all__ = [
+    "CONFIG_FILE",
+    "MAX_CONFIG_BYTES",
+    "Provider",
+    "ProviderConfig",
+    "ProviderKind",
+    "load_provider_config",
+    "parse_provider_config",
+]
+
+CONFIG_FILE = "config.yaml"
+MAX_CONFIG_BYTES = 1 << 20
+
+ProviderKind = Literal["key", "gateway", "subscription"]
+Vendor = Literal["anthropic", "openai"]
+
+
+@attrs.frozen
+class Provider:
+    """One way to reach models.
+
+    Attributes:
+        name: how workers and ``default_provider`` refer to it.
+        kind: ``key`` (a vendor API key), ``gateway`` (an OpenAI-compatible gateway
+            whose ids carry ``model_prefix``) or ``subscription`` (a vendor CLI login).
+        family: the vendor of a ``key`` or ``subscription`` provider.
+        base_url: its endpoint; a ``loop`` worker with this ``base_url`` uses it.
+        model_prefix: the prefix a gateway's model ids carry (``databricks-``).
+        models: the model ids it serves, as it spells them (``sys_list_models``).
+        harnesses: canonical harness names that route through it.
+    """
+
+    name: str
+    kind: ProviderKind
+    family: Vendor | None = None
+    base_url: str | None = None
+    model_prefix: str = ""
+    models: tuple[str, ...] = ()
+    harnesses: tuple[str, ...] = ()
+
+    def problems(self, at: str) -> list[ErrorDetail]:
+        """The cross-field rules this provider breaks, located under ``at``."""
+        found = []
+        if not self.name.strip():
+            found.append(ErrorDetail(f"{at}.name", "must not be empty"))
+        if self.kind in ("key", "subscription") and self.family is None:
+            found.append(ErrorDetail(f"{at}.family", f"required for a {self.kind} provider"))
+        if self.kind == "gateway" and self.family is not None:
+            found.append(ErrorDetail(f"{at}.family", "a gateway serves every family"))
+        if self.kind != "gateway" and self.model_prefix:
+            found.append(ErrorDetail(f"{at}.model_prefix", "only a gateway has a prefix"))
+        return found
+
+
+@attrs.frozen
+class _ConfigFile:
+    """The part of ``config.yaml`` this module reads (strictly)."""
+
+    keys: ClassVar[tuple[str, ...]] = ("providers", "default_provider")
+    providers: tuple[Provider, ...] = ()
+    default_provider: str | None = None
+
+
+@attrs.frozen
+class ProviderConfig:
+    """The providers of one machine, and how a worker's provider is chosen."""
+
+    providers: tuple[Provider, ...] = ()
+    default: str | None = None
+    source: str | None = None
+
+    def named(self, name: str) -> Provider | None:
+        return next((p for p in self.providers if p.name == name), None)
+
+    @property
+    def gateway_prefixes(self) -> tuple[str, ...]:
+        return tuple(p.model_prefix for p in self.providers if p.kind == "gateway")
+
+    def for_worker(self, harness: str, base_url: str | None = None) -> Provider | None:
+        """The provider a worker running ``harness`` (canonical) goes through.
+
+        The first that lists the harness, else the first with the worker's
+        ``base_url``, else the default; ``None`` when none applies.
+        """
+        for provider in self.providers:
+            if harness in provider.harnesses:
+                return provider
+        if base_url:
+            wanted = base_url.rstrip("/")
+            for provider in self.providers:
+                if provider.base_url and provider.base_url.rstrip("/") == wanted:
+                    return provider
+        return self.named(self.default) if self.default else None
+
+
+def parse_provider_config(data: Any, *, source: str = CONFIG_FILE) -> ProviderConfig:
+    """A configuration from decoded YAML (``None``: empty).
+
+    Raises:
+        ConfigError: naming each bad field (``providers[1].kind``).
+    """
+    if data is None:
+        return ProviderConfig(source=source)
+    if not isinstance(data, Mapping):
+        raise ConfigError.at("$", f"{source} must hold a mapping")
+    mine = {k: v for k, v in data.items() if k in _ConfigFile.keys}
+    try:
+        parsed = structure(mine, _ConfigFile, error=ConfigError)
+    except ConfigError as exc:
+        summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in exc.details[:5])
+        raise ConfigError(f"invalid {source}: {summary}", exc.details) from None
+    problems: list[ErrorDetail] = []
+    seen: set[str] = set()
+    for index, provider in enumerate(parsed.providers):
+        problems += provider.problems(f"providers[{index}]")
+        if provider.name in seen:
+            problems.append(ErrorDetail(f"providers[{index}].name", "duplicate provider name"))
+        seen.add(provider.name)
+    if parsed.default_provider is not None and parsed.default_provider not in seen:
+        known = ", ".join(sorted(seen)) or "none defined"
+        problems.append(
+            ErrorDetail(
+                "default_provider",
+                f"no provider named {parsed.default_provider!r} (providers: {known})",
+            )
+        )
+    if problems:
+        summary = "; ".join(f"{d.msg} @ {d.loc}" for d in problems[:5])
+        raise ConfigError(f"invalid {source}: {summary}", problems)
+    return ProviderConfig(parsed.providers, parsed.default_provider, source)
+
+
+def load_provider_config(home: Path) -> ProviderConfig:
+    """Read ``home/config.yaml`` (blocking: call it in a worker thread).
+
+    A missing file is an empty configuration.
+
+    Raises:
+        ConfigError: the file is unreadable, too large, not YAML, or invalid.
+    """
+    path = home / CONFIG_FILE
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return ProviderConfig(source=str(path))
+    except OSError as exc:
+        raise ConfigError.at("$", f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError.at("$", f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError.at("$", f"{path} is not valid YAML: {exc}") from exc
+    return parse_provider_config(data, source=str(path))
