@@ -206,6 +206,9 @@ class SessionTools:
             else:
                 schema = AGENT_TOOL_SCHEMAS[name]
             self._add(name, schema, _orchestrated(TOOLS[name]))
+            if name == "sys_session_send":
+                # Results arrive in the inbox: reading it comes with dispatching.
+                self._add("sys_read_inbox", _SESSION_TOOL_SCHEMAS["sys_read_inbox"], _read_inbox)
 
     def _add(self, name: str, schema: Mapping[str, Any], run: Builtin) -> None:
         self._builtins[name] = (

@@ -1,0 +1,468 @@
+"""Sub-agent work: exactly-once delivery, final answers, cancellation, stop and delete."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.core._subagents import Dispatch, SubAgents
+from omnigent.core._turn import TurnOutcome
+from omnigent.stores import WorkRow
+
+from .conftest import all_tasks, wait_quiet
+from .subagent_helpers import Driver, call, handle, inbox_lines, lead, wait_lines, worker
+from .test_background import pid_gone, wait_gone
+from .test_subagents import children, start, trio_turn
+
+
+async def test_a_fan_out_of_twenty_is_delivered_exactly_once(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    spec = lead([worker("w", [{"sleep": 0.01}, {"say": "done"}])])
+    parent = await start(rt, spec, driver)
+    steps: list[Any] = []
+    for n in range(20):
+        steps += ["sys_session_send", {"agent": "w", "title": f"part-{n}", "args": f"part {n}"}]
+    driver.then(call(driver, *steps))
+    await trio_turn(rt, parent)
+    tasks = {handle(o)["task_id"] for o in driver.outputs}
+    assert len(tasks) == 20
+    lines = await wait_lines(rt, parent, 20)
+    await wait_quiet(rt)
+    lines = await inbox_lines(rt, parent)
+    assert sorted(t for t, _, _ in lines) == sorted(tasks)
+    assert {(s, r.split(" returned: ")[1]) for _, s, r in lines} == {("completed", "done")}
+    rows = await rt._store.list_work(parent_session_id=parent, open_only=False)
+    assert len(rows) == 20 and {r.status for r in rows} == {"completed"}
+    assert await rt._store.inbox_count(parent) == 0
+    assert rt.statistics()["sub_agent_work"] == 0
+
+
+async def test_a_continuation_turn_delivers_only_after_the_last_turn(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    turns = [[{"sleep": 0.3}, {"say": "first turn"}], [{"say": "the final answer"}]]
+    parent = await start(rt, lead([worker("w", turns=turns)]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    with trio.fail_after(5):
+        while not (await rt.get_session(child)).busy:
+            await trio.sleep(0.01)
+    # Someone else messages the child mid-turn: it runs a continuation turn.
+    assert (await rt.send_message(child, "one more thing")).status == "buffered"
+    lines = await wait_lines(rt, parent, 1)
+    await wait_quiet(rt)
+    assert await inbox_lines(rt, parent) == lines
+    assert lines == [(child, "completed", "w:t returned: the final answer")]
+    assert (await rt._store.list_work(child_session_id=child, open_only=False))[0].status == (
+        "completed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("script", "status", "rest"),
+    [
+        ([{"say": "   "}], "completed", "w:t produced no output"),
+        ([], "completed", "w:t produced no output"),
+        ([{"fail": "disk full"}], "failed", "w:t error: disk full"),
+    ],
+)
+async def test_outcomes_render_as_inbox_lines(
+    rt: omnigent.Runtime, script: list[Any], status: str, rest: str
+) -> None:
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", script)]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    assert await wait_lines(rt, parent, 1) == [(child, status, rest)]
+
+
+async def test_the_final_answer_comes_after_the_childs_own_background_work(
+    rt: omnigent.Runtime, tmp_path: Path
+) -> None:
+    child_spec = worker(
+        "w",
+        turns=[
+            [
+                {
+                    "call": "sys_call_async",
+                    "args": {"tool": "sys_os_shell", "args": {"command": "sleep 0.2"}},
+                },
+                {"say": "started it"},
+            ],
+            [{"say": "all finished"}],
+        ],
+    )
+    child_spec["async_enabled"] = True
+    child_spec["os_env"] = {"cwd": str(tmp_path)}
+    driver = Driver()
+    parent = await start(rt, lead([child_spec]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    assert await wait_lines(rt, parent, 1) == [(child, "completed", "w:t returned: all finished")]
+
+
+async def slow_child(rt: omnigent.Runtime, driver: Driver, **extra: Any) -> tuple[str, str]:
+    parent = await start(rt, lead([worker("w", [{"sleep": 60}, {"say": "late"}])], **extra), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    with trio.fail_after(5):
+        while not (await rt.get_session(child)).busy:
+            await trio.sleep(0.01)
+    return parent, child
+
+
+async def test_cancel_task_stops_the_child_and_delivers_one_cancelled_item(
+    rt: omnigent.Runtime,
+) -> None:
+    driver = Driver()
+    parent, child = await slow_child(rt, driver)
+    driver.then(call(driver, "sys_cancel_task", {"task_id": child}))
+    driver.then(None)  # the wake-up turn
+    await trio_turn(rt, parent)
+    assert json.loads(driver.outputs[1]) == {
+        "cancelled": True,
+        "task_id": child,
+        "status": "cancelled",
+    }
+    lines = await wait_lines(rt, parent, 1)
+    assert lines == [(child, "cancelled", "w:t")]
+    assert (await rt.get_session(child)).status == "cancelled"
+    await wait_quiet(rt)
+    # Cancelling again answers from the record; nothing is delivered twice.
+    driver.then(
+        call(driver, "sys_cancel_task", {"task_id": child}, "sys_cancel_task", {"task_id": "nope"})
+    )
+    await trio_turn(rt, parent)
+    assert json.loads(driver.outputs[2]) == {
+        "cancelled": True,
+        "task_id": child,
+        "status": "cancelled",
+    }
+    assert driver.outputs[3].startswith("Error: task_not_found: no running task 'nope'")
+    await wait_quiet(rt)
+    assert await inbox_lines(rt, parent) == lines
+    assert rt.statistics() == {
+        "active_sessions": 0,
+        "tasks": 0,
+        "subscribers": 0,
+        "elicitations": 0,
+        "sub_agent_work": 0,
+    }
+
+
+async def test_cancel_after_completion_reports_the_completion(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"say": "done"}])]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    await wait_lines(rt, parent, 1)
+    driver.then(call(driver, "sys_cancel_task", {"task_id": child}))
+    await trio_turn(rt, parent)
+    assert json.loads(driver.outputs[1]) == {
+        "cancelled": False,
+        "task_id": child,
+        "status": "completed",
+    }
+
+
+async def test_a_late_completion_after_a_cancel_is_dropped() -> None:
+    row = WorkRow("subagent_1", "conv_p", "conv_c", "w", "t", "item_1", "running", None, 0.0)
+    dispatch = Dispatch(row)
+    dispatch.taken = True
+    dispatch.settle("cancelled", "")
+    dispatch.settle("completed", "too late")
+    assert dispatch.result == ("cancelled", "")
+
+
+async def test_an_old_dispatchs_cleanup_never_removes_a_newer_one(rt: omnigent.Runtime) -> None:
+    subagents = SubAgents(rt._store, rt._bus, lambda: False)  # type: ignore[attr-defined]
+    old = Dispatch(WorkRow("subagent_old", "p", "c", "w", "t", "item_o", "launching", None, 0.0))
+    new = Dispatch(WorkRow("subagent_new", "p", "c", "w", "t", "item_n", "launching", None, 1.0))
+    subagents.watch(old)
+    subagents.forget(old)
+    subagents.watch(new)
+    subagents.forget(old)  # a late cleanup of the old dispatch
+    assert subagents.open_for("c") is new
+    subagents.messages_taken(["item_o"], "resp_1")
+    assert not new.taken
+    subagents.messages_taken(["item_n"], "resp_2")
+    subagents.session_settled("c", TurnOutcome("idle", None, "answer"))
+    assert new.result == ("completed", "answer")
+
+
+async def test_the_store_finishes_a_dispatch_once(rt: omnigent.Runtime) -> None:
+    agent = await rt.create_agent(worker("w"))
+    parent = (await rt.create_session(agent.id)).id
+    child = (await rt.create_session(agent.id, parent_session_id=parent)).id
+    row = WorkRow("subagent_x", parent, child, "w", "t", "item_x", "launching", None, 0.0)
+    store = rt._store
+    await store.insert_work(row)
+    assert await store.start_work("subagent_x") is True
+    assert await store.start_work("subagent_x") is False
+    assert await store.finish_work("subagent_x", "completed", "a", "inbox_1", "{}") == 1
+    assert await store.finish_work("subagent_x", "cancelled", "", "inbox_2", "{}") is None
+    assert [r.status for r in await store.list_work(open_only=False)] == ["completed"]
+    assert await store.list_work() == []
+    assert await store.inbox_count(parent) == 1
+
+
+async def test_stopping_a_parent_while_five_children_run_leaves_no_task_and_no_process(
+    rt: omnigent.Runtime, tmp_path: Path
+) -> None:
+    before = all_tasks()
+    shell = "echo $$ > pids/$$.pid; exec sleep 1000"
+    child_spec = worker("w", [{"call": "sys_os_shell", "args": {"command": shell, "timeout": 600}}])
+    child_spec["os_env"] = {"cwd": str(tmp_path)}
+    (tmp_path / "pids").mkdir()
+    driver = Driver()
+    parent = await start(rt, lead([child_spec]), driver)
+    steps: list[Any] = []
+    for n in range(5):
+        steps += ["sys_session_send", {"agent": "w", "title": f"t{n}", "args": "go"}]
+    driver.then(call(driver, *steps))
+    await trio_turn(rt, parent)
+    with trio.fail_after(10):
+        while len(list((tmp_path / "pids").iterdir())) < 5:
+            await trio.sleep(0.02)
+    pids = [int(p.read_text()) for p in (tmp_path / "pids").iterdir()]
+    assert not any(pid_gone(p) for p in pids)
+    await rt.stop_session(parent)
+    await wait_gone(*pids)
+    await wait_quiet(rt)
+    assert all_tasks() == before
+    assert rt.statistics()["sub_agent_work"] == 0
+    kids = await children(rt, parent)
+    assert {k.status for k in kids} == {"cancelled"}
+    rows = await rt._store.list_work(parent_session_id=parent, open_only=False)
+    assert {r.status for r in rows} == {"cancelled"} and len(rows) == 5
+    # Delivered, but the stopped parent is not woken by them.
+    assert await rt._store.inbox_count(parent) == 5
+    assert (await rt.get_session(parent)).status == "idle"
+
+
+async def test_deleting_a_parent_cancels_its_childrens_work(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    parent, child = await slow_child(rt, driver)
+    await rt.delete_session(parent)
+    await wait_quiet(rt)
+    with pytest.raises(omnigent.SessionNotFound):
+        await rt.get_session(child)
+    assert await rt._store.list_work(open_only=False) == []
+    assert rt.statistics()["sub_agent_work"] == 0
+
+
+async def test_cancelling_a_middle_child_stops_the_grandchild(rt: omnigent.Runtime) -> None:
+    grandchild = worker("leaf", [{"sleep": 60}])
+    middle = {
+        **worker(
+            "mid",
+            turns=[
+                [
+                    {
+                        "call": "sys_session_send",
+                        "args": {"agent": "leaf", "title": "x", "args": "go"},
+                    }
+                ],
+                [{"say": "leaf came back"}],
+            ],
+        ),
+        "sub_agents": [grandchild],
+        "tools": {"agents": ["leaf"]},
+    }
+    driver = Driver()
+    parent = await start(rt, lead([middle]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "mid", "title": "m", "args": "go"}))
+    await trio_turn(rt, parent)
+    mid = handle(driver.outputs[0])["task_id"]
+    with trio.fail_after(5):
+        while not (leaves := await children(rt, mid)) or not leaves[0].busy:
+            await trio.sleep(0.01)
+    leaf = leaves[0]
+    assert leaf.title == "leaf:x" and leaf.agent_name == "leaf"
+    driver.then(call(driver, "sys_cancel_task", {"task_id": mid}))
+    await trio_turn(rt, parent)
+    assert json.loads(driver.outputs[1])["cancelled"] is True
+    await wait_quiet(rt)
+    assert (await rt.get_session(leaf.id)).status == "cancelled"
+    mid_rows = await rt._store.list_work(parent_session_id=mid, open_only=False)
+    assert [r.status for r in mid_rows] == ["cancelled"]
+
+
+def policy_on_results(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A function policy: judges delayed sub-agent results by what they say."""
+    data = event["data"]
+    if event["type"] != "PHASE_TOOL_RESULT" or (data.get("tool_name") or data.get("name")) != (
+        "sys_session_send"
+    ):
+        return None
+    output = data.get("tool_output") or data.get("result") or ""
+    if "secret" in output:
+        return {"result": "DENY", "reason": "it leaks a secret"}
+    if "rewrite" in output:
+        return {"result": "ALLOW", "data": "rewritten by policy"}
+    return None
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("the secret is 42", "w:t returned: [Result suppressed by policy: it leaks a secret]"),
+        ("please rewrite me", "w:t returned: rewritten by policy"),
+        ("plain", "w:t returned: plain"),
+    ],
+)
+async def test_delayed_results_pass_the_parents_result_policies(
+    rt: omnigent.Runtime, answer: str, shown: str
+) -> None:
+    policy = {"name": "vet", "type": "function", "function": f"{__name__}:policy_on_results"}
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"say": answer}])], policies=[policy]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    assert await wait_lines(rt, parent, 1) == [(child, "completed", shown)]
+
+
+async def test_a_failing_policy_hides_the_result_and_keeps_it_for_the_next_read(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omnigent.core import _policies
+
+    broken = {"on": True}
+    original = _policies.PolicyEngine.evaluate
+
+    async def flaky(self: Any, event: Any) -> Any:
+        if broken["on"] and event.tool_name == "sys_session_send":
+            raise RuntimeError("policy service unavailable")
+        return await original(self, event)
+
+    monkeypatch.setattr(_policies.PolicyEngine, "evaluate", flaky)
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"say": "the answer"}])]), driver)
+    broken["on"] = False
+    send = call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"})
+
+    async def send_then_break(ctx: Any) -> None:
+        await send(ctx)
+        broken["on"] = True  # the policies are down when the wake-up reads the inbox
+
+    async def mend(ctx: Any) -> None:
+        broken["on"] = False
+
+    driver.then(send_then_break, mend, call(driver, "sys_read_inbox"))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    lines = await wait_lines(rt, parent, 1)
+    assert lines == [
+        (
+            child,
+            "completed",
+            "w:t returned: [Result suppressed by policy: policy evaluation failed]",
+        )
+    ]
+    await wait_quiet(rt)
+    assert await rt._store.inbox_count(parent) == 1
+    # The next read, with the policies back, shows the real result.
+    await trio_turn(rt, parent, "read it")
+    assert driver.outputs[-1] == (
+        f"[System: sub-agent task {child} completed — w:t returned: the answer]"
+    )
+    assert await rt._store.inbox_count(parent) == 0
+
+
+async def test_a_shutdown_leaves_unsettled_work_for_the_next_start(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    driver = Driver()
+    async with omnigent.open_runtime(db) as rt:
+        parent, child = await slow_child(rt, driver)
+    assert rt.statistics()["sub_agent_work"] == 0
+    driver.then(None)
+    async with omnigent.open_runtime(db) as rt:
+        rt.register_harness("driver", driver.factory)
+        lines = await wait_lines(rt, parent, 1)
+        assert lines == [
+            (
+                child,
+                "failed",
+                "w:t error: interrupted by a restart before the sub-agent finished; send it again",
+            )
+        ]
+
+
+async def test_a_restart_between_completion_and_read_loses_nothing(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    driver = Driver()
+    spec = lead([worker("w", [{"say": "kept across the restart"}])])
+    async with omnigent.open_runtime(db) as rt:
+        parent = await start(rt, spec, driver)
+
+        async def dispatch_then_wait(ctx: Any) -> None:
+            driver.outputs.append(
+                await ctx.call_tool("sys_session_send", {"agent": "w", "title": "t", "args": "go"})
+            )
+            await trio.sleep_forever()  # busy: the result waits in the inbox
+
+        driver.then(dispatch_then_wait)
+        async with rt.subscribe(parent) as events:
+            await rt.send_message(parent, "go")
+            with trio.fail_after(10):
+                async for event in events:
+                    if event.type == "session.inbox.updated" and event.count == 1:
+                        break
+    child = handle(driver.outputs[0])["task_id"]
+    async with omnigent.open_runtime(db) as rt:
+        rt.register_harness("driver", driver.factory)
+        driver.then(call(driver, "sys_read_inbox"))
+        await trio_turn(rt, parent, "what came back?")
+    assert driver.outputs[-1] == (
+        f"[System: sub-agent task {child} completed — w:t returned: kept across the restart]"
+    )
+
+
+async def test_a_crash_after_the_child_finished_delivers_its_answer(tmp_path: Path) -> None:
+    """An entry left open by a process that died (no finally ran) is settled at start.
+
+    The crash is staged in the store: a running entry whose child is idle, with an
+    answer, and another whose child never took its message.
+    """
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    driver = Driver()
+    async with omnigent.open_runtime(db) as rt:
+        rt.register_harness("driver", driver.factory)
+        parent = (await rt.create_session((await rt.create_agent(lead([]))).id)).id
+        helper = await rt.create_agent(worker("w", [{"say": "finished before the crash"}]))
+        done = (await rt.create_session(helper.id, parent_session_id=parent)).id
+        await trio_turn(rt, done)
+        never = (await rt.create_session(helper.id, parent_session_id=parent)).id
+        await rt._store.insert_work(
+            WorkRow("subagent_d", parent, done, "w", "a", None, "launching", None, 0.0)
+        )
+        await rt._store.start_work("subagent_d")
+        await rt._store.insert_work(
+            WorkRow("subagent_n", parent, never, "w", "b", None, "launching", None, 1.0)
+        )
+        await wait_quiet(rt)
+    driver.then(None)
+    async with omnigent.open_runtime(db) as rt:
+        rt.register_harness("driver", driver.factory)
+        lines = await wait_lines(rt, parent, 2)
+        assert await rt._store.list_work() == []
+    assert sorted(lines) == sorted(
+        [
+            (done, "completed", "w:a returned: finished before the crash"),
+            (
+                never,
+                "failed",
+                "w:b error: interrupted by a restart before the sub-agent finished; send it again",
+            ),
+        ]
+    )

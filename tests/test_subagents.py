@@ -1,0 +1,398 @@
+"""Sub-agents through the library: the tools, dispatch and its refusals, children."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
+
+from .conftest import Recorder, wait_quiet
+from .subagent_helpers import Driver, call, handle, inbox_lines, lead, say, wait_lines, worker
+
+DISPATCH = [
+    "sys_session_send",
+    "sys_read_inbox",
+    "sys_session_list",
+    "sys_session_get_history",
+    "sys_session_get_info",
+    "sys_session_close",
+    "sys_cancel_task",
+    "sys_agent_get",
+    "sys_agent_list",
+    "sys_list_models",
+]
+
+
+async def start(rt: omnigent.Runtime, spec: dict[str, Any], driver: Driver) -> str:
+    rt.register_harness("driver", driver.factory)
+    agent = await rt.create_agent(spec)
+    return (await rt.create_session(agent.id)).id
+
+
+async def children(rt: omnigent.Runtime, parent: str) -> list[omnigent.SessionSnapshot]:
+    return list((await rt.list_sessions(parent_session_id=parent)).data)
+
+
+@pytest.mark.parametrize(
+    ("extra", "offered"),
+    [
+        ({}, []),
+        ({"tools": {"agents": ["w"]}}, DISPATCH),
+        (
+            {"tools": {"agents": []}, "spawn": True},
+            [*DISPATCH, "sys_session_create", "sys_agent_download"],
+        ),
+        ({"tools": {"agents": []}, "async_enabled": True}, ["sys_cancel_task"]),
+        ({"tools": {"agents": []}, "agent_session_sharing": "non-public"}, ["sys_session_share"]),
+    ],
+)
+async def test_orchestration_tools_are_offered_per_spec(
+    rt: omnigent.Runtime, extra: dict[str, Any], offered: list[str]
+) -> None:
+    driver = Driver()
+    spec = {**lead([worker("w")], grant=[]), **extra}
+    session = await start(rt, spec, driver)
+    await trio_turn(rt, session)
+    names = {t.name for t in driver.requests[0].tools}
+    orchestration = set(DISPATCH) | {
+        "sys_session_create",
+        "sys_agent_download",
+        "sys_session_share",
+    }
+    if extra.get("async_enabled"):
+        offered = [*offered, "sys_read_inbox"]
+    assert names & orchestration == set(offered)
+    if "sys_session_send" in offered and extra.get("tools", {}).get("agents"):
+        send = next(t for t in driver.requests[0].tools if t.name == "sys_session_send")
+        assert send.parameters["properties"]["agent"]["enum"] == ["w"]
+
+
+async def trio_turn(rt: omnigent.Runtime, session: str, text: str = "go") -> None:
+    """Send a message and wait for the turn it starts to end."""
+    with trio.fail_after(10):
+        async with rt.subscribe(session) as events:
+            await rt.send_message(session, text)
+            async for event in events:
+                if event.type == "session.status" and event.status in ("idle", "failed"):
+                    return
+
+
+async def test_named_send_creates_a_child_then_continues_it(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    spec = lead([worker("researcher", turns=[[{"say": "first answer"}], [{"say": "second"}]])])
+    parent = await start(rt, spec, driver)
+    args = {"agent": "researcher", "title": "auth", "args": "look into auth"}
+    driver.then(call(driver, "sys_session_send", args))
+    await trio_turn(rt, parent)
+    first = handle(driver.outputs[0])
+    child = first["task_id"]
+    assert first == {
+        "task_id": child,
+        "kind": "sub_agent",
+        "agent": "researcher",
+        "title": "auth",
+        "conversation_id": child,
+        "status": "launching",
+        "message": (
+            f"[System: sub-agent researcher title 'auth' launching as task {child}. Result "
+            "will appear in your inbox; call sys_read_inbox to check or sys_cancel_task to "
+            "interrupt it.]"
+        ),
+    }
+    lines = await wait_lines(rt, parent, 1)
+    assert lines == [(child, "completed", "researcher:auth returned: first answer")]
+    snapshot = await rt.get_session(child)
+    assert snapshot.title == "researcher:auth"
+    assert snapshot.parent_session_id == parent and snapshot.root_session_id == parent
+    assert snapshot.agent_name == "researcher" and snapshot.harness == "scripted"
+    # The same (agent, title) continues the same session, which sees its history.
+    driver.then(call(driver, "sys_session_send", {**args, "args": {"input": "and now?"}}))
+    await trio_turn(rt, parent)
+    assert handle(driver.outputs[1])["task_id"] == child
+    lines = await wait_lines(rt, parent, 2)
+    assert lines[1] == (child, "completed", "researcher:auth returned: second")
+    texts = [getattr(i, "role", None) for i in (await rt.list_items(child)).data]
+    assert texts == ["user", "assistant", "user", "assistant"]
+    assert len(await children(rt, parent)) == 1
+    await wait_quiet(rt)
+    assert rt.statistics()["sub_agent_work"] == 0
+
+
+async def test_a_title_is_assigned_when_none_is_given(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"say": "x"}])]), driver)
+    send = {"agent": "w", "args": "one"}
+    driver.then(call(driver, "sys_session_send", send, "sys_session_send", send))
+    await trio_turn(rt, parent)
+    assert [handle(o)["title"] for o in driver.outputs] == ["w-1", "w-2"]
+    await wait_lines(rt, parent, 2)
+
+
+def model_args(model: Any) -> dict[str, Any]:
+    return {"agent": "w", "title": "t", "args": {"input": "hi", "model": model}}
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        (
+            {"session_id": "conv_x", "agent": "w", "args": "hi"},
+            "Error: sys_session_send received both 'session_id' and 'agent'/'title'",
+        ),
+        ({"title": "t", "args": "hi"}, "Error: sys_session_send needs 'agent'"),
+        ({"args": "hi"}, "Error: sys_session_send needs 'agent'"),
+        ({"agent": "nobody", "title": "t", "args": "hi"}, "Error: sub-agent 'nobody' not found"),
+        ({"agent": "hidden", "title": "t", "args": "hi"}, "Error: sub-agent 'hidden' not found"),
+        ({"agent": "w", "title": "t", "args": "  "}, "Error: sys_session_send needs a non-empty"),
+        ({"agent": "w", "title": "t"}, "Error: invalid arguments for sys_session_send: 'args'"),
+        (model_args("gpt-4o; rm -rf /"), "Error: sys_session_send: 'model' 'gpt-4o; rm -rf /'"),
+        (model_args("$(id)"), "Error: sys_session_send: 'model' '$(id)' is not a model id"),
+        (model_args("   "), "Error: sys_session_send: 'model' must not be blank"),
+        (model_args(7), "Error: sys_session_send: 'model' must be a string, got a number"),
+        (model_args("--help"), "Error: sys_session_send: 'model' '--help' is not a model id"),
+        (
+            {"session_id": "conv_x", "args": {"input": "hi", "model": "gpt-4o"}},
+            "Error: sys_session_send 'model' applies only when a sub-agent session is first",
+        ),
+        (
+            {"agent": "w", "title": "t", "args": {"input": "hi", "effort": "max"}},
+            "Error: invalid arguments for sys_session_send: unknown key 'effort' in 'args'",
+        ),
+        (
+            {"agent": "w", "title": "a:closed:b", "args": "hi"},
+            "Error: invalid arguments for sys_session_send: 'title' must not contain",
+        ),
+    ],
+)
+async def test_bad_sends_fail_loud_and_change_nothing(
+    rt: omnigent.Runtime, args: dict[str, Any], expect: str
+) -> None:
+    driver = Driver()
+    spec = lead([worker("w", [{"say": "x"}]), worker("hidden")], grant=["w"])
+    parent = await start(rt, spec, driver)
+    driver.then(call(driver, "sys_session_send", args))
+    await trio_turn(rt, parent)
+    assert driver.outputs[0].startswith(expect), driver.outputs[0]
+    assert await children(rt, parent) == []
+    assert await rt._store.list_work(open_only=False) == []
+
+
+class ClaudeOnly(Recorder):
+    """A single-vendor harness double that records the model it was given."""
+
+    def factory(self, env: HarnessEnv) -> Any:
+        self.env_models.append(env.config.model)
+        return super().factory(env)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.env_models: list[str | None] = []
+
+
+@pytest.mark.parametrize(
+    ("harness", "model", "expect"),
+    [
+        ("claudeish", "gpt-5", "harness 'claudeish' only runs Claude models"),
+        ("claudeish", "mystery-7b", "harness 'claudeish' only runs Claude models"),
+        ("gptish", "claude-sonnet-4-6", "harness 'gptish' only runs GPT models"),
+        ("scripted", "gpt-5", "harness 'scripted' cannot apply a model chosen at dispatch"),
+        ("absent", None, "can't start on this machine: the 'absent' CLI is not on PATH"),
+    ],
+)
+async def test_the_child_harness_is_checked_before_any_child_exists(
+    rt: omnigent.Runtime, harness: str, model: str | None, expect: str
+) -> None:
+    recorder = ClaudeOnly()
+    rt.register_harness("claudeish", recorder.factory, model_family="claude")
+    rt.register_harness("gptish", recorder.factory, model_family="gpt")
+    rt.register_harness(
+        "absent",
+        recorder.factory,
+        check=lambda: "the 'absent' CLI is not on PATH; pip install 'omnigent[absent]'",
+    )
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", harness=harness)]), driver)
+    args: Any = "hi" if model is None else {"input": "hi", "model": model}
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": args}))
+    await trio_turn(rt, parent)
+    assert driver.outputs[0].startswith("Error: ") and expect in driver.outputs[0], driver.outputs
+    assert await children(rt, parent) == []
+    assert recorder.created == 0
+
+
+@pytest.mark.parametrize(
+    ("config", "asked", "runs"),
+    [
+        # A gateway whose ids carry a prefix: a canonical id is localised for it.
+        (
+            "providers: [{name: gw, kind: gateway, model_prefix: databricks-, "
+            "harnesses: [claudeish]}]",
+            "claude-sonnet-4-6",
+            "databricks-claude-sonnet-4-6",
+        ),
+        # A vendor key: a gateway id is stripped.
+        (
+            "providers: [{name: a, kind: key, family: anthropic, harnesses: [claudeish]}]",
+            "databricks-claude-sonnet-4-6",
+            "claude-sonnet-4-6",
+        ),
+        # A vendor-prefixed id passes through, and so does any id with no provider.
+        (
+            "providers: [{name: gw, kind: gateway, model_prefix: databricks-, "
+            "harnesses: [claudeish]}]",
+            "anthropic/claude-sonnet-4-6",
+            "anthropic/claude-sonnet-4-6",
+        ),
+        ("", "databricks-claude-sonnet-4-6", "databricks-claude-sonnet-4-6"),
+    ],
+)
+async def test_the_model_is_localised_and_reaches_the_harness_that_runs(
+    rt: omnigent.Runtime, omnigent_home: Path, config: str, asked: str, runs: str
+) -> None:
+    (omnigent_home / "config.yaml").write_text(config)
+    recorder = ClaudeOnly()
+    rt.register_harness("claudeish", recorder.factory, model_family="claude")
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", harness="claudeish")]), driver)
+    args = {"agent": "w", "title": "t", "args": {"input": "hi", "model": asked}}
+    driver.then(call(driver, "sys_session_send", args))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    await wait_lines(rt, parent, 1)
+    assert (await rt.get_session(child)).model_override == runs
+    assert recorder.env_models == [runs]
+    assert [r.model for r in recorder.requests] == [runs]
+
+
+async def test_by_id_send_reaches_only_direct_open_children(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    spec = lead([worker("w", [{"say": "ok"}])], spawn=True)
+    parent = await start(rt, spec, driver)
+    other = await rt.create_agent(worker("loner", [{"say": "mine"}]))
+    stranger = (await rt.create_session(other.id)).id
+    driver.then(
+        call(
+            driver,
+            "sys_session_create",
+            {"agent_id": "loner", "title": "helper"},
+            "sys_session_send",
+            {"session_id": stranger, "args": "hi"},
+            "sys_session_send",
+            {"session_id": "conv_nope", "args": "hi"},
+        )
+    )
+    await trio_turn(rt, parent)
+    created = json.loads(driver.outputs[0])
+    assert created["kind"] == "sub_agent" and created["status"] == "created"
+    assert created["agent_name"] == "loner" and created["title"] == "helper"
+    assert driver.outputs[1].startswith("Error: session_out_of_tree: "), driver.outputs[1]
+    assert driver.outputs[2].startswith("Error: session_not_found: "), driver.outputs[2]
+    kid = created["conversation_id"]
+    driver.then(call(driver, "sys_session_send", {"session_id": kid, "args": "work"}))
+    await trio_turn(rt, parent)
+    sent = handle(driver.outputs[3])
+    assert sent["task_id"] == kid and sent["agent"] == "loner" and sent["title"] == "helper"
+    lines = await wait_lines(rt, parent, 1)
+    assert lines == [(kid, "completed", "loner:helper returned: mine")]
+    assert (await rt.list_items(stranger)).data == ()
+
+
+async def test_a_busy_child_refuses_a_second_send(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"sleep": 30}, {"say": "late"}])]), driver)
+    send = {"agent": "w", "title": "t", "args": "go"}
+    driver.then(call(driver, "sys_session_send", send, "sys_session_send", send))
+    await trio_turn(rt, parent)
+    assert driver.outputs[1].startswith("Error: sub-agent 'w' title 't' already has a launching")
+    assert len(await children(rt, parent)) == 1
+    await rt.stop_session(parent)
+    await wait_quiet(rt)
+
+
+async def test_session_create_refusals(rt: omnigent.Runtime, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "helper.yaml").write_text(
+        "name: helper\nexecutor: {config: {harness: scripted, script: [{say: from file}]}}\n"
+    )
+    (workdir / "broken.yaml").write_text("name: Not A Name\n")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("name: outside\n")
+    (workdir / "link.yaml").symlink_to(outside)
+    driver = Driver()
+    spec = lead([], spawn=True, os_env={"cwd": str(workdir)})
+    parent = await start(rt, spec, driver)
+    cases = [
+        {"agent_id": "x", "config_path": "helper.yaml"},
+        {},
+        {"agent_id": "agent_missing"},
+        {"config_path": "missing.yaml"},
+        {"config_path": "../outside.yaml"},
+        {"config_path": "link.yaml"},
+        {"config_path": "broken.yaml"},
+        {"config_path": "helper.yaml", "model": "a b"},
+        {"config_path": "helper.yaml", "message": "go", "title": "h"},
+    ]
+    steps: list[Any] = []
+    for args in cases:
+        steps += ["sys_session_create", args]
+    driver.then(call(driver, *steps))
+    await trio_turn(rt, parent)
+    out = driver.outputs
+    assert out[0].startswith("Error: sys_session_create needs exactly one of") and out[1] == out[0]
+    assert out[2].startswith("Error: agent_not_found: ")
+    assert out[3].startswith("Error: config_not_found: ")
+    assert out[4].startswith("Error: 'config_path' must stay inside the working directory")
+    assert out[5].startswith("Error: 'config_path' must stay inside the working directory")
+    assert out[6].startswith("Error: 'broken.yaml' is not a valid agent spec")
+    assert out[7].startswith("Error: sys_session_create: 'model' 'a b' is not a model id")
+    made = json.loads(out[8])
+    assert made["status"] == "launching" and made["task_id"] == made["conversation_id"]
+    assert [c.id for c in await children(rt, parent)] == [made["conversation_id"]]
+    lines = await wait_lines(rt, parent, 1)
+    assert lines == [(made["task_id"], "completed", "helper:h returned: from file")]
+
+
+async def test_model_override_reaches_a_loop_like_harness_through_its_config(
+    rt: omnigent.Runtime,
+) -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    class Probe:
+        def __init__(self, env: HarnessEnv) -> None:
+            self._model = env.config.model
+
+        async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
+            seen.append((self._model, request.model))
+
+        async def aclose(self) -> None:
+            return None
+
+    rt.register_harness("probe", Probe)
+    driver = Driver()
+    spec = lead([worker("w", harness="probe", model="spec-model")])
+    parent = await start(rt, spec, driver)
+    send = {"agent": "w", "title": "t", "args": {"input": "hi", "model": "asked-model"}}
+    driver.then(call(driver, "sys_session_send", send))
+    await trio_turn(rt, parent)
+    await wait_lines(rt, parent, 1)
+    assert seen == [("asked-model", "asked-model")]
+
+
+async def test_the_wake_up_turn_reads_the_result(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"say": "42"}])]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "q", "args": "?"}))
+    driver.then(say("thanks"))
+    await trio_turn(rt, parent)
+    await wait_lines(rt, parent, 1)
+    assert "[System: sub-agent task" in driver.inputs[1] and "returned: 42]" in driver.inputs[1]
+    await wait_quiet(rt)
+    assert (await rt.get_session(parent)).status == "idle"
+    assert await inbox_lines(rt, parent) != []
