@@ -297,19 +297,15 @@ async def test_cancelling_a_middle_child_stops_the_grandchild(rt: omnigent.Runti
     assert [r.status for r in mid_rows] == ["cancelled"]
 
 
-def policy_on_results(event: dict[str, Any]) -> dict[str, Any] | None:
+def policy_on_results(event: dict[str, Any]) -> dict[str, Any]:
     """A function policy: judges delayed sub-agent results by what they say."""
     data = event["data"]
-    if event["type"] != "PHASE_TOOL_RESULT" or (data.get("tool_name") or data.get("name")) != (
-        "sys_session_send"
-    ):
-        return None
-    output = data.get("tool_output") or data.get("result") or ""
-    if "secret" in output:
-        return {"result": "DENY", "reason": "it leaks a secret"}
-    if "rewrite" in output:
-        return {"result": "ALLOW", "data": "rewritten by policy"}
-    return None
+    if event["type"] == "tool_result" and data["name"] == "sys_session_send":
+        if "secret" in data["result"]:
+            return {"result": "DENY", "reason": "it leaks a secret"}
+        if "rewrite" in data["result"]:
+            return {"result": "ALLOW", "data": "rewritten by policy"}
+    return {"result": "ALLOW"}
 
 
 @pytest.mark.parametrize(
@@ -320,16 +316,18 @@ def policy_on_results(event: dict[str, Any]) -> dict[str, Any] | None:
         ("plain", "w:t returned: plain"),
     ],
 )
-async def test_delayed_results_pass_the_parents_result_policies(
-    rt: omnigent.Runtime, answer: str, shown: str
-) -> None:
+async def test_delayed_results_pass_the_parents_result_policies(answer: str, shown: str) -> None:
     policy = {"name": "vet", "type": "function", "function": f"{__name__}:policy_on_results"}
     driver = Driver()
-    parent = await start(rt, lead([worker("w", [{"say": answer}])], policies=[policy]), driver)
-    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
-    await trio_turn(rt, parent)
-    child = handle(driver.outputs[0])["task_id"]
-    assert await wait_lines(rt, parent, 1) == [(child, "completed", shown)]
+    async with omnigent.open_runtime(policy_modules=[__name__]) as rt:
+        spec = lead([worker("w", [{"say": answer}])], policies=[policy])
+        parent = await start(rt, spec, driver)
+        driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+        await trio_turn(rt, parent)
+        child = handle(driver.outputs[0])["task_id"]
+        assert await wait_lines(rt, parent, 1) == [(child, "completed", shown)]
+    # The handle itself passed the same policies untouched.
+    assert handle(driver.outputs[0])["status"] == "launching"
 
 
 async def test_a_failing_policy_hides_the_result_and_keeps_it_for_the_next_read(
@@ -466,3 +464,23 @@ async def test_a_crash_after_the_child_finished_delivers_its_answer(tmp_path: Pa
             ),
         ]
     )
+
+
+async def test_a_version_2_database_gains_sub_agent_work(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
+        old = await rt.create_session((await rt.create_agent(worker("w"))).id)
+    with sqlite3.connect(path) as conn:  # back to how version 2 left it
+        conn.execute("DROP TABLE subagent_work")
+        conn.execute("ALTER TABLE sessions DROP COLUMN sub_agent")
+        conn.execute("PRAGMA user_version = 2")
+    async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
+        assert (await rt._store.get_session(old.id)).sub_agent is None  # type: ignore[union-attr]
+        assert await rt._store.list_work(open_only=False) == []
+        driver = Driver()
+        parent = await start(rt, lead([worker("w", [{"say": "migrated"}])]), driver)
+        driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+        await trio_turn(rt, parent)
+        assert (await wait_lines(rt, parent, 1))[0][2] == "w:t returned: migrated"

@@ -21,9 +21,8 @@ __all__ = ["UNBUILT", "unbuilt_keys"]
 
 UNBUILT: Final[dict[str, str]] = {
     # spec key (dotted path)     the feature it asks for
-    "sub_agents": "sub-agents",
-    "tools.agents": "sub-agent dispatch",
-    "spawn": "session spawning (sys_session_create)",
+    # (empty: every key of the spec is built; sub_agents, tools.agents and spawn were
+    # the last to land, with docs/subagents.md)
 }
 
 
