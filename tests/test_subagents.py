@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +397,18 @@ async def test_the_wake_up_turn_reads_the_result(rt: omnigent.Runtime) -> None:
     await wait_quiet(rt)
     assert (await rt.get_session(parent)).status == "idle"
     assert await inbox_lines(rt, parent) != []
+
+
+async def test_a_child_works_where_its_parent_works(rt: omnigent.Runtime, tmp_path: Path) -> None:
+    driver = Driver()
+    child_spec = worker("w", [{"call": "sys_os_shell", "args": {"command": "pwd"}}])
+    spec = lead([child_spec], os_env={"cwd": str(tmp_path)})
+    parent = await start(rt, spec, driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "where?"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    await wait_lines(rt, parent, 1)
+    here = await trio.to_thread.run_sync(os.path.realpath, tmp_path)
+    assert (await rt.get_session(child)).cwd == here
+    output = (await rt.list_items(child)).data[-1]
+    assert json.loads(output.output)["stdout"].strip() == here  # type: ignore[union-attr]

@@ -57,8 +57,6 @@ log = logging.getLogger(__name__)
 def sub_agent_spec(spec: AgentSpec, path: str, agent_id: str = "") -> AgentSpec:
     """The spec of the sub-agent at ``path`` (``lead/researcher``) inside ``spec``.
 
-    A sub-agent without an ``os_env`` of its own works where its parent does.
-
     Raises:
         AgentNotFound: no sub-agent at that path.
     """
@@ -67,8 +65,6 @@ def sub_agent_spec(spec: AgentSpec, path: str, agent_id: str = "") -> AgentSpec:
         found = next((s for s in current.sub_agents if s.name == name), None)
         if found is None:
             raise AgentNotFound(f"{agent_id}/{path}" if agent_id else path)
-        if found.os_env is None and current.os_env is not None:
-            found = attrs.evolve(found, os_env=current.os_env)
         current = found
     return current
 

@@ -128,6 +128,7 @@ class Orchestration:
                 viewer=None,
                 agent_version=caller.agent_version,
                 sub_agent=path,
+                cwd=str(await tools.cwd()),  # a child works where its parent works
             )
         except OmnigentError as exc:
             raise ToolError(f"could not create the sub-agent session: {exc.message}") from None
@@ -329,6 +330,7 @@ class Orchestration:
                     owner=caller.owner,
                     viewer=None,
                     agent_version=agent.version,
+                    cwd=str(await tools.cwd()),
                 )
             except OmnigentError as exc:
                 raise ToolError(f"could not create the session: {exc.message}") from None

@@ -1,0 +1,253 @@
+"""The provider configuration and the model-id rules (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omnigent.errors import ConfigError
+from omnigent.providers import (
+    Provider,
+    ProviderConfig,
+    Worker,
+    canonical_spelling,
+    check_model_id,
+    family_mismatch,
+    family_of,
+    list_models,
+    load_provider_config,
+    localise_model,
+    parse_provider_config,
+)
+
+GATEWAY = Provider("gw", "gateway", model_prefix="databricks-")
+KEY = Provider("anthropic", "key", family="anthropic")
+LOGIN = Provider("codex", "subscription", family="openai")
+
+
+@pytest.mark.parametrize(
+    ("value", "expect"),
+    [
+        ("claude-sonnet-4-6", "claude-sonnet-4-6"),
+        ("  gpt-4.1-mini\n", "gpt-4.1-mini"),
+        ("openai/gpt-4o", "openai/gpt-4o"),
+        ("us.anthropic.claude-3-5:0", "us.anthropic.claude-3-5:0"),
+        ("llama3@q4", "llama3@q4"),
+    ],
+)
+def test_clean_model_ids_pass(value: str, expect: str) -> None:
+    assert check_model_id(value) == expect
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (None, "must be a string, got null"),
+        (7, "must be a string, got a number"),
+        (True, "must be a string, got a boolean"),
+        (["gpt"], "must be a string, got an array"),
+        ("", "must not be blank"),
+        ("   ", "must not be blank"),
+        ("gpt 4", "is not a model id"),
+        ("gpt;rm -rf /", "is not a model id"),
+        ("$(id)", "is not a model id"),
+        ("`id`", "is not a model id"),
+        ("a|b", "is not a model id"),
+        ("--model", "is not a model id"),
+        ("-x", "is not a model id"),
+        ("claude[1m]", "is not a model id"),
+        ("a" * 201, "longer than 200"),
+    ],
+)
+def test_unclean_model_ids_are_refused(value: Any, says: str) -> None:
+    with pytest.raises(ValueError, match=r".*") as caught:
+        check_model_id(value)
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("claude-sonnet-4-6", "claude"),
+        ("databricks-claude-opus-4-8", "claude"),
+        ("gpt-5", "gpt"),
+        ("gpt-5.1-codex", "gpt"),
+        ("codex-mini", "gpt"),
+        ("llama3", None),
+    ],
+)
+def test_families_by_token(model: str, family: str | None) -> None:
+    assert family_of(model) == family
+
+
+def test_the_family_guard() -> None:
+    assert family_mismatch("claude-code", "claude", "databricks-claude-sonnet-4-6") is None
+    assert family_mismatch("loop", None, "anything") is None
+    assert family_mismatch("codex", "gpt", "gpt-5") is None
+    refused = family_mismatch("claude-code", "claude", "gpt-5")
+    assert refused is not None and refused.startswith(
+        "harness 'claude-code' only runs Claude models (an id containing 'claude'); got 'gpt-5'"
+    )
+    unknown = family_mismatch("codex", "gpt", "llama3")
+    assert unknown is not None and "only runs GPT models" in unknown
+
+
+@pytest.mark.parametrize(
+    ("model", "provider", "expect"),
+    [
+        # A canonical id is localised for a gateway...
+        ("claude-sonnet-4-6", GATEWAY, "databricks-claude-sonnet-4-6"),
+        ("gpt-5-4", GATEWAY, "databricks-gpt-5-4"),
+        # ... an already-local one, a vendor-prefixed one or one of no family is not.
+        ("databricks-claude-sonnet-4-6", GATEWAY, "databricks-claude-sonnet-4-6"),
+        ("anthropic/claude-sonnet-4-6", GATEWAY, "anthropic/claude-sonnet-4-6"),
+        ("us.anthropic.claude-sonnet-4-6", GATEWAY, "us.anthropic.claude-sonnet-4-6"),
+        ("llama3", GATEWAY, "llama3"),
+        ("Claude-Sonnet", GATEWAY, "Claude-Sonnet"),
+        # A gateway id is stripped for a vendor-direct provider (key or login).
+        ("databricks-claude-sonnet-4-6", KEY, "claude-sonnet-4-6"),
+        ("databricks-gpt-5-4", LOGIN, "gpt-5-4"),
+        ("claude-sonnet-4-6", KEY, "claude-sonnet-4-6"),
+        ("databricks-llama3", KEY, "databricks-llama3"),
+        # No provider: untouched.
+        ("claude-sonnet-4-6", None, "claude-sonnet-4-6"),
+        ("databricks-claude-sonnet-4-6", None, "databricks-claude-sonnet-4-6"),
+    ],
+)
+def test_localisation(model: str, provider: Provider | None, expect: str) -> None:
+    assert localise_model(model, provider) == expect
+
+
+def test_a_gateway_without_a_prefix_leaves_ids_alone_and_configured_prefixes_are_stripped() -> None:
+    plain = Provider("plain", "gateway")
+    assert localise_model("claude-sonnet-4-6", plain) == "claude-sonnet-4-6"
+    assert localise_model("corp-gpt-5", KEY, ("corp-",)) == "gpt-5"
+    assert canonical_spelling("corp-gpt-5") == "corp-gpt-5"
+
+
+def test_parsing_a_configuration() -> None:
+    config = parse_provider_config(
+        {
+            "default_provider": "gw",
+            "providers": [
+                {
+                    "name": "gw",
+                    "kind": "gateway",
+                    "base_url": "https://gw.example/v1/",
+                    "model_prefix": "databricks-",
+                    "models": ["databricks-gpt-5-4"],
+                },
+                {
+                    "name": "anthropic",
+                    "kind": "key",
+                    "family": "anthropic",
+                    "harnesses": ["claude-code"],
+                },
+            ],
+            "other_section": {"left": "to its own reader"},
+        }
+    )
+    assert config.default == "gw" and config.gateway_prefixes == ("databricks-",)
+    assert config.for_worker("claude-code") is config.named("anthropic")
+    assert config.for_worker("loop", "https://gw.example/v1") is config.named("gw")
+    assert config.for_worker("loop") is config.named("gw")  # the default
+    assert ProviderConfig().for_worker("loop") is None
+    assert parse_provider_config(None).providers == ()
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        ([], "$"),
+        ({"providers": {"name": "x"}}, "providers"),
+        ({"providers": [{"name": "x", "kind": "vendor"}]}, "providers[0].kind"),
+        ({"providers": [{"name": "x", "kind": "key"}]}, "providers[0].family"),
+        (
+            {"providers": [{"name": "x", "kind": "gateway", "family": "openai"}]},
+            "providers[0].family",
+        ),
+        (
+            {"providers": [{"name": "x", "kind": "key", "family": "openai", "model_prefix": "p-"}]},
+            "providers[0].model_prefix",
+        ),
+        (
+            {"providers": [{"name": "x", "kind": "gateway", "api_key": "sk"}]},
+            "providers[0].api_key",
+        ),
+        ({"providers": [{"name": "x", "kind": "gateway", "models": "gpt"}]}, "providers[0].models"),
+        (
+            {"providers": [{"name": "x", "kind": "gateway"}, {"name": "x", "kind": "gateway"}]},
+            "providers[1].name",
+        ),
+        ({"providers": [{"name": " ", "kind": "gateway"}]}, "providers[0].name"),
+        ({"default_provider": "missing"}, "default_provider"),
+    ],
+)
+def test_bad_configurations_name_the_field(data: Any, where: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_provider_config(data)
+    assert where in [d.loc for d in caught.value.details], caught.value.details
+
+
+def test_loading_the_file(tmp_path: Path) -> None:
+    assert load_provider_config(tmp_path).providers == ()
+    (tmp_path / "config.yaml").write_text(
+        "providers:\n  - {name: a, kind: subscription, family: openai}\n"
+    )
+    assert load_provider_config(tmp_path).named("a") == Provider("a", "subscription", "openai")
+    (tmp_path / "config.yaml").write_text("providers: [unclosed\n")
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        load_provider_config(tmp_path)
+    (tmp_path / "config.yaml").write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError):
+        load_provider_config(tmp_path)
+    (tmp_path / "config.yaml").write_text("#" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="larger than"):
+        load_provider_config(tmp_path)
+
+
+def test_the_catalog() -> None:
+    config = ProviderConfig(
+        (
+            Provider(
+                "gw",
+                "gateway",
+                model_prefix="databricks-",
+                models=("databricks-claude-x", "databricks-gpt-y"),
+            ),
+            Provider("empty", "key", family="openai", harnesses=("gptish",)),
+        ),
+        default="gw",
+    )
+    workers = [
+        Worker("self", "loop"),
+        Worker("claude", "claudeish", family="claude"),
+        Worker("gpt", "gptish", model="gpt-z", family="gpt"),
+        Worker("nothing", "gptish", family="gpt"),
+        Worker("script", "scripted", accepts_model=False),
+        Worker("gone", "native", unavailable="the 'native' CLI is not on PATH"),
+    ]
+    rows = list_models(config, workers)
+    assert [m["id"] for m in rows["self"]["models"]] == ["databricks-claude-x", "databricks-gpt-y"]
+    assert rows["claude"]["models"] == [{"id": "databricks-claude-x", "family": "claude"}]
+    assert "only the models harness 'claudeish' runs" in rows["claude"]["note"]
+    assert rows["gpt"]["source"] == "spec" and rows["gpt"]["models"] == [
+        {"id": "gpt-z", "family": "openai"}
+    ]
+    assert rows["nothing"]["source"] == "none" and rows["nothing"]["models"] == []
+    assert rows["script"]["source"] == "none" and "cannot apply" in rows["script"]["note"]
+    assert rows["gone"] == {
+        "harness": "native",
+        "provider": "gw",
+        "kind": "gateway",
+        "verified": False,
+        "default": None,
+        "source": "none",
+        "models": [],
+        "note": "the 'native' CLI is not on PATH",
+    }
+    assert list(list_models(config, workers, only=["gpt"])) == ["gpt"]
+    cut = list_models(config, workers, model_ids=["databricks-gpt-y"])
+    assert [m["id"] for m in cut["self"]["models"]] == ["databricks-gpt-y"]
