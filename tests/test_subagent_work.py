@@ -484,3 +484,66 @@ async def test_a_version_2_database_gains_sub_agent_work(tmp_path: Path) -> None
         driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
         await trio_turn(rt, parent)
         assert (await wait_lines(rt, parent, 1))[0][2] == "w:t returned: migrated"
+
+
+CRASHING = """
+import sys, trio, omnigent
+from pathlib import Path
+
+SPEC = {
+    "name": "lead",
+    "executor": {"type": "omnigent", "config": {"harness": "scripted", "turns": [
+        [{"call": "sys_session_send", "args": {"agent": "w", "title": "t", "args": "go"}}],
+        [{"say": "woken"}],
+    ]}},
+    "sub_agents": [{"name": "w", "executor": {"config": {"harness": "scripted",
+                                                        "script": [{"sleep": 600}]}}}],
+    "tools": {"agents": ["w"]},
+}
+
+async def main(db, marker):
+    async with omnigent.open_runtime(db) as rt:
+        session = await rt.create_session((await rt.create_agent(SPEC)).id)
+        await rt.send_message(session.id, "go")
+        while True:
+            kids = (await rt.list_sessions(parent_session_id=session.id)).data
+            if kids and kids[0].busy:
+                break
+            await trio.sleep(0.02)
+        Path(marker).write_text(session.id + " " + kids[0].id)
+        await trio.sleep_forever()
+
+trio.run(main, sys.argv[1], sys.argv[2])
+"""
+
+
+async def test_a_kill_9_mid_work_is_delivered_as_interrupted_and_wakes_the_parent(
+    tmp_path: Path,
+) -> None:
+    import signal
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    marker = tmp_path / "ready"
+    process = await trio.lowlevel.open_process([sys.executable, "-c", CRASHING, db, str(marker)])
+    try:
+        with trio.fail_after(30):
+            while not marker.exists():
+                await trio.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        with trio.CancelScope(shield=True):
+            await process.wait()
+    parent, child = marker.read_text().split()
+    async with omnigent.open_runtime(db) as rt:
+        lines = await wait_lines(rt, parent, 1)
+        assert lines == [
+            (
+                child,
+                "failed",
+                "w:t error: interrupted by a restart before the sub-agent finished; send it again",
+            )
+        ]
+        await wait_quiet(rt)
+        assert (await rt.get_session(child)).status == "failed"
+        assert await rt._store.list_work() == []
