@@ -269,11 +269,7 @@ class SessionActor:
                 if notice is not None:
                     self._pending.append(notice)
                 continue
-            if self._settle_due and self._quiescent():
-                # Nothing left to do after the last turn: a parent waiting on this
-                # session takes that turn's outcome as the final answer.
-                self._settle_due = False
-                self._host.session_settled(self.session_id, self.last_outcome)
+            self._settle_if_quiet()
             services = self._tools.services_running if self._tools is not None else 0
             if len(nursery.child_tasks) <= services:
                 # Decided synchronously: from here no message can reach this actor;
@@ -286,6 +282,16 @@ class SessionActor:
                 return
             self._wakeup = trio.Event()
             await self._wakeup.wait()
+
+    def _settle_if_quiet(self) -> None:
+        """Tell a parent waiting on this session that it has nothing left to do.
+
+        Once per turn that ended, as soon as no message, inbox notice, background
+        task or child work is left: the last turn's outcome is the final answer.
+        """
+        if self._settle_due and self._quiescent():
+            self._settle_due = False
+            self._host.session_settled(self.session_id, self.last_outcome)
 
     def _quiescent(self) -> bool:
         """No turn, message, inbox notice, background task or child work is pending."""
@@ -379,6 +385,7 @@ class SessionActor:
             self._turn = None
             self.last_outcome = turn.outcome
             self._settle_due = True
+            self._settle_if_quiet()  # before announcing: the parent waits on this
             with trio.move_on_after(5, shield=True):
                 await self._announce()
 
