@@ -547,3 +547,62 @@ async def test_a_kill_9_mid_work_is_delivered_as_interrupted_and_wakes_the_paren
         await wait_quiet(rt)
         assert (await rt.get_session(child)).status == "failed"
         assert await rt._store.list_work() == []
+
+
+async def test_deleting_a_working_child_delivers_cancelled_to_its_parent(
+    rt: omnigent.Runtime,
+) -> None:
+    driver = Driver()
+    parent, child = await slow_child(rt, driver)
+    driver.then(None)  # the wake-up
+    await rt.delete_session(child)
+    lines = await wait_lines(rt, parent, 1)
+    assert lines == [(child, "cancelled", "w:t")]
+    await wait_quiet(rt)
+    assert await rt._store.list_work() == []
+
+
+async def test_a_child_that_is_slow_to_stop_gets_a_best_effort_answer(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omnigent.core import _orchestration
+    from omnigent.harnesses.base import TurnContext, TurnRequest
+
+    monkeypatch.setattr(_orchestration, "CANCEL_WAIT", 0.05)
+    released = trio.Event()
+
+    class Stubborn:
+        """A harness that can only be asked to stop: it finishes its step first."""
+
+        def __init__(self, env: Any) -> None:
+            pass
+
+        async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
+            with trio.CancelScope(shield=True):
+                await released.wait()
+                async with ctx.open_message() as message:
+                    await message.write("finished anyway")
+
+        async def aclose(self) -> None:
+            return None
+
+    rt.register_harness("stubborn", Stubborn)
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", harness="stubborn")]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    with trio.fail_after(5):
+        while not (await rt.get_session(child)).busy:
+            await trio.sleep(0.01)
+    driver.then(call(driver, "sys_cancel_task", {"task_id": child}))
+    await trio_turn(rt, parent)
+    answer = json.loads(driver.outputs[1])
+    assert answer["cancel_requested"] is True and answer["cancel_confirmed"] is False
+    assert answer["best_effort"] is True and answer["task_id"] == child
+    assert answer["status"] == "cancelling" and answer["message"]
+    released.set()  # it finishes its step and stops; the answer it wrote is dropped
+    lines = await wait_lines(rt, parent, 1)
+    await wait_quiet(rt)
+    assert await inbox_lines(rt, parent) == lines
+    assert lines == [(child, "cancelled", "w:t")]

@@ -412,3 +412,32 @@ async def test_a_child_works_where_its_parent_works(rt: omnigent.Runtime, tmp_pa
     assert (await rt.get_session(child)).cwd == here
     output = (await rt.list_items(child)).data[-1]
     assert json.loads(output.output)["stdout"].strip() == here  # type: ignore[union-attr]
+
+
+async def test_overrides_reach_the_harness_that_runs(rt: omnigent.Runtime) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    def probe(env: HarnessEnv) -> Any:
+        seen.append((env.harness_name, env.config.model))
+        return Recorder().factory(env)
+
+    rt.register_harness("probe", probe)
+    agent = await rt.create_agent(worker("w", model="spec-model"))
+    session = await rt.create_session(
+        agent.id, harness_override="probe", model_override="override-model"
+    )
+    await trio_turn(rt, session.id)
+    assert seen == [("probe", "override-model")]
+
+
+async def test_a_spec_file_naming_anothers_agent_is_access_denied(
+    rt: omnigent.Runtime, tmp_path: Path
+) -> None:
+    await rt.create_agent(worker("taken"), owner="alice")
+    (tmp_path / "taken.yaml").write_text("name: taken\n")
+    driver = Driver()
+    parent = await start(rt, lead([], spawn=True, os_env={"cwd": str(tmp_path)}), driver)
+    driver.then(call(driver, "sys_session_create", {"config_path": "taken.yaml"}))
+    await trio_turn(rt, parent)
+    assert driver.outputs[0].startswith("Error: access_denied: ")
+    assert await children(rt, parent) == []

@@ -381,6 +381,8 @@ class Runtime(metaclass=_NoPublicConstructor):
             host.deleting.update(doomed)
             for sid in doomed:
                 await self._stop_and_wait(sid)
+            # A deleted child's dispatch is delivered to its (surviving) parent first.
+            await host.subagents.wait_concluded(doomed)
             await self._bus.flush()
             await self._store.delete_sessions(doomed)
             for sid in doomed:

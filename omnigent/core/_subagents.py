@@ -42,6 +42,7 @@ import attrs
 import trio
 
 from .._ids import new_id
+from ..errors import NotFound
 from ..model import InboxUpdated, MessageItem, item_text, structure
 from ..stores import Store, WorkRow
 from ._bus import EventBus
@@ -149,6 +150,16 @@ class SubAgents:
         """The dispatch to ``child_id`` that has not been delivered yet, if any."""
         return self._by_child.get(child_id)
 
+    async def wait_concluded(
+        self, child_ids: list[str], timeout: float = _CONCLUDE_TIMEOUT
+    ) -> None:
+        """Wait (bounded) until the dispatches to these children have been concluded."""
+        with trio.move_on_after(timeout):
+            for child_id in child_ids:
+                dispatch = self._by_child.get(child_id)
+                if dispatch is not None:
+                    await dispatch.done.wait()
+
     def watch(self, dispatch: Dispatch) -> None:
         """Start tracking ``dispatch`` (before its message reaches the child).
 
@@ -228,6 +239,8 @@ class SubAgents:
         await self._bus.publish(dispatch.row.parent_session_id, InboxUpdated(count=count))
         try:
             await self.announce(dispatch.child_id)
+        except NotFound:
+            pass  # the child is being deleted: there is nothing to show
         except Exception:
             log.warning("could not announce %s to its parent", dispatch.child_id, exc_info=True)
         return True
