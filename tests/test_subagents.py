@@ -441,3 +441,27 @@ async def test_a_spec_file_naming_anothers_agent_is_access_denied(
     await trio_turn(rt, parent)
     assert driver.outputs[0].startswith("Error: access_denied: ")
     assert await children(rt, parent) == []
+
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+async def test_the_example_orchestrators(rt: omnigent.Runtime) -> None:
+    loop = await rt.create_agent(omnigent.AgentSpec.load(EXAMPLES / "orchestrator.yaml"))
+    assert loop.name == "orchestrator" and loop.harness == "loop"
+    spec = omnigent.AgentSpec.load(EXAMPLES / "orchestrator-scripted.yaml")
+    session = (await rt.create_session((await rt.create_agent(spec)).id)).id
+    await trio_turn(rt, session)
+    lines = await wait_lines(rt, session, 3)
+    assert sorted(rest for _, _, rest in lines) == [
+        "counter:apples returned: There are 3.",
+        "counter:pears returned: There are 3.",
+        "slow:report returned: The report is done.",
+    ]
+    await wait_quiet(rt)
+    rows = [await rt.child_summary(c.id) for c in await children(rt, session)]
+    assert {(r.tool, r.session_name, r.current_task_status) for r in rows} == {
+        ("counter", "apples", "completed"),
+        ("counter", "pears", "completed"),
+        ("slow", "report", "completed"),
+    }
