@@ -198,7 +198,10 @@ def test_loading_the_file(tmp_path: Path) -> None:
     )
     assert load_provider_config(tmp_path).named("a") == Provider("a", "subscription", "openai")
     (tmp_path / "config.yaml").write_text("providers: [unclosed\n")
-    with pytest.raises(ConfigError, match="is not valid YAML"):
+    with pytest.raises(ConfigError, match=r"invalid .*config\.yaml at line"):
+        load_provider_config(tmp_path)
+    (tmp_path / "config.yaml").write_text("a: &x [1]\nb: [*x, *x]\n" + "[" * 100 + "]" * 100)
+    with pytest.raises(ConfigError):
         load_provider_config(tmp_path)
     (tmp_path / "config.yaml").write_bytes(b"\xff\xfe")
     with pytest.raises(ConfigError):

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import attrs
-import yaml
 
-from ..errors import ConfigError, ErrorDetail
+from ..errors import ConfigError, ErrorDetail, SpecError
 from ..model._wire import structure
+from ..spec import load_yaml
 
 __all__ = [
     "CONFIG_FILE",
@@ -191,7 +191,9 @@ def load_provider_config(home: Path) -> ProviderConfig:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError.at("$", f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = load_yaml(raw.decode("utf-8"), what=str(path))
+    except UnicodeDecodeError as exc:
         raise ConfigError.at("$", f"{path} is not valid YAML: {exc}") from exc
+    except SpecError as exc:  # the one bounded YAML reader speaks in spec errors
+        raise ConfigError(exc.message, exc.details) from exc
     return parse_provider_config(data, source=str(path))
