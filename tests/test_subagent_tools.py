@@ -11,7 +11,7 @@ import trio
 import yaml
 
 import omnigent
-from omnigent.core._orchestration_reads import workers_of
+from omnigent.core._orchestration_agents import workers_of
 from omnigent.tools._args import ToolError
 
 from .subagent_helpers import Driver, call, handle, lead, wait_lines, worker

@@ -565,10 +565,10 @@ async def test_deleting_a_working_child_delivers_cancelled_to_its_parent(
 async def test_a_child_that_is_slow_to_stop_gets_a_best_effort_answer(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from omnigent.core import _orchestration
+    from omnigent.core import _orchestration_manage
     from omnigent.harnesses.base import TurnContext, TurnRequest
 
-    monkeypatch.setattr(_orchestration, "CANCEL_WAIT", 0.05)
+    monkeypatch.setattr(_orchestration_manage, "CANCEL_WAIT", 0.05)
     released = trio.Event()
 
     class Stubborn:

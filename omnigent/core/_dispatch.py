@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ..errors import OmnigentError
 from ..harnesses.base import ToolSchema
 from ..model import ChangedFilesInvalidated, ElicitationParams, ElicitationRequest, InboxUpdated
 from ..spec import AgentSpec
@@ -36,12 +35,10 @@ from ..stores import Store
 from ..tools import os as os_tools
 from ..tools import terminals as terminal_tools
 from ..tools import workspace_for
-from ..tools._agent_args import LEVELS, parse_level
 from ..tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
-from ..tools._args import ToolError
 from ._bus import EventBus
 from ._elicitations import Elicitations, elicitation_params
-from ._permissions import PUBLIC, Permissions, check_level
+from ._permissions import Permissions
 from ._policies import (
     PHASE_TOOL_CALL,
     PHASE_TOOL_RESULT,
@@ -173,8 +170,6 @@ class SessionTools:
         self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, _os_tool(name))
-        if spec.agent_session_sharing != "none":
-            self._add("sys_session_share", AGENT_TOOL_SCHEMAS["sys_session_share"], _session_share)
         if orchestration is not None:
             self._add_orchestration(spec)
         if spec.async_enabled:
@@ -521,37 +516,3 @@ async def _cancel_async(tools: SessionTools, args: dict[str, Any]) -> str:
     if not tools.cancel_background(handle_id):
         return f"Error: no running background task {handle_id!r}"
     return json.dumps({"handle_id": handle_id, "status": "cancelling"})
-
-
-async def _session_share(tools: SessionTools, args: dict[str, Any]) -> str:
-    """``sys_session_share``: offered only when the spec's ``agent_session_sharing`` allows."""
-    sharing = tools.spec.agent_session_sharing
-    problem = _only_keys(args, "sys_session_share", {"user_id", "level", "session_id"})
-    if problem:
-        return problem
-    user_id, target = args.get("user_id"), args.get("session_id", tools.session_id)
-    if not isinstance(user_id, str) or not user_id:
-        return "Error: invalid arguments for sys_session_share: 'user_id' must be a user id"
-    if not isinstance(target, str):
-        return "Error: invalid arguments for sys_session_share: 'session_id' must be a string"
-    if user_id == PUBLIC and sharing != "public":
-        return f"Error: this agent may not make sessions public (agent_session_sharing: {sharing})"
-    try:
-        level = parse_level(args.get("level", "read"))
-        level = check_level(level, user_id)
-        if target != tools.session_id and target not in await tools.descendants():
-            return "Error: only this session and its sub-sessions can be shared"
-        grant = await tools.permissions.grant(target, user_id, level)
-    except ToolError as exc:
-        return exc.render()
-    except OmnigentError as exc:
-        return f"Error: {exc.message}"
-    names = {v: k for k, v in LEVELS.items()}
-    return json.dumps(
-        {
-            "shared": True,
-            "session_id": target,
-            "user_id": grant.user_id,
-            "level": names.get(grant.level, grant.level),
-        }
-    )

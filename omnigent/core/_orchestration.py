@@ -1,14 +1,15 @@
-"""The orchestration tools that change things: send, create, cancel, close.
+"""The orchestration tools' shared ground, and ``sys_session_send``.
 
 :class:`Orchestration` is built once by the runtime and reached by a session's tools
-(``SessionTools.orchestration``); each method is one tool call from a calling session
-and answers the tool's output string. Arguments are checked first
-(:mod:`omnigent.tools._agent_args`), then everything that can be known before a child
-is created or messaged — the sub-agent, the model and its family, whether the child's
-harness can start here — so a refused call changes nothing.
+(``SessionTools.orchestration``). It holds what the tools act through and the steps
+they share — finding a caller's children, checking a new child's harness and model,
+dispatching a message to a child — and implements ``sys_session_send``. Arguments are
+checked first (:mod:`omnigent.tools._agent_args`), then everything that can be known
+before a child is created or messaged, so a refused call changes nothing.
 
-The read-only tools (list, history, info, agents, models) are in
-:mod:`._orchestration_reads`, over the same object.
+The other tools are functions over it: :mod:`._orchestration_manage` (create, cancel,
+close, share), :mod:`._orchestration_reads` (list, history, info) and
+:mod:`._orchestration_agents` (the agent lookups, the model list).
 """
 
 from __future__ import annotations
@@ -21,23 +22,18 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._ids import new_id, now
-from ..errors import ConfigError, Forbidden, NotFound, OmnigentError, SpecError
+from ..errors import ConfigError, OmnigentError
 from ..providers import family_mismatch, load_provider_config, localise_model
 from ..spec import AgentSpec
 from ..stores import SessionRow, Store, WorkRow
 from ..tools._agent_args import (
-    CLOSED_LABEL,
     SendArgs,
     TypedError,
-    closed_title,
     is_closed,
-    parse_cancel,
-    parse_create,
     parse_send,
     split_title,
 )
 from ..tools._args import ToolError
-from ..tools._paths import resolve_inside
 from ._agents import AgentCatalog
 from ._host import ActorHost
 from ._messages import Messages
@@ -47,13 +43,9 @@ from ._subagents import Dispatch, new_work_id
 if TYPE_CHECKING:
     from ._dispatch import SessionTools
 
-__all__ = ["CANCEL_WAIT", "MAX_SPEC_BYTES", "Orchestration"]
+__all__ = ["Orchestration", "granted_sub_agents"]
 
 log = logging.getLogger(__name__)
-
-# How long sys_cancel_task waits for the child to confirm it stopped.
-CANCEL_WAIT = 10.0
-MAX_SPEC_BYTES = 1 << 20
 
 
 class Orchestration:
@@ -111,9 +103,9 @@ class Orchestration:
                     "Continue without 'model', or close the session (sys_session_close) and "
                     "send again to start a fresh one on that model"
                 )
-            self._refuse_busy(existing.id, f"sub-agent {args.agent!r} title {title!r}")
-            return await self._dispatch(tools, caller, existing, args.agent, title, args.message)
-        model_override = await self._model_for(args.agent, sub, args.model)
+            self.refuse_busy(existing.id, f"sub-agent {args.agent!r} title {title!r}")
+            return await self.dispatch(tools, caller, existing, args.agent, title, args.message)
+        model_override = await self.model_for(args.agent, sub, args.model)
         path = args.agent if caller.sub_agent is None else f"{caller.sub_agent}/{args.agent}"
         try:
             snapshot = await self.sessions.create(
@@ -133,7 +125,7 @@ class Orchestration:
         except OmnigentError as exc:
             raise ToolError(f"could not create the sub-agent session: {exc.message}") from None
         child = await self.sessions.row(snapshot.id)
-        return await self._dispatch(tools, caller, child, args.agent, title, args.message)
+        return await self.dispatch(tools, caller, child, args.agent, title, args.message)
 
     async def _send_by_id(self, tools: SessionTools, caller: SessionRow, args: SendArgs) -> str:
         assert args.session_id is not None
@@ -151,13 +143,13 @@ class Orchestration:
                 "session_closed",
                 f"{args.session_id!r} is closed; create a new session to continue",
             )
-        self._refuse_busy(target.id, f"session {target.id!r}")
+        self.refuse_busy(target.id, f"session {target.id!r}")
         agent, title = split_title(target.title)
         if agent is None:
             agent = (await self.sessions.snapshot(target)).agent_name
-        return await self._dispatch(tools, caller, target, agent, title or "", args.message)
+        return await self.dispatch(tools, caller, target, agent, title or "", args.message)
 
-    def _refuse_busy(self, child_id: str, what: str) -> None:
+    def refuse_busy(self, child_id: str, what: str) -> None:
         dispatch = self.host.subagents.open_for(child_id)
         if dispatch is not None:
             raise ToolError(
@@ -166,7 +158,7 @@ class Orchestration:
                 "before sending again"
             )
 
-    async def _model_for(self, agent: str, sub: AgentSpec, model: str | None) -> str | None:
+    async def model_for(self, agent: str, sub: AgentSpec, model: str | None) -> str | None:
         """Check that a new child of ``sub`` can start, and spell ``model`` for it."""
         try:
             harness = self.host.harness_of(sub, None)
@@ -236,7 +228,7 @@ class Orchestration:
                 return row
         return None
 
-    async def _dispatch(
+    async def dispatch(
         self,
         tools: SessionTools,
         caller: SessionRow,
@@ -297,193 +289,6 @@ class Orchestration:
                 ),
             }
         )
-
-    # -- sys_session_create ----------------------------------------------------------------
-
-    async def create(self, tools: SessionTools, raw: Any) -> str:
-        """``sys_session_create``: a child of a registered agent or of a spec file."""
-        try:
-            args = parse_create(raw)
-            caller = await self.caller(tools)
-            if args.config_path is not None:
-                spec = await self._spec_file(tools, args.config_path)
-                try:
-                    agent = await self.agents.create(spec, caller.owner)
-                except Forbidden as exc:
-                    raise TypedError("access_denied", exc.message) from None
-                except OmnigentError as exc:
-                    raise ToolError(f"cannot register {args.config_path}: {exc.message}") from None
-            else:
-                assert args.agent_id is not None
-                agent = await self._registered(args.agent_id)
-            spec = await self.host.agent_spec(agent.id, agent.version)
-            model = await self._model_for(agent.name, spec, args.model)
-            try:
-                snapshot = await self.sessions.create(
-                    agent.id,
-                    title=args.title,
-                    parent_session_id=caller.id,
-                    harness_override=None,
-                    model_override=model,
-                    labels=None,
-                    initial_items=(),
-                    owner=caller.owner,
-                    viewer=None,
-                    agent_version=agent.version,
-                    cwd=str(await tools.cwd()),
-                )
-            except OmnigentError as exc:
-                raise ToolError(f"could not create the session: {exc.message}") from None
-            handle: dict[str, Any] = {
-                "conversation_id": snapshot.id,
-                "kind": "sub_agent",
-                "agent_id": agent.id,
-                "agent_name": agent.name,
-                "title": args.title,
-                "status": "created",
-            }
-            if args.message is not None:
-                child = await self.sessions.row(snapshot.id)
-                sent = json.loads(
-                    await self._dispatch(
-                        tools, caller, child, agent.name, args.title or "", args.message
-                    )
-                )
-                handle.update(task_id=sent["task_id"], status="launching", message=sent["message"])
-            return json.dumps(handle)
-        except ToolError as exc:
-            return exc.render()
-
-    async def _registered(self, agent_id: str) -> Any:
-        try:
-            return await self.agents.get(agent_id)
-        except NotFound:
-            pass
-        try:
-            return await self.agents.get_by_name(agent_id)
-        except NotFound:
-            raise TypedError(
-                "agent_not_found", f"no agent {agent_id!r} (sys_agent_list lists them)"
-            ) from None
-
-    async def _spec_file(self, tools: SessionTools, config_path: str) -> AgentSpec:
-        cwd = await tools.cwd()
-
-        def read() -> AgentSpec:
-            try:
-                path = resolve_inside(cwd, config_path)
-            except ToolError as exc:
-                raise ToolError(
-                    f"'config_path' must stay inside the working directory: {exc.message}"
-                ) from None
-            if not path.is_file():
-                raise TypedError("config_not_found", f"no agent spec file at {config_path!r}")
-            if path.stat().st_size > MAX_SPEC_BYTES:
-                raise ToolError(f"{config_path!r} is larger than {MAX_SPEC_BYTES} bytes")
-            try:
-                return AgentSpec.load(path)
-            except SpecError as exc:
-                raise ToolError(
-                    f"{config_path!r} is not a valid agent spec: {exc.message}"
-                ) from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ToolError(f"cannot read {config_path!r}: {exc}") from None
-
-        return await trio.to_thread.run_sync(read)
-
-    # -- sys_cancel_task -------------------------------------------------------------------
-
-    async def cancel_task(self, tools: SessionTools, raw: Any) -> str:
-        """``sys_cancel_task``: stop a sub-agent's work (or a background task)."""
-        try:
-            task_id = parse_cancel(raw)
-        except ToolError as exc:
-            return exc.render()
-        dispatch = self.host.subagents.open_for(task_id)
-        if dispatch is not None and dispatch.row.parent_session_id == tools.session_id:
-            return await self._cancel(dispatch, task_id)
-        if tools.cancel_background(task_id):
-            return json.dumps({"cancelled": True, "task_id": task_id, "status": "cancelled"})
-        done = await self.store.list_work(
-            parent_session_id=tools.session_id, child_session_id=task_id, open_only=False
-        )
-        if done:
-            status = done[-1].status
-            return json.dumps(
-                {"cancelled": status == "cancelled", "task_id": task_id, "status": status}
-            )
-        return TypedError(
-            "task_not_found",
-            f"no running task {task_id!r} of this session (a task_id comes from a "
-            "sys_session_send handle or sys_call_async)",
-        ).render()
-
-    async def _cancel(self, dispatch: Dispatch, task_id: str) -> str:
-        self.host.subagents.cancel(dispatch)
-        with trio.move_on_after(CANCEL_WAIT):
-            await dispatch.done.wait()
-        if dispatch.done.is_set() and dispatch.result is not None:
-            status = dispatch.delivered or dispatch.result[0]
-            return json.dumps(
-                {"cancelled": status == "cancelled", "task_id": task_id, "status": status}
-            )
-        return json.dumps(
-            {
-                "cancel_requested": True,
-                "cancel_confirmed": False,
-                "best_effort": True,
-                "task_id": task_id,
-                "status": "cancelling",
-                "message": (
-                    "The sub-agent was asked to stop but has not confirmed yet (its harness "
-                    f"is still finishing after {CANCEL_WAIT:g} s). Its result is recorded as "
-                    "cancelled: a late answer is dropped. Use sys_read_inbox to see it."
-                ),
-            }
-        )
-
-    # -- sys_session_close -------------------------------------------------------------------
-
-    async def close(self, tools: SessionTools, raw: Any) -> str:
-        """``sys_session_close``: retire a sub-agent session in the caller's tree."""
-        try:
-            caller = await self.caller(tools)
-            target = await self.tree_target(caller, raw, "sys_session_close")
-            if target.parent_session_id is None or target.sub_agent is None:
-                raise TypedError(
-                    "session_not_a_sub_agent",
-                    f"{target.id!r} is not a named sub-agent session (top-level sessions and "
-                    "sessions made with sys_session_create are not closed this way)",
-                )
-            if target.id == caller.id:
-                return "Error: a session cannot close itself"
-            agent, title = split_title(target.title)
-            answer: dict[str, Any] = {
-                "closed": True,
-                "conversation_id": target.id,
-                "agent": agent,
-                "title": title,
-            }
-            if is_closed(target.labels, target.title):
-                return json.dumps({**answer, "already_closed": True})
-            actor = self.host.actors.get(target.id)
-            if self.host.subagents.open_for(target.id) is not None or (
-                actor is not None and actor.busy
-            ):
-                raise TypedError(
-                    "sub_agent_busy",
-                    f"{target.id!r} is still working; wait for its result or stop it with "
-                    "sys_cancel_task, then close it",
-                )
-            await self.store.update_session(
-                target.id,
-                title=closed_title(target.title, target.id),
-                labels={**target.labels, CLOSED_LABEL: "true"},
-            )
-            await self.host.turn_changed(target.id)
-            return json.dumps(answer)
-        except ToolError as exc:
-            return exc.render()
 
     async def tree_target(self, caller: SessionRow, raw: Any, tool: str) -> SessionRow:
         """The session ``raw["conversation_id"]`` names, if it is in the caller's tree.

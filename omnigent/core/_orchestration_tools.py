@@ -4,7 +4,8 @@
 send, list, history, info, close, cancel, the agent lookups and the model list;
 ``spawn: true`` grants it too, plus ``sys_session_create`` and
 ``sys_agent_download``. ``sys_cancel_task`` also comes with ``async_enabled`` (it
-cancels background tasks as well).
+cancels background tasks as well), and ``sys_session_share`` with an
+``agent_session_sharing`` other than ``none``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..spec import AgentSpec
+from . import _orchestration_agents as agents
+from . import _orchestration_manage as manage
 from . import _orchestration_reads as reads
 from ._orchestration import Orchestration
 
@@ -25,16 +28,17 @@ Run = Callable[[Orchestration, "SessionTools", Any], Awaitable[str]]
 
 TOOLS: dict[str, Run] = {
     "sys_session_send": lambda o, t, a: o.send(t, a),
-    "sys_session_create": lambda o, t, a: o.create(t, a),
+    "sys_session_create": manage.create,
     "sys_session_list": reads.session_list,
     "sys_session_get_history": reads.session_get_history,
     "sys_session_get_info": reads.session_get_info,
-    "sys_session_close": lambda o, t, a: o.close(t, a),
-    "sys_cancel_task": lambda o, t, a: o.cancel_task(t, a),
-    "sys_agent_get": reads.agent_get,
-    "sys_agent_list": reads.agent_list,
-    "sys_agent_download": reads.agent_download,
-    "sys_list_models": reads.sys_list_models,
+    "sys_session_close": manage.close,
+    "sys_cancel_task": manage.cancel_task,
+    "sys_session_share": manage.session_share,
+    "sys_agent_get": agents.agent_get,
+    "sys_agent_list": agents.agent_list,
+    "sys_agent_download": agents.agent_download,
+    "sys_list_models": agents.sys_list_models,
 }
 
 DISPATCH_TOOLS = (
@@ -60,4 +64,6 @@ def granted_tools(spec: AgentSpec) -> tuple[str, ...]:
         names += SPAWN_TOOLS
     if spec.async_enabled and "sys_cancel_task" not in names:
         names.append("sys_cancel_task")
+    if spec.agent_session_sharing != "none":
+        names.append("sys_session_share")
     return tuple(names)
