@@ -465,3 +465,26 @@ async def test_the_example_orchestrators(rt: omnigent.Runtime) -> None:
         ("counter", "pears", "completed"),
         ("slow", "report", "completed"),
     }
+
+
+async def test_concurrent_sends_make_no_twin_children(rt: omnigent.Runtime) -> None:
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"sleep": 0.2}, {"say": "once"}])]), driver)
+    send = {"agent": "w", "title": "t", "args": "go"}
+
+    async def both(ctx: Any) -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(lambda: _keep(ctx))
+
+    async def _keep(ctx: Any) -> None:
+        driver.outputs.append(await ctx.call_tool("sys_session_send", send))
+
+    driver.then(both)
+    await trio_turn(rt, parent)
+    handles = [o for o in driver.outputs if not o.startswith("Error")]
+    refused = [o for o in driver.outputs if o.startswith("Error")]
+    assert len(handles) == 1 and len(refused) == 2, driver.outputs
+    assert all("already has a launching or running turn" in o for o in refused)
+    assert len(await children(rt, parent)) == 1
+    assert len(await wait_lines(rt, parent, 1)) == 1

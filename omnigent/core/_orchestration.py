@@ -67,6 +67,11 @@ class Orchestration:
         self.messages = messages
         self.agents = agents
         self.home = home
+        # Named sends find-or-create one at a time, and a child being sent to is
+        # reserved until its dispatch is watched: two sends never make twin children
+        # or two dispatches to one child, even from concurrent tool calls.
+        self._naming = trio.Lock()
+        self._reserved: set[str] = set()
 
     async def caller(self, tools: SessionTools) -> SessionRow:
         return await self.sessions.row(tools.session_id)
@@ -93,6 +98,19 @@ class Orchestration:
             raise ToolError(
                 f"sub-agent {args.agent!r} not found in agent spec (you may dispatch to: {known})"
             )
+        async with self._naming:  # one find-or-create at a time: no twin children
+            child, title = await self._named_child(tools, caller, args, sub)
+            self._reserved.add(child.id)
+        try:
+            return await self.dispatch(tools, caller, child, args.agent, title, args.message)
+        finally:
+            self._reserved.discard(child.id)
+
+    async def _named_child(
+        self, tools: SessionTools, caller: SessionRow, args: SendArgs, sub: AgentSpec
+    ) -> tuple[SessionRow, str]:
+        """The open child ``agent:title`` of the caller (free to take work), or a new one."""
+        assert args.agent is not None
         title = args.title or await self._next_title(caller.id, args.agent)
         existing = await self.find_named(caller.id, args.agent, title)
         if existing is not None:
@@ -104,7 +122,7 @@ class Orchestration:
                     "send again to start a fresh one on that model"
                 )
             self.refuse_busy(existing.id, f"sub-agent {args.agent!r} title {title!r}")
-            return await self.dispatch(tools, caller, existing, args.agent, title, args.message)
+            return existing, title
         model_override = await self.model_for(args.agent, sub, args.model)
         path = args.agent if caller.sub_agent is None else f"{caller.sub_agent}/{args.agent}"
         try:
@@ -124,8 +142,7 @@ class Orchestration:
             )
         except OmnigentError as exc:
             raise ToolError(f"could not create the sub-agent session: {exc.message}") from None
-        child = await self.sessions.row(snapshot.id)
-        return await self.dispatch(tools, caller, child, args.agent, title, args.message)
+        return await self.sessions.row(snapshot.id), title
 
     async def _send_by_id(self, tools: SessionTools, caller: SessionRow, args: SendArgs) -> str:
         assert args.session_id is not None
@@ -143,17 +160,27 @@ class Orchestration:
                 "session_closed",
                 f"{args.session_id!r} is closed; create a new session to continue",
             )
-        self.refuse_busy(target.id, f"session {target.id!r}")
         agent, title = split_title(target.title)
         if agent is None:
             agent = (await self.sessions.snapshot(target)).agent_name
-        return await self.dispatch(tools, caller, target, agent, title or "", args.message)
+        self.refuse_busy(target.id, f"session {target.id!r}")
+        self._reserved.add(target.id)
+        try:
+            return await self.dispatch(tools, caller, target, agent, title or "", args.message)
+        finally:
+            self._reserved.discard(target.id)
 
     def refuse_busy(self, child_id: str, what: str) -> None:
+        """Refuse a child that has a dispatch in flight (or one being sent right now).
+
+        Raises:
+            ToolError: it has.
+        """
         dispatch = self.host.subagents.open_for(child_id)
-        if dispatch is not None:
+        if dispatch is not None or child_id in self._reserved:
+            work = f" ({dispatch.row.work_id})" if dispatch is not None else ""
             raise ToolError(
-                f"{what} already has a launching or running turn ({dispatch.row.work_id}); "
+                f"{what} already has a launching or running turn{work}; "
                 "wait for its result in your inbox, or stop it with sys_cancel_task, "
                 "before sending again"
             )
