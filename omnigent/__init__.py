@@ -36,6 +36,7 @@ from .core import (
 from .errors import (
     AgentNotFound,
     BadRequest,
+    ConfigError,
     Conflict,
     ErrorDetail,
     FileNotFound,
@@ -69,6 +70,7 @@ __all__ = [
     "AgentNotFound",
     "AgentSpec",
     "BadRequest",
+    "ConfigError",
     "Conflict",
     "ElicitationInfo",
     "ErrorDetail",

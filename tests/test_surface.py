@@ -13,6 +13,7 @@ import omnigent.core
 import omnigent.errors
 import omnigent.harnesses
 import omnigent.model
+import omnigent.providers
 import omnigent.stores
 from omnigent.model import (
     FunctionCallItem,
@@ -32,6 +33,7 @@ MODULES = [
     omnigent.errors,
     omnigent.harnesses,
     omnigent.model,
+    omnigent.providers,
     omnigent.stores,
 ]
 
