@@ -12,6 +12,7 @@ import yaml
 
 import omnigent
 from omnigent.core._orchestration_agents import workers_of
+from omnigent.harnesses.registry import ModelRule
 from omnigent.tools._args import ToolError
 
 from .subagent_helpers import Driver, call, handle, lead, wait_lines, worker
@@ -306,7 +307,8 @@ async def test_list_models_per_worker_from_the_configuration(
             }
         )
     )
-    rt.register_harness("claudeish", Driver().factory, model_family="claude")
+    rule = ModelRule("Claude models", ("*claude*",), ("claude-opus-4-8", "claude-haiku-4-5"))
+    rt.register_harness("claudeish", Driver().factory, models=rule)
     driver = Driver()
     workers = [worker("coder", harness="claudeish", model="claude-opus-4-8"), worker("script")]
     parent = await start(rt, lead(workers), driver)
@@ -329,8 +331,12 @@ async def test_list_models_per_worker_from_the_configuration(
         "databricks-claude-sonnet-4-6",
         "databricks-gpt-5-4",
     ]
-    assert every["coder"]["provider"] == "login" and every["coder"]["source"] == "spec"
-    assert every["coder"]["models"] == [{"id": "claude-opus-4-8", "family": "claude"}]
+    # The login lists no models: the harness's own names, the spec's model first.
+    assert every["coder"]["provider"] == "login" and every["coder"]["source"] == "harness"
+    assert every["coder"]["models"] == [
+        {"id": "claude-opus-4-8", "family": "claude"},
+        {"id": "claude-haiku-4-5", "family": "claude"},
+    ]
     assert every["script"]["models"] == [] and "cannot apply" in every["script"]["note"]
     only = json.loads(driver.outputs[1])
     assert list(only) == ["self"] and only["self"]["models"] == [

@@ -466,16 +466,16 @@ async def test_a_crash_after_the_child_finished_delivers_its_answer(tmp_path: Pa
     )
 
 
-async def test_a_version_2_database_gains_sub_agent_work(tmp_path: Path) -> None:
+async def test_a_version_3_database_gains_sub_agent_work(tmp_path: Path) -> None:
     import sqlite3
 
     path = tmp_path / "old.db"
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
         old = await rt.create_session((await rt.create_agent(worker("w"))).id)
-    with sqlite3.connect(path) as conn:  # back to how version 2 left it
+    with sqlite3.connect(path) as conn:  # back to how version 3 left it
         conn.execute("DROP TABLE subagent_work")
         conn.execute("ALTER TABLE sessions DROP COLUMN sub_agent")
-        conn.execute("PRAGMA user_version = 2")
+        conn.execute("PRAGMA user_version = 3")
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
         assert (await rt._store.get_session(old.id)).sub_agent is None  # type: ignore[union-attr]
         assert await rt._store.list_work(open_only=False) == []

@@ -12,9 +12,13 @@ import trio
 
 import omnigent
 from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
+from omnigent.harnesses.registry import ModelRule
 
 from .conftest import Recorder, wait_quiet
 from .subagent_helpers import Driver, call, handle, inbox_lines, lead, say, wait_lines, worker
+
+CLAUDE = ModelRule("Claude models", ("*claude*",))
+GPT = ModelRule("OpenAI models", ("gpt-*", "*codex*"))
 
 DISPATCH = [
     "sys_session_send",
@@ -201,7 +205,7 @@ class ClaudeOnly(Recorder):
     [
         ("claudeish", "gpt-5", "harness 'claudeish' only runs Claude models"),
         ("claudeish", "mystery-7b", "harness 'claudeish' only runs Claude models"),
-        ("gptish", "claude-sonnet-4-6", "harness 'gptish' only runs GPT models"),
+        ("gptish", "claude-sonnet-4-6", "harness 'gptish' only runs OpenAI models"),
         ("scripted", "gpt-5", "harness 'scripted' cannot apply a model chosen at dispatch"),
         ("absent", None, "can't start on this machine: the 'absent' CLI is not on PATH"),
     ],
@@ -210,12 +214,12 @@ async def test_the_child_harness_is_checked_before_any_child_exists(
     rt: omnigent.Runtime, harness: str, model: str | None, expect: str
 ) -> None:
     recorder = ClaudeOnly()
-    rt.register_harness("claudeish", recorder.factory, model_family="claude")
-    rt.register_harness("gptish", recorder.factory, model_family="gpt")
+    rt.register_harness("claudeish", recorder.factory, models=CLAUDE)
+    rt.register_harness("gptish", recorder.factory, models=GPT)
     rt.register_harness(
         "absent",
         recorder.factory,
-        check=lambda: "the 'absent' CLI is not on PATH; pip install 'omnigent[absent]'",
+        requires=lambda: "the 'absent' CLI is not on PATH; pip install 'omnigent[absent]'",
     )
     driver = Driver()
     parent = await start(rt, lead([worker("w", harness=harness)]), driver)
@@ -258,7 +262,7 @@ async def test_the_model_is_localised_and_reaches_the_harness_that_runs(
 ) -> None:
     (omnigent_home / "config.yaml").write_text(config)
     recorder = ClaudeOnly()
-    rt.register_harness("claudeish", recorder.factory, model_family="claude")
+    rt.register_harness("claudeish", recorder.factory, models=CLAUDE)
     driver = Driver()
     parent = await start(rt, lead([worker("w", harness="claudeish")]), driver)
     args = {"agent": "w", "title": "t", "args": {"input": "hi", "model": asked}}
@@ -488,3 +492,33 @@ async def test_concurrent_sends_make_no_twin_children(rt: omnigent.Runtime) -> N
     assert all("already has a launching or running turn" in o for o in refused)
     assert len(await children(rt, parent)) == 1
     assert len(await wait_lines(rt, parent, 1)) == 1
+
+
+@pytest.mark.parametrize(
+    ("harness", "model", "expect"),
+    [
+        ("claude-code", "gpt-5", "harness 'claude-code' only runs Claude models"),
+        ("codex", "claude-sonnet-4-6", "harness 'codex' only runs OpenAI models"),
+        ("claude-code", None, "harness 'claude-code' needs the Claude Code CLI"),
+        ("codex", None, "harness 'codex' needs the Codex CLI"),
+    ],
+)
+async def test_the_native_harnesses_guard_their_dispatches(
+    rt: omnigent.Runtime,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    harness: str,
+    model: str | None,
+    expect: str,
+) -> None:
+    # The CLIs: "installed" (any executable will do, nothing is started) or not there.
+    cli = "/bin/true" if model is not None else str(tmp_path / "missing")
+    monkeypatch.setenv("OMNIGENT_CLAUDE_CLI", cli)
+    monkeypatch.setenv("OMNIGENT_CODEX_CLI", cli)
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", harness=harness)]), driver)
+    args: Any = "hi" if model is None else {"input": "hi", "model": model}
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": args}))
+    await trio_turn(rt, parent)
+    assert driver.outputs[0].startswith("Error: ") and expect in driver.outputs[0], driver.outputs
+    assert await children(rt, parent) == []

@@ -23,7 +23,7 @@ import trio
 
 from .._ids import new_id, now
 from ..errors import ConfigError, OmnigentError
-from ..providers import family_mismatch, load_provider_config, localise_model
+from ..providers import load_provider_config, localise_model
 from ..spec import AgentSpec
 from ..stores import SessionRow, Store, WorkRow
 from ..tools._agent_args import (
@@ -43,7 +43,7 @@ from ._subagents import Dispatch, new_work_id
 if TYPE_CHECKING:
     from ._dispatch import SessionTools
 
-__all__ = ["Orchestration", "granted_sub_agents"]
+__all__ = ["Orchestration", "granted_sub_agents", "unavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class Orchestration:
             info = self.host.harnesses.info(harness)
         except OmnigentError as exc:
             raise ToolError(f"sub-agent {agent!r} cannot start: {exc.message}") from None
-        missing = info.unavailable()
+        missing = unavailable(self.host, harness)
         if missing is not None:
             raise ToolError(
                 f"sub-agent {agent!r} can't start on this machine: {missing} (or don't "
@@ -206,7 +206,8 @@ class Orchestration:
                 f"{harness!r} cannot apply a model chosen at dispatch. Omit 'model' to use "
                 "the model its spec names"
             )
-        mismatch = family_mismatch(harness, info.model_family, model)
+        # The registry's family guard, on the id as it was asked for.
+        mismatch = self.host.harnesses.model_problem(harness, model)
         if mismatch is not None:
             raise ToolError(
                 f"sys_session_send 'model' rejected for sub-agent {agent!r}: {mismatch}"
@@ -337,6 +338,15 @@ class Orchestration:
                 f"{target_id!r} is not part of the calling session's tree",
             )
         return target
+
+
+def unavailable(host: ActorHost, harness: str) -> str | None:
+    """Why ``harness`` cannot start here, or ``None``; a check that raises counts."""
+    try:
+        return host.harnesses.unavailable(harness)
+    except Exception as exc:
+        log.warning("the availability check of harness %s raised", harness, exc_info=True)
+        return f"harness {harness!r} could not check that it can start: {exc}"
 
 
 def granted_sub_agents(spec: AgentSpec) -> dict[str, AgentSpec]:

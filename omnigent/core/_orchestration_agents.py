@@ -8,6 +8,7 @@ are read and written inside the caller's working directory only
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from ..tools._agent_files import (
     write_beneath,
 )
 from ..tools._args import ArgField, ToolError, check_args, non_empty_string
-from ._orchestration import Orchestration, granted_sub_agents
+from ._orchestration import Orchestration, granted_sub_agents, unavailable
 
 if TYPE_CHECKING:
     from ._dispatch import SessionTools
@@ -150,23 +151,26 @@ def workers_of(orch: Orchestration, spec: AgentSpec | None) -> list[Worker]:
             "session has none"
         )
     workers = []
+    registry = orch.host.harnesses
     for name, worker in (("self", spec), *((s.name, s) for s in spec.sub_agents)):
         config = worker.executor.config
         try:
             harness = orch.host.harness_of(worker, None)
-            info = orch.host.harnesses.info(harness)
+            info = registry.info(harness)
         except OmnigentError as exc:
             workers.append(Worker(name, worker.harness, config.model, unavailable=exc.message))
             continue
+        rule = info.models
         workers.append(
             Worker(
                 name,
                 harness,
                 config.model,
                 config.base_url,
-                info.model_family,
-                info.accepts_model,
-                info.unavailable(),
+                guard=None if rule is None else functools.partial(rule.refusal, harness),
+                examples=rule.examples if rule is not None else (),
+                accepts_model=info.accepts_model,
+                unavailable=unavailable(orch.host, harness),
             )
         )
     return workers

@@ -29,7 +29,14 @@ import attrs
 import httpx
 import trio
 
-from ..errors import ErrorDetail, InvalidInput, ResourceNotFound, RuntimeClosed, SessionNotFound, StoreBusy
+from ..errors import (
+    ErrorDetail,
+    InvalidInput,
+    ResourceNotFound,
+    RuntimeClosed,
+    SessionNotFound,
+    StoreBusy,
+)
 from ..harnesses.base import HarnessFactory, ToolSchema
 from ..harnesses.registry import HarnessRegistry, ModelRule
 from ..model import ChildSessionSummary, ElicitationParams, Event, check_depth

@@ -1,10 +1,10 @@
-"""Model providers and model ids: the configuration, the family guard, localisation.
+"""Model providers and model ids: the configuration, clean ids, localisation.
 
 Pure and small: :func:`load_provider_config` reads ``$OMNIGENT_HOME/config.yaml``
 (``providers:`` of kinds ``key``, ``gateway`` and ``subscription``);
-:func:`check_model_id`, :func:`family_mismatch` and :func:`localise_model` are the
-rules a model asked for at dispatch goes through; :func:`list_models` is what
-``sys_list_models`` answers. See ``docs/subagents.md``.
+:func:`check_model_id` and :func:`localise_model` are the rules a model asked for at
+dispatch goes through (with the harness registry's family guard between them);
+:func:`list_models` is what ``sys_list_models`` answers. See ``docs/subagents.md``.
 """
 
 from ._catalog import Worker, list_models
@@ -18,10 +18,8 @@ from ._config import (
 )
 from ._models import (
     MAX_MODEL_ID,
-    ModelFamily,
     canonical_spelling,
     check_model_id,
-    family_mismatch,
     family_of,
     localise_model,
 )
@@ -29,14 +27,12 @@ from ._models import (
 __all__ = [
     "CONFIG_FILE",
     "MAX_MODEL_ID",
-    "ModelFamily",
     "Provider",
     "ProviderConfig",
     "ProviderKind",
     "Worker",
     "canonical_spelling",
     "check_model_id",
-    "family_mismatch",
     "family_of",
     "list_models",
     "load_provider_config",

@@ -10,13 +10,13 @@ lists are what the configuration says (``verified: false``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from ._config import ProviderConfig
-from ._models import ModelFamily, family_mismatch, family_of
+from ._models import family_of
 
 __all__ = ["Worker", "list_models"]
 
@@ -30,7 +30,9 @@ class Worker:
         harness: its canonical harness name.
         model: the model its spec names, if any.
         base_url: its ``executor.config.base_url``, if any.
-        family: the family its harness is limited to (``None``: any).
+        guard: its harness's model guard (the refusal of a model, or ``None``);
+            ``None``: it runs any model.
+        examples: models its harness names for listings (when no provider lists any).
         accepts_model: whether its harness applies a per-session model.
         unavailable: why its harness cannot start on this machine, if it cannot.
     """
@@ -39,14 +41,17 @@ class Worker:
     harness: str
     model: str | None = None
     base_url: str | None = None
-    family: ModelFamily | None = None
+    guard: Callable[[str], str | None] | None = attrs.field(default=None, eq=False)
+    examples: tuple[str, ...] = ()
     accepts_model: bool = True
     unavailable: str | None = None
 
+    def runs(self, model: str) -> bool:
+        return self.guard is None or self.guard(model) is None
+
 
 def _family_label(model: str) -> str:
-    family = family_of(model)
-    return {"claude": "claude", "gpt": "openai"}.get(family or "", "other")
+    return family_of(model)
 
 
 def _row(config: ProviderConfig, worker: Worker) -> dict[str, Any]:
@@ -67,14 +72,20 @@ def _row(config: ProviderConfig, worker: Worker) -> dict[str, Any]:
         )
         return {**row, "source": "none", "models": [], "note": note}
     if provider is not None and provider.models:
-        usable = [
-            m for m in provider.models if family_mismatch(worker.harness, worker.family, m) is None
-        ]
+        usable = [m for m in provider.models if worker.runs(m)]
         models = [{"id": m, "family": _family_label(m)} for m in usable]
         note = f"from provider {provider.name!r} in {config.source or 'the configuration'}"
         if len(usable) < len(provider.models):
             note += f" (only the models harness {worker.harness!r} runs)"
         return {**row, "source": "config", "models": models, "note": note}
+    if worker.examples:
+        known = list(dict.fromkeys((*((worker.model,) if worker.model else ()), *worker.examples)))
+        return {
+            **row,
+            "source": "harness",
+            "models": [{"id": m, "family": _family_label(m)} for m in known],
+            "note": f"the models harness {worker.harness!r} names (no provider lists any)",
+        }
     if worker.model is not None:
         why = (
             "no provider lists models for it"

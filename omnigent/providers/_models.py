@@ -4,9 +4,9 @@ Pure functions, no I/O. A model id asked for by an orchestrator (``sys_session_s
 ``args.model``) crosses into a child's harness — a command line, an HTTP body — so it
 is checked against a conservative character set first (:func:`check_model_id`). Then:
 
-* the **family guard** (:func:`family_mismatch`): a single-vendor harness (one that only
-  runs Claude models, or only GPT models) refuses an id of the other family, checked on
-  the id exactly as it was asked for, so the error quotes the caller's own words;
+* the **family guard** is the harness registry's (``HarnessRegistry.model_problem``):
+  a single-vendor harness refuses an id of another family, checked on the id exactly as
+  it was asked for, before localisation, so the error quotes the caller's own words;
 * **localisation** (:func:`localise_model`): the same model is spelled differently by a
   vendor (``claude-sonnet-4-6``) and by a gateway whose ids carry a prefix
   (``databricks-claude-sonnet-4-6``). A bare canonical id gets the gateway's prefix, a
@@ -25,16 +25,11 @@ from ._config import Provider
 
 __all__ = [
     "MAX_MODEL_ID",
-    "ModelFamily",
     "canonical_spelling",
     "check_model_id",
-    "family_mismatch",
     "family_of",
     "localise_model",
 ]
-
-ModelFamily = Literal["claude", "gpt"]
-"""The vendor families a single-vendor harness can be limited to."""
 
 MAX_MODEL_ID = 200
 
@@ -48,11 +43,6 @@ _CANONICAL = re.compile(r"(?:claude|gpt)-[a-z0-9][a-z0-9.-]*")
 
 # Gateways whose prefix is known even when the configuration names none.
 WELL_KNOWN_PREFIXES = ("databricks-",)
-
-_FAMILY_WORDS: dict[ModelFamily, str] = {
-    "claude": "Claude models (an id containing 'claude')",
-    "gpt": "GPT models (an id containing 'gpt' or 'codex')",
-}
 
 
 def check_model_id(value: object) -> str:
@@ -94,28 +84,14 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def family_of(model: str) -> ModelFamily | None:
-    """The vendor family a model id names by its tokens, or ``None`` if neither."""
+def family_of(model: str) -> Literal["claude", "openai", "other"]:
+    """The vendor family a model id names by its tokens (a label for listings)."""
     lower = model.lower()
     if "claude" in lower:
         return "claude"
     if "gpt" in lower or "codex" in lower:
-        return "gpt"
-    return None
-
-
-def family_mismatch(harness: str, rule: ModelFamily | None, model: str) -> str | None:
-    """Why ``model`` cannot run on ``harness`` (limited to ``rule``), or ``None``.
-
-    An id whose family cannot be told is refused by a single-vendor harness too: failing
-    at dispatch beats an opaque error from the vendor after the child started.
-    """
-    if rule is None or family_of(model) == rule:
-        return None
-    return (
-        f"harness {harness!r} only runs {_FAMILY_WORDS[rule]}; got {model!r}. "
-        "Pick a model of that family, or dispatch to a sub-agent whose harness runs it"
-    )
+        return "openai"
+    return "other"
 
 
 def canonical_spelling(model: str, prefixes: tuple[str, ...] = WELL_KNOWN_PREFIXES) -> str:

@@ -73,9 +73,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
             raise
 
 
-class SQLiteStore(
-    AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin, WorkMixin
-):
+class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin, WorkMixin):
     """SQLite-backed store. Open with :func:`open_sqlite_store`."""
 
     def __init__(self, path: Path | None) -> None:
