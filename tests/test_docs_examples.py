@@ -37,3 +37,14 @@ def test_the_tools_example_shows_a_failure(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Error: "), done.stdout
     assert "README.md" in done.stdout
+
+
+def test_the_subagents_example_sees_its_children_finish() -> None:
+    done = run(first_python_block("subagents.md"), REPO)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert {"counter apples completed", "counter pears completed", "slow report completed"} <= set(
+        lines
+    )
+    children = [line.split()[1] for line in lines if line.startswith("conv_")]
+    assert sorted(children) == ["counter:apples", "counter:pears", "slow:report"]
