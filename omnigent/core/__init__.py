@@ -10,47 +10,58 @@ from ._elicitations import ACTIONS as ELICITATION_ACTIONS
 from ._elicitations import Resolution, elicitation_params
 from ._files import MAX_FILE_BYTES
 from ._held_calls import HeldToolCall
-from ._inputs import EVENT_TYPES, InboundEvent, parse_event
+from ._inputs import EVENT_DATA, EVENT_TYPES, InboundEvent, parse_event
 from ._open import open_runtime
 from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant
 from ._policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEvent, Verdict, parse_policy_event
+from ._policy_event import WirePolicyEvent
 from ._providers import ProvidedTool
 from ._records import (
     Agent,
+    ElicitationHeld,
     ElicitationInfo,
+    EventAccepted,
     FileInfo,
     ItemPage,
     MessageAccepted,
+    ResolveResult,
     Resource,
     ResourceScreen,
     SessionPage,
     SessionSnapshot,
 )
 from ._runtime import Runtime, RuntimeState
+from ._sessions import MODEL_OVERRIDE_PATTERN, InitialItem
 from ._tools import Tool, ToolRegistry
 
 __all__ = [
     "EDIT",
     "ELICITATION_ACTIONS",
+    "EVENT_DATA",
     "EVENT_TYPES",
     "MANAGE",
     "MAX_FILE_BYTES",
+    "MODEL_OVERRIDE_PATTERN",
     "NONE",
     "PHASE_TOOL_CALL",
     "PHASE_TOOL_RESULT",
     "PUBLIC",
     "READ",
     "Agent",
+    "ElicitationHeld",
     "ElicitationInfo",
+    "EventAccepted",
     "FileInfo",
     "Grant",
     "HeldToolCall",
     "InboundEvent",
+    "InitialItem",
     "ItemPage",
     "MessageAccepted",
     "PolicyEvent",
     "ProvidedTool",
     "Resolution",
+    "ResolveResult",
     "Resource",
     "ResourceScreen",
     "Runtime",
@@ -61,6 +72,7 @@ __all__ = [
     "Tool",
     "ToolRegistry",
     "Verdict",
+    "WirePolicyEvent",
     "elicitation_params",
     "open_runtime",
     "parse_event",

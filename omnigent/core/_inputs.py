@@ -6,15 +6,18 @@ its error names the field (``data.content[0].type``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import types
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from ..errors import InvalidInput
 from ..model import ContentBlock, InputImage, InputText, structure
+from ..model._schema import wire_schema
 
 __all__ = [
+    "EVENT_DATA",
     "EVENT_TYPES",
     "ApprovalData",
     "InboundEvent",
@@ -26,13 +29,15 @@ __all__ = [
 
 @attrs.frozen
 class _MessageData:
-    content: tuple[ContentBlock, ...]
+    """``message``: a user message; ``input_text`` and ``input_image`` blocks only."""
+
+    content: tuple[ContentBlock, ...] = attrs.field(metadata=wire_schema({"minItems": 1}))
     role: Literal["user"] = "user"
 
 
 @attrs.frozen
 class _EmptyData:
-    pass
+    """``interrupt`` / ``stop_session``: no fields (``data`` may be left out)."""
 
 
 @attrs.frozen
@@ -60,6 +65,10 @@ _KINDS: dict[str, type[Any]] = {
     "mcp_elicitation": McpElicitationData,
 }
 EVENT_TYPES = tuple(_KINDS)
+EVENT_DATA: Mapping[str, type[Any]] = types.MappingProxyType(_KINDS)
+"""The attrs class each inbound event type's ``data`` is structured into (read-only).
+
+``data`` may be left out (or ``null``) when that class has no required field."""
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ from typing import Any, Final, Literal, TypeAlias
 import attrs
 
 from ..errors import ErrorDetail, InvalidInput
+from ..model._schema import wire_schema
 from ..model._wire import structure
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "PHASE_TOOL_RESULT",
     "PolicyEvent",
     "PolicyPhase",
+    "WirePolicyEvent",
     "parse_policy_event",
 ]
 
@@ -134,8 +136,13 @@ class PolicyEvent:
 
 
 @attrs.frozen
-class _WireEvent:
-    type: str
+class WirePolicyEvent:
+    """A policy event as ``POST …/policies/evaluate`` carries it (either spelling).
+
+    Its shape only: :func:`parse_policy_event` then checks ``type`` and ``data``.
+    """
+
+    type: str = attrs.field(metadata=wire_schema({"enum": list(_PHASES)}))
     data: dict[str, Any]
     request_data: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
@@ -167,7 +174,7 @@ def parse_policy_event(obj: Any, *, root: str = "") -> PolicyEvent:
     """
     details: list[ErrorDetail] = []
     try:
-        wire: _WireEvent | None = structure(obj, _WireEvent, root=root)
+        wire: WirePolicyEvent | None = structure(obj, WirePolicyEvent, root=root)
     except InvalidInput as exc:
         wire, details = None, list(exc.details)
     fields: Mapping[str, Any] = obj if isinstance(obj, Mapping) else {}

@@ -15,10 +15,13 @@ from ..model._wire import converter
 
 __all__ = [
     "Agent",
+    "ElicitationHeld",
     "ElicitationInfo",
+    "EventAccepted",
     "FileInfo",
     "ItemPage",
     "MessageAccepted",
+    "ResolveResult",
     "Resource",
     "ResourceScreen",
     "SessionPage",
@@ -45,7 +48,7 @@ class Agent(_Wire):
     harness: str
     model: str | None
     created_at: float
-    object: str = "agent"
+    object: Literal["agent"] = "agent"
 
 
 @attrs.frozen
@@ -95,7 +98,7 @@ class SessionSnapshot(_Wire):
     resources: tuple[Resource, ...] = ()
     cwd: str | None = None
     updated_at: float = 0.0
-    object: str = "session"
+    object: Literal["session"] = "session"
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
@@ -108,7 +111,7 @@ class SessionSnapshot(_Wire):
 class SessionPage(_Wire):
     data: tuple[SessionSnapshot, ...]
     has_more: bool
-    object: str = "list"
+    object: Literal["list"] = "list"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,7 +127,7 @@ class ItemPage(_Wire):
     first_id: str | None
     last_id: str | None
     has_more: bool
-    object: str = "list"
+    object: Literal["list"] = "list"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -145,13 +148,34 @@ class MessageAccepted(_Wire):
 
 
 @attrs.frozen
+class EventAccepted(_Wire):
+    """The answer to an ``interrupt`` or ``stop_session`` event."""
+
+    status: Literal["accepted"] = "accepted"
+
+
+@attrs.frozen
+class ElicitationHeld(_Wire):
+    """The answer to an ``mcp_elicitation`` event: the elicitation now pending."""
+
+    elicitation_id: str
+
+
+@attrs.frozen
+class ResolveResult(_Wire):
+    """The answer to resolving an elicitation: false if this session did not hold it."""
+
+    resolved: bool
+
+
+@attrs.frozen
 class FileInfo(_Wire):
     id: str
     filename: str
     content_type: str
     bytes: int
     created_at: float
-    object: str = "file"
+    object: Literal["file"] = "file"
 
 
 @attrs.frozen

@@ -60,10 +60,13 @@ from ._policy_allowlist import PolicyAllowlist
 from ._providers import ProvidedTool
 from ._records import (
     Agent,
+    ElicitationHeld,
     ElicitationInfo,
+    EventAccepted,
     FileInfo,
     ItemPage,
     MessageAccepted,
+    ResolveResult,
     Resource,
     ResourceScreen,
     SessionPage,
@@ -479,7 +482,9 @@ class Runtime(metaclass=_NoPublicConstructor):
     ) -> dict[str, Any]:
         """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
 
-        Returns the answer body (``{"status": ..., "item_id": ...}`` for a message).
+        Returns the answer body: a :class:`MessageAccepted` for a message, a
+        :class:`ResolveResult` for an approval, an :class:`ElicitationHeld` for an
+        ``mcp_elicitation``, else an :class:`EventAccepted` (each as ``to_dict()``).
 
         Raises:
             InvalidInput naming ``type`` or the bad ``data`` field; SessionNotFound.
@@ -497,17 +502,17 @@ class Runtime(metaclass=_NoPublicConstructor):
             resolved = await self.resolve_elicitation(
                 session_id, approval.elicitation_id, approval.action, approval.content
             )
-            return {"resolved": resolved}
+            return ResolveResult(resolved).to_dict()
         if isinstance(event.data, McpElicitationData):
             params = elicitation_params(
                 event.data.message, "mcp_elicitation", requestedSchema=event.data.requestedSchema
             )
-            return {"elicitation_id": await self.hold_elicitation(session_id, params)}
+            return ElicitationHeld(await self.hold_elicitation(session_id, params)).to_dict()
         if event.type == "interrupt":
             await self.interrupt(session_id)
         elif event.type == "stop_session":
             await self.stop_session(session_id)
-        return {"status": "accepted"}
+        return EventAccepted().to_dict()
 
     async def interrupt(self, session_id: str) -> bool:
         """Cancel the running turn, which ends ``cancelled``. False if none was running."""

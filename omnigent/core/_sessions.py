@@ -34,21 +34,27 @@ from ._files import FileService
 from ._host import ActorHost, sub_agent_spec
 from ._records import ItemPage, SessionPage, SessionSnapshot
 
-__all__ = ["PREVIEW_CHARS", "SessionRecords"]
+__all__ = ["MODEL_OVERRIDE_PATTERN", "PREVIEW_CHARS", "InitialItem", "SessionRecords"]
 
 PREVIEW_CHARS = 200
 
-MODEL_OVERRIDE = re.compile(r"^[A-Za-z0-9._:/@-]{1,200}$")
+MODEL_OVERRIDE_PATTERN = "^[A-Za-z0-9._:/@-]{1,200}$"
+"""What a ``model_override`` must match (the whole string: no trailing newline)."""
+_MODEL_OVERRIDE = re.compile(MODEL_OVERRIDE_PATTERN.removesuffix("$") + r"\Z")
 
 
 @attrs.frozen
 class _InitialMessage:
+    """A message of an initial item; any role (a history may start mid-conversation)."""
+
     role: Literal["user", "assistant", "system", "developer"]
     content: tuple[ContentBlock, ...]
 
 
 @attrs.frozen
-class _InitialItem:
+class InitialItem:
+    """One ``initial_items`` entry of a new session: ``{type: "message", data}``."""
+
     type: Literal["message"]
     data: _InitialMessage
 
@@ -56,8 +62,9 @@ class _InitialItem:
 def _check_model_override(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not MODEL_OVERRIDE.match(value):
-        raise InvalidInput.at("model_override", "must match ^[A-Za-z0-9._:/@-]{1,200}$")
+    # ``$`` alone would let "gpt-4o\n" through (it matches before a final newline).
+    if not isinstance(value, str) or not _MODEL_OVERRIDE.match(value):
+        raise InvalidInput.at("model_override", f"must match {MODEL_OVERRIDE_PATTERN}")
     return value
 
 
@@ -138,8 +145,8 @@ class SessionRecords:
         cwd = check_cwd(cwd)
         model_override = _check_model_override(model_override)
         checked_labels = _check_labels(labels)
-        initial: list[_InitialItem] = structure(
-            list(initial_items), list[_InitialItem], root="initial_items"
+        initial: list[InitialItem] = structure(
+            list(initial_items), list[InitialItem], root="initial_items"
         )
         messages = [MessageItem(role=i.data.role, content=i.data.content) for i in initial]
         for index, message in enumerate(messages):

@@ -13,6 +13,7 @@ every bad field as a dotted path (``data.content[0].text``).
 from __future__ import annotations
 
 import json
+import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -150,6 +151,37 @@ def _list_hook(tp: Any) -> Callable[[Any, Any], Any]:
     return structure_list
 
 
+_JSON_NAMES: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _is_primitive_union(tp: Any) -> bool:
+    """``str | int`` and the like (``X | None`` alone is cattrs' own Optional)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return False
+    args = typing.get_args(tp)
+    return all(a in _JSON_NAMES for a in args) and sum(a is not type(None) for a in args) > 1
+
+
+def _primitive_union_hook(tp: Any) -> Callable[[Any, Any], Any]:
+    args = typing.get_args(tp)
+    expected = " or ".join(_JSON_NAMES[a] for a in args)
+
+    def structure_primitive_union(value: Any, _: Any) -> Any:
+        # JSON's own kinds, exactly: True is no integer here, and 1 is no string.
+        kind = type(value)
+        if kind in args or (kind is int and float in args):
+            return value
+        raise WireError(f"expected {expected}, got {_type_name(value)}")
+
+    return structure_primitive_union
+
+
 class _Nested(ValueError):
     """Details already rendered by a nested structuring call."""
 
@@ -179,6 +211,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(_is_literal, _literal_hook)
     conv.register_structure_hook_factory(_is_dict, _dict_hook)
     conv.register_structure_hook_factory(_is_sequence, _list_hook)
+    conv.register_structure_hook_factory(_is_primitive_union, _primitive_union_hook)
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_unstructure_hook_factory(attrs.has, lambda cls: _omit_none(conv, cls))
     return conv
@@ -188,7 +221,8 @@ def _omit_none(conv: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, A
     """Unstructure an attrs instance, leaving out fields that are ``None``.
 
     Optional fields are absent on the wire rather than ``null`` (as the OpenAI APIs
-    do); a class that must show its ``null`` fields sets ``wire_keeps_none = True``.
+    do); a class that must show its ``null`` fields sets ``wire_keeps_none = True``, or
+    to the names of the fields that show theirs.
     """
     fields: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, conv)
     base: Callable[[Any], dict[str, Any]] = fields
@@ -199,11 +233,13 @@ def _omit_none(conv: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, A
         def base(value: Any) -> dict[str, Any]:
             return {"type": tag, **fields(value)}
 
-    if getattr(cls, "wire_keeps_none", False):
+    keeps = getattr(cls, "wire_keeps_none", False)
+    if keeps is True:
         return base
+    shown = frozenset(keeps or ())
 
     def unstructure_without_none(value: Any) -> dict[str, Any]:
-        return {k: v for k, v in base(value).items() if v is not None}
+        return {k: v for k, v in base(value).items() if v is not None or k in shown}
 
     return unstructure_without_none
 

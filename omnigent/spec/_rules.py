@@ -9,15 +9,19 @@ spec read from YAML and one built in Python fail the same way.
 
 A check takes the field's value and returns :data:`Problems` with ``loc`` relative to
 that value (``""`` for the value itself, ``"[2]"`` for an item), so the caller can
-prefix the field path. Nothing here knows cattrs.
+prefix the field path. Nothing here knows cattrs. A check that JSON Schema can state is
+a :class:`Rule` carrying that statement, which the HTTP transport's OpenAPI document
+shows (:mod:`omnigent.model._schema`): the check and its description sit side by side.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
+
+import attrs
 
 from ..errors import ErrorDetail, SpecError
 from ..model._depth import MAX_DEPTH, render_path, too_deep
@@ -45,6 +49,33 @@ _MAX_REF = 200
 # -- per-value rules ------------------------------------------------------------------
 
 
+@attrs.frozen
+class Rule:
+    """A per-field check, with the JSON Schema fragment that says the same thing.
+
+    The fragment never says more than the check does: a document may be looser than
+    the code (a rule it cannot state is simply left out), never stricter.
+    """
+
+    check: Callable[[Any], Problems]
+    json_schema: Mapping[str, Any]
+
+    def __call__(self, value: Any) -> Problems:
+        return self.check(value)
+
+
+def _described(fragment: Mapping[str, Any]) -> Callable[[Callable[[Any], Problems]], Rule]:
+    def wrap(check: Callable[[Any], Problems]) -> Rule:
+        return Rule(check, fragment)
+
+    return wrap
+
+
+def _anchored(pattern: re.Pattern[str]) -> str:
+    """``pattern`` as JSON Schema states a full match (``re.fullmatch`` here)."""
+    return f"^{pattern.pattern}$"
+
+
 def _matches(pattern: re.Pattern[str], shape: str) -> Callable[[str], Problems]:
     def check(name: str) -> Problems:
         if len(name) > _MAX_NAME:
@@ -56,8 +87,14 @@ def _matches(pattern: re.Pattern[str], shape: str) -> Callable[[str], Problems]:
     return check
 
 
-agent_name = _matches(_AGENT_NAME, "[a-z0-9][a-z0-9._-]*")
-mcp_name = _matches(_MCP_NAME, "lowercase words joined by single '_' or '-'")
+agent_name = Rule(
+    _matches(_AGENT_NAME, "[a-z0-9][a-z0-9._-]*"),
+    {"maxLength": _MAX_NAME, "pattern": _anchored(_AGENT_NAME)},
+)
+mcp_name = Rule(
+    _matches(_MCP_NAME, "lowercase words joined by single '_' or '-'"),
+    {"maxLength": _MAX_NAME, "pattern": _anchored(_MCP_NAME)},
+)
 
 
 def shallow(value: Any) -> Problems:
@@ -72,10 +109,12 @@ def shallow(value: Any) -> Problems:
     return [ErrorDetail(render_path("", path), f"nested deeper than {MAX_DEPTH} levels")]
 
 
+@_described({"minLength": 1, "minItems": 1})
 def non_empty(value: str | tuple[Any, ...] | None) -> Problems:
     return [ErrorDetail("", "must not be empty")] if value is not None and not value else []
 
 
+@_described({"minItems": 1, "items": {"minLength": 1}})
 def command(argv: tuple[str, ...] | None) -> Problems:
     if argv is None:
         return []
@@ -84,16 +123,20 @@ def command(argv: tuple[str, ...] | None) -> Problems:
     return [ErrorDetail(f"[{i}]", "must not be empty") for i, arg in enumerate(argv) if not arg]
 
 
+@_described({"minimum": 1})
 def at_least_one(value: int) -> Problems:
     return [] if value >= 1 else [ErrorDetail("", f"must be at least 1, got {value}")]
 
 
+@_described({"minimum": 0})
 def seconds(value: float) -> Problems:
     if math.isfinite(value) and value >= 0:
         return []
     return [ErrorDetail("", f"must be a finite number >= 0, got {value}")]
 
 
+# The reference's shape (Python identifiers, in any script) is left to the check.
+@_described({"maxLength": _MAX_REF})
 def function_ref(ref: str | None) -> Problems:
     """A ``function`` policy's reference: ``pkg.module:attr``, or a name.
 
@@ -114,10 +157,12 @@ def function_ref(ref: str | None) -> Problems:
     return [ErrorDetail("", f"must be 'pkg.module:attr' or a registered name, got {ref!r}")]
 
 
+@_described({"minimum": 0})
 def optional_seconds(value: float | None) -> Problems:
     return [] if value is None else seconds(value)
 
 
+@_described({"propertyNames": {"pattern": _anchored(_TERMINAL_NAME)}})
 def terminal_names(terminals: dict[str, Any]) -> Problems:
     return [
         ErrorDetail(
@@ -130,6 +175,7 @@ def terminal_names(terminals: dict[str, Any]) -> Problems:
     ]
 
 
+@_described({"propertyNames": {"pattern": _anchored(_ENV_NAME)}})
 def env_names(env: dict[str, str]) -> Problems:
     return [
         ErrorDetail(name, "an environment variable name must match [A-Za-z_][A-Za-z0-9_]*")
@@ -138,6 +184,7 @@ def env_names(env: dict[str, str]) -> Problems:
     ]
 
 
+@_described({"pattern": "^https?://"})
 def url(value: str | None) -> Problems:
     if value is None or value.startswith(("http://", "https://")):
         return []

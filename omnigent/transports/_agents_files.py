@@ -25,6 +25,7 @@ from ..core import MAX_FILE_BYTES
 from ..errors import InvalidInput, PayloadTooLarge
 from ..spec import AgentSpec
 from ._access import file_access, viewer
+from ._answers import AgentList
 from ._fence import JSON, accepts
 from ._params import json_body, owner, state
 
@@ -70,7 +71,7 @@ async def create_agent() -> tuple[dict[str, Any], int]:
 @blueprint.get("/agents")
 async def list_agents() -> dict[str, Any]:
     agents = await state().runtime.list_agents()
-    return {"object": "list", "data": [a.to_dict() for a in agents]}
+    return AgentList(tuple(agents)).to_dict()
 
 
 @blueprint.get("/agents/<agent_id>")

@@ -20,8 +20,10 @@ from typing import Any, Literal
 import attrs
 from quart import Blueprint
 
+from ..core import ResolveResult
 from ..model import ElicitationRequest
 from ._access import EDIT, READ, session_access, viewer
+from ._answers import PendingElicitation, ResolvedElicitation
 from ._params import state, structured_body
 
 __all__ = ["PREVIEW_CHARS", "blueprint", "content_preview", "visible_pending"]
@@ -46,7 +48,7 @@ async def resolve(session_id: str, elicitation_id: str) -> tuple[dict[str, Any],
     resolved = await state().runtime.resolve_elicitation(
         session_id, elicitation_id, body.action, body.content
     )
-    return {"resolved": resolved}, 202
+    return ResolveResult(resolved).to_dict(), 202
 
 
 @blueprint.get("/sessions/<session_id>/elicitations/<elicitation_id>")
@@ -54,8 +56,8 @@ async def get_elicitation(session_id: str, elicitation_id: str) -> dict[str, Any
     await session_access(session_id, READ)
     request = await visible_pending(session_id, elicitation_id)
     if request is None:
-        return {"status": "resolved", "elicitation_id": elicitation_id}
-    return pending_view(request)
+        return ResolvedElicitation("resolved", elicitation_id).to_dict()
+    return pending_view(request).to_dict()
 
 
 async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRequest | None:
@@ -69,24 +71,19 @@ async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRe
     return info.request if info.status == "pending" else None
 
 
-def pending_view(request: ElicitationRequest) -> dict[str, Any]:
+def pending_view(request: ElicitationRequest) -> PendingElicitation:
     """The ``GET`` answer for a pending request (optional fields only when present)."""
     params = request.params
-    view: dict[str, Any] = {
-        "status": "pending",
-        "elicitation_id": request.elicitation_id,
-        "message": params.message,
-        "phase": params.phase,
-        "policy_name": params.policy_name,
-    }
-    if params.requestedSchema is not None:
-        view["requested_schema"] = params.requestedSchema
-    preview = content_preview(request)
-    if preview is not None:
-        view["content_preview"] = preview
-    if params.target_session_id is not None:
-        view["target_session_id"] = params.target_session_id
-    return view
+    return PendingElicitation(
+        "pending",
+        request.elicitation_id,
+        params.message,
+        params.phase,
+        params.policy_name,
+        requested_schema=params.requestedSchema,
+        content_preview=content_preview(request),
+        target_session_id=params.target_session_id,
+    )
 
 
 def content_preview(request: ElicitationRequest) -> str | None:

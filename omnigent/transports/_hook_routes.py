@@ -25,21 +25,33 @@ elicitation is withdrawn the same way.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
+import attrs
 import trio
 from quart import Blueprint
 
-from ..core import Resolution, elicitation_params, parse_policy_event
-from ..errors import ErrorDetail, InvalidInput, OmnigentError, RuntimeClosed
-from ..model import ElicitationParams
+from ..core import Resolution, WirePolicyEvent, elicitation_params, parse_policy_event
+from ..errors import InvalidInput, OmnigentError, RuntimeClosed
+from ..model import ElicitationParams, structure
+from ..model._schema import wire_as, wire_schema
 from ._access import EDIT, session_access
+from ._answers import (
+    ClaudeDecision,
+    ClaudeHookAnswer,
+    ClaudeHookOutput,
+    CodexDecision,
+    PolicyVerdict,
+)
 from ._params import json_body, state
 
 __all__ = [
     "CODEX_COMMAND_PHASE",
     "CODEX_FILE_CHANGE_PHASE",
     "PERMISSION_REQUEST_PHASE",
+    "CodexRequestBody",
+    "PermissionRequestBody",
+    "PolicyEvaluationBody",
     "blueprint",
     "claude_decision",
     "codex_params",
@@ -57,51 +69,66 @@ _CODEX_PHASES = {
     "item/commandExecution/requestApproval": CODEX_COMMAND_PHASE,
     "item/fileChange/requestApproval": CODEX_FILE_CHANGE_PHASE,
 }
-_JSONRPC_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_NON_EMPTY = wire_schema({"minLength": 1})
 
 
 # -- Claude Code ---------------------------------------------------------------------
 
 
+@attrs.frozen
+class PermissionRequestBody:
+    """Claude Code's ``PermissionRequest`` hook input; the other keys it sends are ignored.
+
+    Claude Code adds keys over time (``session_id``, ``transcript_path``, ``cwd``,
+    ``permission_suggestions``, …), so the body is open: only these are read.
+    """
+
+    wire_open: ClassVar[bool] = True
+
+    tool_name: str = attrs.field(metadata=_NON_EMPTY)
+    tool_input: dict[str, Any]
+    hook_event_name: Literal["PermissionRequest"] = "PermissionRequest"
+
+
 @blueprint.post("/sessions/<session_id>/hooks/permission-request")
 async def permission_request(session_id: str) -> dict[str, Any]:
     await session_access(session_id, EDIT)
-    body = await json_body()
-    params = permission_params(body)
+    hook = permission_body(await json_body())
+    params = permission_params(hook)
     runtime = state().runtime
     answer = await _until_stopping(lambda: runtime.elicit(session_id, params))
-    return claude_decision(answer, body["tool_name"], body["tool_input"])
+    return claude_decision(answer, hook.tool_name, hook.tool_input).to_dict()
 
 
-def permission_params(body: Mapping[str, Any]) -> ElicitationParams:
-    """Elicitation params for a ``PermissionRequest`` hook body.
-
-    Claude Code adds keys over time (``session_id``, ``transcript_path``, ``cwd``,
-    ``permission_suggestions``, …): unknown keys are accepted and ignored.
+def permission_body(body: Mapping[str, Any]) -> PermissionRequestBody:
+    """The keys of a hook body omnigent reads, checked (unknown keys are ignored).
 
     Raises:
-        InvalidInput: naming ``tool_name`` (not a string), ``tool_input`` (not an
-            object), ``hook_event_name`` (present but not ``PermissionRequest``) or
-            ``tool_input.questions`` (an ``AskUserQuestion`` without a list).
+        InvalidInput: naming ``tool_name`` (not a non-empty string), ``tool_input``
+            (not an object) or ``hook_event_name`` (present but not
+            ``PermissionRequest``).
     """
-    details: list[ErrorDetail] = []
-    tool_name, tool_input = body.get("tool_name"), body.get("tool_input")
-    if not isinstance(tool_name, str) or not tool_name:
-        details.append(ErrorDetail("tool_name", "required non-empty string"))
-    if not isinstance(tool_input, dict):
-        details.append(ErrorDetail("tool_input", "required object"))
-    event_name = body.get("hook_event_name", "PermissionRequest")
-    if event_name != "PermissionRequest":
-        details.append(ErrorDetail("hook_event_name", "must be 'PermissionRequest'"))
+    known = {f.name: body[f.name] for f in attrs.fields(PermissionRequestBody) if f.name in body}
+    hook = structure(known, PermissionRequestBody)
+    if not hook.tool_name:
+        raise InvalidInput.at("tool_name", "must not be empty")
+    return hook
+
+
+def permission_params(hook: PermissionRequestBody) -> ElicitationParams:
+    """Elicitation params for a ``PermissionRequest`` hook.
+
+    Raises:
+        InvalidInput: naming ``tool_input.questions`` (an ``AskUserQuestion`` without a
+            list).
+    """
+    tool_name, tool_input = hook.tool_name, hook.tool_input
     question: dict[str, Any] | None = None
-    if tool_name == "AskUserQuestion" and isinstance(tool_input, dict):
+    if tool_name == "AskUserQuestion":
         questions = tool_input.get("questions")
         if not isinstance(questions, list):
-            details.append(ErrorDetail("tool_input.questions", "required array"))
+            raise InvalidInput.at("tool_input.questions", "required array")
         question = {"questions": questions}
-    if details:
-        raise InvalidInput("invalid PermissionRequest hook body", details)
-    assert isinstance(tool_name, str) and isinstance(tool_input, dict)
     message = (
         f"Claude Code asks: {_question_text(tool_input['questions'])}"
         if question is not None
@@ -123,25 +150,35 @@ def _question_text(questions: list[Any]) -> str:
 
 def claude_decision(
     answer: Resolution, tool_name: str, tool_input: dict[str, Any]
-) -> dict[str, Any]:
+) -> ClaudeHookAnswer:
     """The hook's answer: accept → ``allow``; decline / cancel → ``deny``.
 
     An accepted ``AskUserQuestion`` carries the person's answers (the resolution's
     ``content``, ``{}`` if none) in ``updatedInput.answers``.
     """
-    decision: dict[str, Any]
     if answer.accepted:
-        decision = {"behavior": "allow"}
+        updated = None
         if tool_name == "AskUserQuestion":
             answers = answer.content if answer.content is not None else {}
-            decision["updatedInput"] = {**tool_input, "answers": answers}
+            updated = {**tool_input, "answers": answers}
+        decision = ClaudeDecision("allow", updatedInput=updated)
     else:
         verb = "declined" if answer.action == "decline" else "cancelled"
-        decision = {"behavior": "deny", "message": f"The user {verb} this {tool_name} request."}
-    return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+        decision = ClaudeDecision("deny", message=f"The user {verb} this {tool_name} request.")
+    return ClaudeHookAnswer(ClaudeHookOutput("PermissionRequest", decision))
 
 
 # -- Codex ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CodexRequestBody:
+    """A Codex app-server JSON-RPC request, forwarded as it came."""
+
+    id: str | int
+    method: str = attrs.field(metadata=_NON_EMPTY)
+    params: dict[str, Any] = attrs.field(factory=dict)
+    jsonrpc: Literal["2.0"] = "2.0"
 
 
 @blueprint.post("/sessions/<session_id>/hooks/codex-elicitation-request")
@@ -150,7 +187,7 @@ async def codex_elicitation_request(session_id: str) -> dict[str, Any]:
     params = codex_params(await json_body())
     runtime = state().runtime
     answer = await _until_stopping(lambda: runtime.elicit(session_id, params))
-    return {"decision": "accept" if answer.accepted else "decline"}
+    return CodexDecision("accept" if answer.accepted else "decline").to_dict()
 
 
 def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
@@ -164,20 +201,10 @@ def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
         InvalidInput: naming an unknown key, a missing or wrong ``id`` / ``method``,
             ``params`` that is not an object, or ``jsonrpc`` other than ``"2.0"``.
     """
-    details = [ErrorDetail(k, "unknown field") for k in body if k not in _JSONRPC_KEYS]
-    request_id, method = body.get("id"), body.get("method")
-    rpc_params = body.get("params", {})
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-        details.append(ErrorDetail("id", "required string or integer"))
-    if not isinstance(method, str) or not method:
-        details.append(ErrorDetail("method", "required non-empty string"))
-    if not isinstance(rpc_params, dict):
-        details.append(ErrorDetail("params", "must be an object"))
-    if body.get("jsonrpc", "2.0") != "2.0":
-        details.append(ErrorDetail("jsonrpc", "must be '2.0'"))
-    if details:
-        raise InvalidInput("invalid Codex JSON-RPC request", details)
-    assert isinstance(method, str) and isinstance(rpc_params, dict)
+    request = structure(body, CodexRequestBody)
+    if not request.method:
+        raise InvalidInput.at("method", "must not be empty")
+    method, rpc_params = request.method, request.params
     phase = _CODEX_PHASES.get(method, "codex_" + method.replace("/", "_"))
     reason = rpc_params.get("reason")
     suffix = f" ({reason})" if isinstance(reason, str) and reason else ""
@@ -200,19 +227,23 @@ def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
 # -- policies ------------------------------------------------------------------------
 
 
+@attrs.frozen
+class PolicyEvaluationBody:
+    """``{event}``: one tool call or result, in either spelling (``parse_policy_event``)."""
+
+    event: dict[str, Any] = attrs.field(metadata=wire_as(WirePolicyEvent))
+
+
 @blueprint.post("/sessions/<session_id>/policies/evaluate")
 async def evaluate_policy(session_id: str) -> dict[str, Any]:
     await session_access(session_id, EDIT)
     body = await json_body()
-    details = [ErrorDetail(k, "unknown field") for k in body if k != "event"]
-    if "event" not in body:
-        details.append(ErrorDetail("event", "required field missing"))
-    if details:
-        raise InvalidInput("invalid policy evaluation request", details)
-    event = parse_policy_event(body["event"], root="event")
+    evaluation = structure(body, PolicyEvaluationBody)  # unknown keys; event an object
+    event = parse_policy_event(evaluation.event, root="event")
     runtime = state().runtime
     verdict = await _until_stopping(lambda: runtime.evaluate_policy(session_id, event))
-    return verdict.wire()
+    wire = verdict.wire()
+    return PolicyVerdict(wire["result"], wire.get("reason"), wire.get("data")).to_dict()
 
 
 # -- waiting -------------------------------------------------------------------------

@@ -17,13 +17,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 from quart import Quart, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, NotFound
 
 from ..errors import ErrorDetail, InternalError, InvalidInput, OmnigentError
+from ..model import unstructure
 
 __all__ = [
     "INTERNAL_MESSAGE",
+    "ErrorEnvelope",
     "envelope",
     "error_response",
     "install_error_handlers",
@@ -35,14 +38,32 @@ log = logging.getLogger("omnigent.transports.http")
 INTERNAL_MESSAGE = "internal error; the cause was logged"
 
 
+@attrs.frozen
+class ErrorObject:
+    """What went wrong: a ``code`` slug for programs, a ``message`` for people.
+
+    ``details`` (a ``422`` only) names each field that failed, by path.
+    """
+
+    code: str
+    message: str
+    details: tuple[ErrorDetail, ...] | None = None
+
+
+@attrs.frozen
+class ErrorEnvelope:
+    """Every error body."""
+
+    error: ErrorObject
+
+
 def envelope(
     code: str, message: str, details: Sequence[ErrorDetail] | None = None
 ) -> dict[str, Any]:
     """The wire form of an error; ``details`` only when given (422)."""
-    body: dict[str, Any] = {"code": code, "message": message}
-    if details is not None:
-        body["details"] = [{"loc": d.loc, "msg": d.msg} for d in details]
-    return {"error": body}
+    error = ErrorObject(code, message, None if details is None else tuple(details))
+    out: dict[str, Any] = unstructure(ErrorEnvelope(error))
+    return out
 
 
 def error_response(

@@ -10,21 +10,23 @@ The app's only state (the runtime, the auth mode, the stopping event) is one fro
 from __future__ import annotations
 
 import secrets
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import attrs
 import trio
 from quart import current_app, request
 
-from ..core import Runtime
+from ..core import MODEL_OVERRIDE_PATTERN, InitialItem, Runtime
 from ..errors import InvalidInput, Unauthorized
 from ..model import loads, structure
+from ..model._schema import wire_as, wire_schema
 from ._fence import Fence
 
 __all__ = [
     "AppState",
     "CreateSessionBody",
     "EventBody",
+    "UpdateSessionBody",
     "json_body",
     "owner",
     "query_bool",
@@ -72,20 +74,45 @@ def owner() -> str:
     return "local"
 
 
+_MODEL_OVERRIDE = wire_schema({"pattern": MODEL_OVERRIDE_PATTERN})
+
+
 @attrs.frozen
 class CreateSessionBody:
+    """``POST /sessions``: the agent by id or by name (exactly one), and the options.
+
+    The core checks ``model_override``, ``labels`` and ``initial_items`` (as
+    :class:`~omnigent.core.InitialItem` entries) before anything is stored.
+    """
+
+    wire_exactly_one: ClassVar[tuple[str, ...]] = ("agent_id", "agent_name")
+
     agent_id: str | None = None
     agent_name: str | None = None
     title: str | None = None
     parent_session_id: str | None = None
     harness_override: str | None = None
-    model_override: str | None = None
+    model_override: str | None = attrs.field(default=None, metadata=_MODEL_OVERRIDE)
     labels: dict[str, str] | None = None
-    initial_items: list[Any] = attrs.Factory(list)
+    initial_items: list[Any] = attrs.field(factory=list, metadata=wire_as(list[InitialItem]))
+
+
+@attrs.frozen
+class UpdateSessionBody:
+    """``PATCH /sessions/{id}``: only the fields sent change; ``null`` clears one."""
+
+    title: str | None = None
+    labels: dict[str, str] | None = None
+    model_override: str | None = attrs.field(default=None, metadata=_MODEL_OVERRIDE)
 
 
 @attrs.frozen
 class EventBody:
+    """``POST /sessions/{id}/events``: ``data`` is checked by the core for ``type``.
+
+    The document describes it per type, from :data:`~omnigent.core.EVENT_DATA`.
+    """
+
     type: str
     data: Any = None
 

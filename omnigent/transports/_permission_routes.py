@@ -15,7 +15,9 @@ from typing import Any
 import attrs
 from quart import Blueprint
 
-from ._access import MANAGE, READ, session_access
+from ..model._schema import wire_schema
+from ._access import EDIT, MANAGE, READ, session_access
+from ._answers import GrantList, GrantRevoked
 from ._params import state, structured_body
 
 __all__ = ["GrantBody", "blueprint"]
@@ -25,17 +27,24 @@ blueprint = Blueprint("omnigent_permissions", __name__)
 
 @attrs.frozen
 class GrantBody:
-    """``PUT …/permissions``: the core checks ``user_id`` and ``level`` (422 at each)."""
+    """``PUT …/permissions``: the core checks ``user_id`` and ``level`` (422 at each).
 
-    user_id: str
-    level: int
+    ``__public__`` stands for everyone and takes read (1) only.
+    """
+
+    user_id: str = attrs.field(metadata=wire_schema({"minLength": 1, "maxLength": 320}))
+    level: int = attrs.field(
+        metadata=wire_schema(
+            {"enum": [READ, EDIT, MANAGE], "description": "1 read, 2 edit, 3 manage"}
+        )
+    )
 
 
 @blueprint.get("/sessions/<session_id>/permissions")
 async def list_permissions(session_id: str) -> dict[str, Any]:
     await session_access(session_id, READ)
     grants = await state().runtime.list_grants(session_id)
-    return {"object": "list", "data": [g.to_dict() for g in grants]}
+    return GrantList(tuple(grants)).to_dict()
 
 
 @blueprint.put("/sessions/<session_id>/permissions")
@@ -50,4 +59,4 @@ async def put_permission(session_id: str) -> dict[str, Any]:
 async def delete_permission(session_id: str, user_id: str) -> dict[str, Any]:
     await session_access(session_id, MANAGE)
     deleted = await state().runtime.revoke(session_id, user_id)
-    return {"user_id": user_id, "deleted": deleted}
+    return GrantRevoked(user_id, deleted).to_dict()

@@ -14,6 +14,7 @@ from quart import Blueprint
 
 from ..tools.terminals import HISTORY_LIMIT
 from ._access import READ, session_access
+from ._answers import ResourceList
 from ._params import query_int, state
 
 __all__ = ["blueprint"]
@@ -25,7 +26,7 @@ blueprint = Blueprint("omnigent_resources", __name__)
 async def list_resources(session_id: str) -> dict[str, Any]:
     await session_access(session_id, READ)
     resources = await state().runtime.list_resources(session_id)
-    return {"object": "list", "data": [r.to_dict() for r in resources]}
+    return ResourceList(tuple(resources)).to_dict()
 
 
 @blueprint.get("/sessions/<session_id>/resources/<resource_id>/screen")

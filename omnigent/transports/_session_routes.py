@@ -11,11 +11,12 @@ from typing import Any
 
 from quart import Blueprint
 
-from ..errors import InvalidInput
-from ..model import unstructure
+from ..model import ChildSessionSummary, structure
 from ._access import EDIT, MANAGE, READ, session_access, viewer
+from ._answers import ChildSessionList, SessionDeleted
 from ._params import (
     CreateSessionBody,
+    UpdateSessionBody,
     json_body,
     owner,
     query_choice,
@@ -28,8 +29,6 @@ from ._params import (
 __all__ = ["blueprint"]
 
 blueprint = Blueprint("omnigent_sessions", __name__)
-
-_PATCHABLE = ("title", "labels", "model_override")
 
 
 @blueprint.post("/sessions")
@@ -77,9 +76,8 @@ async def get_session(session_id: str) -> dict[str, Any]:
 async def update_session(session_id: str) -> dict[str, Any]:
     await session_access(session_id, EDIT)
     body = await json_body()
-    for key in body:
-        if key not in _PATCHABLE:
-            raise InvalidInput.at(key, "unknown field")
+    structure(body, UpdateSessionBody)  # unknown keys and wrong types are 422
+    # Only the keys sent change: absent leaves a field alone, null clears it.
     snapshot = await state().runtime.update_session(session_id, viewer=viewer(), **body)
     return snapshot.to_dict()
 
@@ -88,7 +86,7 @@ async def update_session(session_id: str) -> dict[str, Any]:
 async def delete_session(session_id: str) -> dict[str, Any]:
     await session_access(session_id, MANAGE)
     await state().runtime.delete_session(session_id)
-    return {"id": session_id, "object": "session.deleted", "deleted": True}
+    return SessionDeleted(session_id).to_dict()
 
 
 @blueprint.get("/sessions/<session_id>/items")
@@ -110,16 +108,14 @@ async def child_sessions(session_id: str) -> dict[str, Any]:
     # Whoever reads a session reads the sessions below it; the list is filtered all the
     # same (the one rule: nothing about a session the caller may not read).
     who = viewer()
-    children: list[dict[str, Any]] = []
+    children: list[ChildSessionSummary] = []
     after: str | None = None
     while True:
         page = await runtime.list_sessions(
             parent_session_id=session_id, limit=100, after=after, viewer=who
         )
-        children.extend(
-            [unstructure(await runtime.child_summary(s.id, viewer=who)) for s in page.data]
-        )
+        children.extend([await runtime.child_summary(s.id, viewer=who) for s in page.data])
         if not page.has_more or not page.data:
             break
         after = page.data[-1].id
-    return {"object": "list", "data": children}
+    return ChildSessionList(tuple(children)).to_dict()

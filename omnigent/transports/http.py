@@ -42,6 +42,7 @@ from . import (
     _session_routes,
     _stream_routes,
 )
+from ._answers import Health
 from ._fence import Fence, install_fence, install_media_types
 from ._http_errors import install_error_handlers, internal_error_response
 from ._keepalive import SettleBodies
@@ -145,7 +146,7 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok"}
+        return Health().to_dict()
 
     @app.get(f"{API_PREFIX}/openapi.json")
     async def openapi() -> dict[str, Any]:
