@@ -135,6 +135,18 @@ class PolicyEvent:
 # -- the wire ------------------------------------------------------------------------
 
 
+# What :func:`_normalise` checks of ``data`` that a schema can say: the kinds of the
+# fields it reads, in either spelling (which one is required depends on the phase).
+_DATA_SCHEMA: Final = {
+    "properties": {
+        "name": {"type": "string"},
+        "tool_name": {"type": "string"},
+        "arguments": {"type": ["object", "null"]},
+        "tool_input": {"type": ["object", "null"]},
+    }
+}
+
+
 @attrs.frozen
 class WirePolicyEvent:
     """A policy event as ``POST …/policies/evaluate`` carries it (either spelling).
@@ -143,7 +155,7 @@ class WirePolicyEvent:
     """
 
     type: str = attrs.field(metadata=wire_schema({"enum": list(_PHASES)}))
-    data: dict[str, Any]
+    data: dict[str, Any] = attrs.field(metadata=wire_schema(_DATA_SCHEMA))
     request_data: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
     target: str | None = None  # the original sends it; omnigent does not use it

@@ -13,6 +13,7 @@ every bad field as a dotted path (``data.content[0].text``).
 from __future__ import annotations
 
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -33,6 +34,7 @@ from ._depth import MAX_DEPTH, check_depth
 __all__ = [
     "WireError",
     "converter",
+    "finite_float",
     "loads",
     "register_tagged_union",
     "structure",
@@ -82,7 +84,10 @@ def _strict_int(value: Any, _: type) -> int:
 def _strict_float(value: Any, _: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise WireError(f"expected number, got {_type_name(value)}")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):  # YAML's .inf and .nan, or a Python caller's
+        raise WireError(f"expected a finite number, got {number}")
+    return number
 
 
 def _strict_bool(value: Any, _: type) -> bool:
@@ -381,10 +386,29 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _TooLarge(ValueError):
+    pass
+
+
+def finite_float(text: str) -> float:
+    """``json.loads``' ``parse_float`` that refuses a number no double can hold.
+
+    Raises:
+        ValueError: for ``1e400`` and the like.
+    """
+    # ``1e400`` is valid JSON but no double: Python makes it ``inf``, which would go
+    # back out as ``Infinity`` (not JSON) in every answer and stream that echoes it.
+    number = float(text)
+    if not math.isfinite(number):
+        raise _TooLarge(f"the number {text[:40]} is too large for a 64-bit float")
+    return number
+
+
 def loads(raw: bytes | str, *, loc: str = "body") -> Any:
     """Decode JSON from the wire, strictly.
 
     Refuses what Python's ``json`` accepts but JSON does not (``NaN``, ``Infinity``),
+    numbers too large for a double (``1e400``, which would come back as ``Infinity``),
     objects and arrays nested deeper than :data:`~omnigent.model.MAX_DEPTH`, and lone
     surrogates (``"\\ud800"``), which no UTF-8 store can keep.
 
@@ -393,9 +417,11 @@ def loads(raw: bytes | str, *, loc: str = "body") -> Any:
         the limit inside the document (``metadata.a.a…``, as field paths are named).
     """
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
+        data = json.loads(raw, parse_constant=_no_constant, parse_float=finite_float)
     except RecursionError:
         raise InvalidInput.at(loc, f"nested deeper than {MAX_DEPTH} levels") from None
+    except _TooLarge as exc:
+        raise InvalidInput.at(loc, str(exc)) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidInput.at(loc, f"not valid JSON: {exc}") from None
     check_depth(data)

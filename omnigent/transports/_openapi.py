@@ -90,7 +90,7 @@ def _agents_files(doc: DocumentBuilder) -> dict[str, Any]:
                 },
                 "responses": {
                     **doc.answer("201", "created", Agent),
-                    **doc.errors("403", "413", "422"),
+                    **doc.errors("400", "403", "413", "422"),  # 400: an unknown harness
                 },
             },
             "get": {"summary": "List agents", "responses": doc.answer("200", "agents", AgentList)},

@@ -85,9 +85,11 @@ async def _resume_point(session_id: str) -> int:
     message once it sees the headers cannot miss the turn's first events.
     """
     header = request.headers.get("Last-Event-ID")
+    query = request.args.get("after")
+    # Both are checked: a bad ``?after`` is a 422 even when the header wins.
+    after = None if query is None else parse_int(query, "after", low=0)
     if header is not None:
         return parse_int(header.strip(), "Last-Event-ID", low=0)
-    query = request.args.get("after")
-    if query is not None:
-        return parse_int(query, "after", low=0)
+    if after is not None:
+        return after
     return await state().runtime.last_event_id(session_id)

@@ -39,6 +39,8 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
+from ..model._wire import finite_float
+
 __all__ = [
     "CANCEL_REQUEST",
     "INTERNAL_ERROR",
@@ -236,7 +238,7 @@ def decode(raw: str | bytes) -> Incoming | dict[str, Any]:
     """
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=finite_float)
         # A lone surrogate ("\\ud800") decodes but can never be sent on or stored.
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except RecursionError:

@@ -1,0 +1,81 @@
+"""Regressions for defects that fuzzing the API from its document found (issue 17).
+
+Each test names what was wrong. The fuzzer itself is
+``tests/reliability/test_fuzz_openapi.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.errors import InvalidInput, SpecError
+from omnigent.model import loads
+from omnigent.transports.jsonrpc import decode
+
+from .http_helpers import HTTPX_GENERATORS, open_server, scripted
+from .openapi_helpers import assert_conforms
+
+pytestmark = HTTPX_GENERATORS
+
+RAW = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1E+999"])
+def test_a_number_no_double_holds_is_refused_not_turned_into_infinity(number: str) -> None:
+    # Was: Python read 1e400 as inf, and every answer or stream echoing it carried
+    # ``Infinity``, which is not JSON.
+    with pytest.raises(InvalidInput) as caught:
+        loads(f'{{"a": [{number}]}}')
+    assert caught.value.details[0].loc == "body"
+    assert "too large" in caught.value.details[0].msg
+    assert loads('{"a": 1e308}') == {"a": 1e308}
+    reply = decode(f'{{"jsonrpc": "2.0", "id": 1, "method": "m", "params": {{"x": {number}}}}}')
+    assert isinstance(reply, dict) and reply["error"]["code"] == -32700
+
+
+async def test_an_approval_carrying_1e400_is_refused_and_publishes_nothing() -> None:
+    with trio.fail_after(10):
+        async with open_server() as server:
+            sid = await server.session()
+            url = f"/v1/sessions/{sid}/events"
+            held = await server.client.post(
+                url, json={"type": "mcp_elicitation", "data": {"message": "ok?"}}
+            )
+            eid = held.json()["elicitation_id"]
+            before = (await server.client.get(f"/v1/sessions/{sid}")).json()["last_event_id"]
+            data = {"elicitation_id": eid, "action": "accept", "content": {"x": "NUMBER"}}
+            raw = json.dumps({"type": "approval", "data": data}).replace('"NUMBER"', "1e400")
+            answer = await server.client.post(url, content=raw, headers=RAW)
+            assert answer.status_code == 422, answer.text
+            assert_conforms(answer)
+            snapshot = (await server.client.get(f"/v1/sessions/{sid}")).json()
+            assert snapshot["last_event_id"] == before
+            assert [e["elicitation_id"] for e in snapshot["pending_elicitations"]] == [eid]
+
+
+def test_a_spec_number_must_be_finite() -> None:
+    # YAML's .inf reached the spec (and the store) as an infinite temperature.
+    spec = scripted("hot")
+    spec["executor"]["config"]["temperature"] = float("inf")
+    with pytest.raises(SpecError) as caught:
+        omnigent.AgentSpec.from_dict(spec)
+    assert caught.value.details[0].loc == "executor.config.temperature"
+    yaml_text = "name: hot\nexecutor: {config: {harness: scripted, temperature: .nan}}\n"
+    with pytest.raises(SpecError):
+        omnigent.AgentSpec.from_yaml(yaml_text)
+
+
+async def test_a_bad_after_is_refused_even_when_last_event_id_is_given() -> None:
+    # Was: the header won and ``?after=-1`` went unchecked (the document says minimum 0).
+    with trio.fail_after(10):
+        async with open_server() as server:
+            sid = await server.session()
+            answer = await server.client.get(
+                f"/v1/sessions/{sid}/stream?after=-1", headers={"Last-Event-ID": "0"}
+            )
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["error"]["details"][0]["loc"] == "after"
