@@ -294,8 +294,6 @@ async def test_openapi_document_matches_the_routes() -> None:
             }
             routed = set()
             for rule in server.app.url_map.iter_rules():
-                if rule.endpoint == "static":
-                    continue
                 path = rule.rule.replace("<", "{").replace(">", "}")
                 for method in rule.methods - {"HEAD", "OPTIONS"}:
                     routed.add((path, method))

@@ -79,3 +79,38 @@ async def test_a_bad_after_is_refused_even_when_last_event_id_is_given() -> None
             )
             assert answer.status_code == 422, answer.text
             assert answer.json()["error"]["details"][0]["loc"] == "after"
+
+
+@pytest.mark.parametrize("value", ["٣", "1_0", " 5", "+5", "5\n", "1" * 20])
+async def test_a_query_integer_is_ascii_digits(value: str) -> None:
+    # Was: Python's int() read Arabic-Indic digits, underscores and spaces as numbers
+    # that the document (type integer) does not allow.
+    with trio.fail_after(10):
+        async with open_server() as server:
+            sid = await server.session()
+            for url, loc in [
+                ("/v1/sessions", "limit"),
+                (f"/v1/sessions/{sid}/items", "limit"),
+                (f"/v1/sessions/{sid}/stream", "after"),
+            ]:
+                answer = await server.client.get(url, params={loc: value})
+                assert answer.status_code == 422, (url, value, answer.text)
+                assert answer.json()["error"]["details"][0]["loc"] == loc
+            assert (await server.client.get("/v1/sessions", params={"limit": "05"})).is_success
+
+
+async def test_a_websocket_agent_name_with_a_trailing_newline_is_refused() -> None:
+    # Was: ``^…$`` with ``re.match`` let "default\n" through (``$`` matches before it).
+    upgrade = {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+    }
+    with trio.fail_after(10):
+        async with open_server() as server:
+            answer = await server.client.get(
+                "/v1/ws", params={"agent": "default\n"}, headers=upgrade
+            )
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["error"]["details"][0]["loc"] == "agent"

@@ -14,7 +14,10 @@ import jsonschema
 import pytest
 import trio
 
+import omnigent
+from omnigent.transports import _fence
 from omnigent.transports._params import IDENTITY_HEADER
+from omnigent.transports.http import create_app
 
 from .http_elicitation_helpers import REQUEST, asking_session, next_event, watch
 from .http_helpers import HTTPX_GENERATORS, Server, SSEReader, open_server, scripted
@@ -48,6 +51,23 @@ def test_every_schema_in_the_document_is_valid_json_schema() -> None:
                             schema_validator(media[key])  # refs resolve at use
                             jsonschema.Draft202012Validator.check_schema(media[key])
             assert op["responses"], f"{method} {path}"
+
+
+async def test_every_body_the_document_lists_is_one_the_route_reads() -> None:
+    # The routes declare what they read (``@accepts``; JSON if not): the fence answers
+    # 415 for anything else, so the document must list exactly those.
+    async with omnigent.open_runtime() as runtime:
+        app = create_app(runtime)
+        checked = 0
+        for rule in app.url_map.iter_rules():
+            for method in sorted(rule.methods & {"POST", "PUT", "PATCH"}):
+                view = app.view_functions[rule.endpoint]
+                reads = set(getattr(view, _fence._ACCEPTS_ATTR, _fence.JSON))
+                path = rule.rule.replace("<", "{").replace(">", "}")
+                body = DOCUMENT["paths"][path][method.lower()]["requestBody"]
+                assert set(body["content"]) == reads, f"{method} {path}"
+                checked += 1
+        assert checked >= 12
 
 
 async def idle(server: Server, sid: str) -> None:

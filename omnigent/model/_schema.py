@@ -203,9 +203,7 @@ class SchemaBuilder:
     def _array(
         self, origin: Any, args: tuple[Any, ...], direction: Direction | None
     ) -> dict[str, Any]:
-        if origin is tuple and args and (len(args) != 2 or args[1] is not Ellipsis):
-            if args == ((),):  # ``tuple[()]``: the empty tuple
-                return {"type": "array", "maxItems": 0}
+        if origin is tuple and args and args[-1] is not Ellipsis:
             items = [self._schema(a, direction) for a in args]
             n = len(items)
             return {"type": "array", "prefixItems": items, "minItems": n, "maxItems": n}

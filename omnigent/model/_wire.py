@@ -138,15 +138,19 @@ def _dict_hook(tp: Any) -> Callable[[Any, Any], Any]:
 def _list_hook(tp: Any) -> Callable[[Any, Any], Any]:
     args = typing.get_args(tp)
     item_type = args[0] if args else Any
+    # ``tuple[int, str]`` holds exactly one item of each type, in order.
+    fixed = typing.get_origin(tp) is tuple and bool(args) and args[-1] is not Ellipsis
 
     def structure_list(value: Any, _: Any) -> Any:
         if not isinstance(value, list | tuple):
             raise WireError(f"expected array, got {_type_name(value)}")
+        if fixed and len(value) != len(args):
+            raise WireError(f"expected {len(args)} items, got {len(value)}")
         out: list[Any] = []
         errors: list[ErrorDetail] = []
         for index, item in enumerate(value):
             try:
-                out.append(converter.structure(item, item_type))
+                out.append(converter.structure(item, args[index] if fixed else item_type))
             except Exception as exc:  # collected into one error below
                 errors.extend(_details(exc, f"[{index}]"))
         if errors:

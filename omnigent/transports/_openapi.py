@@ -28,6 +28,7 @@ from typing import Any
 from ..core import Agent, FileInfo, ItemPage, ResourceScreen, SessionPage, SessionSnapshot
 from ..spec import AgentSpec
 from ..tools.terminals import HISTORY_LIMIT
+from ._agents_files import YAML_TYPES
 from ._answers import AgentList, ChildSessionList, Health, ResourceList, SessionDeleted
 from ._openapi_kit import (
     LIMIT,
@@ -39,6 +40,7 @@ from ._openapi_kit import (
 )
 from ._openapi_sessions import session_operations
 from ._params import CreateSessionBody, UpdateSessionBody
+from .websocket import AGENT_PATTERN
 
 __all__ = ["openapi_document", "paths"]
 
@@ -64,7 +66,13 @@ def _service(doc: DocumentBuilder) -> dict[str, Any]:
                     "A WebSocket upgrade; one JSON-RPC 2.0 message per text frame. The same "
                     "protocol as `omnigent stdio` (docs/editors.md). A foreign Origin is 403."
                 ),
-                "parameters": [query_param("agent", NON_EMPTY, "the agent session/new uses")],
+                "parameters": [
+                    query_param(
+                        "agent",
+                        {"type": "string", "pattern": f"^{AGENT_PATTERN}$"},
+                        "the agent session/new uses",
+                    )
+                ],
                 "responses": {
                     "101": {"description": "switching protocols"},
                     **doc.errors("400", "403", "422"),
@@ -85,7 +93,7 @@ def _agents_files(doc: DocumentBuilder) -> dict[str, Any]:
                     "required": True,
                     "content": {
                         "application/json": {"schema": spec},
-                        "application/yaml": {"schema": {"type": "string"}},
+                        **{media: {"schema": {"type": "string"}} for media in YAML_TYPES},
                     },
                 },
                 "responses": {

@@ -9,6 +9,7 @@ The app's only state (the runtime, the auth mode, the stopping event) is one fro
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -159,12 +160,15 @@ def query_int(name: str, *, low: int, high: int | None = None) -> int | None:
 _INT64_MAX = 2**63 - 1
 
 
+# Python's ``int`` also reads "٣", "1_0" and " 5 ": a query integer is ASCII digits.
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
 def parse_int(value: str, loc: str, *, low: int, high: int | None = None) -> int:
     bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-    try:
-        number = int(value, 10)
-    except ValueError:
-        raise InvalidInput.at(loc, f"must be an integer {bounds}") from None
+    if not _INTEGER.fullmatch(value):
+        raise InvalidInput.at(loc, f"must be an integer {bounds}")
+    number = int(value, 10)
     if number < low or number > (_INT64_MAX if high is None else high):
         raise InvalidInput.at(loc, f"must be an integer {bounds}")
     return number

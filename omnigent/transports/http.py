@@ -117,7 +117,8 @@ def create_app(
     if auth not in ("none", "header"):
         raise ValueError(f"auth must be 'none' or 'header', not {auth!r}")
     fence = Fence.of(allowed_origins, allowed_hosts)
-    app = _App("omnigent")
+    # No static folder: Quart would add a ``/static/<path>`` route serving files.
+    app = _App("omnigent", static_folder=None)
     # ``/v1//agents`` would otherwise be a 308 redirect with an HTML page: every answer
     # is JSON (a path that is not a route is the 404 envelope). Set before any route
     # is added: rules take the map's setting when they are bound.

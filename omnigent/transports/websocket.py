@@ -39,10 +39,19 @@ from ._params import IDENTITY_HEADER, AppState
 from ._rpc_connection import ConnectionClosed
 from .acp import serve_acp
 
-__all__ = ["WS_PATH", "QuartWebSocketStream", "install_websocket", "origin_allowed", "pick_agent"]
+__all__ = [
+    "AGENT_PATTERN",
+    "WS_PATH",
+    "QuartWebSocketStream",
+    "install_websocket",
+    "origin_allowed",
+    "pick_agent",
+]
 
 WS_PATH = "/v1/ws"
-_AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+AGENT_PATTERN = "[a-z0-9][a-z0-9._-]{0,127}"
+"""What ``?agent=`` must be, whole (the OpenAPI document states it too)."""
+_AGENT_NAME = re.compile(AGENT_PATTERN)
 
 
 def origin_allowed(origin: str | None, host: str | None, allowed: Collection[str]) -> bool:
@@ -114,7 +123,7 @@ def install_websocket(app: Quart) -> None:
             if not user:
                 raise Unauthorized(f"missing {IDENTITY_HEADER} header")
         name = websocket.args.get("agent")
-        if name is not None and not _AGENT_NAME.match(name):
+        if name is not None and not _AGENT_NAME.fullmatch(name):
             raise InvalidInput.at("agent", "must be an agent name ([a-z0-9][a-z0-9._-]*)")
         await websocket.accept()
         ws = cast(Any, websocket)._get_current_object()  # the object: tasks outlive the proxy
