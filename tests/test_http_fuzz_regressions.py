@@ -114,3 +114,17 @@ async def test_a_websocket_agent_name_with_a_trailing_newline_is_refused() -> No
             )
             assert answer.status_code == 422, answer.text
             assert answer.json()["error"]["details"][0]["loc"] == "agent"
+
+
+async def test_a_405_names_the_methods_the_path_has() -> None:
+    # Was: the envelope replaced werkzeug's answer and dropped its ``Allow`` header
+    # (RFC 9110 requires it on a 405).
+    with trio.fail_after(10):
+        async with open_server() as server:
+            answer = await server.client.request("TRACE", "/health")
+            assert answer.status_code == 405
+            assert answer.json()["error"]["code"] == "method_not_allowed"
+            assert set(answer.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS"}
+            sessions = await server.client.put("/v1/sessions", json={})
+            assert sessions.status_code == 405
+            assert set(sessions.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS", "POST"}

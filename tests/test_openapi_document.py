@@ -70,6 +70,19 @@ async def test_every_body_the_document_lists_is_one_the_route_reads() -> None:
         assert checked >= 12
 
 
+def test_every_operation_has_an_id_and_creators_link_to_their_users() -> None:
+    ids = [op["operationId"] for item in DOCUMENT["paths"].values() for op in item.values()]
+    assert len(ids) == len(set(ids))
+    created = DOCUMENT["paths"]["/v1/sessions"]["post"]["responses"]["201"]["links"]
+    assert created["get_session"] == {
+        "operationId": "get_session",
+        "parameters": {"path.session_id": "$response.body#/id"},
+    }
+    assert "claude_permission_request" not in created  # it waits for a person
+    for link in created.values():
+        assert link["operationId"] in ids
+
+
 async def idle(server: Server, sid: str) -> None:
     async def status() -> str:
         return str((await server.client.get(f"/v1/sessions/{sid}", headers=ME)).json()["status"])

@@ -47,12 +47,15 @@ class InputImage:
     """
 
     type: ClassVar[str] = "input_image"
+    # The document states it as well (omnigent.model._schema).
+    wire_exactly_one: ClassVar[tuple[str, ...]] = ("file_id", "image_url")
     file_id: str | None = None
     image_url: str | None = None
     detail: Literal["auto", "low", "high"] | None = None
 
     def __attrs_post_init__(self) -> None:
-        if (self.file_id is None) == (self.image_url is None):
+        given = [name for name in self.wire_exactly_one if getattr(self, name) is not None]
+        if len(given) != 1:
             raise WireError("exactly one of file_id and image_url is required", "file_id")
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 from quart import Quart, Response, jsonify, request
-from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from ..errors import ErrorDetail, InternalError, InvalidInput, OmnigentError
 from ..model import unstructure
@@ -94,7 +94,11 @@ def _from_http(error: HTTPException) -> Response:
         )
     if isinstance(error, NotFound):  # routing: our own lookups raise OmnigentError
         return error_response(404, name, f"no route for {request.method} {request.path}")
-    return error_response(status, name, error.description or error.name)
+    response = error_response(status, name, error.description or error.name)
+    if isinstance(error, MethodNotAllowed) and error.valid_methods:
+        # RFC 9110: a 405 says which methods the resource has.
+        response.headers["Allow"] = ", ".join(sorted(error.valid_methods))
+    return response
 
 
 def _from_unexpected(error: Exception) -> Response:

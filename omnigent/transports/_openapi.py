@@ -38,6 +38,7 @@ from ._openapi_kit import (
     path_param,
     query_param,
 )
+from ._openapi_links import name_and_link
 from ._openapi_sessions import session_operations
 from ._params import CreateSessionBody, UpdateSessionBody
 from .websocket import AGENT_PATTERN
@@ -120,7 +121,9 @@ def _agents_files(doc: DocumentBuilder) -> dict[str, Any]:
                             "schema": {
                                 "type": "object",
                                 "required": ["file"],
-                                "properties": {"file": {"type": "string", "format": "binary"}},
+                                "properties": {
+                                    "file": {"type": "string", "format": "binary", "minLength": 1}
+                                },
                             }
                         }
                     },
@@ -258,6 +261,7 @@ def _document() -> Mapping[str, Any]:
                 responses.update(doc.errors("403"))
             if method in ("post", "put", "patch"):
                 responses.update(doc.errors("415"))
+    name_and_link(operations)
     schemas = {**doc.schemas.components(), **doc.extra}
     return {
         "openapi": "3.1.0",

@@ -27,10 +27,12 @@ import schemathesis
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
+    allow_header_conformance,
     content_type_conformance,
     negative_data_rejection,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 from omnigent.transports._openapi import openapi_document
@@ -58,7 +60,12 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
     negative_data_rejection,
+    unsupported_method,  # a method a path does not have: 405 with ``Allow``
+    allow_header_conformance,
 ]
+# Not ``positive_data_acceptance``: a body the document allows may still be refused
+# for the state it meets (an unknown id, a cross-field rule the document leaves to the
+# server), and that is by design.
 # Answers in a protocol of their own: MCP's JSON-RPC errors, the WebSocket upgrade.
 _OWN_ERRORS = {("POST", "/v1/sessions/{session_id}/mcp")}
 
