@@ -46,14 +46,23 @@ class Server:
     app: Any
     stopping: trio.Event
 
-    async def agent(self, spec: dict[str, Any]) -> str:
+    async def agent(self, spec: dict[str, Any], *, by_operator: bool = False) -> str:
+        """Register ``spec`` as a client does (``POST /v1/agents``), or as the operator.
+
+        The operator's specs (``serve --agents``, the library) may name programs and
+        working directories a client's may not (``omnigent.spec._trust``).
+        """
+        if by_operator:
+            return (await self.runtime.create_agent(spec)).id
         answer = await self.client.post("/v1/agents", json=spec)
         assert answer.status_code == 201, answer.text
         agent_id: str = answer.json()["id"]
         return agent_id
 
-    async def session(self, spec: dict[str, Any] | None = None, **body: Any) -> str:
-        agent_id = await self.agent(spec or scripted())
+    async def session(
+        self, spec: dict[str, Any] | None = None, *, by_operator: bool = False, **body: Any
+    ) -> str:
+        agent_id = await self.agent(spec or scripted(), by_operator=by_operator)
         answer = await self.client.post("/v1/sessions", json={"agent_id": agent_id, **body})
         assert answer.status_code == 201, answer.text
         session_id: str = answer.json()["id"]
@@ -92,10 +101,12 @@ async def serve_runtime(
 
 
 @asynccontextmanager
-async def open_server(db: str | None = None, **app_options: Any) -> AsyncIterator[Server]:
+async def open_server(
+    db: str | None = None, *, runtime_options: dict[str, Any] | None = None, **app_options: Any
+) -> AsyncIterator[Server]:
     """A runtime on ``db``, served over loopback, with an httpx client for it."""
     async with (
-        omnigent.open_runtime(db) as runtime,
+        omnigent.open_runtime(db, **(runtime_options or {})) as runtime,
         serve_runtime(runtime, **app_options) as (url, app, stopping),
         httpx.AsyncClient(base_url=url, timeout=10) as client,
     ):

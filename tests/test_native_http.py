@@ -74,7 +74,7 @@ async def test_a_turn_with_an_approval_over_http(harness: str, tmp_path: Path) -
     with trio.fail_after(TIMEOUT):
         async with fake.serve() as url, open_server() as server:
             spec = native_spec(harness, url, cwd=work)
-            sid = await server.session(spec)
+            sid = await server.session(spec, by_operator=True)  # an absolute cwd
             snapshot = (await server.client.get(f"/v1/sessions/{sid}")).json()
             assert snapshot["harness"] == harness
             frames = await streamed_turn(server.client, sid, "make a file over http")

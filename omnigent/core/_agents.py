@@ -14,6 +14,7 @@ import trio
 from ..errors import AgentNotFound, ErrorDetail, Forbidden, SpecError
 from ..mcp import require_mcp
 from ..spec import AgentSpec
+from ..spec._trust import client_spec_problems
 from ..spec._unbuilt import unbuilt_keys
 from ..stores import AgentRow, Store
 from ._host import ActorHost
@@ -29,12 +30,16 @@ class AgentCatalog:
         self._store = store
         self._host = host
 
-    async def create(self, spec: AgentSpec | Mapping[str, Any], owner: str) -> Agent:
+    async def create(
+        self, spec: AgentSpec | Mapping[str, Any], owner: str, *, from_client: bool = False
+    ) -> Agent:
         """Validate ``spec`` fully, then store it as the agent's next version.
 
         Beyond its shape: a key whose feature is not built is refused (see
         :mod:`omnigent.spec._unbuilt`), and so is a ``function`` policy the operator did
-        not allow. An unchanged spec keeps its version.
+        not allow. A spec ``from_client`` may name no program the operator did not
+        allow, nor a working directory outside the workspace
+        (:mod:`omnigent.spec._trust`). An unchanged spec keeps its version.
         """
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
@@ -47,6 +52,8 @@ class AgentCatalog:
         # another family, keys it cannot honour), then the policies.
         problems = unbuilt_keys(spec) + self._host.harnesses.spec_problems(harness, spec)
         problems += self._policy_problems(spec)
+        if from_client:
+            problems += client_spec_problems(spec, self._host.allowed_commands)
         if not problems:
             # Importing an allowed function policy's module may block: in a thread.
             problems = await trio.to_thread.run_sync(self._host.new_policy_engine(spec).check)

@@ -9,7 +9,7 @@ stream is waiting on; and it builds a session's harness, tools and turn requests
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -86,6 +86,7 @@ class ActorHost:
         place: ToolPlace,
         default_policies: Sequence[PolicySpec],
         policy_allowlist: PolicyAllowlist,
+        allowed_commands: Collection[str] = (),
         permissions: Permissions,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
@@ -117,6 +118,8 @@ class ActorHost:
         self._tmux = tmux
         self._default_policies = tuple(default_policies)
         self.policy_allowlist = policy_allowlist
+        # Programs a client's spec may name (see omnigent.spec._trust).
+        self.allowed_commands = frozenset(allowed_commands)
         self._specs: dict[tuple[str, int], AgentSpec] = {}
         # Tool implementations clients supply for their sessions (ACP's fs/terminal).
         self.providers = ToolProviders()

@@ -51,6 +51,7 @@ async def open_runtime(
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
     policy_functions: PolicyFunctions | None = None,
     policy_modules: Iterable[str] = (),
+    allowed_commands: Iterable[str] = (),
     exclusive: bool = True,
     shutdown_grace: float = DEFAULT_GRACE,
     harness_idle_timeout: float | None = None,
@@ -81,6 +82,11 @@ async def open_runtime(
             entry points, an agent's ``function`` policy can name nothing: a
             reference to any other module is refused (``SpecError`` when the agent
             is registered) and nothing is imported for it.
+        allowed_commands: programs a spec registered with ``from_client=True`` (the
+            HTTP API's) may name to run — an external harness's or a stdio MCP
+            server's ``command``, a terminal's ``command`` (``serve --allow-command``).
+            By default a client's spec may name none; the operator's own specs may
+            name any.
         exclusive: own the database (the default). One process at a time may run
             turns on a database file: their event logs and recovery would collide.
             ``False`` opens it beside a running owner for records only — agents,
@@ -142,6 +148,7 @@ async def open_runtime(
                         place=place,
                         default_policies=policies,
                         policy_allowlist=allowlist,
+                        allowed_commands=tuple(allowed_commands),
                         records_only=not exclusive,
                         processes=processes,
                         tmux=tmux,

@@ -47,7 +47,9 @@ async def create(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
         if args.config_path is not None:
             spec = await trio.to_thread.run_sync(read_spec, await tools.cwd(), args.config_path)
             try:
-                agent = await orch.agents.create(spec, caller.owner)
+                # A spec file in the workspace is the model's (or a client's) writing,
+                # not the operator's: it may not name programs to run.
+                agent = await orch.agents.create(spec, caller.owner, from_client=True)
             except Forbidden as exc:
                 raise TypedError("access_denied", exc.message) from None
             except OmnigentError as exc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -117,6 +117,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         place: ToolPlace,
         default_policies: Sequence[PolicySpec] = (),
         policy_allowlist: PolicyAllowlist | None = None,
+        allowed_commands: Collection[str] = (),
         records_only: bool = False,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
@@ -143,6 +144,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             place=place,
             default_policies=default_policies,
             policy_allowlist=policy_allowlist or PolicyAllowlist(load_entry_points=False),
+            allowed_commands=allowed_commands,
             permissions=self._permissions,
             processes=processes,
             tmux=tmux,
@@ -215,19 +217,31 @@ class Runtime(metaclass=_NoPublicConstructor):
     # -- agents ------------------------------------------------------------------------
 
     async def create_agent(
-        self, spec: AgentSpec | Mapping[str, Any], *, owner: str = "local"
+        self,
+        spec: AgentSpec | Mapping[str, Any],
+        *,
+        owner: str = "local",
+        from_client: bool = False,
     ) -> Agent:
         """Register an agent, or a new version of the agent with the same name.
 
         An unchanged spec keeps its version.
 
+        Args:
+            spec: the spec (or its dict form).
+            owner: who owns the agent's name.
+            from_client: the spec came from a client of a server (the HTTP API does
+                this), not from the operator: it may name no program to run that
+                ``open_runtime(allowed_commands=...)`` does not list, and no working
+                directory outside the workspace.
+
         Raises:
-            SpecError: the spec is invalid (a bad function policy reference included).
-            UnknownHarness: it names no known harness. Forbidden: another user owns
-            the name.
+            SpecError: the spec is invalid (a bad function policy reference, or what a
+            client may not ask for, included). UnknownHarness: it names no known
+            harness. Forbidden: another user owns the name.
         """
         self._open()
-        return await self._agents.create(spec, owner)
+        return await self._agents.create(spec, owner, from_client=from_client)
 
     async def get_agent(self, agent_id: str) -> Agent:
         """The latest version of an agent. Raises AgentNotFound."""

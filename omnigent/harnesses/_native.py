@@ -180,22 +180,32 @@ def model_endpoint(
     *,
     base_url_variable: str,
     api_key_variable: str,
+    default_base_url: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ModelEndpoint:
     """The model endpoint: the spec's ``executor.config`` values, else the environment.
 
     ``base_url`` / ``api_key`` are the spec's (``executor.config.base_url`` /
     ``api_key``); what they leave unset comes from ``base_url_variable`` /
-    ``api_key_variable`` (``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` for Claude
-    Code, ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for Codex). This is the one place a
-    provider configuration (``$OMNIGENT_HOME/config.yaml``) will slot in, between the
-    two.
+    ``api_key_variable`` (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the loop and
+    Codex, ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` for Claude Code), then
+    ``default_base_url``. This is the one place a provider configuration
+    (``$OMNIGENT_HOME/config.yaml``) will slot in, between the two.
+
+    The environment's key goes to the environment's endpoint only: a spec naming an
+    endpoint of its own (a spec a client registered, say) gets its own ``api_key`` or
+    none, so the server's key is never sent to a URL someone else chose.
     """
     env = os.environ if environ is None else environ
-    return ModelEndpoint(
-        base_url=base_url or env.get(base_url_variable) or None,
-        api_key=api_key or env.get(api_key_variable) or None,
-    )
+    operator_url = env.get(base_url_variable) or default_base_url
+    if base_url and _same_endpoint(base_url, operator_url):
+        base_url = None
+    key = api_key if base_url else (api_key or env.get(api_key_variable) or None)
+    return ModelEndpoint(base_url=base_url or operator_url or None, api_key=key)
+
+
+def _same_endpoint(a: str, b: str | None) -> bool:
+    return b is not None and a.rstrip("/") == b.rstrip("/")
 
 
 OptionCheck = Callable[[Any], str | None]

@@ -12,13 +12,14 @@ model sees them before its next call. A model that stops at its token limit
 ``stopReason`` ``max_tokens`` / ``refusal``.
 
 The endpoint is ``config.base_url`` or ``$OPENAI_BASE_URL``; the key ``config.api_key``
-or ``$OPENAI_API_KEY``. 429 and 5xx answers are retried with bounded backoff by the
-client; any other failure ends the turn ``failed`` with the endpoint's message.
+or ``$OPENAI_API_KEY`` — the latter is sent only to ``$OPENAI_BASE_URL`` (or the
+default endpoint), never to a URL a spec names. 429 and 5xx answers are retried with
+bounded backoff by the client; any other failure ends the turn ``failed`` with the
+endpoint's message.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,6 +33,7 @@ from ..model import (
     MessageItem,
     OutputText,
 )
+from ._native import model_endpoint
 from .base import HarnessEnv, TurnContext, TurnRequest
 from .openai import ChatCompletionsClient, Completion, TextDelta
 
@@ -107,10 +109,16 @@ class LoopHarness:
 
     def __init__(self, env: HarnessEnv) -> None:
         config = env.config
+        endpoint = model_endpoint(
+            config.base_url,
+            config.api_key,
+            base_url_variable="OPENAI_BASE_URL",
+            api_key_variable="OPENAI_API_KEY",
+            default_base_url=DEFAULT_BASE_URL,
+        )
+        assert endpoint.base_url is not None  # the default fills it in
         self._client = ChatCompletionsClient(
-            env.http,
-            base_url=config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
-            api_key=config.api_key or os.environ.get("OPENAI_API_KEY"),
+            env.http, base_url=endpoint.base_url, api_key=endpoint.api_key
         )
         self._max_steps = config.max_steps
         self._temperature = config.temperature

@@ -64,7 +64,7 @@ async def create_agent() -> tuple[dict[str, Any], int]:
         spec: AgentSpec | dict[str, Any] = await trio.to_thread.run_sync(parse)
     else:
         spec = await json_body()
-    agent = await state().runtime.create_agent(spec, owner=caller)
+    agent = await state().runtime.create_agent(spec, owner=caller, from_client=True)
     return agent.to_dict(), 201
 
 

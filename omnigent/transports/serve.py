@@ -127,6 +127,7 @@ async def serve(
     *,
     policies: Sequence[Mapping[str, Any]] = (),
     policy_modules: Sequence[str] = (),
+    allowed_commands: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     allowed_hosts: Sequence[str] = (),
     stop: trio.Event | None = None,
@@ -143,6 +144,9 @@ async def serve(
         policies: server-wide default policies (``open_runtime(default_policies=...)``).
         policy_modules: modules whose callables agents' ``function`` policies may name
             (``open_runtime(policy_modules=...)``).
+        allowed_commands: programs a client's spec (``POST /v1/agents``) may name to
+            run (``--allow-command``); the ``--agents`` specs are the operator's and
+            may name any.
         allowed_origins: web app origins admitted with CORS (``--allowed-origin``).
         allowed_hosts: ``Host`` names answered besides the server's own address
             (``--allowed-host``); see ``docs/security.md``.
@@ -161,6 +165,7 @@ async def serve(
     runtime_options: dict[str, Any] = {
         "default_policies": policies,
         "policy_modules": policy_modules,
+        "allowed_commands": allowed_commands,
     }
     async with open_runtime(runtime_db, **runtime_options) as runtime:
         if agents_dir is not None:
@@ -297,6 +302,16 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "repeatable (default: none)",
     )
     parser.add_argument(
+        "--allow-command",
+        dest="allowed_commands",
+        action="append",
+        default=[],
+        metavar="PROGRAM",
+        help="a program that agent specs sent by clients may name to run (an external "
+        "harness, a stdio MCP server, a terminal's command); clients choose its "
+        "arguments, so never a shell or an interpreter; repeatable (default: none)",
+    )
+    parser.add_argument(
         "--allowed-origin",
         action="append",
         default=[],
@@ -332,6 +347,7 @@ def run_serve(args: argparse.Namespace) -> int:
         Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     policies = load_policies(args.policies) if getattr(args, "policies", None) else []
     modules = tuple(getattr(args, "policy_modules", None) or ())
+    commands = tuple(getattr(args, "allowed_commands", None) or ())
     origins: list[str] = getattr(args, "allowed_origin", None) or []
     hosts: list[str] = getattr(args, "allowed_host", None) or []
     try:
@@ -348,6 +364,7 @@ def run_serve(args: argparse.Namespace) -> int:
             args.auth,
             policies,
             modules,
+            commands,
             origins,
             hosts,
         )
@@ -363,6 +380,7 @@ async def _main(
     auth: str,
     policies: list[dict[str, Any]],
     policy_modules: Sequence[str],
+    commands: Sequence[str],
     origins: Sequence[str],
     hosts: Sequence[str],
 ) -> None:
@@ -379,6 +397,7 @@ async def _main(
                 auth,
                 policies=policies,
                 policy_modules=policy_modules,
+                allowed_commands=commands,
                 allowed_origins=origins,
                 allowed_hosts=hosts,
                 stop=stop,
