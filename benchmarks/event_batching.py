@@ -20,8 +20,9 @@ from pathlib import Path
 import trio
 
 import omnigent
+from omnigent.core._bus import encode_event
 from omnigent.model import OutputTextDelta, SessionStatus
-from omnigent.stores import StoredEvent, open_store
+from omnigent.stores import SessionRow, StoredEvent, open_store
 
 
 async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
@@ -38,14 +39,14 @@ async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
         agent = await rt.create_agent(spec)
         session = await rt.create_session(agent.id)
         writes = 0
-        original = rt.store.append_events
+        original = rt._store.append_events
 
         async def counting(events: list[StoredEvent]) -> None:
             nonlocal writes
             writes += 1
             await original(events)
 
-        rt.store.append_events = counting  # type: ignore[method-assign]
+        rt._store.append_events = counting  # type: ignore[method-assign]
         deltas = 0
         async with rt.subscribe(session.id) as events:
             start = time.perf_counter()
@@ -61,12 +62,30 @@ async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
 
 async def one_write_per_event(path: Path, n: int) -> float:
     async with open_store(str(path)) as store:
+        session = SessionRow(
+            id="conv_x",
+            agent_id="agent_x",
+            agent_version=1,
+            owner="local",
+            title=None,
+            parent_session_id=None,
+            root_session_id="conv_x",
+            harness_override=None,
+            model_override=None,
+            labels={},
+            status="idle",
+            last_event_id=0,
+            turn_count=0,
+            created_at=0.0,
+        )
+        await store.insert_session(session)
         start = time.perf_counter()
         for i in range(n):
             event = OutputTextDelta(response_id="r", item_id="i", delta=f"w{i} ").stamped(
                 session_id="conv_x", event_id=i + 1, created_at=0.0
             )
-            await store.append_events([StoredEvent("conv_x", i + 1, event.type, event.to_dict())])
+            row = StoredEvent("conv_x", i + 1, event.type, encode_event(event))
+            await store.append_events([row])
         return time.perf_counter() - start
 
 

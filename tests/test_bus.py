@@ -10,6 +10,7 @@ import trio.lowlevel
 
 import omnigent
 from omnigent.core import _bus as bus_module
+from omnigent.core import _subscription as subscription_module
 from omnigent.model import Event, OutputTextDelta, SessionStatus
 
 from .conftest import collect_turn, run_turn, scripted, statuses
@@ -97,7 +98,7 @@ async def test_slow_subscriber_never_blocks_the_writer_and_loses_nothing(
 async def test_a_large_backlog_replays_in_pages(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bus_module, "_REPLAY_PAGE", 16)
+    monkeypatch.setattr(subscription_module, "REPLAY_PAGE", 16)
     agent = await rt.create_agent(long_say(100))
     session = await rt.create_session(agent.id)
     reference = await run_turn(rt, session.id)

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core import _bus as bus_module
+from omnigent.core import _persist as persist_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
 
 from .conftest import Recorder, all_tasks, collect_turn, run_turn, scripted, statuses, wait_quiet
@@ -159,7 +159,7 @@ async def test_no_work_starts_once_shutdown_began(rt: omnigent.Runtime) -> None:
 async def test_a_flaky_store_does_not_take_the_runtime_down(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    monkeypatch.setattr(bus_module, "_RETRY_DELAYS", (0.0, 0.0))
+    monkeypatch.setattr(persist_module, "_RETRY_DELAYS", (0.0, 0.0))
     original = rt._store.append_events
     failures = 2
 

@@ -81,6 +81,10 @@ async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> 
         conn.execute("ALTER TABLE sessions DROP COLUMN cwd")
         conn.execute("ALTER TABLE sessions DROP COLUMN updated_at")
         conn.execute("DROP TABLE harness_state")  # migration 3
+        conn.execute("DROP INDEX items_pending")  # migration 5
+        conn.execute("ALTER TABLE items DROP COLUMN pending")
+        conn.execute("DROP TABLE running_tasks")
+        conn.execute("DROP TABLE process_groups")
         conn.execute("PRAGMA user_version = 1")
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
         snapshot = await rt.get_session(old.id)

@@ -55,7 +55,7 @@ from ._render import (
     format_session,
     format_sessions,
 )
-from ._turn import owns_sigint, run_turn
+from ._turn import owns_sigint, owns_sigterm, run_turn
 
 __all__ = ["build_parser", "default_db_url", "main"]
 
@@ -247,6 +247,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         model=args.model,
         approvals=args.approvals,
         watch_sigint=owns_sigint(),
+        watch_sigterm=owns_sigterm(),
         open_lines=_stdin_lines,
         session_id=args.session,
         policy_functions=_own_policy_functions(spec),

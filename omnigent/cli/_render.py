@@ -57,6 +57,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "ApprovalMode",
     "Chunk",
@@ -87,6 +88,8 @@ EXIT_USAGE = 2
 """The user asked for something impossible: a bad spec, a missing file, a bad option."""
 EXIT_INTERRUPTED = 130
 """The turn was cancelled (128 + SIGINT, as shells report a Ctrl-C)."""
+EXIT_TERMINATED = 143
+"""The turn was cancelled by SIGTERM (128 + SIGTERM, as shells report it)."""
 
 
 class TurnRenderer:
@@ -103,11 +106,20 @@ class TurnRenderer:
         self._text_item: str | None = None
         self._exit_code: int | None = None
         self._error: str | None = None
+        self._terminated = False
 
     @property
     def exit_code(self) -> int:
-        """0 completed, 1 failed (or no ending seen), 130 cancelled."""
-        return EXIT_FAILED if self._exit_code is None else self._exit_code
+        """0 completed, 1 failed (or no ending seen), 130 cancelled (143 by SIGTERM)."""
+        if self._exit_code is None:
+            return EXIT_FAILED
+        if self._exit_code == EXIT_INTERRUPTED and self._terminated:
+            return EXIT_TERMINATED
+        return self._exit_code
+
+    def note_terminated(self) -> None:
+        """SIGTERM asked the turn to stop: a cancelled turn says so and exits 143."""
+        self._terminated = True
 
     def feed(self, event: Event) -> list[Chunk]:
         """The chunks one event prints (often none); records how the turn ends."""
@@ -131,7 +143,9 @@ class TurnRenderer:
         if self._error is not None:
             chunks.append(Chunk("stderr", f"Error: {self._error}\n"))
         elif self._exit_code == EXIT_INTERRUPTED:
-            chunks.append(Chunk("stderr", "Interrupted.\n"))
+            chunks.append(
+                Chunk("stderr", "Terminated.\n" if self._terminated else "Interrupted.\n")
+            )
         return chunks
 
     def break_line(self) -> list[Chunk]:

@@ -4,8 +4,10 @@
 one turn to the terminal, with :class:`~omnigent.cli._prompt.Approvals` beside it answering what the
 turn asks. Ctrl-C is taken as a message rather than as ``KeyboardInterrupt`` at an
 arbitrary point, so that an interrupted turn ends through the runtime like any other:
-recorded ``cancelled``, its runtime closed, its open prompt abandoned.
-:func:`owns_sigint` says whether Ctrl-C is ours to take at all.
+recorded ``cancelled``, its runtime closed, its open prompt abandoned. SIGTERM (what
+``kill``, a service manager or a container runtime sends) is taken the same way, and
+the command then exits 143. :func:`owns_sigint` and :func:`owns_sigterm` say whether
+those signals are ours to take at all.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ._render import TurnRenderer, session_note
 
 PolicyFunction = Callable[..., Any]
 
-__all__ = ["owns_sigint", "run_turn"]
+__all__ = ["owns_sigint", "owns_sigterm", "run_turn"]
 
 # The command line's logger: what -v shows is named as it was before this module
 # was split out of omnigent.cli.
@@ -51,6 +53,7 @@ async def run_turn(
     policy_functions: Mapping[str, PolicyFunction] | None = None,
     policy_modules: Sequence[str] = (),
     cwd: Path | None = None,
+    watch_sigterm: bool = False,
 ) -> int:
     """Register ``spec``, open a session (or continue one) and stream one turn.
 
@@ -67,14 +70,15 @@ async def run_turn(
             name (see ``open_runtime``).
         cwd: where the OS tools act when the spec names no ``os_env.cwd`` (default:
             the current directory).
+        watch_sigint, watch_sigterm: take these signals as an interrupt of the turn.
 
     Raises:
         SessionNotFound: ``session_id`` does not exist. BadRequest: it is a session of
             another agent.
 
-    Cancellation: a first Ctrl-C interrupts the turn, which ends ``cancelled`` and is
-    recorded so; a second stops waiting for it. Either way the runtime closes, and an
-    open prompt is abandoned.
+    Cancellation: a first Ctrl-C (or SIGTERM, with ``watch_sigterm``) interrupts the
+    turn, which ends ``cancelled`` and is recorded so; a second stops waiting for it.
+    Either way the runtime closes, and an open prompt is abandoned.
     """
     renderer = TurnRenderer()
     used: str | None = None
@@ -93,7 +97,10 @@ async def run_turn(
             async with rt.open_turn_stream(session.id, prompt) as (_, events):
                 log.info("session %s: turn started", session.id)
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(_interrupt_on_sigint, rt, session.id, give_up, watch_sigint)
+                    watched = _watched_signals(watch_sigint, watch_sigterm)
+                    await nursery.start(
+                        _interrupt_on_signals, rt, session.id, give_up, watched, renderer
+                    )
                     nursery.start_soon(answering.run)
                     async for event in events:
                         answering.feed(event)
@@ -128,31 +135,38 @@ async def _open_session(
     return session
 
 
-async def _interrupt_on_sigint(
+def _watched_signals(sigint: bool, sigterm: bool) -> tuple[signal.Signals, ...]:
+    return (*([signal.SIGINT] if sigint else []), *([signal.SIGTERM] if sigterm else []))
+
+
+async def _interrupt_on_signals(
     rt: Runtime,
     session_id: str,
     give_up: trio.CancelScope,
-    watch: bool,
+    watched: tuple[signal.Signals, ...],
+    renderer: TurnRenderer,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """While running, Ctrl-C interrupts the turn, and a second one cancels ``give_up``.
+    """While running, Ctrl-C (or SIGTERM) interrupts the turn; a second cancels ``give_up``.
 
-    Taking SIGINT as a message, instead of letting trio raise ``KeyboardInterrupt`` at
-    an arbitrary point, lets the turn end through the runtime like any interrupt: its
-    ``response.cancelled`` is published, persisted and rendered. With ``watch`` false
-    it only reports started.
+    Taking the signal as a message, instead of letting trio raise ``KeyboardInterrupt``
+    at an arbitrary point (or dying at once, for SIGTERM), lets the turn end through
+    the runtime like any interrupt: its ``response.cancelled`` is published, persisted
+    and rendered. With nothing in ``watched`` it only reports started.
     """
-    if not watch:
+    if not watched:
         task_status.started()
         return
     # The interrupt runs beside the receiver: a stop waits for the session's work to
-    # end, and a second Ctrl-C must be heard meanwhile.
+    # end, and a second signal must be heard meanwhile.
     async with trio.open_nursery() as interrupting:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
+        with trio.open_signal_receiver(*watched) as signals:
             task_status.started()
             interrupted = False
-            async for _ in signals:
+            async for signum in signals:
+                if signum == signal.SIGTERM:
+                    renderer.note_terminated()
                 if interrupted:
                     give_up.cancel()
                     return
@@ -166,6 +180,13 @@ async def _interrupt_turn(rt: Runtime, session_id: str) -> None:
     # the message instead, and the turn stream ends on the session's status.
     if not await rt.interrupt(session_id):
         await rt.stop_session(session_id)
+
+
+def owns_sigterm() -> bool:
+    """Whether SIGTERM is ours to handle: it has its default action (and we are on the
+    main thread, where signals arrive)."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    return on_main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def owns_sigint() -> bool:

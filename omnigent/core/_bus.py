@@ -1,28 +1,42 @@
 """The event bus: per-session sequence numbers, persist then publish, replay.
 
-``publish`` stamps an event with its session's next ``event_id`` and queues it; one
-writer task (:meth:`EventBus.run`, in the runtime's service nursery) takes whatever is
-queued, writes it to the store in one transaction, and only then fans it out to live
-subscribers. So every event a subscriber sees is already durable, and a turn streaming
-thousands of deltas pays one thread hop per batch, not per delta.
+``publish`` encodes an event, stamps it with its session's next ``event_id`` and
+queues it; one writer task (:meth:`EventBus.run`, in the runtime's service nursery)
+takes whatever is queued, writes it to the store in one transaction, and only then
+fans it out to live subscribers (:mod:`._subscription`). So every event a subscriber
+sees is already durable, and a turn streaming thousands of deltas pays one thread hop
+per batch, not per delta.
 
-A subscriber replays from the store, then tails live, with no gap and no duplicate:
-it registers for live delivery *before* its last store read and skips anything at or
-below the last id it yielded. A subscriber that falls behind is detached rather than
-allowed to block the writer; its iterator notices and resumes from the store where it
-stopped, so it never loses an event.
+Nothing lost:
+
+* An event is encoded to JSON *before* it takes an id, so a payload the store could
+  not take (a ``datetime``, a ``NaN``) is refused to its publisher with
+  :class:`~omnigent.errors.InvalidInput` and never reaches the writer.
+* A batch the store refuses anyway is retried, then written row by row
+  (:mod:`._persist`): only the offending row is refused (logged with its session and
+  type), and every other session's log stays complete and gap-free.
+* A records-only bus refuses every publish (``StoreBusy``): the database's owner
+  assigns the ids. A session being deleted is sealed, and a deleted one has no row
+  to count from, so nothing is published into either (``SessionNotFound``).
+
+Fairness: ``publish`` checkpoints every time (as ``MemorySendChannel.send`` does), so a
+harness streaming deltas from memory never starves other sessions, and an interrupt
+lands at its next delta.
 
 Resource handling: the queue and every subscriber buffer are bounded. ``publish``
-waits for room when the queue is full (back-pressure on the producer), but never while
-holding a half-assigned sequence number.
+waits for room when the queue is full (back-pressure on the producer), but never
+while holding a half-assigned sequence number. Per-session state lives only while the
+session is in use — held by an actor, subscribed to, or with events on their way to
+the store — so memory stays flat however many sessions a process touches.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
-from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -30,18 +44,62 @@ import attrs
 import trio
 
 from .._ids import now
-from ..model import Event, SessionStatus, event_from_dict
+from ..errors import InvalidInput, SessionNotFound, StoreBusy
+from ..model import Event, SessionStatus
 from ..stores import Store, StoredEvent
+from ._persist import Persister
+from ._subscription import Live, Subscription
 
-__all__ = ["EventBus", "Subscription"]
+__all__ = ["EventBus", "SessionHold", "Subscription", "encode_event"]
 
 log = logging.getLogger(__name__)
 
 _QUEUE_SIZE = 8192
 _BATCH_MAX = 1024
 _SUBSCRIBER_BUFFER = 2048
-_REPLAY_PAGE = 500
-_RETRY_DELAYS = (0.05, 0.25, 1.0)
+_BATCH_WINDOW = 0.001
+# A batch holding this many events of one session means that session is streaming
+# faster than the writer writes: the next batch waits the window.
+_BUSY_SESSION = 16
+
+
+def encode_event(event: Event) -> str:
+    """An event's wire form as strict JSON text (no ``NaN``, no foreign objects).
+
+    Raises:
+        InvalidInput: the payload cannot be encoded.
+    """
+    try:
+        return json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"the {event.type} event cannot be stored: {exc}") from exc
+
+
+@attrs.define(eq=False)
+class _SessionLog:
+    """What the bus keeps for one session while it is in use."""
+
+    last_id: int | None = None  # None until read from the store
+    status: str | None = None
+    in_flight: int = 0  # queued, not yet written
+    users: int = 0  # publishers between an await and their stamp
+    holds: int = 0  # actors keeping the counter warm
+    gone: bool = False  # the session was deleted
+
+
+@attrs.frozen(eq=False)
+class SessionHold:
+    """A token from :meth:`EventBus.hold`; give it back with :meth:`EventBus.release`."""
+
+    session_id: str
+    log: _SessionLog
+
+
+@attrs.define(eq=False)
+class _Queued:
+    event: Event
+    row: StoredEvent
+    log: _SessionLog
 
 
 @attrs.define(eq=False)
@@ -51,88 +109,203 @@ class _Flush:
     done: trio.Event = attrs.field(factory=trio.Event)
 
 
-@attrs.define(eq=False)
-class _Live:
-    """One subscriber's live buffer, as the writer sees it."""
-
-    send: trio.MemorySendChannel[Event]
-    lagging: bool = False
+def _streaming(batch: list[_Queued | _Flush]) -> bool:
+    """Whether one session has at least :data:`_BUSY_SESSION` events in ``batch``."""
+    if len(batch) < _BUSY_SESSION:
+        return False
+    counts: dict[str, int] = {}
+    for item in batch:
+        if isinstance(item, _Queued):
+            sid = item.row.session_id
+            counts[sid] = counts.get(sid, 0) + 1
+            if counts[sid] >= _BUSY_SESSION:
+                return True
+    return False
 
 
 class EventBus:
-    """Sequences, persists and fans out session events. Owned by a ``Runtime``."""
+    """Sequences, persists and fans out session events. Owned by a ``Runtime``.
 
-    def __init__(self, store: Store) -> None:
+    Args:
+        store: where events are written and replayed from.
+        records_only: the runtime does not own the database: refuse every publish.
+    """
+
+    def __init__(self, store: Store, *, records_only: bool = False) -> None:
         self._store = store
+        self._records_only = records_only
         # The channel itself is unbounded; publish() keeps it to _QUEUE_SIZE by waiting
         # for room, and only publish_now() (a turn's terminal events: a handful per
         # live turn) may go past that bound, so a turn can always end.
-        self._send, self._receive = trio.open_memory_channel[Event | _Flush](math.inf)
+        self._send, self._receive = trio.open_memory_channel[_Queued | _Flush](math.inf)
         self._room = trio.lowlevel.ParkingLot()
-        self._last_id: dict[str, int] = {}
-        self._live: defaultdict[str, set[_Live]] = defaultdict(set)
-        self._closed = False
-        self._status: dict[str, str] = {}
+        self._logs: dict[str, _SessionLog] = {}
+        self._live: defaultdict[str, set[Live]] = defaultdict(set)
         # Open subscriptions by session (entries live as long as their block), so a
         # delete can end even those still catching up from the store.
         self._open: defaultdict[str, set[Subscription]] = defaultdict(set)
+        # Sessions being deleted: nothing more is published on them.
+        self._sealed: set[str] = set()
+        self._closed = False
+        self._persister = Persister(store)
+        self.drained = trio.Event()  # the writer has returned
+
+    # -- per-session state -----------------------------------------------------------
+
+    async def _loaded(self, session_id: str) -> _SessionLog:
+        """The session's state with its counter read (from the store if need be).
+
+        Raises:
+            SessionNotFound: the session does not exist (or is being deleted).
+        """
+        if session_id in self._sealed:
+            raise SessionNotFound(session_id)
+        entry = self._logs.get(session_id)
+        if entry is None:
+            entry = self._logs[session_id] = _SessionLog()
+        if entry.last_id is None:
+            entry.users += 1
+            try:
+                stored = await self._store.max_event_id(session_id)
+            finally:
+                entry.users -= 1
+            if stored is None:
+                self._maybe_drop(session_id)
+                raise SessionNotFound(session_id)
+            if entry.last_id is None:
+                entry.last_id = stored
+        return entry
+
+    def _maybe_drop(self, session_id: str) -> None:
+        """Forget a session's state once nothing needs it (its row has it all)."""
+        entry = self._logs.get(session_id)
+        if (
+            entry is not None
+            and not (entry.users or entry.holds or entry.in_flight)
+            and session_id not in self._live
+            and session_id not in self._open
+        ):
+            del self._logs[session_id]
+
+    def hold(self, session_id: str) -> SessionHold:
+        """Keep the session's counter in memory until :meth:`release` (an actor's life)."""
+        entry = self._logs.get(session_id)
+        if entry is None:
+            entry = self._logs[session_id] = _SessionLog()
+        entry.holds += 1
+        return SessionHold(session_id, entry)
+
+    def release(self, hold: SessionHold) -> None:
+        hold.log.holds -= 1
+        if self._logs.get(hold.session_id) is hold.log:
+            self._maybe_drop(hold.session_id)
 
     # -- producing -------------------------------------------------------------------
 
     async def last_event_id(self, session_id: str) -> int:
-        """The id of the newest event published (queued) for the session."""
-        if session_id not in self._last_id:
-            stored = await self._store.max_event_id(session_id)
-            self._last_id.setdefault(session_id, stored)
-        return self._last_id[session_id]
+        """The id of the newest event published (queued) for the session.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        entry = await self._loaded(session_id)
+        assert entry.last_id is not None
+        value = entry.last_id
+        self._maybe_drop(session_id)
+        return value
 
     async def publish(self, session_id: str, event: Event) -> Event:
-        """Stamp ``event`` with the session's next id and queue it for the writer.
+        """Encode ``event``, stamp it with the session's next id and queue it.
 
-        Returns the stamped event. Waits only while the queue is full.
+        Returns the stamped event. Always checkpoints; waits only while the queue is
+        full.
 
-        Cancellation: if cancelled while waiting for room, nothing was published and
-        no id was used.
+        Raises:
+            InvalidInput: the payload cannot be encoded (nothing published, no id used).
+            StoreBusy: a records-only runtime. SessionNotFound: the session is deleted
+            or being deleted. trio.ClosedResourceError: the bus is closed.
+
+        Cancellation: if cancelled before the event is queued, nothing was published
+        and no id was used; once queued, the event is published and returned.
         """
-        await self.last_event_id(session_id)
-        while self._queued() >= _QUEUE_SIZE:
-            await self._room.park()
-        return self._stamp_and_queue(session_id, event)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        await self._check_writable()
+        entry = await self._loaded(session_id)
+        if self._queued() >= _QUEUE_SIZE:
+            entry.users += 1
+            try:
+                while self._queued() >= _QUEUE_SIZE:
+                    await self._room.park()
+            finally:
+                entry.users -= 1
+        (stamped,) = self._stamp_and_queue(session_id, entry, (event,))
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return stamped
 
     async def publish_now(self, session_id: str, *events: Event) -> list[Event]:
         """Publish ``events`` back to back without waiting for room in the queue.
 
         For what must not be held up or split: a turn's terminal ``response.*`` event
-        and ``session.status`` go out together even when the queue is full.
+        and ``session.status`` go out together even when the queue is full. All are
+        encoded first, so either all are published or none.
 
         Raises:
-            trio.ClosedResourceError: the bus is closed.
+            as :meth:`publish`.
         """
-        await self.last_event_id(session_id)
-        return [self._stamp_and_queue(session_id, event) for event in events]
+        await self._check_writable()
+        entry = await self._loaded(session_id)
+        return self._stamp_and_queue(session_id, entry, events)
 
-    def _stamp_and_queue(self, session_id: str, event: Event) -> Event:
+    async def _check_writable(self) -> None:
+        if self._records_only:
+            owner = await self._store.owner_info()
+            raise StoreBusy(self._store.location, owner, records_only=True)
+
+    def _stamp_and_queue(
+        self, session_id: str, entry: _SessionLog, events: Sequence[Event]
+    ) -> list[Event]:
         # Synchronous: nothing can run between taking an id and queueing the event.
         if self._closed:
             raise trio.ClosedResourceError("the event bus is closed")
-        event_id = self._last_id[session_id] + 1
-        self._last_id[session_id] = event_id
-        stamped: Event = event.stamped(session_id=session_id, event_id=event_id, created_at=now())
-        if isinstance(stamped, SessionStatus):
-            self._status[session_id] = stamped.status
-        self._send.send_nowait(stamped)
-        return stamped
+        if entry.gone or session_id in self._sealed or self._logs.get(session_id) is not entry:
+            raise SessionNotFound(session_id)
+        assert entry.last_id is not None
+        created = now()
+        ready: list[_Queued] = []
+        for offset, event in enumerate(events, start=1):
+            stamped: Event = event.stamped(
+                session_id=session_id, event_id=entry.last_id + offset, created_at=created
+            )
+            status = stamped.status if isinstance(stamped, SessionStatus) else None
+            row = StoredEvent(
+                session_id,
+                stamped.event_id,
+                stamped.type,
+                encode_event(stamped),
+                status,
+                created,
+            )
+            ready.append(_Queued(stamped, row, entry))
+        for queued in ready:
+            entry.last_id = queued.event.event_id
+            entry.in_flight += 1
+            if queued.row.status is not None:
+                entry.status = queued.row.status
+            self._send.send_nowait(queued)
+        return [queued.event for queued in ready]
 
     def _queued(self) -> int:
         return self._send.statistics().current_buffer_used
 
     def status_of(self, session_id: str) -> str | None:
-        """The latest status published for the session in this process, if any."""
-        return self._status.get(session_id)
+        """The latest status published in this process and not yet known to the store."""
+        entry = self._logs.get(session_id)
+        return None if entry is None else entry.status
 
     def known_last_id(self, session_id: str) -> int:
         """The newest event id this process assigned for the session (0 if none)."""
-        return self._last_id.get(session_id, 0)
+        entry = self._logs.get(session_id)
+        return 0 if entry is None or entry.last_id is None else entry.last_id
 
     async def flush(self) -> None:
         """Wait until every event published before this call is persisted and delivered."""
@@ -142,14 +315,24 @@ class EventBus:
         self._send.send_nowait(marker)
         await marker.done.wait()
 
+    def seal(self, session_ids: Sequence[str]) -> None:
+        """Refuse every later publish on these sessions (they are being deleted)."""
+        self._sealed.update(session_ids)
+
+    def unseal(self, session_ids: Sequence[str]) -> None:
+        """Undo :meth:`seal` (a delete that failed, or finished)."""
+        self._sealed.difference_update(session_ids)
+
     def forget_session(self, session_id: str) -> None:
-        """End every live subscription of a deleted session and drop its counter."""
+        """End every subscription of a deleted session and drop what is kept for it."""
         for subscription in self._open.get(session_id, ()):
             subscription.ended = True
         for live in self._live.pop(session_id, set()):
             live.send.close()
-        self._last_id.pop(session_id, None)
-        self._status.pop(session_id, None)
+        entry = self._logs.pop(session_id, None)
+        if entry is not None:
+            entry.gone = True
+        self._sealed.discard(session_id)
 
     # -- the writer ------------------------------------------------------------------
 
@@ -158,53 +341,53 @@ class EventBus:
 
         Cancellation: shielded. The writer must outlive every turn that may still
         publish its terminal events while the runtime is being cancelled; it ends only
-        when :meth:`close` is called (the runtime does, last).
+        when :meth:`close` is called (the runtime does, last), and quickly after
+        :meth:`abandon`.
         """
         task_status.started()
-        with trio.CancelScope(shield=True):
-            async with self._receive:
-                async for first in self._receive:
-                    batch = [first]
-                    while len(batch) < _BATCH_MAX:
-                        try:
-                            batch.append(self._receive.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                    self._room.unpark_all()
-                    await self._write(batch)
-        for subscribers in self._live.values():
-            for live in subscribers:
-                live.send.close()
-        self._live.clear()
+        try:
+            with trio.CancelScope(shield=True):
+                async with self._receive:
+                    busy = False
+                    async for first in self._receive:
+                        if busy and self._queued() < _BATCH_MAX and not self._closed:
+                            # A session is streaming faster than we write: a moment
+                            # for more to arrive. Producers checkpoint on every
+                            # publish, so without it such a stream would be written a
+                            # few events at a time; a trickle (short turns, however
+                            # many sessions) is written at once.
+                            await trio.sleep(_BATCH_WINDOW)
+                        batch = [first]
+                        while len(batch) < _BATCH_MAX:
+                            try:
+                                batch.append(self._receive.receive_nowait())
+                            except (trio.WouldBlock, trio.EndOfChannel):
+                                break
+                        self._room.unpark_all()
+                        busy = _streaming(batch)
+                        await self._write(batch)
+            for subscribers in self._live.values():
+                for live in subscribers:
+                    live.send.close()
+            self._live.clear()
+        finally:
+            self.drained.set()
 
-    async def _write(self, batch: list[Event | _Flush]) -> None:
-        events = [e for e in batch if not isinstance(e, _Flush)]
-        stored = not events or await self._persist(events)
+    async def _write(self, batch: list[_Queued | _Flush]) -> None:
+        queued = [q for q in batch if isinstance(q, _Queued)]
+        written = await self._persister.persist([q.row for q in queued]) if queued else []
+        stored = {id(q) for q, ok in zip(queued, written, strict=True) if ok}
+        touched: set[str] = set()
         for item in batch:
             if isinstance(item, _Flush):
                 item.done.set()
-            elif stored:
-                self._deliver(item)
-
-    async def _persist(self, events: list[Event]) -> bool:
-        """Write a batch, retrying a failing store; False if it could not be written.
-
-        A store that keeps failing must not take the runtime down with it: the batch
-        is then dropped (and logged), as it was never durable it is never delivered.
-        """
-        rows = [StoredEvent(e.session_id, e.event_id, e.type, e.to_dict()) for e in events]
-        for delay in (*_RETRY_DELAYS, None):
-            try:
-                await self._store.append_events(rows)
-            except Exception:
-                if delay is None:
-                    log.exception("dropping %d events the store would not take", len(rows))
-                    return False
-                log.warning("the store refused %d events; retrying", len(rows), exc_info=True)
-                await trio.sleep(delay)
-            else:
-                return True
-        return False  # pragma: no cover - the loop always returns
+                continue
+            item.log.in_flight -= 1
+            touched.add(item.row.session_id)
+            if id(item) in stored:
+                self._deliver(item.event)
+        for session_id in touched:
+            self._maybe_drop(session_id)
 
     def _deliver(self, event: Event) -> None:
         subscribers = self._live.get(event.session_id)
@@ -227,23 +410,31 @@ class EventBus:
         self._room.unpark_all()
         await self._send.aclose()
 
+    def abandon(self) -> None:
+        """Stop retrying: what the store has not taken yet is dropped (and logged).
+
+        For a shutdown past its grace, with the store abandoned too.
+        """
+        self._persister.abandon()
+
     # -- consuming -------------------------------------------------------------------
 
-    def _attach(self, session_id: str) -> tuple[_Live, trio.MemoryReceiveChannel[Event]]:
+    def _attach(self, session_id: str) -> tuple[Live, trio.MemoryReceiveChannel[Event]]:
         send, receive = trio.open_memory_channel[Event](_SUBSCRIBER_BUFFER)
-        live = _Live(send)
+        live = Live(send)
         if self._closed:
             send.close()
         else:
             self._live[session_id].add(live)
         return live, receive
 
-    def _detach(self, session_id: str, live: _Live) -> None:
+    def _detach(self, session_id: str, live: Live) -> None:
         subscribers = self._live.get(session_id)
         if subscribers is not None:
             subscribers.discard(live)
             if not subscribers:
                 del self._live[session_id]
+                self._maybe_drop(session_id)
         live.send.close()
 
     @asynccontextmanager
@@ -261,8 +452,11 @@ class EventBus:
 
         Resource handling: the live registration is released when the block exits.
         """
-        start = await self.last_event_id(session_id) if after is None else after
-        subscription = Subscription(self, session_id, start, admits=admits)
+        if after is None:
+            entry = await self._loaded(session_id)  # kept: the subscription holds it now
+            assert entry.last_id is not None
+            after = entry.last_id
+        subscription = Subscription(self, session_id, after, admits=admits)
         self._open[session_id].add(subscription)
         try:
             yield subscription
@@ -272,124 +466,12 @@ class EventBus:
             opened.discard(subscription)
             if not opened:
                 del self._open[session_id]
+                self._maybe_drop(session_id)
 
     def statistics(self) -> dict[str, Any]:
-        """Queue depth and subscriber counts, for tests and monitoring."""
+        """Queue depth, subscriber counts and sessions kept, for tests and monitoring."""
         return {
             "queued": self._queued(),
             "subscribers": sum(len(s) for s in self._live.values()),
+            "sessions": len(self._logs),
         }
-
-
-class Subscription:
-    """An async iterator over a session's events, in order, each exactly once.
-
-    Made by :meth:`EventBus.subscribe`; ``last_event_id`` is the id of the last event
-    it yielded (or skipped as not for this viewer), where a reconnecting client resumes.
-    """
-
-    def __init__(
-        self,
-        bus: EventBus,
-        session_id: str,
-        after: int,
-        *,
-        admits: Callable[[Event], Awaitable[bool]] | None = None,
-    ) -> None:
-        self._bus = bus
-        self.session_id = session_id
-        self.last_event_id = after
-        self._admits = admits
-        # The next event, held while ``admits`` decides (so a cancel there loses nothing).
-        self._held: Event | None = None
-        self._replay: deque[Event] = deque()
-        self._live: _Live | None = None
-        self._receive: trio.MemoryReceiveChannel[Event] | None = None
-        self._caught_up = False
-        self._closed = False
-        self.ended = False  # set when the session is deleted
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> Event:
-        """The next event (that ``admits`` lets through, if the subscription has one).
-
-        Cancellation: safe at any point. Every store read is kept the moment it
-        returns, and an event is held until ``admits`` has answered for it, so a
-        cancelled call loses nothing and the next call resumes.
-
-        Raises:
-            trio.ClosedResourceError: the subscription's block has exited.
-        """
-        while True:
-            if self._held is None:
-                self._held = await self._next_event()
-            event = self._held
-            admitted = self._admits is None or await self._admits(event)
-            self._held = None
-            self.last_event_id = event.event_id
-            if admitted:
-                return event
-
-    async def _next_event(self) -> Event:
-        """The next event after ``last_event_id``, from the store or live."""
-        while True:
-            if self._closed:
-                raise trio.ClosedResourceError("this subscription was released")
-            if self.ended:
-                self._release()
-                raise StopAsyncIteration
-            if self._replay:
-                event = self._replay.popleft()
-                if event.event_id > self.last_event_id:
-                    return event
-                continue
-            if not self._caught_up:
-                await self._catch_up_step()
-                continue
-            assert self._receive is not None
-            try:
-                event = await self._receive.receive()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                if self._live is not None and self._live.lagging:
-                    self._release()  # resume from the store where we stopped
-                    continue
-                raise StopAsyncIteration from None
-            if event.event_id > self.last_event_id:
-                return event
-
-    async def _catch_up_step(self) -> None:
-        """One read of the store towards the present.
-
-        Reads a page after the last yielded id. A full page means more to read. A
-        short one means the store is nearly caught up: attach for live delivery, then
-        read once more — an event committed meanwhile is either in that read or
-        delivered live (or both, and then skipped by id) — and go live.
-        """
-        page = await self._read_page(self.last_event_id)
-        self._replay.extend(page)
-        if len(page) == _REPLAY_PAGE:
-            return
-        if self._receive is None:
-            self._live, self._receive = self._bus._attach(self.session_id)
-        else:
-            self._caught_up = True
-
-    async def _read_page(self, after: int) -> list[Event]:
-        rows = await self._bus._store.read_events(self.session_id, after, _REPLAY_PAGE)
-        return [event_from_dict(r) for r in rows]
-
-    def _close(self) -> None:
-        """End the subscription for good (its ``subscribe`` block exited)."""
-        self._closed = True
-        self._release()
-
-    def _release(self) -> None:
-        if self._live is not None:
-            self._bus._detach(self.session_id, self._live)
-        if self._receive is not None:
-            self._receive.close()
-        self._live = None
-        self._receive = None
-        self._caught_up = False

@@ -32,9 +32,9 @@ from ..harnesses.base import ToolSchema
 from ..model import ChangedFilesInvalidated, ElicitationParams, ElicitationRequest, InboxUpdated
 from ..spec import AgentSpec
 from ..stores import Store
+from ..tools import TrackedGroups, workspace_for
 from ..tools import os as os_tools
 from ..tools import terminals as terminal_tools
-from ..tools import workspace_for
 from ..tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
 from ._bus import EventBus
 from ._elicitations import Elicitations, elicitation_params
@@ -142,6 +142,7 @@ class SessionTools:
         providers: ToolProviders | None = None,
         work: ChildWork | None = None,
         orchestration: Orchestration | None = None,
+        groups: TrackedGroups | None = None,
     ) -> None:
         self.session_id = session_id
         self._session_cwd = Path(session_cwd) if session_cwd is not None else None
@@ -150,6 +151,7 @@ class SessionTools:
         # tools act through (both absent for tools made outside an actor).
         self.work = work
         self.orchestration = orchestration
+        self.groups = groups
         self.spec = spec
         self._registry = registry
         self._policies = policies
@@ -460,6 +462,9 @@ def _os_tool(name: str) -> Builtin:
     tool = getattr(os_tools, name)
 
     async def run(tools: SessionTools, args: dict[str, Any]) -> str:
+        if name == "sys_os_shell":  # the one that starts processes: record their group
+            shell: str = await tool(await tools.cwd(), args, tracker=tools.groups)
+            return shell
         output: str = await tool(await tools.cwd(), args)
         return output
 

@@ -20,6 +20,13 @@ about one tool in one session, in one phase, without asking anyone: an editor's
 "always allow" / "always reject". Nothing is published for an elicitation answered
 that way; the tool call itself is still in the history. Standing answers live in
 memory for the runtime's lifetime (or until the session is deleted).
+A stop or delete of a session *withdraws* (:meth:`Elicitations.withdraw`) what is
+pending on it and its descendants, including what callers outside the session hold (a
+coding agent's hook request, a policy ASK): each waiter wakes at once with ``cancel``
+(a hook answers deny), and its row ends ``expired``.
+
+The waiter exists (and its ``finally`` is armed) before the pending row is written, so
+a cancel at any point leaves no pending row behind.
 
 Resource handling: the waiter table holds one entry per *waiting task*, removed by
 that task's ``finally``; it owns no tasks itself.
@@ -30,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -38,6 +45,7 @@ import attrs
 import trio
 
 from .._ids import new_id
+from ..errors import InvalidInput, SessionNotFound
 from ..model import (
     ElicitationParams,
     ElicitationRequest,
@@ -45,10 +53,10 @@ from ..model import (
     SessionStatus,
 )
 from ..stores import Store
-from ._bus import EventBus
+from ._bus import EventBus, encode_event
 from ._records import ElicitationInfo
 
-__all__ = ["ACTIONS", "Elicitations", "Resolution", "elicitation_params"]
+__all__ = ["ACTIONS", "Elicitations", "Resolution", "check_content", "elicitation_params"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,8 @@ class _Waiter:
     request: ElicitationRequest
     done: trio.Event = attrs.field(factory=trio.Event)
     resolution: Resolution | None = None
+    withdrawn: bool = False
+    finished: trio.Event = attrs.field(factory=trio.Event)  # its row and events are final
     # The published request as each session that shows it saw it (the owner and its
     # ancestors): stamped with that stream's event id, mirrors with target_session_id.
     views: dict[str, ElicitationRequest] = attrs.field(factory=dict)
@@ -105,12 +115,19 @@ class Elicitations:
             mark_waiting: publish ``session.status waiting`` while blocked (and
                 ``running`` after); hooks answered outside a turn pass ``False``.
 
+        Returns:
+            The answer; ``cancel`` when a stop or delete withdrew the elicitation.
+
+        Raises:
+            InvalidInput: ``params`` cannot be encoded (nothing was published).
+
         Cancellation: withdraws the elicitation (marked expired, resolved signal
         published) and re-raises.
         """
         async with self.open(session_id, params, mark_waiting=mark_waiting) as waiter:
             await waiter.done.wait()
-            assert waiter.resolution is not None
+            if waiter.resolution is None:  # withdrawn
+                return Resolution("cancel")
             return waiter.resolution
 
     @asynccontextmanager
@@ -120,46 +137,76 @@ class Elicitations:
         """Like :meth:`ask`, for callers that wait on ``waiter.done`` themselves.
 
         With a standing answer for the request's tool, the waiter comes back already
-        answered and nothing is stored or published.
+        answered and nothing is stored or published. ``waiter.done`` is also set when
+        the elicitation is withdrawn (then ``waiter.resolution`` stays ``None``).
         """
         elicitation_id = new_id("elicit")
         if params.mode == "url" and params.url is None:
             params = attrs.evolve(params, url=f"/approve/{session_id}/{elicitation_id}")
         request = ElicitationRequest(elicitation_id=elicitation_id, params=params)
+        encoded = encode_event(request)  # InvalidInput before anything is written
         waiter = _Waiter(session_id, request)
         standing = self._standing_answer(session_id, params)
         if standing is not None:
             waiter.resolution = standing
             waiter.done.set()
+            waiter.finished.set()
             yield waiter
             return
-        await self._store.insert_elicitation(
-            elicitation_id, session_id, json.dumps(request.to_dict())
-        )
         self._waiters[elicitation_id] = waiter
         try:
-            waiter.views = await self._publish_everywhere(session_id, request)
-            if mark_waiting:
-                await self._bus.publish(session_id, SessionStatus(status="waiting"))
+            await self._store.insert_elicitation(elicitation_id, session_id, encoded)
+            if not waiter.done.is_set():  # not withdrawn meanwhile
+                waiter.views = await self._publish_everywhere(session_id, request)
+                if mark_waiting:
+                    await self._bus.publish(session_id, SessionStatus(status="waiting"))
             yield waiter
         finally:
             del self._waiters[elicitation_id]
             with trio.move_on_after(10, shield=True):
-                await self._finish(waiter, mark_waiting)
+                try:
+                    await self._finish(waiter, mark_waiting)
+                except Exception:
+                    log.warning("could not finish elicitation %s", elicitation_id, exc_info=True)
+            waiter.finished.set()
 
     async def _finish(self, waiter: _Waiter, mark_waiting: bool) -> None:
         resolution = waiter.resolution
         action = resolution.action if resolution else "expired"
         eid = waiter.request.elicitation_id
+        # Also when the insert never happened (cancelled first): then a no-op.
         await self._store.finish_elicitation(
             eid, "resolved" if waiter.resolution else "expired", action
         )
+        if not waiter.views:
+            return  # never published: nobody was shown it
         resolved = ElicitationResolved(
             elicitation_id=eid, action=action, content=resolution.content if resolution else None
         )
-        await self._publish_everywhere(waiter.session_id, resolved)
-        if mark_waiting and waiter.resolution is not None:
-            await self._bus.publish(waiter.session_id, SessionStatus(status="running"))
+        try:
+            await self._publish_everywhere(waiter.session_id, resolved)
+            if mark_waiting and waiter.resolution is not None:
+                await self._bus.publish(waiter.session_id, SessionStatus(status="running"))
+        except SessionNotFound:
+            pass  # the session is being deleted: its log goes with it
+
+    def sessions(self) -> set[str]:
+        """The sessions with something pending in this process."""
+        return {waiter.session_id for waiter in self._waiters.values()}
+
+    def withdraw(self, session_ids: Collection[str]) -> list[_Waiter]:
+        """Wake every waiter pending on ``session_ids``, answered with nothing.
+
+        Each wakes at once (:meth:`ask` returns ``cancel``); its row ends ``expired``.
+        Returns the waiters, whose ``finished`` is set once their ``finally`` ran.
+        """
+        withdrawn = []
+        for waiter in list(self._waiters.values()):
+            if waiter.session_id in session_ids and not waiter.done.is_set():
+                waiter.withdrawn = True
+                waiter.done.set()
+                withdrawn.append(waiter)
+        return withdrawn
 
     async def _publish_everywhere(
         self, owner: str, event: ElicitationRequest | ElicitationResolved
@@ -190,7 +237,7 @@ class Elicitations:
         if action not in ACTIONS:
             raise ValueError(f"unknown elicitation action {action!r}")
         waiter = self._waiters.get(elicitation_id)
-        if waiter is None or waiter.session_id != session_id or waiter.resolution is not None:
+        if waiter is None or waiter.session_id != session_id or waiter.done.is_set():
             return False
         waiter.resolution = Resolution(action, content if action == "accept" else None)  # type: ignore[arg-type]
         waiter.done.set()
@@ -240,7 +287,7 @@ class Elicitations:
         found = [
             waiter.views[session_id]
             for waiter in self._waiters.values()
-            if waiter.resolution is None and session_id in waiter.views
+            if not waiter.done.is_set() and session_id in waiter.views
         ]
         return sorted(found, key=lambda request: request.event_id)
 
@@ -250,14 +297,14 @@ class Elicitations:
         ``None`` when it is not pending or not shown on ``session_id``.
         """
         waiter = self._waiters.get(elicitation_id)
-        if waiter is None or waiter.resolution is not None:
+        if waiter is None or waiter.done.is_set():
             return None
         return waiter.views.get(session_id)
 
     def get(self, elicitation_id: str) -> ElicitationRequest | None:
         """The pending request with this id, if it is still waiting."""
         waiter = self._waiters.get(elicitation_id)
-        return None if waiter is None or waiter.resolution else waiter.request
+        return None if waiter is None or waiter.done.is_set() else waiter.request
 
     async def info(
         self,
@@ -288,6 +335,18 @@ class Elicitations:
             return ElicitationInfo(elicitation_id, "unknown")
         status = "resolved" if row["status"] == "resolved" else "expired"
         return ElicitationInfo(elicitation_id, status, action=row.get("action"))  # type: ignore[arg-type]
+
+
+def check_content(content: Any) -> None:
+    """An answer's ``content`` must be JSON (it is stored and published).
+
+    Raises:
+        InvalidInput: at ``content``, naming what cannot be encoded.
+    """
+    try:
+        json.dumps(content, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput.at("content", f"must be JSON: {exc}") from exc
 
 
 def elicitation_params(message: str, phase: str, **fields: Any) -> ElicitationParams:

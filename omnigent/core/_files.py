@@ -2,15 +2,22 @@
 
 No harness ever sees a ``file_id``: before a turn starts, every image block that names
 an uploaded file is rewritten to carry the file as a ``data:<type>;base64,…`` URL.
+
+Encoding a large image takes a while (~130 ms for 20 MiB), so it runs in a worker
+thread, and the URLs are kept in a cache keyed by file id (a file never changes),
+bounded by :data:`DATA_URL_CACHE_BYTES`: a session's images are encoded once, not on
+every turn.
 """
 
 from __future__ import annotations
 
 import base64
 import mimetypes
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
+import trio
 
 from .._ids import new_id, now
 from ..errors import FileNotFound, InvalidInput
@@ -18,9 +25,10 @@ from ..model import ContentBlock, InputImage, Item, MessageItem
 from ..stores import FileRow, Store
 from ._records import FileInfo
 
-__all__ = ["MAX_FILE_BYTES", "FileService"]
+__all__ = ["DATA_URL_CACHE_BYTES", "MAX_FILE_BYTES", "FileService"]
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
+DATA_URL_CACHE_BYTES = 64 * 1024 * 1024
 
 
 def _info(row: FileRow) -> FileInfo:
@@ -30,8 +38,12 @@ def _info(row: FileRow) -> FileInfo:
 class FileService:
     """Files kept in the store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, cache_bytes: int = DATA_URL_CACHE_BYTES) -> None:
         self._store = store
+        self._cache_bytes = cache_bytes
+        self._urls: OrderedDict[str, str] = OrderedDict()
+        self._cached = 0
+        self.encodings = 0  # how many files were base64-encoded (for tests)
 
     async def upload(
         self, content: bytes, filename: str, content_type: str | None, owner: str
@@ -84,19 +96,34 @@ class FileService:
                 if not row.content_type.startswith("image/"):
                     raise InvalidInput.at(loc, f"file {block.file_id!r} is not an image")
 
-    def resolver(self) -> Callable[[Item], Awaitable[Item]]:
-        """A function that rewrites an item's ``file_id`` images to ``data:`` URLs.
+    async def data_url(self, file_id: str) -> str:
+        """The file as a ``data:<type>;base64,…`` URL (cached; encoded off the loop).
 
-        It caches what it read, so one turn reads each file once.
+        Raises:
+            FileNotFound.
         """
-        cache: dict[str, str] = {}
+        url = self._urls.get(file_id)
+        if url is not None:
+            self._urls.move_to_end(file_id)
+            return url
+        row = await self.row(file_id)
+        content = await self.content(file_id)
+        encoded = await trio.to_thread.run_sync(_encode, row.content_type, content)
+        self.encodings += 1
+        self._remember(file_id, encoded)
+        return encoded
 
-        async def data_url(file_id: str) -> str:
-            if file_id not in cache:
-                row = await self.row(file_id)
-                encoded = base64.b64encode(await self.content(file_id)).decode("ascii")
-                cache[file_id] = f"data:{row.content_type};base64,{encoded}"
-            return cache[file_id]
+    def _remember(self, file_id: str, url: str) -> None:
+        if len(url) > self._cache_bytes or file_id in self._urls:
+            return
+        self._urls[file_id] = url
+        self._cached += len(url)
+        while self._cached > self._cache_bytes:
+            _, old = self._urls.popitem(last=False)
+            self._cached -= len(old)
+
+    def resolver(self) -> Callable[[Item], Awaitable[Item]]:
+        """A function that rewrites an item's ``file_id`` images to ``data:`` URLs."""
 
         async def resolve(item: Item) -> Item:
             if not isinstance(item, MessageItem) or not any(
@@ -106,9 +133,13 @@ class FileService:
             blocks: list[ContentBlock] = []
             for block in item.content:
                 if isinstance(block, InputImage) and block.file_id is not None:
-                    url = await data_url(block.file_id)
+                    url = await self.data_url(block.file_id)
                     block = InputImage(image_url=url, detail=block.detail)
                 blocks.append(block)
             return attrs.evolve(item, content=tuple(blocks))
 
         return resolve
+
+
+def _encode(content_type: str, content: bytes) -> str:
+    return f"data:{content_type};base64,{base64.b64encode(content).decode('ascii')}"

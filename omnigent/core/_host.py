@@ -19,7 +19,7 @@ import trio
 from ..errors import AgentNotFound, ErrorDetail, InvalidInput, RuntimeClosed, SessionNotFound
 from ..harnesses.base import Harness, HarnessEnv, TurnRequest
 from ..harnesses.registry import HarnessRegistry
-from ..model import Item, MessageItem, structure
+from ..model import Item, MessageItem
 from ..spec import AgentSpec, PolicySpec
 from ..stores import SessionRow, Store
 from ..tools.terminals import TmuxServer
@@ -27,7 +27,9 @@ from ._bus import EventBus
 from ._dispatch import SessionTools, ToolPlace
 from ._elicitations import Elicitations
 from ._files import FileService
+from ._groups import RecordedGroups
 from ._harness_state import StoredHarnessState
+from ._history import HistoryCache
 from ._permissions import Permissions
 from ._policies import PolicyEngine
 from ._policy_allowlist import PolicyAllowlist
@@ -37,6 +39,7 @@ from ._session import SessionActor
 from ._subagents import ChildWork, SubAgents
 from ._tasks import BackgroundTasks
 from ._terminals import SessionTerminals
+from ._threads import BlockingCalls
 from ._tools import ToolRegistry
 from ._turn import TurnOutcome, TurnServices, only_exceptions, split_cancellation
 
@@ -88,6 +91,7 @@ class ActorHost:
         policy_allowlist: PolicyAllowlist,
         allowed_commands: Collection[str] = (),
         permissions: Permissions,
+        threads: BlockingCalls,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
     ) -> None:
@@ -96,6 +100,7 @@ class ActorHost:
         # Set by the runtime: what the orchestration tools act through.
         self.orchestration: Orchestration | None = None
         self.permissions = permissions
+        self.histories = HistoryCache(store)
         self._processes = processes
         self.actors: dict[str, SessionActor] = {}
         # Sessions being deleted: no new work may start on them.
@@ -116,6 +121,7 @@ class ActorHost:
         self._place = place
         self._permissions = permissions
         self._tmux = tmux
+        self._threads = threads
         self._default_policies = tuple(default_policies)
         self.policy_allowlist = policy_allowlist
         # Programs a client's spec may name (see omnigent.spec._trust).
@@ -299,6 +305,7 @@ class ActorHost:
             spec.policies,
             defaults=self._default_policies,
             resolve_function=self.policy_allowlist.resolve,
+            threads=self._threads,
         )
 
     # -- what actors run -----------------------------------------------------------------
@@ -344,23 +351,30 @@ class ActorHost:
             providers=self.providers,
             work=work,
             orchestration=self.orchestration,
+            groups=RecordedGroups(self._store, session_id),
         )
 
     async def build_request(
-        self, actor: SessionActor, response_id: str, messages: list[MessageItem]
+        self,
+        actor: SessionActor,
+        response_id: str,
+        messages: list[MessageItem],
+        history: list[Item],
+        image_positions: list[int],
     ) -> TurnRequest:
+        """The turn's request: ``history`` as kept (:mod:`._history`), its uploaded
+        images (at ``image_positions``) and the input's resolved to ``data:`` URLs."""
         session_id = actor.session_id
         row, spec = await self.session_spec(session_id)
-        exclude = {m.id for m in messages} | actor.pending_ids()
-        page = await self._store.list_items(session_id)
-        history: list[Item] = [structure(i, Item) for i in page.rows if i["id"] not in exclude]
         resolve = self._files.resolver()
+        for position in image_positions:
+            history[position] = await resolve(history[position])
         tools = actor.tools
         return TurnRequest(
             session_id=session_id,
             response_id=response_id,
             turn_number=await self._store.begin_turn(session_id),
-            history=tuple([await resolve(i) for i in history]),
+            history=tuple(history),
             input=tuple([await resolve(m) for m in messages]),  # type: ignore[misc]
             instructions=spec.prompt,
             model=row.model_override or spec.model,

@@ -9,6 +9,15 @@ message (``?stream=true``).
 Which turn took a message is kept, per open stream, in ``host.watched``: the stream
 ends with that turn's terminal ``response.*`` event, or with the session's terminal
 status when a stop dropped the message before any turn took it.
+
+A message is stored *pending* (no turn has taken it yet), so a process that dies
+before answering it answers it on its next start. A message the runtime refuses
+after storing it (it started shutting down, or the session's buffer filled, while the
+message was being written) is taken back out: a refusal changes nothing.
+
+The buffer of messages waiting for a running turn holds at most
+:data:`MAX_BUFFERED_MESSAGES`; past that a message is refused with ``Conflict``
+(``409``).
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import trio
 
-from ..errors import RuntimeClosed, SessionNotFound
+from ..errors import Conflict, RuntimeClosed, SessionNotFound
 from ..model import (
     TERMINAL_STATUSES,
     Event,
@@ -39,7 +49,9 @@ from ._inputs import parse_message_content
 from ._records import MessageAccepted
 from ._sessions import SessionRecords
 
-__all__ = ["Messages"]
+__all__ = ["MAX_BUFFERED_MESSAGES", "Messages"]
+
+MAX_BUFFERED_MESSAGES = 100
 
 
 class Messages:
@@ -60,6 +72,20 @@ class Messages:
         self._files = files
         self._sessions = sessions
 
+    def _check_open(self, session_id: str) -> None:
+        if self._host.closing:
+            raise RuntimeClosed("the runtime is shutting down")
+        if session_id in self._host.deleting:
+            raise SessionNotFound(session_id)
+
+    def _check_room(self, session_id: str) -> None:
+        actor = self._host.actors.get(session_id)
+        if actor is not None and not actor.leaving and actor.pending_count >= MAX_BUFFERED_MESSAGES:
+            raise Conflict(
+                f"the session already has {actor.pending_count} messages waiting for its "
+                "running turn; wait for it to finish (or interrupt it)"
+            )
+
     async def accept(
         self,
         session_id: str,
@@ -69,30 +95,55 @@ class Messages:
         *,
         item_id: str | None = None,
     ) -> MessageItem:
-        """Validate and persist a message; nothing is stored if it is invalid.
+        """Validate and persist a message (pending); nothing is stored if it is invalid.
 
         ``item_id`` fixes the item's id (a dispatch records it before sending).
+
+        Raises:
+            RuntimeClosed, SessionNotFound, InvalidInput, Conflict (buffer full).
         """
-        if self._host.closing:
-            raise RuntimeClosed()
+        self._check_open(session_id)
         await self._sessions.row(session_id)
         blocks = parse_message_content(content, root="content")
         await self._files.check_references(blocks, root="content", viewer=viewer)
         item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
         if item_id is not None:
             item = attrs.evolve(item, id=item_id)
-        if session_id in self._host.deleting:
-            raise SessionNotFound(session_id)
-        await self._store.put_items(session_id, [unstructure(item, Item)])
+        self._check_open(session_id)
+        self._check_room(session_id)
+        try:
+            await self._store.put_items(session_id, [unstructure(item, Item)], pending=True)
+        except LookupError:
+            raise SessionNotFound(session_id) from None
         return item
+
+    async def hand_over(self, session_id: str, item: MessageItem) -> MessageAccepted:
+        """Give a stored message to the session's actor: ``accepted`` or ``buffered``.
+
+        Raises:
+            RuntimeClosed, SessionNotFound, Conflict: refused after all; the message
+            is taken back out of the store first.
+        """
+        try:
+            self._check_open(session_id)
+            self._check_room(session_id)
+            status = self._host.actor(session_id).enqueue(item)
+        except (RuntimeClosed, SessionNotFound, Conflict):
+            await self.take_back(session_id, item.id)
+            raise
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+
+    async def take_back(self, session_id: str, item_id: str) -> None:
+        """Remove a stored message no actor took (shielded, bounded)."""
+        with trio.move_on_after(5, shield=True):
+            await self._store.delete_items(session_id, [item_id])
 
     async def send(
         self, session_id: str, content: Any, role: str, viewer: str | None = None
     ) -> MessageAccepted:
         """See :meth:`Runtime.send_message`."""
         item = await self.accept(session_id, content, role, viewer)
-        status = self._host.actor(session_id).enqueue(item)
-        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+        return await self.hand_over(session_id, item)
 
     @asynccontextmanager
     async def open_turn_stream(
@@ -110,8 +161,7 @@ class Messages:
             item = await self.accept(session_id, content, role, viewer)
             self._host.watched[item.id] = None
             try:
-                status = self._host.actor(session_id).enqueue(item)
-                accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
+                accepted = await self.hand_over(session_id, item)
                 yield accepted, self._until_answered(subscription, item.id)
             finally:
                 del self._host.watched[item.id]

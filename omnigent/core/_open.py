@@ -1,11 +1,15 @@
 """Opening a runtime: the root of every lifetime.
 
 :func:`open_runtime` opens the store, the HTTP client harnesses use, the tmux server
-terminals run in, the event bus writer and the root nurseries, and yields a
-:class:`~omnigent.core._runtime.Runtime`.
-Leaving the block cancels every session's work (each running turn still ends with a
-terminal ``cancelled`` status), waits for it, lets the bus persist what is queued, and
-closes the store. Nothing it started outlives it.
+terminals run in, the event bus writer and the root nurseries, recovers what a
+previous process left in flight (:mod:`._recovery`), and yields a
+:class:`~omnigent.core._runtime.Runtime`. Leaving the block cancels every session's
+work (each running turn still ends with a terminal ``cancelled`` status), waits for
+it, lets the bus persist what is queued, and closes the store. Nothing it started
+outlives it, and leaving takes ``shutdown_grace`` plus about a second at most for the
+sessions, the event writer and the store: what is stuck after the grace — a sync
+tool's thread, a store call on a locked database — is abandoned with a log line
+naming it.
 """
 
 from __future__ import annotations
@@ -23,20 +27,22 @@ import trio
 from .._config import omnigent_home
 from ..harnesses._processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT, open_process_manager
 from ..harnesses.registry import HarnessRegistry
-from ..model import ErrorInfo, SessionStatus
 from ..spec import PolicySpec, parse_policy_spec
 from ..stores import Store, open_store
 from ..tools.terminals import TmuxServer, open_tmux_server
 from ._bus import EventBus
 from ._dispatch import ToolPlace
-from ._host import ActorHost
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
+from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
 from ._subagents import recover_work
 
 __all__ = ["open_runtime"]
 
 log = logging.getLogger(__name__)
+
+# After the sessions' grace: how long the writer may take to persist what is queued.
+_WRITER_GRACE = 0.4
 
 
 @asynccontextmanager
@@ -92,8 +98,10 @@ async def open_runtime(
             ``False`` opens it beside a running owner for records only — agents,
             sessions, items, files — and refuses what would publish events, delete
             or run turns (``StoreBusy``).
-        shutdown_grace: seconds a harness process gets between SIGTERM and SIGKILL
-            (on shutdown, idle reaping and respawns).
+        shutdown_grace: seconds the sessions get to end when the block exits (then
+            whatever still blocks is abandoned; see the module docstring), and a
+            harness process between SIGTERM and SIGKILL (on shutdown, idle reaping
+            and respawns).
         harness_idle_timeout: seconds an external harness process may sit unused
             before it is reaped (default ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``, else one
             hour; ``0`` never reaps). A process with a turn in flight is never reaped.
@@ -130,7 +138,7 @@ async def open_runtime(
             _open_terminals(exclusive) as tmux,
             trio.open_nursery() as services,
         ):
-            bus = EventBus(store)
+            bus = EventBus(store, records_only=not exclusive)
             await services.start(bus.run)
             try:
                 async with (
@@ -152,9 +160,10 @@ async def open_runtime(
                         records_only=not exclusive,
                         processes=processes,
                         tmux=tmux,
+                        shutdown_grace=shutdown_grace,
                     )
                     if exclusive:
-                        await _recover(store, bus)
+                        await recover(store, bus, rt._host)
                         # Sub-agent work a previous process left open: settled from
                         # the store, and each parent woken to read the result.
                         for parent in await recover_work(store, bus):
@@ -166,12 +175,11 @@ async def open_runtime(
                         body_error = exc
                         raise
                     finally:
-                        rt.state = RuntimeState.CLOSING
                         with trio.CancelScope(shield=True):
-                            await _stop_all_sessions(rt._host)
+                            await rt.shutdown()
             finally:
                 with trio.CancelScope(shield=True):
-                    await bus.close()
+                    await _close_bus(bus, store)
                 if rt is not None:
                     rt.state = RuntimeState.CLOSED
     except BaseExceptionGroup as group:
@@ -236,26 +244,17 @@ async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.As
         yield owned
 
 
-_UNFINISHED = ("launching", "running", "waiting")
+async def _close_bus(bus: EventBus, store: Store) -> None:
+    """Let the writer persist what is queued, for at most :data:`_WRITER_GRACE`.
 
-
-async def _recover(store: Store, bus: EventBus) -> None:
-    """Tidy up after a previous process that died with work in flight.
-
-    Its running turns get a ``failed`` status (code ``runtime_restarted``), and its
-    pending elicitations are marked expired: their waiters died with it.
+    A writer still stuck then (a database locked by another process) is abandoned:
+    what it holds is dropped with a log line, and the store stops waiting.
     """
-    await store.expire_pending_elicitations()
-    for session_id in await store.sessions_with_status(_UNFINISHED):
-        error = ErrorInfo("the runtime stopped while this turn was running", "runtime_restarted")
-        await bus.publish(session_id, SessionStatus(status="failed", error=error))
-
-
-async def _stop_all_sessions(host: ActorHost) -> None:
-    """Refuse new work, cancel every session's, and wait for the actors to leave."""
-    host.closing = True
-    actors = list(host.actors.values())
-    for actor in actors:
-        actor.stop()
-    for actor in actors:
-        await actor.done.wait()
+    await bus.close()
+    with trio.move_on_after(_WRITER_GRACE):
+        await bus.drained.wait()
+        return
+    bus.abandon()
+    waits = store.abandon()
+    log.warning("shutdown: the event writer is stuck; abandoning %d store calls", waits)
+    await bus.drained.wait()

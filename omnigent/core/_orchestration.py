@@ -298,6 +298,9 @@ class Orchestration:
             if not handed:  # never handed out: the entry must not linger as open
                 with trio.move_on_after(5, shield=True):
                     await self.store.drop_work(row.work_id)
+                    # Nor the message, which would be answered after a restart.
+                    if row.message_id is not None:
+                        await self.store.delete_items(child.id, [row.message_id])
         try:
             await self.host.turn_changed(child.id)
         except Exception:

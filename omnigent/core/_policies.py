@@ -74,6 +74,7 @@ from ._policy_event import (
     parse_policy_event,
 )
 from ._policy_functions import FunctionPolicies, PolicyFunction, load_function, withheld_marker
+from ._threads import BlockingCalls
 
 __all__ = [
     "PHASE_TOOL_CALL",
@@ -198,6 +199,8 @@ class PolicyEngine:
         resolve_function: turns a ``function`` reference into a callable
             (default :func:`load_function`). Called at most once per reference, in a
             worker thread since imports block; a failure is remembered too.
+        threads: where sync policy functions run (the runtime's, so a shutdown can
+            abandon one that hangs).
     """
 
     def __init__(
@@ -206,10 +209,11 @@ class PolicyEngine:
         *,
         defaults: Sequence[PolicySpec] = (),
         resolve_function: Callable[[str], PolicyFunction] | None = None,
+        threads: BlockingCalls | None = None,
     ) -> None:
         self._agent_policies = tuple(policies)
         self._defaults = tuple(defaults)
-        self._functions = FunctionPolicies(resolve_function or load_function)
+        self._functions = FunctionPolicies(resolve_function or load_function, threads)
 
     @property
     def policies(self) -> tuple[PolicySpec, ...]:

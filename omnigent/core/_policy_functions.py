@@ -18,7 +18,8 @@ Error handling: :func:`load_function` raises :class:`~omnigent.errors.InvalidInp
 
 Cancellation: :meth:`FunctionPolicies.run` propagates ``trio.Cancelled``. An async
 function is cancelled with it; a sync one in a thread cannot be interrupted, so
-cancellation waits for it to return.
+cancellation waits for it to return (unless the runtime's shutdown grace runs out
+first: see :mod:`omnigent.core._threads`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import attrs
 import trio
 
 from ..errors import InvalidInput
+from ._threads import BlockingCalls
 
 if TYPE_CHECKING:
     from ._policies import PolicyAction, PolicyEvent
@@ -210,8 +212,12 @@ def _call_in_thread(fn: PolicyFunction, event: dict[str, Any]) -> tuple[Any, Bas
         return None, exc
 
 
-async def _call(fn: PolicyFunction, event: dict[str, Any]) -> Any:
+async def _call(
+    fn: PolicyFunction, event: dict[str, Any], threads: BlockingCalls, what: str
+) -> Any:
     """Call a policy function (sync in a worker thread, async on the event loop).
+
+    A sync one runs through ``threads``, so a shutdown past its grace can abandon it.
 
     Raises:
         Exception: what the function raised; a ``BaseException`` from its thread is
@@ -222,7 +228,7 @@ async def _call(fn: PolicyFunction, event: dict[str, Any]) -> Any:
     if _is_async(fn):
         raw = await fn(event)
     else:
-        raw, raised = await trio.to_thread.run_sync(_call_in_thread, fn, event)
+        raw, raised = await threads.run(_call_in_thread, fn, event, what=what)
         if raised is not None:
             if isinstance(raised, Exception):
                 raise raised
@@ -240,8 +246,11 @@ class FunctionPolicies:
             from a worker thread when called by :meth:`run`; a failure is remembered too.
     """
 
-    def __init__(self, resolve: Callable[[str], PolicyFunction]) -> None:
+    def __init__(
+        self, resolve: Callable[[str], PolicyFunction], threads: BlockingCalls | None = None
+    ) -> None:
         self._resolve = resolve
+        self._threads = threads or BlockingCalls()
         self._functions: dict[str, PolicyFunction | Exception] = {}
 
     def problem(self, ref: str) -> Exception | None:
@@ -271,7 +280,7 @@ class FunctionPolicies:
         """
         try:
             fn = await self._function(ref)
-            raw = await _call(fn, event.to_dict())
+            raw = await _call(fn, event.to_dict(), self._threads, f"policy {policy_name!r}")
             return _read_answer(policy_name, raw, at_result=at_result)
         except trio.Cancelled:
             raise

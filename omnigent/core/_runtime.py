@@ -47,7 +47,7 @@ from ._agents import AgentCatalog
 from ._asking import Asking
 from ._bus import EventBus, Subscription
 from ._dispatch import ToolPlace
-from ._elicitations import ACTIONS, Elicitations, Resolution, elicitation_params
+from ._elicitations import ACTIONS, Elicitations, Resolution, check_content, elicitation_params
 from ._files import FileService
 from ._held_calls import DEFAULT_TTL, HeldToolCall
 from ._host import ActorHost
@@ -73,6 +73,8 @@ from ._records import (
     SessionSnapshot,
 )
 from ._sessions import SessionRecords
+from ._shutdown import AFTER_GRACE, Stopping
+from ._threads import BlockingCalls
 from ._tools import Tool, ToolRegistry
 from ._visibility import Visibility
 
@@ -82,6 +84,9 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "RuntimeState"]
 
 log = logging.getLogger(__name__)
+
+# How long a stop or delete waits for withdrawn elicitations to record their end.
+_WITHDRAW_WAIT = 5.0
 
 
 class RuntimeState(enum.Enum):
@@ -121,6 +126,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         records_only: bool = False,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
+        shutdown_grace: float = 5.0,
     ) -> None:
         self.state = RuntimeState.OPENING
         self._processes = processes
@@ -128,7 +134,8 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._store = store
         self._bus = bus
         self._harnesses = harnesses
-        self._tools = ToolRegistry()
+        self._threads = BlockingCalls()
+        self._tools = ToolRegistry(self._threads)
         self._files = FileService(store)
         self._elicitations = Elicitations(store, bus)
         self._permissions = Permissions(store)
@@ -148,6 +155,14 @@ class Runtime(metaclass=_NoPublicConstructor):
             permissions=self._permissions,
             processes=processes,
             tmux=tmux,
+            threads=self._threads,
+        )
+        self._stopping = Stopping(
+            host=self._host,
+            elicitations=self._elicitations,
+            threads=self._threads,
+            store=store,
+            grace=shutdown_grace,
         )
         self._agents = AgentCatalog(store, self._host)
         self._sessions = SessionRecords(
@@ -202,6 +217,27 @@ class Runtime(metaclass=_NoPublicConstructor):
             raise StoreBusy(self._store.location, await self._store.owner_info(), records_only=True)
         if self.closing:
             raise RuntimeClosed("the runtime is shutting down")
+
+    async def shutdown(self) -> None:
+        """Refuse new work and stop every session; returns when they have ended.
+
+        Each running turn ends ``cancelled`` and publishes its terminal events (they
+        are persisted and delivered to subscribers before this returns). What is
+        still running after ``shutdown_grace`` seconds — a sync tool in a thread,
+        say — is abandoned, with a log line naming it. Messages still buffered stay
+        pending: the next start answers them.
+
+        Leaving ``open_runtime`` does this itself; a server calls it first, so that
+        its open streams still carry the turns' terminal events before they close.
+        Calling it again waits for the first call.
+
+        Cancellation: shielded, and bounded by ``shutdown_grace`` plus about a second.
+        """
+        self._open()
+        self.state = RuntimeState.CLOSING
+        await self._stopping.stop_all()
+        with trio.CancelScope(shield=True), trio.move_on_after(AFTER_GRACE):
+            await self._bus.flush()
 
     def statistics(self) -> dict[str, int]:
         """Live work: sessions with an actor, tasks in the runtime nursery, subscribers,
@@ -394,7 +430,12 @@ class Runtime(metaclass=_NoPublicConstructor):
         return await self._seen_by(await self._sessions.update(session_id, changes), viewer)
 
     async def delete_session(self, session_id: str) -> None:
-        """Cancel all work of the session and its descendants, then delete them all."""
+        """Cancel all work of the session and its descendants, then delete them all.
+
+        Whatever is pending on them — their turns' questions, and hook requests or
+        policy ASKs held by callers outside — is withdrawn first (those callers get
+        ``cancel``), and from then on nothing is published into them.
+        """
         await self._working()
         await self._sessions.row(session_id)
         host = self._host
@@ -403,16 +444,18 @@ class Runtime(metaclass=_NoPublicConstructor):
         try:
             doomed.extend(await self._store.descendant_ids(session_id))
             host.deleting.update(doomed)
-            for sid in doomed:
-                await self._stop_and_wait(sid)
+            await self._stop_and_withdraw(doomed)
             # A deleted child's dispatch is delivered to its (surviving) parent first.
             await host.subagents.wait_concluded(doomed)
+            self._bus.seal(doomed)
             await self._bus.flush()
             await self._store.delete_sessions(doomed)
             for sid in doomed:
                 self._bus.forget_session(sid)
                 self._elicitations.forget_session(sid)
+                host.histories.drop(sid)
         finally:
+            self._bus.unseal(doomed)
             host.deleting.difference_update(doomed)
 
     async def list_items(
@@ -536,20 +579,43 @@ class Runtime(metaclass=_NoPublicConstructor):
         return actor.interrupt() if actor is not None else False
 
     async def stop_session(self, session_id: str) -> None:
-        """Cancel the turn and everything else the session runs, and wait for it to end."""
+        """Cancel the turn and everything else the session runs, and wait for it to end.
+
+        Buffered messages are dropped, and what is pending on the session and its
+        descendants is withdrawn: a hook request or policy ASK held by a caller
+        outside the session is answered ``cancel`` (a hook answers deny) at once.
+        """
         await self._working()
         await self._sessions.row(session_id)
-        await self._stop_and_wait(session_id)
+        tree = [session_id, *await self._store.descendant_ids(session_id)]
+        dropped = await self._stop_and_withdraw([session_id], withdraw=tree)
+        self._host.histories.drop(session_id)  # dropped messages stay in the history
+        with trio.move_on_after(_WITHDRAW_WAIT, shield=True):
+            await self._store.settle_items(session_id, dropped)
 
     async def _stop_and_wait(self, session_id: str) -> None:
-        actor = self._host.actors.get(session_id)
-        if actor is not None:
-            actor.stop()
+        """Stop one session (what a sub-agent watcher stops its child with)."""
+        await self._stop_and_withdraw([session_id])
+
+    async def _stop_and_withdraw(
+        self, session_ids: Sequence[str], *, withdraw: Sequence[str] | None = None
+    ) -> list[str]:
+        """Stop the sessions' actors and withdraw what is pending on ``withdraw``
+        (default: the same sessions); wait for both. Returns the dropped messages."""
+        actors = [a for a in (self._host.actors.get(sid) for sid in session_ids) if a]
+        dropped = [item_id for actor in actors for item_id in actor.stop()]
+        waiters = self._elicitations.withdraw(set(withdraw or session_ids))
+        for actor in actors:
             await actor.done.wait()
         if self._processes is not None:
             # A native coding agent's process serves this session only: a stop or a
             # delete leaves none behind (an idle session's included).
-            await self._processes.terminate_session(session_id)
+            for sid in session_ids:
+                await self._processes.terminate_session(sid)
+        with trio.move_on_after(_WITHDRAW_WAIT):
+            for waiter in waiters:
+                await waiter.finished.wait()
+        return dropped
 
     # -- events out ----------------------------------------------------------------------
 
@@ -724,13 +790,15 @@ class Runtime(metaclass=_NoPublicConstructor):
 
         Raises:
             SessionNotFound; InvalidInput at ``action`` for anything but accept,
-            decline or cancel, or at ``content`` when it nests too deep.
+            decline or cancel, or at ``content`` when it nests too deep or is not JSON.
         """
         await self._working()
         await self._sessions.row(session_id)
         if action not in ACTIONS:
             raise InvalidInput.at("action", "must be one of 'accept', 'decline', 'cancel'")
         check_depth(content, loc="content")
+        if action == "accept":
+            check_content(content)  # it is stored and published with the answer
         return self._elicitations.resolve(session_id, elicitation_id, action, content)
 
     async def get_elicitation(

@@ -30,6 +30,7 @@ from ..model import ElicitationParams, InputText, Item, MessageItem
 from ..model._wire import unstructure
 from ._dispatch import SessionTools
 from ._held_calls import EXPIRED, HeldToolCall
+from ._history import History, HistoryCache
 from ._subagents import ChildWork
 from ._tasks import BackgroundTasks
 from ._turn import Turn, TurnOutcome, TurnServices
@@ -64,8 +65,15 @@ class SessionHost(Protocol):
         """The session has nothing left to do after a turn (see ``_subagents``)."""
         ...
 
+    histories: HistoryCache
+
     async def build_request(
-        self, actor: SessionActor, response_id: str, messages: list[MessageItem]
+        self,
+        actor: SessionActor,
+        response_id: str,
+        messages: list[MessageItem],
+        history: list[Item],
+        image_positions: list[int],
     ) -> TurnRequest: ...
 
     def actor_left(self, actor: SessionActor) -> None: ...
@@ -115,6 +123,7 @@ class SessionActor:
         # Held tool calls by id, from start until collected or expired.
         self.held_calls: dict[str, HeldToolCall] = {}
         self._ready = trio.Event()
+        self._history: History | None = None
         self._stopped = False
         self.leaving = False
         self.done = trio.Event()
@@ -129,6 +138,11 @@ class SessionActor:
     @property
     def background_tasks(self) -> int:
         return 0 if self._tasks is None else self._tasks.running
+
+    @property
+    def pending_count(self) -> int:
+        """How many messages wait for a turn to take them."""
+        return len(self._pending)
 
     def enqueue(self, message: MessageItem) -> str:
         """Hand a persisted user message to the session: ``accepted`` or ``buffered``."""
@@ -168,8 +182,12 @@ class SessionActor:
             raise Conflict("the session was stopped")
         return (await self._session_tools()).schemas()
 
-    def stop(self) -> None:
-        """Cancel everything the session runs and drop buffered messages."""
+    def stop(self) -> list[str]:
+        """Cancel everything the session runs and drop buffered messages.
+
+        Returns the ids of the messages dropped (still pending in the store: the
+        caller settles them, or — at shutdown — leaves them for the next start).
+        """
         for held in self._to_hold:
             held.started.set()
         self._to_hold.clear()
@@ -186,6 +204,7 @@ class SessionActor:
         self._stopped = True
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
+        return [m.id for m in dropped]
 
     def pending_ids(self) -> set[str]:
         """Ids of buffered messages no turn has taken yet."""
@@ -203,8 +222,16 @@ class SessionActor:
         if taken and self._turn is not None:
             self._host.messages_taken([m.id for m in taken], self._turn.response_id)
         if taken:
+            if self._history is not None:
+                for message in taken:  # in the order the store puts them at the end
+                    self._history.record(message)
             store = self._host.services.store
-            await store.move_items_to_end(self.session_id, [m.id for m in taken])
+            try:
+                await store.move_items_to_end(self.session_id, [m.id for m in taken])
+            except BaseException:
+                if self._history is not None:
+                    self._history.doubt()
+                raise
         return taken
 
     def note_inbox(self) -> None:
@@ -224,10 +251,13 @@ class SessionActor:
         status), background tasks (each still delivers its inbox item), terminals
         (each kills its pane and announces its end) and closes the harness.
         """
+        hold = None
         try:
             if self._predecessor is not None:
                 await self._predecessor.done.wait()
                 self._predecessor = None
+            # While the actor lives the bus keeps the session's counter in memory.
+            hold = self._host.services.bus.hold(self.session_id)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 if self._stopped:
@@ -252,6 +282,8 @@ class SessionActor:
             try:
                 await self._close_harness()
             finally:
+                if hold is not None:
+                    self._host.services.bus.release(hold)
                 self.done.set()
 
     async def _loop(self, nursery: trio.Nursery) -> None:
@@ -347,7 +379,9 @@ class SessionActor:
                 return None
             message = MessageItem(role="user", content=(InputText("\n".join(lines)),))
             store = self._host.services.store
-            await store.put_items(self.session_id, [unstructure(message, Item)])
+            # Pending like any message: if the process dies before a turn takes it,
+            # the next start answers it.
+            await store.put_items(self.session_id, [unstructure(message, Item)], pending=True)
             return message
         return None
 
@@ -359,18 +393,30 @@ class SessionActor:
 
     async def _run_turn(self) -> None:
         messages, self._pending = self._pending, []
+        ids = [m.id for m in messages]
         turn = Turn(self.session_id, self.harness_name, self._host.services)
         self._turn = turn
-        self._host.messages_taken([m.id for m in messages], turn.response_id)
+        self._host.messages_taken(ids, turn.response_id)
+        store = self._host.services.store
+        taken = False
 
         async def prepare() -> tuple[Harness, TurnRequest]:
-            store = self._host.services.store
-            await store.move_items_to_end(self.session_id, [m.id for m in messages])
+            nonlocal taken
+            await store.move_items_to_end(self.session_id, ids)
+            taken = True
+            exclude = set(ids) | self.pending_ids()
+            history = await self._host.histories.get(self.session_id, exclude)
+            self._history = history
+            before, images = history.items(), history.image_positions()
+            for message in messages:  # history from the next turn on
+                history.record(message)
             tools = await self._session_tools()
-            turn.bind(tools, self.take_injections, self.wait_for_injection)
+            turn.bind(tools, self.take_injections, self.wait_for_injection, history)
             assert self._nursery is not None
             await tools.start_services(self._nursery)  # MCP servers, on the first turn
-            request = await self._host.build_request(self, turn.response_id, messages)
+            request = await self._host.build_request(
+                self, turn.response_id, messages, before, images
+            )
             if self._harness is None:
                 self._harness, self.harness_name = await self._host.make_harness(
                     self.session_id, await self._session_tools()
@@ -387,7 +433,17 @@ class SessionActor:
             self._settle_due = True
             self._settle_if_quiet()  # before announcing: the parent waits on this
             with trio.move_on_after(5, shield=True):
+                if not taken:
+                    # Ended before it read them (a stop at its start): they are
+                    # answered by this turn's end, not pending for a restart.
+                    await self._settle_messages(ids)
                 await self._announce()
+
+    async def _settle_messages(self, ids: list[str]) -> None:
+        try:
+            await self._host.services.store.settle_items(self.session_id, ids)
+        except Exception:
+            log.warning("could not settle messages of %s", self.session_id, exc_info=True)
 
     async def _announce(self) -> None:
         try:

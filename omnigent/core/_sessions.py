@@ -193,11 +193,18 @@ class SessionRecords:
             updated_at=created,
             sub_agent=sub_agent,
         )
-        await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
+        try:
+            await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
+        except LookupError:  # the parent was deleted meanwhile
+            raise SessionNotFound(parent_session_id or session_id) from None
         if parent_session_id is not None:
-            if parent_session_id in self._host.deleting:
-                # The parent's delete started while this child was being stored: it may
-                # have listed the tree before the child existed. Take the child back.
+            if (
+                parent_session_id in self._host.deleting
+                or await self._store.get_session(session_id) is None
+            ):
+                # The parent's delete started (or even finished) while this child was
+                # being stored: it may have listed the tree before the child existed,
+                # or taken the child with it. Either way the child is refused.
                 await self._store.delete_sessions([session_id])
                 raise SessionNotFound(parent_session_id)
             await self.announce_to_parent(session_id)

@@ -239,6 +239,7 @@ class BackgroundTasks:
         status, output = "failed", "the task ended unexpectedly"
         try:
             with task.scope:
+                await self._store.add_running_task(self.session_id, task.handle_id, task.tool)
                 output = await run()
                 status = "failed" if output.startswith("Error:") else "completed"
             if task.scope.cancelled_caught:
@@ -261,10 +262,12 @@ class BackgroundTasks:
 
     async def _deliver(self, task: _Task, status: str, output: str) -> None:
         item = {"handle_id": task.handle_id, "tool": task.tool, "status": status, "output": output}
-        await self._add_to_inbox(item)
+        await self._add_to_inbox(item, task_id=task.handle_id)
 
-    async def _add_to_inbox(self, item: dict[str, Any]) -> None:
-        count = await self._store.add_inbox_item(self.session_id, new_id("inbox"), json.dumps(item))
+    async def _add_to_inbox(self, item: dict[str, Any], task_id: str | None = None) -> None:
+        count = await self._store.add_inbox_item(
+            self.session_id, new_id("inbox"), json.dumps(item), task_id=task_id
+        )
         await self._bus.publish(self.session_id, InboxUpdated(count=count))
 
     async def post_inbox(self, item: dict[str, Any]) -> None:

@@ -10,7 +10,8 @@ A tool returns a string (used as is) or any JSON-serialisable value (encoded as 
 An exception inside a tool becomes ``Error: <tool> failed: <message>``.
 
 Cancellation: an async tool is cancelled with its turn. A sync tool in a thread cannot
-be interrupted: cancellation waits for it to return (so no work outlives its turn).
+be interrupted: cancellation waits for it to return (so no work outlives its turn),
+unless the runtime's shutdown grace runs out first (see :mod:`._threads`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import trio
 from ..errors import BadRequest, Conflict, InvalidInput
 from ..harnesses.base import ToolSchema
 from ..model import MAX_DEPTH, check_depth
+from ._threads import BlockingCalls
 
 __all__ = ["Tool", "ToolRegistry", "decode_arguments"]
 
@@ -140,8 +142,9 @@ def _encode_output(value: Any) -> str:
 class ToolRegistry:
     """Tools by name. One per runtime; every session may call every tool in it."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: BlockingCalls | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._threads = threads or BlockingCalls()
 
     def register(
         self,
@@ -208,7 +211,7 @@ class ToolRegistry:
                 result = await typing.cast(Callable[..., Awaitable[Any]], tool.fn)(**args)
             else:
                 call = functools.partial(tool.fn, **args)
-                result = await trio.to_thread.run_sync(call)
+                result = await self._threads.run(call, what=f"sync tool {name!r}")
         except trio.Cancelled:
             raise
         except Exception as exc:

@@ -57,6 +57,7 @@ from ..stores import Store
 from ._bus import EventBus
 from ._dispatch import SessionTools
 from ._elicitations import Elicitations
+from ._history import History
 
 __all__ = [
     "CRASHED_MESSAGE",
@@ -182,17 +183,20 @@ class Turn:
         self._last_text = ""
         # Set when the turn has ended (see :meth:`run`).
         self.outcome: TurnOutcome | None = None
+        self._history: History | None = None
 
     def bind(
         self,
         tools: SessionTools,
         take_injections: Callable[[], Awaitable[list[MessageItem]]],
         wait_injection: Callable[[], Awaitable[None]] | None = None,
+        history: History | None = None,
     ) -> None:
-        """Attach the session's tools and message buffer (done while preparing)."""
+        """Attach the session's tools, message buffer and kept history (while preparing)."""
         self._tools = tools
         self._take_injections = take_injections
         self._wait_injection = wait_injection
+        self._history = history
 
     # -- TurnContext -----------------------------------------------------------------
 
@@ -202,7 +206,17 @@ class Turn:
     async def add_item(self, item: Item) -> None:
         if isinstance(item, MessageItem) and item.role == "assistant":
             self._last_text = item_text(item)
-        await self._services.store.put_items(self.session_id, [unstructure(item, Item)])
+        history = self._history
+        if history is not None:
+            # Recorded before the write, so the kept history has the store's order
+            # even when two writes of this turn overlap; a failed write casts doubt.
+            history.record(item)
+        try:
+            await self._services.store.put_items(self.session_id, [unstructure(item, Item)])
+        except BaseException:
+            if history is not None:
+                history.doubt()
+            raise
         await self.emit(OutputItemDone(item=item, response_id=self.response_id))
 
     @asynccontextmanager

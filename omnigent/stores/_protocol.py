@@ -10,10 +10,16 @@ Contract every implementation keeps:
 * Each method is one transaction: nothing is left half-written.
 * A cancelled caller may wait for the statement it started (a thread call cannot be
   interrupted), then sees ``trio.Cancelled``.
+* After :meth:`Store.abandon` (a shutdown past its grace) no caller waits any more:
+  calls in flight and later ones raise ``RuntimeClosed``, and closing the store is
+  still safe while their statements finish.
 * ``append_events`` writes a whole batch in one round trip and keeps each session's
   ``last_event_id``, ``updated_at`` (its newest event's ``created_at``) and ``status``
   (from its latest ``session.status`` event) in the same transaction. A row it cannot
   take raises; the caller retries row by row.
+* Writes into a session that does not exist (deleted meanwhile) raise ``LookupError``
+  (``put_items``, and ``insert_session`` for a missing parent); a delete takes the
+  session's whole subtree as it is at that moment.
 * Listing cursors (``after``) that name no row of the listing raise ``LookupError``.
 """
 
@@ -22,7 +28,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from ._rows import AgentRow, FileRow, Page, SessionRow, StoredEvent, WorkRow
+from ._rows import (
+    AgentRow,
+    FileRow,
+    Page,
+    PendingItem,
+    ProcessGroupRow,
+    RunningTask,
+    SessionRow,
+    StoredEvent,
+    WorkRow,
+)
 
 __all__ = ["Store"]
 
@@ -37,6 +53,13 @@ class Store(Protocol):
 
     async def owner_info(self) -> str | None:
         """Who owns the database right now, for messages (``None``: unknown)."""
+        ...
+
+    def abandon(self) -> int:
+        """Stop waiting for statements in flight (see the module contract).
+
+        Returns how many calls were waiting.
+        """
         ...
 
     # -- agents ------------------------------------------------------------------------
@@ -63,7 +86,11 @@ class Store(Protocol):
     # -- sessions ----------------------------------------------------------------------
 
     async def insert_session(self, row: SessionRow, items: Sequence[dict[str, Any]] = ()) -> None:
-        """Create a session with its initial items."""
+        """Create a session with its initial items.
+
+        Raises:
+            LookupError: ``row.parent_session_id`` names no session.
+        """
         ...
 
     async def get_session(self, session_id: str) -> SessionRow | None: ...
@@ -102,8 +129,9 @@ class Store(Protocol):
         ...
 
     async def delete_sessions(self, session_ids: Iterable[str]) -> None:
-        """Delete sessions with everything they hold (items, events, inbox, grants,
-        harness state)."""
+        """Delete sessions and their descendants (found in the same transaction) with
+        everything they hold (items, events, inbox, grants, harness state, task and
+        process records)."""
         ...
 
     async def ancestor_ids(self, session_id: str) -> list[str]:
@@ -128,12 +156,33 @@ class Store(Protocol):
 
     # -- items and events ----------------------------------------------------------------
 
-    async def put_items(self, session_id: str, items: Sequence[dict[str, Any]]) -> None:
-        """Append items (wire dicts with their ``id``) to a session's history."""
+    async def put_items(
+        self, session_id: str, items: Sequence[dict[str, Any]], *, pending: bool = False
+    ) -> None:
+        """Append items (wire dicts with their ``id``) to a session's history.
+
+        An item whose id exists is replaced in place. ``pending`` marks user messages
+        no turn has taken yet, so a restart can answer them.
+
+        Raises:
+            LookupError: the session does not exist.
+        """
         ...
 
     async def move_items_to_end(self, session_id: str, item_ids: Sequence[str]) -> None:
-        """Move items to the end of the history (a buffered message read late)."""
+        """Move items to the end of the history and mark them taken (a turn read them)."""
+        ...
+
+    async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Mark pending messages settled where they are (a stop dropped them)."""
+        ...
+
+    async def delete_items(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Remove items from a session's history (a message the runtime refused)."""
+        ...
+
+    async def pending_items(self) -> list[PendingItem]:
+        """Every message still pending, oldest first."""
         ...
 
     async def list_items(
@@ -143,8 +192,11 @@ class Store(Protocol):
         order: str = "asc",
         limit: int | None = None,
         after: str | None = None,
+        include_pending: bool = True,
     ) -> Page:
         """A session's items in order; ``after`` is an item id (exclusive).
+
+        ``include_pending=False`` leaves out messages no turn has taken yet.
 
         Raises:
             LookupError: ``after`` is not an item of the session.
@@ -161,14 +213,31 @@ class Store(Protocol):
         """Up to ``limit`` stored events with ``event_id > after``, in order."""
         ...
 
-    async def max_event_id(self, session_id: str) -> int:
-        """The newest stored event id of the session (0 if none)."""
+    async def newest_event(self, session_id: str, types: Sequence[str]) -> dict[str, Any] | None:
+        """The session's newest stored event whose type is one of ``types``."""
+        ...
+
+    async def max_event_id(self, session_id: str) -> int | None:
+        """The newest stored event id of the session (0 if none); ``None``: no such session."""
         ...
 
     # -- inbox -------------------------------------------------------------------------
 
-    async def add_inbox_item(self, session_id: str, item_id: str, data: str) -> int:
-        """Store an inbox item; returns how many are undelivered now."""
+    async def add_inbox_item(
+        self, session_id: str, item_id: str, data: str, *, task_id: str | None = None
+    ) -> int:
+        """Store an inbox item; returns how many are undelivered now.
+
+        ``task_id``: the running task this item ends (its record goes with it).
+        """
+        ...
+
+    async def add_running_task(self, session_id: str, handle_id: str, tool: str) -> None:
+        """Record a background task as running until its inbox item is stored."""
+        ...
+
+    async def running_tasks(self) -> list[RunningTask]:
+        """Every task recorded as running."""
         ...
 
     async def drain_inbox(self, session_id: str) -> list[tuple[str, str]]:
@@ -257,6 +326,20 @@ class Store(Protocol):
         self, session_id: str, harness: str, key: str, value: str | None
     ) -> None:
         """Store one value (``None`` deletes it). Nothing is kept for a deleted session."""
+        ...
+
+    # -- process groups ----------------------------------------------------------------
+
+    async def put_process_group(self, row: ProcessGroupRow) -> None:
+        """Record a process group a tool started."""
+        ...
+
+    async def delete_process_group(self, pgid: int, start_time: int) -> None:
+        """Forget a process group that is gone."""
+        ...
+
+    async def process_groups(self) -> list[ProcessGroupRow]:
+        """Every recorded process group."""
         ...
 
     # -- files ---------------------------------------------------------------------------

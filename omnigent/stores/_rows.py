@@ -17,6 +17,9 @@ __all__ = [
     "AgentRow",
     "FileRow",
     "Page",
+    "PendingItem",
+    "ProcessGroupRow",
+    "RunningTask",
     "SessionRow",
     "StoredEvent",
     "WorkRow",
@@ -61,12 +64,53 @@ class SessionRow:
 
 @attrs.frozen
 class StoredEvent:
-    """One event as persisted: its place in the log and its wire form."""
+    """One event as persisted: its place in the log and its wire form.
+
+    ``data`` is the wire form already encoded as JSON text: the bus encodes an event
+    when it is published (so a payload that cannot be encoded is refused to its
+    publisher, never found by the writer). ``status`` is the ``status`` of a
+    ``session.status`` event (the store keeps each session's latest), else ``None``;
+    ``created_at`` the event's own (the session's ``updated_at``).
+    """
 
     session_id: str
     event_id: int
     type: str
-    data: dict[str, Any]
+    data: str
+    status: str | None = None
+    created_at: float = 0.0
+
+
+@attrs.frozen
+class PendingItem:
+    """A user message stored but not yet taken by any turn (see ``Store.put_items``)."""
+
+    session_id: str
+    item: dict[str, Any]
+
+
+@attrs.frozen
+class RunningTask:
+    """A background tool task that was running (recorded until its inbox item is written)."""
+
+    session_id: str
+    handle_id: str
+    tool: str
+
+
+@attrs.frozen
+class ProcessGroupRow:
+    """A process group a tool started: its id and its leader's start time.
+
+    ``start_time`` is the leader's start in clock ticks since boot (``/proc/PID/stat``
+    field 22) and ``boot_id`` the kernel's boot id: together they tell the group
+    apart from a later process that reuses the pid.
+    """
+
+    pgid: int
+    start_time: int
+    boot_id: str
+    session_id: str | None
 
 
 @attrs.frozen

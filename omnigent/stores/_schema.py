@@ -137,4 +137,27 @@ CREATE INDEX subagent_work_parent ON subagent_work(parent_session_id, status);
 CREATE INDEX subagent_work_child ON subagent_work(child_session_id, status);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS)
+# What a process that dies (``kill -9``) leaves behind, so the next start can finish it:
+# messages no turn has taken yet (``items.pending``), background tasks that were
+# running, and the process groups its tools started (with the leader's start time, so
+# a recycled pid is never signalled).
+_CRASH_RECOVERY = """
+ALTER TABLE items ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX items_pending ON items(pending) WHERE pending = 1;
+CREATE TABLE running_tasks (
+    handle_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    started_at REAL NOT NULL
+);
+CREATE TABLE process_groups (
+    pgid INTEGER NOT NULL,
+    start_time INTEGER NOT NULL,
+    boot_id TEXT NOT NULL,
+    session_id TEXT,
+    started_at REAL NOT NULL,
+    PRIMARY KEY (pgid, start_time)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS, _CRASH_RECOVERY)

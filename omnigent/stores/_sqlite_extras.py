@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from .._ids import now
-from ._rows import FileRow
+from ._rows import FileRow, ProcessGroupRow, RunningTask
 from ._sqlite_base import SQLiteBase
 
 __all__ = ["ExtrasMixin"]
@@ -24,17 +24,79 @@ class ExtrasMixin(SQLiteBase):
 
     # -- inbox -----------------------------------------------------------------------
 
-    async def add_inbox_item(self, session_id: str, item_id: str, data: str) -> int:
-        """Persist one inbox item; returns the session's undelivered count."""
+    async def add_inbox_item(
+        self, session_id: str, item_id: str, data: str, *, task_id: str | None = None
+    ) -> int:
+        """Persist one inbox item; returns the session's undelivered count.
+
+        ``task_id`` names the running task (:meth:`add_running_task`) this item ends:
+        its record goes in the same transaction, so a task is always either running
+        or delivered, never neither.
+        """
 
         def write(c: sqlite3.Connection) -> int:
             c.execute(
                 "INSERT INTO inbox (id, session_id, data, created_at) VALUES (?, ?, ?, ?)",
                 (item_id, session_id, data, now()),
             )
+            if task_id is not None:
+                c.execute("DELETE FROM running_tasks WHERE handle_id = ?", (task_id,))
             return self._undelivered(c, session_id)
 
         return await self._write(write)
+
+    async def add_running_task(self, session_id: str, handle_id: str, tool: str) -> None:
+        """Record a background task as running (until its inbox item is written)."""
+
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT OR REPLACE INTO running_tasks VALUES (?, ?, ?, ?)",
+                (handle_id, session_id, tool, now()),
+            )
+
+        await self._write(write)
+
+    async def running_tasks(self) -> list[RunningTask]:
+        """Every task recorded as running, oldest first (for recovery)."""
+
+        def read(c: sqlite3.Connection) -> list[RunningTask]:
+            rows = c.execute(
+                "SELECT session_id, handle_id, tool FROM running_tasks ORDER BY started_at"
+            ).fetchall()
+            return [RunningTask(r[0], r[1], r[2]) for r in rows]
+
+        return await self._read(read)
+
+    # -- process groups ---------------------------------------------------------------
+
+    async def put_process_group(self, row: ProcessGroupRow) -> None:
+        """Record a process group a tool started (cleared when it is gone)."""
+
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT OR REPLACE INTO process_groups VALUES (?, ?, ?, ?, ?)",
+                (row.pgid, row.start_time, row.boot_id, row.session_id, now()),
+            )
+
+        await self._write(write)
+
+    async def delete_process_group(self, pgid: int, start_time: int) -> None:
+        await self._write(
+            lambda c: c.execute(
+                "DELETE FROM process_groups WHERE pgid = ? AND start_time = ?", (pgid, start_time)
+            )
+        )
+
+    async def process_groups(self) -> list[ProcessGroupRow]:
+        """Every recorded process group (for recovery)."""
+
+        def read(c: sqlite3.Connection) -> list[ProcessGroupRow]:
+            rows = c.execute(
+                "SELECT pgid, start_time, boot_id, session_id FROM process_groups"
+            ).fetchall()
+            return [ProcessGroupRow(int(r[0]), int(r[1]), r[2], r[3]) for r in rows]
+
+        return await self._read(read)
 
     async def drain_inbox(self, session_id: str) -> list[tuple[str, str]]:
         """Take every undelivered item ``(id, data)``, oldest first, marking it delivered."""

@@ -13,20 +13,35 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._ids import now
-from ._rows import Page, StoredEvent
+from ._rows import Page, PendingItem, StoredEvent
 from ._sqlite_base import SQLiteBase
 
 __all__ = ["LogMixin", "insert_items"]
 
 
-def insert_items(c: sqlite3.Connection, session_id: str, items: Iterable[dict[str, Any]]) -> None:
-    """Upsert ``items`` into a session's history on ``c`` (inside the caller's transaction)."""
+def insert_items(
+    c: sqlite3.Connection,
+    session_id: str,
+    items: Iterable[dict[str, Any]],
+    *,
+    pending: bool = False,
+) -> None:
+    """Upsert ``items`` into a session's history on ``c`` (inside the caller's transaction).
+
+    An item whose id exists keeps its place (and its ``pending`` mark) and takes the
+    new data.
+    """
     t = now()
     c.executemany(
-        "INSERT INTO items (id, session_id, data, created_at) VALUES (?, ?, ?, ?) "
+        "INSERT INTO items (id, session_id, data, created_at, pending) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT(id) DO UPDATE SET data = excluded.data",
-        [(item["id"], session_id, json.dumps(item), t) for item in items],
+        [(item["id"], session_id, json.dumps(item), t, int(pending)) for item in items],
     )
+
+
+def _require_session(c: sqlite3.Connection, session_id: str) -> None:
+    if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise LookupError(session_id)
 
 
 class LogMixin(SQLiteBase):
@@ -34,12 +49,27 @@ class LogMixin(SQLiteBase):
 
     # -- items -----------------------------------------------------------------------
 
-    async def put_items(self, session_id: str, items: Sequence[dict[str, Any]]) -> None:
-        """Append items; an item whose id exists is replaced in place (same position)."""
-        await self._write(lambda c: insert_items(c, session_id, items))
+    async def put_items(
+        self, session_id: str, items: Sequence[dict[str, Any]], *, pending: bool = False
+    ) -> None:
+        """Append items; an item whose id exists is replaced in place (same position).
+
+        ``pending`` marks user messages no turn has taken yet (cleared by
+        :meth:`move_items_to_end` or :meth:`settle_items`).
+
+        Raises:
+            LookupError: the session does not exist (deleted meanwhile).
+        """
+
+        def write(c: sqlite3.Connection) -> None:
+            _require_session(c, session_id)
+            insert_items(c, session_id, items, pending=pending)
+
+        await self._write(write)
 
     async def move_items_to_end(self, session_id: str, item_ids: Sequence[str]) -> None:
-        """Move items to the end of the session's history, keeping their relative order.
+        """Move items to the end of the session's history, keeping their relative order,
+        and mark them taken (no longer pending).
 
         A buffered message is stored when it arrives, but the model reads it only when
         a turn takes it; moving it keeps the stored order equal to what the model saw.
@@ -55,8 +85,45 @@ class LogMixin(SQLiteBase):
                     "WHERE session_id = ?)",
                     (item_id, session_id, session_id),
                 )
+            c.executemany(
+                "UPDATE items SET pending = 0 WHERE id = ? AND session_id = ? AND pending = 1",
+                [(item_id, session_id) for item_id in item_ids],
+            )
 
         await self._write(write)
+
+    async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Mark pending messages settled where they are (a stop dropped them)."""
+        if not item_ids:
+            return
+        await self._write(
+            lambda c: c.executemany(
+                "UPDATE items SET pending = 0 WHERE id = ? AND session_id = ?",
+                [(item_id, session_id) for item_id in item_ids],
+            )
+        )
+
+    async def delete_items(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Remove items from a session's history (a message the runtime refused)."""
+        if not item_ids:
+            return
+        await self._write(
+            lambda c: c.executemany(
+                "DELETE FROM items WHERE id = ? AND session_id = ?",
+                [(item_id, session_id) for item_id in item_ids],
+            )
+        )
+
+    async def pending_items(self) -> list[PendingItem]:
+        """Every message no turn has taken yet, oldest first (for recovery)."""
+
+        def read(c: sqlite3.Connection) -> list[PendingItem]:
+            rows = c.execute(
+                "SELECT session_id, data FROM items WHERE pending = 1 ORDER BY seq"
+            ).fetchall()
+            return [PendingItem(r[0], json.loads(r[1])) for r in rows]
+
+        return await self._read(read)
 
     async def list_items(
         self,
@@ -65,8 +132,11 @@ class LogMixin(SQLiteBase):
         order: str = "asc",
         limit: int | None = None,
         after: str | None = None,
+        include_pending: bool = True,
     ) -> Page:
         """Items of a session in order; ``after`` is an item id (exclusive cursor).
+
+        ``include_pending=False`` leaves out messages no turn has taken yet.
 
         Raises:
             LookupError: ``after`` is not an item of the session.
@@ -75,6 +145,8 @@ class LogMixin(SQLiteBase):
 
         def read(c: sqlite3.Connection) -> Page:
             where, args = "session_id = ?", list[Any]([session_id])
+            if not include_pending:
+                where += " AND pending = 0"
             if after is not None:
                 cursor = c.execute(
                     "SELECT seq FROM items WHERE id = ? AND session_id = ?", (after, session_id)
@@ -100,20 +172,27 @@ class LogMixin(SQLiteBase):
 
         Also keeps each session's ``last_event_id``, ``updated_at`` (its newest event's
         ``created_at``) and ``status`` (from its latest ``session.status`` event)
-        current, so snapshots need no scan of the log.
+        current, so snapshots need no scan of the log. An event of a session that no
+        longer exists is not written (a deleted session keeps no log).
         """
-        rows = [(e.session_id, e.event_id, e.type, json.dumps(e.data)) for e in events]
+        rows = [(e.session_id, e.event_id, e.type, e.data, e.session_id) for e in events]
         last: dict[str, tuple[int, float]] = {}
         status: dict[str, str] = {}
         for e in events:
-            last[e.session_id] = (e.event_id, float(e.data.get("created_at") or now()))
-            if e.type == "session.status":
-                status[e.session_id] = e.data["status"]
+            if e.event_id >= last.get(e.session_id, (0, 0.0))[0]:
+                last[e.session_id] = (e.event_id, e.created_at or now())
+            if e.status is not None:
+                status[e.session_id] = e.status
 
         def write(c: sqlite3.Connection) -> None:
-            c.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
             c.executemany(
-                "UPDATE sessions SET last_event_id = ?, updated_at = ? WHERE id = ?",
+                "INSERT INTO events SELECT ?, ?, ?, ? "
+                "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+                rows,
+            )
+            c.executemany(
+                "UPDATE sessions SET last_event_id = MAX(last_event_id, ?), updated_at = ? "
+                "WHERE id = ?",
                 [(event_id, at, k) for k, (event_id, at) in last.items()],
             )
             c.executemany(
@@ -137,11 +216,31 @@ class LogMixin(SQLiteBase):
 
         return await self._read(read)
 
-    async def max_event_id(self, session_id: str) -> int:
-        def read(c: sqlite3.Connection) -> int:
+    async def newest_event(self, session_id: str, types: Sequence[str]) -> dict[str, Any] | None:
+        """The session's newest stored event of one of ``types`` (wire form), if any."""
+        marks = ", ".join("?" * len(types))
+
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
             r = c.execute(
-                "SELECT MAX(event_id) FROM events WHERE session_id = ?", (session_id,)
+                f"SELECT data FROM events WHERE session_id = ? AND type IN ({marks}) "
+                "ORDER BY event_id DESC LIMIT 1",
+                (session_id, *types),
             ).fetchone()
-            return int(r[0] or 0)
+            return None if r is None else dict(json.loads(r[0]))
+
+        return await self._read(read)
+
+    async def max_event_id(self, session_id: str) -> int | None:
+        """The newest stored event id of the session (0 if none); ``None``: no such session."""
+
+        def read(c: sqlite3.Connection) -> int | None:
+            r = c.execute(
+                "SELECT last_event_id, (SELECT MAX(event_id) FROM events WHERE session_id = ?) "
+                "FROM sessions WHERE id = ?",
+                (session_id, session_id),
+            ).fetchone()
+            if r is None:
+                return None
+            return max(int(r[0] or 0), int(r[1] or 0))
 
         return await self._read(read)

@@ -58,6 +58,29 @@ _VISIBLE_CTE = (
 )
 
 
+# Every table whose rows belong to one session (deleted with it).
+_SESSION_TABLES = (
+    "items",
+    "events",
+    "inbox",
+    "elicitations",
+    "permissions",
+    "harness_state",
+    "running_tasks",
+    "process_groups",
+)
+
+
+def _descendants(c: sqlite3.Connection, session_id: str) -> list[str]:
+    rows = c.execute(
+        "WITH RECURSIVE d(id) AS (SELECT id FROM sessions WHERE parent_session_id = ? "
+        "UNION SELECT s.id FROM sessions s JOIN d ON s.parent_session_id = d.id) "
+        "SELECT id FROM d",
+        (session_id,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
 
@@ -66,9 +89,19 @@ class SessionsMixin(SQLiteBase):
     """Session and permission methods of :class:`~.sqlite.SQLiteStore`."""
 
     async def insert_session(self, row: SessionRow, items: Sequence[dict[str, Any]] = ()) -> None:
-        """Create a session and its initial items in one transaction."""
+        """Create a session and its initial items in one transaction.
+
+        Raises:
+            LookupError: ``row.parent_session_id`` names no session (deleted meanwhile).
+        """
 
         def write(c: sqlite3.Connection) -> None:
+            if row.parent_session_id is not None:
+                parent = c.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (row.parent_session_id,)
+                ).fetchone()
+                if parent is None:
+                    raise LookupError(row.parent_session_id)
             c.execute(
                 f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -200,18 +233,20 @@ class SessionsMixin(SQLiteBase):
         return await self._read(read)
 
     async def delete_sessions(self, session_ids: Iterable[str]) -> None:
-        """Delete sessions with everything that belongs to them."""
-        ids = [(i,) for i in session_ids]
+        """Delete sessions and their descendants, with everything that belongs to them.
+
+        The descendants are found inside the transaction, so a child created while
+        the delete was on its way goes with its parent (and one created after it is
+        refused by :meth:`insert_session`).
+        """
+        roots = list(session_ids)
 
         def write(c: sqlite3.Connection) -> None:
-            for table in (
-                "items",
-                "events",
-                "inbox",
-                "elicitations",
-                "permissions",
-                "harness_state",
-            ):
+            doomed = set(roots)
+            for root in roots:
+                doomed.update(_descendants(c, root))
+            ids = [(i,) for i in sorted(doomed)]
+            for table in _SESSION_TABLES:
                 c.executemany(f"DELETE FROM {table} WHERE session_id = ?", ids)
             for column in ("parent_session_id", "child_session_id"):
                 c.executemany(f"DELETE FROM subagent_work WHERE {column} = ?", ids)
@@ -237,17 +272,7 @@ class SessionsMixin(SQLiteBase):
 
     async def descendant_ids(self, session_id: str) -> list[str]:
         """Every session below ``session_id`` (children, grandchildren, …)."""
-
-        def read(c: sqlite3.Connection) -> list[str]:
-            rows = c.execute(
-                "WITH RECURSIVE d(id) AS (SELECT id FROM sessions WHERE parent_session_id = ? "
-                "UNION SELECT s.id FROM sessions s JOIN d ON s.parent_session_id = d.id) "
-                "SELECT id FROM d",
-                (session_id,),
-            ).fetchall()
-            return [r[0] for r in rows]
-
-        return await self._read(read)
+        return await self._read(lambda c: _descendants(c, session_id))
 
     # -- permissions -----------------------------------------------------------------
 

@@ -10,8 +10,12 @@ A thread hop costs 150–200 µs: hot paths (events) write in batches
 (:meth:`SQLiteStore.append_events`), never one row per call.
 
 Cancellation: a thread call cannot be interrupted; a cancelled caller waits for the
-statement it started to finish (bounded by SQLite's busy timeout), then sees
-``trio.Cancelled``. Nothing is left half-written: each method is one transaction.
+statement it started to finish (bounded by SQLite's busy timeout) and gets its result,
+then sees ``trio.Cancelled`` at its next checkpoint. Nothing is left half-written: each
+method is one transaction. A shutdown past its grace calls :meth:`SQLiteStore.abandon`:
+callers stop waiting (they get ``RuntimeClosed``) while their statements finish in
+their threads, and each connection is closed by the last thread that used it, never
+under it.
 
 This module owns the connections, migrations and thread plumbing; the methods come
 from one mixin per table family (``_sqlite_agents``, ``_sqlite_sessions``,
@@ -25,6 +29,7 @@ import fcntl
 import os
 import socket
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,7 +37,7 @@ from typing import TypeVar
 
 import trio
 
-from ..errors import StoreBusy
+from ..errors import RuntimeClosed, StoreBusy
 from ._schema import MIGRATIONS
 from ._sqlite_agents import AgentsMixin
 from ._sqlite_extras import ExtrasMixin
@@ -86,6 +91,13 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
             self._readers = [_connect(path) for _ in range(_READERS)]
             self._read_limiter = trio.CapacityLimiter(_READERS)
         _migrate(self._writer)
+        # Connections a worker thread is using right now, and how many threads: close()
+        # leaves those to the last thread out (see _use).
+        self._guard = threading.Lock()
+        self._in_use: dict[sqlite3.Connection, int] = {}
+        self._closed = False
+        self._abandoned = False
+        self._waits: set[trio.CancelScope] = set()
 
     async def owner_info(self) -> str | None:
         """Who owns the database file (``pid N on HOST``), for error messages."""
@@ -97,14 +109,69 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
         return str(self.path) if self.path is not None else ":memory:"
 
     def close(self) -> None:
-        for conn in [self._writer, *self._readers]:
-            conn.close()
+        """Close every connection; one a thread still uses is closed when it is done."""
+        with self._guard:
+            self._closed = True
+            for conn in [self._writer, *self._readers]:
+                if not self._in_use.get(conn):
+                    conn.close()
+
+    def abandon(self) -> int:
+        """Stop waiting for statements in flight; returns how many were waited on.
+
+        For a shutdown past its grace (a database locked by another process, say):
+        each waiting caller gets ``RuntimeClosed`` at once, and so does every later
+        call; the statements themselves finish in their threads.
+        """
+        self._abandoned = True
+        for scope in self._waits:
+            scope.cancel()
+        return len(self._waits)
 
     # -- thread plumbing -------------------------------------------------------------
 
+    def _use(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on ``conn`` in this worker thread, marking the connection in use."""
+        with self._guard:
+            if self._closed:
+                raise RuntimeClosed("the store is closed")
+            self._in_use[conn] = self._in_use.get(conn, 0) + 1
+        try:
+            return fn(conn)
+        finally:
+            with self._guard:
+                self._in_use[conn] -= 1
+                if not self._in_use[conn]:
+                    del self._in_use[conn]
+                    if self._closed:
+                        conn.close()  # the store closed while we worked: we are the last
+
+    async def _in_thread(
+        self,
+        conn: sqlite3.Connection,
+        fn: Callable[[sqlite3.Connection], T],
+        limiter: trio.CapacityLimiter | None = None,
+    ) -> T:
+        """``fn(conn)`` in a worker thread: waited for, unless the store is abandoned.
+
+        Shielded, so a cancelled caller still gets the result of a statement that ran
+        (and sees the cancel at its next checkpoint); only :meth:`abandon` stops the
+        wait.
+        """
+        if self._abandoned:
+            raise RuntimeClosed("the store stopped waiting for the database at shutdown")
+        with trio.CancelScope(shield=True) as wait:
+            self._waits.add(wait)
+            try:
+                return await trio.to_thread.run_sync(
+                    self._use, conn, fn, limiter=limiter, abandon_on_cancel=True
+                )
+            finally:
+                self._waits.discard(wait)
+        raise RuntimeClosed("the store stopped waiting for the database at shutdown")
+
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def run() -> T:
-            conn = self._writer
+        def run(conn: sqlite3.Connection) -> T:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(conn)
@@ -117,15 +184,15 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
                 raise
             return result
 
-        return await trio.to_thread.run_sync(run, limiter=self._write_limiter)
+        return await self._in_thread(self._writer, run, self._write_limiter)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if not self._readers:
-            return await trio.to_thread.run_sync(fn, self._writer, limiter=self._read_limiter)
+            return await self._in_thread(self._writer, fn, self._read_limiter)
         async with self._read_limiter:
             conn = self._readers.pop()
             try:
-                return await trio.to_thread.run_sync(fn, conn)
+                return await self._in_thread(conn, fn)
             finally:
                 self._readers.append(conn)
 

@@ -8,6 +8,7 @@ acts on a session's live terminals, tmux panes on a private server; see
 """
 
 from ._paths import workspace_for
+from ._process import TrackedGroups, boot_id, kill_orphaned_group, process_start_time
 from .os import (
     OS_TOOL_SCHEMAS,
     ensure_dir,
@@ -29,8 +30,12 @@ from .terminals import (
 __all__ = [
     "OS_TOOL_SCHEMAS",
     "TERMINAL_TOOL_SCHEMAS",
+    "TrackedGroups",
+    "boot_id",
     "ensure_dir",
     "is_mutating",
+    "kill_orphaned_group",
+    "process_start_time",
     "sys_os_edit",
     "sys_os_read",
     "sys_os_shell",

@@ -10,6 +10,13 @@ to the group if anything is still alive after a grace period.
 Why the kill is shielded: ``run_process`` cancels its ``deliver_cancel`` as soon as the
 *direct* child exits. A shell that dies on SIGTERM while its grandchild ignores it
 would otherwise cancel the SIGKILL step and leak the grandchild.
+
+After a crash: a process killed with ``kill -9`` runs no ``finally``, so its groups
+would live on. A :class:`TrackedGroups` records each group when it starts (its id, and
+the leader's start time from ``/proc``) and forgets it when it is gone; the next start
+calls :func:`kill_orphaned_group` for what is still recorded, which signals a group
+only while its leader is the very process that was recorded (same start time, same
+boot), so a recycled pid is never signalled.
 """
 
 from __future__ import annotations
@@ -20,13 +27,24 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 import trio
 
-__all__ = ["ShellOutcome", "kill_group", "kill_session", "run_in_group"]
+__all__ = [
+    "ShellOutcome",
+    "TrackedGroups",
+    "boot_id",
+    "kill_group",
+    "kill_orphaned_group",
+    "kill_session",
+    "process_start_time",
+    "run_in_group",
+]
 
 _POLL_INTERVAL = 0.02
+_RECORD_TIMEOUT = 5.0
 
 
 @attrs.frozen
@@ -68,6 +86,84 @@ class _CappedBuffer:
 
 # Fields of /proc/<pid>/stat after "pid (comm) ": state ppid pgrp session …
 _PGRP, _SESSION = 2, 3
+
+
+class TrackedGroups(Protocol):
+    """Where the process groups a tool starts are recorded while they live."""
+
+    async def started(self, pgid: int) -> None:
+        """A group was started (record it before anything can outlive the caller)."""
+        ...
+
+    async def ended(self, pgid: int) -> None:
+        """The group is gone (killed and reaped)."""
+        ...
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the command name (field 3 onwards), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    # "pid (comm) state ppid pgrp session …"; comm may contain spaces and parentheses.
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def process_start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (None: no such process)."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20:
+        return None
+    return int(fields[19])  # field 22 of stat: starttime
+
+
+def boot_id() -> str:
+    """The kernel's id for this boot (start times count from it)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _orphans_of(pgid: int, started_after: int) -> list[int]:
+    """Members of group ``pgid`` (in its session) that started after its leader did."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is None or len(fields) < 20 or fields[0] == "Z":
+            continue
+        in_group = int(fields[_PGRP]) == pgid and int(fields[_SESSION]) == pgid
+        if in_group and int(fields[19]) >= started_after:
+            found.append(int(entry.name))
+    return found
+
+
+async def kill_orphaned_group(pgid: int, start_time: int, boot: str, *, grace: float) -> bool:
+    """Kill a group a dead runtime started, if it is still the same group.
+
+    The group is signalled only while its leader is alive with the recorded start
+    time (in this boot). When the leader has already exited, the members left in
+    its group and session that started after it are signalled one by one, each
+    checked again just before. Returns whether anything was signalled.
+
+    Cancellation: shielded (as :func:`kill_group`).
+    """
+    if boot != boot_id():
+        return False  # a reboot took every process of that boot with it
+    leader = await trio.to_thread.run_sync(process_start_time, pgid)
+    if leader == start_time:
+        await kill_group(pgid, grace=grace)
+        return True
+    if leader is not None:
+        return False  # the pid was recycled: not ours
+    members = await trio.to_thread.run_sync(_orphans_of, pgid, start_time)
+    for pid in members:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return bool(members)
 
 
 def _members(field: int, ident: int) -> list[int] | None:
@@ -186,10 +282,12 @@ async def run_in_group(
     timeout: float,
     output_cap: int,
     grace: float = 2.0,
+    tracker: TrackedGroups | None = None,
 ) -> ShellOutcome:
     """Run ``/bin/sh -c command`` in ``cwd`` with stdin from ``/dev/null``.
 
-    Processes left in the command's group when the shell exits are killed too.
+    Processes left in the command's group when the shell exits are killed too. With
+    ``tracker``, the group is recorded while it lives (see the module docstring).
 
     Returns:
         The first ``output_cap`` bytes of each stream (decoded as UTF-8 with
@@ -220,6 +318,9 @@ async def run_in_group(
         with trio.move_on_after(timeout) as deadline:
             async with trio.open_nursery() as nursery:
                 proc = await nursery.start(run)
+                if tracker is not None:
+                    with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
+                        await tracker.started(proc.pid)
                 assert proc.stdout is not None and proc.stderr is not None
                 nursery.start_soon(_drain, proc.stdout, stdout)
                 nursery.start_soon(_drain, proc.stderr, stderr)
@@ -229,6 +330,9 @@ async def run_in_group(
         # an unexpected error in a reader task.
         if proc is not None:
             await kill_group(proc.pid, grace=grace)
+            if tracker is not None:
+                with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
+                    await tracker.ended(proc.pid)
     timed_out = deadline.cancelled_caught
     exit_code = None if timed_out or proc is None else proc.returncode
     return ShellOutcome(stdout.text(), stderr.text(), exit_code, timed_out)

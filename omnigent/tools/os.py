@@ -44,7 +44,7 @@ from ._args import (
 )
 from ._beneath import OpenMode, WorkingDirectory, open_beneath
 from ._paths import resolve_root
-from ._process import run_in_group
+from ._process import TrackedGroups, run_in_group
 from ._schemas import DEFAULT_READ_LIMIT, MAX_SHELL_TIMEOUT, OS_TOOL_SCHEMAS
 
 __all__ = [
@@ -372,12 +372,14 @@ async def sys_os_shell(
     default_timeout: float = 120.0,
     output_cap: int = 100_000,
     kill_grace: float = 2.0,
+    tracker: TrackedGroups | None = None,
 ) -> str:
     """Run ``command`` with ``/bin/sh -c`` in ``cwd``, in its own process group.
 
     stdin is ``/dev/null``; the environment is inherited. Each output stream keeps its
     first ``output_cap`` bytes. On timeout the group is killed and ``exit_code`` is
     ``null``. Processes the command leaves in the background are killed when it exits.
+    ``tracker`` records the group while it lives (so a crash can be cleaned up after).
 
     Cancellation: the process group gets SIGTERM, then SIGKILL after ``kill_grace``
     seconds if anything survives; ``trio.Cancelled`` propagates once it is gone.
@@ -387,7 +389,12 @@ async def sys_os_shell(
     root = await trio.to_thread.run_sync(resolve_root, cwd)
     try:
         outcome = await run_in_group(
-            args["command"], root, timeout=timeout, output_cap=output_cap, grace=kill_grace
+            args["command"],
+            root,
+            timeout=timeout,
+            output_cap=output_cap,
+            grace=kill_grace,
+            tracker=tracker,
         )
     except OSError as exc:
         raise ToolError(f"cannot start /bin/sh: {exc.strerror or exc}") from exc

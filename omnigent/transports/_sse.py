@@ -28,11 +28,15 @@ generator, and that choice carries the design:
   turn goes out in a few hundred chunks instead of 20,000; a lone frame waits only the
   window.
 * **Ending.** The stream ends when the source ends (the pump closes the channel; the
-  consumer sees ``EndOfChannel``), when the server is stopping (a watcher task
-  cancels the pump when the app's ``stopping`` event is set, so the stream ends
-  cleanly before Hypercorn's graceful timeout), or when the client goes away (Quart
-  cancels the request task; ``__aexit__`` cancels the pump, whose ``async with`` on
-  the subscription releases it before ``__aexit__`` returns).
+  consumer sees ``EndOfChannel``), when the server is stopping, or when the client
+  goes away (Quart cancels the request task; ``__aexit__`` cancels the pump, whose
+  ``async with`` on the subscription releases it before ``__aexit__`` returns).
+  The server stops its runtime's sessions *before* it sets the app's ``stopping``
+  event, so the turns' terminal events (``response.cancelled``, ``session.status
+  cancelled``) are already published; a watcher task then lets the stream *settle* —
+  a turn stream runs to its own end, a session stream forwards everything up to the
+  session's last event — for at most :data:`SETTLE_TIMEOUT`, and only then cancels
+  the pump, so the stream ends before Hypercorn's graceful timeout.
 
 Error handling: errors the source raises after the headers went out cannot become a
 status code; the pump logs unexpected ones and ends the stream with one ``event:
@@ -54,14 +58,18 @@ from ..errors import OmnigentError
 from ..model import Event
 from ._http_errors import INTERNAL_MESSAGE, envelope
 
-__all__ = ["PING", "SSEBody", "Source", "encode_event", "encode_frame"]
+__all__ = ["PING", "SETTLE_TIMEOUT", "SSEBody", "Settle", "Source", "encode_event", "encode_frame"]
 
 log = logging.getLogger("omnigent.transports.http")
 
 PING = b": ping\n\n"
+SETTLE_TIMEOUT = 2.0
 
 Source = Callable[[trio.MemorySendChannel[bytes]], Awaitable[None]]
 """Forwards encoded frames into the channel until the stream should end."""
+
+Settle = Callable[[], Awaitable[None]]
+"""Returns once a stopping server's stream has forwarded all it should."""
 
 
 def encode_frame(event_type: str, data: Any, event_id: int | None = None) -> bytes:
@@ -83,7 +91,9 @@ class SSEBody(ResponseBody):
 
     Args:
         source: called once in the pump task with the send side of the frame channel.
-        stopping: when set, the stream ends (server shutdown).
+        stopping: when set, the stream settles, then ends (server shutdown).
+        settle: awaited once ``stopping`` is set; the stream ends when it returns.
+            ``None``: the source is expected to end by itself.
         ping_interval: seconds of silence before a ``: ping`` comment.
         window: seconds to wait after the first ready frame for more to coalesce.
         max_chunk: bytes at which a chunk is sent without draining further.
@@ -97,6 +107,7 @@ class SSEBody(ResponseBody):
         source: Source,
         *,
         stopping: trio.Event,
+        settle: Settle | None = None,
         ping_interval: float = 15.0,
         window: float = 0.002,
         buffer: int = 1024,
@@ -104,6 +115,8 @@ class SSEBody(ResponseBody):
     ) -> None:
         self._source = source
         self._stopping = stopping
+        self._settle = settle
+        self._pumped = trio.Event()
         self._ping_interval = ping_interval
         self._window = window
         self._max_chunk = max_chunk
@@ -163,22 +176,29 @@ class SSEBody(ResponseBody):
 
     async def _watch_stopping(self) -> None:
         await self._stopping.wait()
+        with trio.move_on_after(SETTLE_TIMEOUT):
+            if self._settle is not None:
+                await self._settle()
+            else:
+                await self._pumped.wait()
         self._pump_scope.cancel()
 
     async def _pump(self) -> None:
         async with self._send:
             with self._pump_scope:
-                try:
-                    await self._source(self._send)
-                except OmnigentError as error:
-                    await self._send.send(
-                        encode_frame("error", envelope(error.code, error.message))
-                    )
-                except Exception:
-                    log.exception("an event stream failed")
-                    await self._send.send(
-                        encode_frame("error", envelope("internal_error", INTERNAL_MESSAGE))
-                    )
+                await self._run_source()
+        self._pumped.set()
+
+    async def _run_source(self) -> None:
+        try:
+            await self._source(self._send)
+        except OmnigentError as error:
+            await self._send.send(encode_frame("error", envelope(error.code, error.message)))
+        except Exception:
+            log.exception("an event stream failed")
+            await self._send.send(
+                encode_frame("error", envelope("internal_error", INTERNAL_MESSAGE))
+            )
 
 
 def _only_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:

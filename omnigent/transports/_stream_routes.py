@@ -14,21 +14,28 @@ from typing import Any
 import trio
 from quart import Blueprint, Response, request
 
-from ..core import parse_event
+from ..core import Runtime, Subscription, parse_event
 from ..errors import InvalidInput
 from ._access import EDIT, READ, session_access, viewer
 from ._params import EventBody, parse_int, query_bool, state, structured_body
-from ._sse import Source, SSEBody, encode_event
+from ._sse import Settle, Source, SSEBody, encode_event
 
 __all__ = ["blueprint", "sse_response"]
 
 blueprint = Blueprint("omnigent_streams", __name__)
 
+_SETTLE_POLL = 0.05
 
-def sse_response(source: Source) -> Response:
-    """A ``200 text/event-stream`` response relaying ``source``; never timed out."""
+
+def sse_response(source: Source, settle: Settle | None = None) -> Response:
+    """A ``200 text/event-stream`` response relaying ``source``; never timed out.
+
+    ``settle``: see :class:`~._sse.SSEBody` (``None``: the source ends by itself).
+    """
     app_state = state()
-    body = SSEBody(source, stopping=app_state.stopping, ping_interval=app_state.ping_interval)
+    body = SSEBody(
+        source, stopping=app_state.stopping, settle=settle, ping_interval=app_state.ping_interval
+    )
     response = Response(body, status=200, content_type="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
@@ -68,12 +75,42 @@ async def stream(session_id: str) -> Response:
     after = await _resume_point(session_id)
     who = viewer()
 
-    async def session_frames(send: trio.MemorySendChannel[bytes]) -> None:
-        async with runtime.subscribe(session_id, after=after, viewer=who) as subscription:
-            async for event in subscription:
-                await send.send(encode_event(event))
+    stream = _SessionStream(runtime, session_id, after, who)
+    return sse_response(stream.frames, stream.settle)
 
-    return sse_response(session_frames)
+
+class _SessionStream:
+    """``GET …/stream``: a session's events; at shutdown, up to its last one."""
+
+    def __init__(self, runtime: Runtime, session_id: str, after: int, who: str | None) -> None:
+        self._runtime = runtime
+        self._session_id = session_id
+        self._after = after
+        self._viewer = who
+        self._events: Subscription | None = None
+        self._progress = trio.lowlevel.ParkingLot()
+
+    async def frames(self, send: trio.MemorySendChannel[bytes]) -> None:
+        subscription = self._runtime.subscribe(
+            self._session_id, after=self._after, viewer=self._viewer
+        )
+        async with subscription as events:
+            self._events = events
+            async for event in events:
+                await send.send(encode_event(event))
+                self._progress.unpark_all()
+
+    def _seen(self) -> int:
+        # The subscription's own position: it also moves past events this viewer may
+        # not see, which are never forwarded.
+        return self._after if self._events is None else self._events.last_event_id
+
+    async def settle(self) -> None:
+        # The server stopped the sessions first: their last events are final now.
+        final = await self._runtime.last_event_id(self._session_id)
+        while self._seen() < final:
+            with trio.move_on_after(_SETTLE_POLL):  # a skipped event unparks nobody
+                await self._progress.park()
 
 
 async def _resume_point(session_id: str) -> int:

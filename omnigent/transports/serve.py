@@ -10,10 +10,12 @@ The CLI wires it with::
     from omnigent.transports.serve import add_serve_parser, run_serve
     add_serve_parser(subparsers)          # sets func=run_serve on the sub-parser
 
-Shutdown order (Hypercorn #106: never cancel Hypercorn's own nursery): set the app's
-``stopping`` event (every open SSE stream ends), trigger Hypercorn's shutdown (it
-closes its listeners and waits for responses in flight, at most ``graceful_timeout``),
-then leave the runtime (every turn ends ``cancelled``, the store closes).
+Shutdown order (Hypercorn #106: never cancel Hypercorn's own nursery): stop the
+runtime's sessions (every running turn ends ``cancelled`` and its terminal events are
+published; what is stuck after ``--shutdown-grace`` seconds is abandoned), set the
+app's ``stopping`` event (every open SSE stream forwards those terminal events, then
+ends), trigger Hypercorn's shutdown (it closes its listeners and waits for responses
+in flight, at most ``graceful_timeout``), then leave the runtime (the store closes).
 """
 
 from __future__ import annotations
@@ -131,6 +133,7 @@ async def serve(
     allowed_origins: Sequence[str] = (),
     allowed_hosts: Sequence[str] = (),
     stop: trio.Event | None = None,
+    shutdown_grace: float = 5.0,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve omnigent over HTTP until ``stop`` is set or this is cancelled.
@@ -151,6 +154,8 @@ async def serve(
         allowed_hosts: ``Host`` names answered besides the server's own address
             (``--allowed-host``); see ``docs/security.md``.
         stop: set it to shut down; without it, cancel the caller's scope.
+        shutdown_grace: seconds running turns get to end at shutdown (then what is
+            stuck is abandoned); see ``open_runtime``.
         task_status: started with the bound URL (``http://HOST:PORT``).
 
     Raises:
@@ -166,6 +171,7 @@ async def serve(
         "default_policies": policies,
         "policy_modules": policy_modules,
         "allowed_commands": allowed_commands,
+        "shutdown_grace": shutdown_grace,
     }
     async with open_runtime(runtime_db, **runtime_options) as runtime:
         if agents_dir is not None:
@@ -204,6 +210,8 @@ async def serve(
             try:
                 await stop.wait()
             finally:
+                # First the turns end (and say so), while every stream is still open.
+                await runtime.shutdown()
                 hypercorn_scope.deadline = trio.current_time() + _SHUTDOWN_DEADLINE
                 stopping.set()
                 shutdown.set()
@@ -326,8 +334,26 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a Host name to answer besides this server's address and localhost "
         "(a proxy's public name; '*' for any); repeatable",
     )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=_non_negative,
+        default=5.0,
+        metavar="SECONDS",
+        help="at shutdown, how long running turns get to end before what is stuck is "
+        "abandoned (default 5)",
+    )
     parser.set_defaults(func=run_serve)
     return parser
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
+    return value
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -354,6 +380,7 @@ def run_serve(args: argparse.Namespace) -> int:
         Fence.of(origins, hosts)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
+    grace = float(getattr(args, "shutdown_grace", 5.0))
     trio.run(
         partial(
             _main,
@@ -367,6 +394,7 @@ def run_serve(args: argparse.Namespace) -> int:
             commands,
             origins,
             hosts,
+            grace,
         )
     )
     return 0
@@ -383,6 +411,7 @@ async def _main(
     commands: Sequence[str],
     origins: Sequence[str],
     hosts: Sequence[str],
+    grace: float,
 ) -> None:
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
@@ -401,6 +430,7 @@ async def _main(
                 allowed_origins=origins,
                 allowed_hosts=hosts,
                 stop=stop,
+                shutdown_grace=grace,
             )
             url = await nursery.start(run)
             print(f"omnigent serving on {url}", flush=True)

@@ -1,0 +1,148 @@
+"""A subscription: one session's events, replayed from the store, then live.
+
+A subscriber replays from the store, then tails live, with no gap and no duplicate:
+it registers for live delivery *before* its last store read and skips anything at or
+below the last id it yielded. A subscriber that falls behind is detached by the bus
+rather than allowed to block the writer; its iterator notices and resumes from the
+store where it stopped, so it never loses an event.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ..model import Event, event_from_dict
+
+if TYPE_CHECKING:
+    from ._bus import EventBus
+
+__all__ = ["REPLAY_PAGE", "Live", "Subscription"]
+
+REPLAY_PAGE = 500
+
+
+@attrs.define(eq=False)
+class Live:
+    """One subscriber's live buffer, as the writer sees it."""
+
+    send: trio.MemorySendChannel[Event]
+    lagging: bool = False
+
+
+class Subscription:
+    """An async iterator over a session's events, in order, each exactly once.
+
+    Made by :meth:`EventBus.subscribe`; ``last_event_id`` is the id of the last event
+    it yielded (or skipped as not for this viewer), where a reconnecting client resumes.
+    """
+
+    def __init__(
+        self,
+        bus: EventBus,
+        session_id: str,
+        after: int,
+        *,
+        admits: Callable[[Event], Awaitable[bool]] | None = None,
+    ) -> None:
+        self._bus = bus
+        self.session_id = session_id
+        self.last_event_id = after
+        self._admits = admits
+        # The next event, held while ``admits`` decides (so a cancel there loses nothing).
+        self._held: Event | None = None
+        self._replay: deque[Event] = deque()
+        self._live: Live | None = None
+        self._receive: trio.MemoryReceiveChannel[Event] | None = None
+        self._caught_up = False
+        self._closed = False
+        self.ended = False  # set when the session is deleted
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        """The next event (that ``admits`` lets through, if the subscription has one).
+
+        Cancellation: safe at any point. Every store read is kept the moment it
+        returns, and an event is held until ``admits`` has answered for it, so a
+        cancelled call loses nothing and the next call resumes.
+
+        Raises:
+            trio.ClosedResourceError: the subscription's block has exited.
+        """
+        while True:
+            if self._held is None:
+                self._held = await self._next_event()
+            event = self._held
+            admitted = self._admits is None or await self._admits(event)
+            self._held = None
+            self.last_event_id = event.event_id
+            if admitted:
+                return event
+
+    async def _next_event(self) -> Event:
+        """The next event after ``last_event_id``, from the store or live."""
+        while True:
+            if self._closed:
+                raise trio.ClosedResourceError("this subscription was released")
+            if self.ended:
+                self._release()
+                raise StopAsyncIteration
+            if self._replay:
+                event = self._replay.popleft()
+                if event.event_id > self.last_event_id:
+                    return event
+                continue
+            if not self._caught_up:
+                await self._catch_up_step()
+                continue
+            assert self._receive is not None
+            try:
+                event = await self._receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                if self._live is not None and self._live.lagging:
+                    self._release()  # resume from the store where we stopped
+                    continue
+                raise StopAsyncIteration from None
+            if event.event_id > self.last_event_id:
+                return event
+
+    async def _catch_up_step(self) -> None:
+        """One read of the store towards the present.
+
+        Reads a page after the last yielded id. A full page means more to read. A
+        short one means the store is nearly caught up: attach for live delivery, then
+        read once more — an event committed meanwhile is either in that read or
+        delivered live (or both, and then skipped by id) — and go live.
+        """
+        page = await self._read_page(self.last_event_id)
+        self._replay.extend(page)
+        if len(page) == REPLAY_PAGE:
+            return
+        if self._receive is None:
+            self._live, self._receive = self._bus._attach(self.session_id)
+        else:
+            self._caught_up = True
+
+    async def _read_page(self, after: int) -> list[Event]:
+        rows = await self._bus._store.read_events(self.session_id, after, REPLAY_PAGE)
+        return [event_from_dict(r) for r in rows]
+
+    def _close(self) -> None:
+        """End the subscription for good (its ``subscribe`` block exited)."""
+        self._closed = True
+        self._release()
+
+    def _release(self) -> None:
+        if self._live is not None:
+            self._bus._detach(self.session_id, self._live)
+        if self._receive is not None:
+            self._receive.close()
+        self._live = None
+        self._receive = None
+        self._caught_up = False

@@ -1,0 +1,292 @@
+"""Every turn ends, and so does the process: bounded shutdown, SIGTERM, fair publishing.
+
+Regression tests for issue 8: each fails on the code before the fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+import trio.lowlevel
+
+import omnigent
+from omnigent.harnesses.base import TurnContext, TurnRequest
+from omnigent.model import SessionStatus
+from omnigent.transports.serve import add_serve_parser, serve
+
+from .conftest import Recorder, collect_turn, scripted, statuses
+from .http_helpers import HTTPX_GENERATORS, open_stream
+
+GRACE = 0.5
+
+
+def _started_in_thread(started: trio.Event) -> None:
+    trio.from_thread.run_sync(started.set)
+
+
+async def test_a_sync_tool_stuck_in_sleep_does_not_hold_shutdown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: leaving open_runtime waited for ``time.sleep(60)`` in a sync tool."""
+    caplog.set_level(logging.WARNING)
+    started = trio.Event()
+
+    def sleepy() -> str:
+        """Sleep a minute."""
+        _started_in_thread(started)
+        time.sleep(60)
+        return "rested"
+
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    with trio.fail_after(10):
+        async with omnigent.open_runtime(db=db, shutdown_grace=GRACE) as rt:
+            rt.register_tool(sleepy)
+            agent = await rt.create_agent(scripted(script=[{"call": "sleepy", "args": {}}]))
+            session = (await rt.create_session(agent.id)).id
+            await rt.send_message(session, "rest")
+            await started.wait()
+            leaving = time.monotonic()
+        took = time.monotonic() - leaving
+    assert took <= GRACE + 1.0, took
+    assert "abandoning sync tool 'sleepy'" in caplog.text
+    async with omnigent.open_runtime(db=db) as rt, rt.subscribe(session, after=0) as events:
+        turn = await collect_turn(events)
+    assert statuses(turn) == ["running", "cancelled"]
+
+
+POLICY_STARTED: list[trio.Event] = []
+
+
+def slow_policy(event: dict[str, Any]) -> dict[str, Any]:
+    _started_in_thread(POLICY_STARTED[0])
+    time.sleep(60)
+    return {"result": "ALLOW"}
+
+
+async def test_a_sync_policy_stuck_in_sleep_does_not_hold_shutdown() -> None:
+    spec = scripted(script=[{"call": "sys_os_read", "args": {"path": "x"}}])
+    spec["policies"] = [{"name": "slow", "type": "function", "function": f"{__name__}:slow_policy"}]
+    POLICY_STARTED[:] = [trio.Event()]
+    with trio.fail_after(10):
+        async with omnigent.open_runtime(shutdown_grace=GRACE, policy_modules=[__name__]) as rt:
+            session = (await rt.create_session((await rt.create_agent(spec)).id)).id
+            await rt.send_message(session, "read")
+            await POLICY_STARTED[0].wait()
+            leaving = time.monotonic()
+        took = time.monotonic() - leaving
+    assert took <= GRACE + 1.0, took
+
+
+async def test_a_locked_database_does_not_hold_shutdown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: a writer waiting on a database locked by another process kept the
+    runtime (and the store) from closing, for up to SQLite's busy timeout per retry."""
+    path = tmp_path / "locked.db"
+    db = f"sqlite:///{path}"
+    async with omnigent.open_runtime(db=db) as rt:
+        session = (await rt.create_session((await rt.create_agent(scripted())).id)).id
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        with trio.fail_after(10):
+            async with omnigent.open_runtime(db=db, shutdown_grace=GRACE) as rt:
+                other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+                await rt._bus.publish(session, SessionStatus(status="idle"))
+                while not rt._store._waits:  # type: ignore[attr-defined]
+                    await trio.sleep(0.001)  # until the writer waits for the lock
+                leaving = time.monotonic()
+            took = time.monotonic() - leaving
+        assert took <= GRACE + 1.0, took
+        assert "abandoning" in caplog.text
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    async with omnigent.open_runtime(db=db) as rt:  # the file is whole and usable
+        assert (await rt.get_session(session)).id == session
+
+
+async def test_a_harness_streaming_from_memory_is_interrupted_at_once() -> None:
+    """Regression: ``publish`` never yielded, so a harness streaming from memory ran
+    thousands of deltas at a stretch (until the queue filled), starving every other
+    task; an interrupt landed only then."""
+    stopped_at: list[float] = []
+    streaming = trio.Event()
+    ticks = 0
+    longest_stretch = 0
+
+    async def flood(request: TurnRequest, ctx: TurnContext) -> None:
+        nonlocal longest_stretch
+        stretch, seen = 0, ticks
+        try:
+            async with ctx.open_message() as message:
+                for i in range(100_000):
+                    await message.write(f"d{i} ")
+                    stretch = stretch + 1 if ticks == seen else 0
+                    seen = ticks
+                    longest_stretch = max(longest_stretch, stretch)
+                    if i == 100:
+                        streaming.set()
+        finally:
+            stopped_at.append(trio.current_time())
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await trio.lowlevel.checkpoint()
+            ticks += 1
+
+    with trio.fail_after(30):
+        async with omnigent.open_runtime() as rt, trio.open_nursery() as nursery:
+            nursery.start_soon(ticker)
+            rt.register_harness("flood", Recorder(flood).factory)
+            flooded = (
+                await rt.create_session((await rt.create_agent(scripted("f", harness="flood"))).id)
+            ).id
+            other = (
+                await rt.create_session(
+                    (await rt.create_agent(scripted("o", script=[{"say": "meanwhile"}]))).id
+                )
+            ).id
+            async with rt.subscribe(flooded) as flood_events, rt.subscribe(other) as events:
+                await rt.send_message(flooded, "go")
+                await streaming.wait()
+                await rt.send_message(other, "go")
+                assert statuses(await collect_turn(events)) == ["running", "idle"]
+                assert not stopped_at, "the flood ended before the other turn could run"
+                assert await rt.interrupt(flooded)  # the turn's scope is cancelled now
+                interrupted = trio.current_time()
+                turn = await collect_turn(flood_events)
+            nursery.cancel_scope.cancel()
+        assert stopped_at[0] - interrupted < 0.1
+        assert statuses(turn)[-1] == "cancelled"
+        # Other tasks ran between (nearly) every two deltas, never thousands apart.
+        assert longest_stretch < 50, longest_stretch
+
+
+# -- omnigent run and SIGTERM ------------------------------------------------------------
+
+SLOW_AGENT = """
+name: slowpoke
+executor:
+  type: omnigent
+  config: {harness: scripted, script: [{say: "thinking hard"}, {sleep: 30}, {say: never}]}
+"""
+
+
+async def _read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> bytes:
+    seen = b""
+    while marker not in seen:
+        chunk = await stream.receive_some(4096)
+        assert chunk, f"the command exited before printing {marker!r}: {seen!r}"
+        seen += chunk
+    return seen
+
+
+async def test_sigterm_to_omnigent_run_ends_the_turn_cancelled(tmp_path: Path) -> None:
+    """Regression: SIGTERM killed ``omnigent run`` silently, leaving the session
+    ``running`` (and, after the next start, ``failed``)."""
+    (tmp_path / "slow.yaml").write_text(SLOW_AGENT)
+    db = f"sqlite:///{tmp_path / 'run.db'}"
+    command = [sys.executable, "-m", "omnigent", "run", str(tmp_path / "slow.yaml"), "go"]
+    command += ["--db", db]
+    env = {**os.environ, "OMNIGENT_HOME": str(tmp_path / "home")}
+    with trio.fail_after(30):
+        process = await trio.lowlevel.open_process(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            await _read_until(process.stdout, b"thinking hard")
+            process.send_signal(signal.SIGTERM)
+            errors = b""
+            async with process.stderr:
+                async for chunk in process.stderr:
+                    errors += chunk
+            assert await process.wait() == 143
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert b"Terminated." in errors
+    async with omnigent.open_runtime(db=db) as rt:
+        (session,) = (await rt.list_sessions()).data
+        assert session.status == "cancelled"
+
+
+def test_serve_takes_a_shutdown_grace() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_serve_parser(parser.add_subparsers())
+    assert parser.parse_args(["serve", "--shutdown-grace", "1.5"]).shutdown_grace == 1.5
+    for bad in ("-1", "soon", "nan"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["serve", "--shutdown-grace", bad])
+
+
+# -- serve: streams carry the end of the turn -----------------------------------------
+
+
+@HTTPX_GENERATORS[0]
+@HTTPX_GENERATORS[1]
+async def test_at_serve_shutdown_every_stream_gets_the_terminal_events() -> None:
+    """Regression: at shutdown, open streams stopped after the last delta; the turn's
+    ``response.cancelled`` and ``session.status cancelled`` never reached them."""
+    stop = trio.Event()
+    spec = scripted(script=[{"say": "working"}, {"sleep": 30}])
+    body = {"type": "message", "data": {"content": [{"type": "input_text", "text": "go"}]}}
+    session_frames: list[Any] = []
+    turn_frames: list[Any] = []
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(
+                lambda task_status: serve(
+                    None, "127.0.0.1", 0, None, "none", stop=stop, task_status=task_status
+                )
+            )
+            async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+                agent = (await client.post("/v1/agents", json=spec)).json()["id"]
+                sessions = []
+                for _ in range(2):
+                    created = await client.post("/v1/sessions", json={"agent_id": agent})
+                    sessions.append(created.json()["id"])
+                watched, streamed = sessions
+                started = trio.Event()
+
+                async def watch() -> None:
+                    path = f"/v1/sessions/{watched}/stream"
+                    async with open_stream(client, "GET", path) as reader:
+                        await client.post(f"/v1/sessions/{watched}/events", json=body)
+                        while (frame := await reader.next()) is not None:
+                            session_frames.append(frame)
+
+                async def turn() -> None:
+                    path = f"/v1/sessions/{streamed}/events?stream=true"
+                    async with open_stream(client, "POST", path, json=body) as reader:
+                        while (frame := await reader.next()) is not None:
+                            turn_frames.append(frame)
+                            if frame.event == "response.output_text.delta":
+                                started.set()
+
+                async with trio.open_nursery() as streams:
+                    streams.start_soon(watch)
+                    streams.start_soon(turn)
+                    await started.wait()
+                    while not any(f.event == "response.output_item.done" for f in session_frames):
+                        await trio.sleep(0.01)
+                    stop.set()
+    session_events = [f.event for f in session_frames]
+    assert session_events[-2:] == ["response.cancelled", "session.status"]
+    assert session_frames[-1].data["status"] == "cancelled"
+    assert turn_frames[-1].event == "response.cancelled"
