@@ -20,7 +20,9 @@ store back into a state every guarantee holds for:
   turn, or accepted just before the kill) — are answered: each session with any
   runs a continuation turn for them, exactly as when a turn ends with messages
   still buffered. A message is taken when a turn starts, so a second crash during
-  that turn does not run it a third time.
+  that turn does not run it a third time. The exception is a sub-agent dispatch
+  still open: the sub-agent recovery delivers it ``failed`` to the parent, which
+  decides whether to send it again, so its message is not run as well.
 """
 
 from __future__ import annotations
@@ -79,10 +81,15 @@ async def recover(store: Store, bus: EventBus, host: ActorHost) -> None:
     for session_id in await store.sessions_with_status(_UNFINISHED):
         await _end_interrupted_turn(store, bus, session_id)
     woken = await _fail_interrupted_tasks(store, bus)
+    # A parent's dispatch still open is settled by the sub-agent recovery (delivered
+    # ``failed``: the parent decides whether to send again); its message is not run.
+    dispatched = {w.message_id for w in await store.list_work() if w.message_id is not None}
     pending: defaultdict[str, list[MessageItem]] = defaultdict(list)
     for row in await store.pending_items():
         item = structure(row.item, Item)
-        if isinstance(item, MessageItem):
+        if item.id in dispatched:
+            await store.settle_items(row.session_id, [item.id])
+        elif isinstance(item, MessageItem):
             pending[row.session_id].append(item)
     for session_id, messages in pending.items():
         actor = host.actor(session_id)
