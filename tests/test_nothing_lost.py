@@ -375,7 +375,8 @@ async def test_the_writer_logs_each_refused_row_with_its_session(
     monkeypatch.setattr(rt._store, "append_events", refuse)
     await rt._bus.publish(rec_session, SessionStatus(status="idle"))
     await rt._bus.flush()
-    assert f"sessions: {rec_session}" in caplog.text
+    assert f"dropping event 1 (session.status) of session {rec_session}" in caplog.text
+    assert "OperationalError: no" in caplog.text
     await wait_quiet(rt)
 
 

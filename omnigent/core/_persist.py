@@ -45,12 +45,14 @@ class Persister:
         Cancellation: callers shield it (the writer does); a pause between retries
         ends early on :meth:`abandon`.
         """
+        failure: Exception | None = None
         for delay in (*_RETRY_DELAYS, None):
             if self._abandoned:
                 break
             try:
                 await self._store.append_events(rows)
-            except Exception:
+            except Exception as exc:
+                failure = exc
                 if delay is None:
                     log.warning("the store refused %d events", len(rows), exc_info=True)
                     break
@@ -58,9 +60,12 @@ class Persister:
                 await self._wait(delay)
             else:
                 return [True] * len(rows)
-        if self._abandoned or len(rows) == 1:
+        if self._abandoned:
             _log_dropped(rows)
             return [False] * len(rows)
+        if len(rows) == 1:
+            _log_refused(rows[0], failure)
+            return [False]
         return await self._one_by_one(rows)
 
     async def _one_by_one(self, rows: Sequence[StoredEvent]) -> list[bool]:
@@ -72,15 +77,10 @@ class Persister:
                 return stored + [False] * (len(rows) - len(stored))
             try:
                 await self._store.append_events([row])
-            except Exception:
+            except Exception as exc:
                 refused += 1
                 stored.append(False)
-                log.exception(
-                    "refusing event %d (%s) of session %s: the store would not take it",
-                    row.event_id,
-                    row.type,
-                    row.session_id,
-                )
+                _log_refused(row, exc)
             else:
                 stored.append(True)
         return stored
@@ -95,6 +95,16 @@ class Persister:
         self._abandoned = True
         if self._pause is not None:
             self._pause.cancel()
+
+
+def _log_refused(row: StoredEvent, error: Exception | None) -> None:
+    log.error(
+        "dropping event %d (%s) of session %s: the store would not take it",
+        row.event_id,
+        row.type,
+        row.session_id,
+        exc_info=error,
+    )
 
 
 def _log_dropped(rows: Sequence[StoredEvent]) -> None:
