@@ -63,7 +63,8 @@ def _events(doc: DocumentBuilder) -> dict[str, Any]:
                 "responses": {
                     **doc.answer("202", "accepted", accepted),
                     **doc.events("the turn's events (stream=true)"),
-                    **doc.errors("403", "404", "422", "503"),
+                    # 409: the session already buffers 100 messages for its turn.
+                    **doc.errors("403", "404", "409", "422", "503"),
                 },
             }
         },
