@@ -63,6 +63,25 @@ async def test_stdlib_harness_turn_and_reuse(rt: omnigent.Runtime) -> None:
         assert [i.role for i in items if isinstance(i, MessageItem)] == ["user", "assistant"] * 3
 
 
+@pytest.mark.parametrize("how", ["stop", "delete"])
+async def test_stop_and_delete_end_the_sessions_harness_process(
+    rt: omnigent.Runtime, how: str
+) -> None:
+    """Regression: the process lived on until the idle reaper (an hour by default)."""
+    with trio.fail_after(30):
+        sid = await session_of(rt, external())
+        pid = int(said(await run_turn(rt, sid, "pid")))
+        assert alive(pid)
+        if how == "stop":
+            await rt.stop_session(sid)
+        else:
+            await rt.delete_session(sid)
+        await wait_gone(pid)
+        assert rt.processes is not None and rt.processes.processes == []
+        if how == "stop":  # the next message starts a fresh one
+            assert int(said(await run_turn(rt, sid, "pid"))) != pid
+
+
 async def test_scaffold_harness_turn(rt: omnigent.Runtime) -> None:
     with trio.fail_after(30):
         sid = await session_of(rt, external(command=SCAFFOLD))

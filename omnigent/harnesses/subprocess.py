@@ -228,6 +228,9 @@ class ExternalHarness:
             key=session_id,
             cwd=await self._env.working_directory(),
             info={"socket": str(socket), "token": token},
+            # A stop or a delete of the session ends its harness too (the next
+            # message starts a fresh one); only idle reaping waits for the timeout.
+            session_id=session_id,
         )
         try:
             return await self._processes.spawn(spec)
