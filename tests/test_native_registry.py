@@ -16,6 +16,7 @@ import omnigent
 from omnigent.harnesses import HarnessRegistry
 from omnigent.harnesses._native import CLAUDE_CLI, CODEX_CLI, model_endpoint
 from omnigent.model import ResponseFailed
+from omnigent.spec import AgentSpec
 
 from .conftest import run_turn, statuses
 from .native_session_helpers import native_spec
@@ -268,3 +269,20 @@ async def test_harness_state_is_kept_per_harness_and_deleted_with_the_session(
         assert await store.get_harness_state(session.id, "claude-code") == {}
         await store.put_harness_state(session.id, "claude-code", "k", "v")  # gone: not kept
         assert await store.get_harness_state(session.id, "claude-code") == {}
+
+
+@pytest.mark.parametrize(
+    ("harness", "key", "value"),
+    [
+        ("loop", "command", ["python", "h.py"]),
+        ("loop", "script", [{"say": "hi"}]),
+        ("scripted", "command", ["python", "h.py"]),
+    ],
+)
+def test_a_key_the_harness_would_ignore_is_refused(harness: str, key: str, value: Any) -> None:
+    """Regression: ``executor.config.command`` on a non-external harness was ignored."""
+    spec = AgentSpec.from_dict(
+        {"name": "x", "executor": {"type": "omnigent", "config": {"harness": harness, key: value}}}
+    )
+    problems = HarnessRegistry().spec_problems(harness, spec)
+    assert [p.loc for p in problems] == [f"executor.config.{key}"]

@@ -98,6 +98,24 @@ def _check_claude(spec: AgentSpec) -> list[ErrorDetail]:
     return spec_problems(spec)
 
 
+def _unread(spec: AgentSpec, harness: str, keys: tuple[str, ...]) -> list[ErrorDetail]:
+    """``executor.config`` keys set in ``spec`` that ``harness`` would silently ignore."""
+    config = spec.executor.config
+    return [
+        ErrorDetail(f"executor.config.{key}", f"not read by harness {harness!r}")
+        for key in keys
+        if getattr(config, key) is not None
+    ]
+
+
+def _check_loop(spec: AgentSpec) -> list[ErrorDetail]:
+    return _unread(spec, "loop", ("script", "turns", "command"))
+
+
+def _check_scripted(spec: AgentSpec) -> list[ErrorDetail]:
+    return _unread(spec, "scripted", ("command",))
+
+
 def _check_codex(spec: AgentSpec) -> list[ErrorDetail]:
     from ._codex_protocol import spec_problems
 
@@ -111,9 +129,18 @@ class HarnessRegistry:
         self._harnesses: dict[str, HarnessInfo] = {}
         self._aliases: dict[str, str] = {}
         if builtins:
-            self.register("loop", _make_loop, aliases=("agent", "default", "omnigent", "openai"))
             self.register(
-                "scripted", _make_scripted, aliases=("script", "mock"), accepts_model=False
+                "loop",
+                _make_loop,
+                aliases=("agent", "default", "omnigent", "openai"),
+                check_spec=_check_loop,
+            )
+            self.register(
+                "scripted",
+                _make_scripted,
+                aliases=("script", "mock"),
+                accepts_model=False,
+                check_spec=_check_scripted,
             )
             self.register("external", _make_external)
             self.register(
