@@ -145,6 +145,39 @@ async def test_a_standing_decline_denies_and_none_forgets(rt: omnigent.Runtime) 
         await wait_quiet(rt)
 
 
+async def test_a_standing_answer_never_answers_a_question(rt: omnigent.Runtime) -> None:
+    """Regression: "always allow" on AskUserQuestion accepted later ones unanswered."""
+    agent = await rt.create_agent(_asking_spec())
+    session = await rt.create_session(agent.id)
+    params = omnigent.core.elicitation_params(
+        "Which?",
+        "ask_user_question",
+        tool_name="AskUserQuestion",
+        ask_user_question={"questions": [{"question": "Which?"}]},
+    )
+    await rt.remember_answer(session.id, "AskUserQuestion", "accept", phase="ask_user_question")
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery, rt.subscribe(session.id) as events:
+            answers: list[omnigent.Resolution] = []
+
+            async def ask() -> None:
+                answers.append(await rt.elicit(session.id, params))
+
+            nursery.start_soon(ask)
+            asked = await _next_request(events)
+            assert await rt.resolve_elicitation(
+                session.id, asked.elicitation_id, "accept", {"Which?": "this"}
+            )
+    assert [(a.action, a.content) for a in answers] == [("accept", {"Which?": "this"})]
+
+
+async def _next_request(events: Any) -> ElicitationRequest:
+    async for event in events:
+        if isinstance(event, ElicitationRequest):
+            return event
+    raise AssertionError("no elicitation")
+
+
 async def test_remember_answer_refuses_bad_input(rt: omnigent.Runtime) -> None:
     agent = await rt.create_agent(_asking_spec())
     session = await rt.create_session(agent.id)

@@ -7,7 +7,7 @@ it are private. :func:`open_runtime` is the way in: it yields a :class:`Runtime`
 
 from ._bus import Subscription
 from ._elicitations import ACTIONS as ELICITATION_ACTIONS
-from ._elicitations import Resolution, elicitation_params
+from ._elicitations import Resolution, elicitation_params, wants_content
 from ._files import MAX_FILE_BYTES
 from ._held_calls import HeldToolCall
 from ._inputs import EVENT_DATA, EVENT_TYPES, InboundEvent, parse_event
@@ -77,4 +77,5 @@ __all__ = [
     "open_runtime",
     "parse_event",
     "parse_policy_event",
+    "wants_content",
 ]

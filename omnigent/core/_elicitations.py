@@ -56,7 +56,14 @@ from ..stores import Store
 from ._bus import EventBus, encode_event
 from ._records import ElicitationInfo
 
-__all__ = ["ACTIONS", "Elicitations", "Resolution", "check_content", "elicitation_params"]
+__all__ = [
+    "ACTIONS",
+    "Elicitations",
+    "Resolution",
+    "check_content",
+    "elicitation_params",
+    "wants_content",
+]
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +270,7 @@ class Elicitations:
             if w.session_id == session_id
             and w.resolution is None
             and (w.request.params.phase, w.request.params.tool_name) == (phase, tool_name)
+            and not wants_content(w.request.params)
         ]
         for waiter in waiting:
             self.resolve(session_id, waiter.request.elicitation_id, action)
@@ -274,7 +282,7 @@ class Elicitations:
             del self._standing[key]
 
     def _standing_answer(self, session_id: str, params: ElicitationParams) -> Resolution | None:
-        if params.tool_name is None:
+        if params.tool_name is None or wants_content(params):
             return None
         return self._standing.get((session_id, params.phase, params.tool_name))
 
@@ -364,3 +372,12 @@ def elicitation_params(message: str, phase: str, **fields: Any) -> ElicitationPa
         phase=phase,
         **fields,
     )
+
+
+def wants_content(params: ElicitationParams) -> bool:
+    """Whether an answer to ``params`` carries content (questions, a form to fill).
+
+    Such an elicitation is never answered by a standing answer: "always allow" on an
+    ``AskUserQuestion`` would accept every later question with no answers.
+    """
+    return params.ask_user_question is not None or params.requestedSchema is not None

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import trio
 
-from ..core import ProvidedTool, Runtime
+from ..core import ProvidedTool, Runtime, wants_content
 from ..errors import OmnigentError
 from ..model import ElicitationRequest, Event, OutputTextDelta
 from ._acp_updates import Ask, Translator, Update, Withdraw
@@ -254,13 +254,17 @@ class SessionRelay:
     ) -> dict[str, Any]:
         params = request.params
         tool = params.tool_name
+        # "Always" means a standing answer for that tool: none without a tool, and
+        # none where the answer carries content (questions, forms).
+        standing = tool is not None and not wants_content(params)
         options = [
             {
                 "optionId": kind,
-                "name": f"{label} {tool}" if tool and "always" in kind else label,
+                "name": f"{label} {tool}" if standing and "always" in kind else label,
                 "kind": kind,
             }
             for kind, label in PERMISSION_OPTIONS
+            if standing or "always" not in kind
         ]
         meta: dict[str, Any] = {
             "elicitationId": request.elicitation_id,
@@ -294,7 +298,7 @@ class SessionRelay:
         runtime = self._ctx.runtime
         tool = request.params.tool_name
         try:
-            if always and tool:
+            if always and tool and not wants_content(request.params):
                 await runtime.remember_answer(owner, tool, action, phase=request.params.phase)
             await runtime.resolve_elicitation(owner, request.elicitation_id, action)
         except OmnigentError as exc:  # the session went away meanwhile
