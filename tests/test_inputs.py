@@ -342,3 +342,14 @@ async def test_unknown_cursors_are_refused(rt: omnigent.Runtime, rec_session: st
     with pytest.raises(InvalidInput) as caught:
         await rt.list_sessions(after="conv_nope")
     assert locs(caught) == ["after"]
+
+
+async def test_a_tool_name_with_a_trailing_newline_is_refused(rt: omnigent.Runtime) -> None:
+    """Regression: ``^…$`` with ``re.match`` let ``"name\\n"`` through (``$`` matches
+    before a final newline)."""
+
+    def tool() -> str:
+        return "ok"
+
+    with pytest.raises(omnigent.BadRequest):
+        rt.register_tool(tool, name="bad\n")

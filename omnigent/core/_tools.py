@@ -168,7 +168,7 @@ class ToolRegistry:
             BadRequest: a bad name. Conflict: the name is taken.
         """
         tool_name = name or str(getattr(fn, "__name__", ""))
-        if not _NAME.match(tool_name):
+        if not _NAME.fullmatch(tool_name):
             raise BadRequest(f"invalid tool name {tool_name!r}: use [A-Za-z0-9_-]{{1,64}}")
         if tool_name in self._tools and not replace:
             raise Conflict(f"a tool named {tool_name!r} is already registered")

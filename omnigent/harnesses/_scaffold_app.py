@@ -62,7 +62,7 @@ class HarnessApp:
         if path == "/health" and method == "GET":
             await _answer(send, 200, {"status": "ok"})
             return
-        if _EVENTS.match(path) is None or method != "POST":
+        if _EVENTS.fullmatch(path) is None or method != "POST":
             await _answer(send, 404, {"error": {"code": "not_found", "message": path}})
             return
         try:

@@ -72,10 +72,10 @@ def _block(block: Params) -> dict[str, Any]:
 
 def _image(block: Params, field: str) -> dict[str, Any]:
     mime = block.string("mimeType", max_len=128)
-    if not _MIME.match(mime):
+    if not _MIME.fullmatch(mime):
         raise invalid(block.loc("mimeType"), "only images are supported (image/…)")
     data = block.string(field, max_len=_MAX_BLOCK_TEXT)
-    if not _BASE64.match(data):
+    if not _BASE64.fullmatch(data):
         raise invalid(block.loc(field), "expected base64 data")
     return {"type": "input_image", "image_url": f"data:{mime};base64,{data}"}
 
@@ -99,7 +99,7 @@ def acp_blocks(content: tuple[ContentBlock, ...]) -> list[dict[str, Any]]:
             if block.text:
                 out.append({"type": "text", "text": block.text})
         elif isinstance(block, InputImage):
-            match = _DATA_URL.match(block.image_url or "")
+            match = _DATA_URL.fullmatch(block.image_url or "")
             if match:
                 out.append({"type": "image", "mimeType": match[1], "data": match[2]})
             else:
