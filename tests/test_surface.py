@@ -164,3 +164,49 @@ async def test_a_records_only_runtime_reads_but_never_publishes_or_deletes(
             assert await owner.last_event_id(session) == before
             assert (await owner.get_session(session)).id == session
             assert owner.statistics()["elicitations"] == 0
+
+
+def _imports(path: Path) -> list[str]:
+    """The absolute module names ``path`` imports (relative ones resolved)."""
+    import ast
+
+    package = ".".join(path.with_suffix("").relative_to(ROOT.parent).parts[:-1])
+    if path.name == "__init__.py":
+        package = ".".join(path.parent.relative_to(ROOT.parent).parts)
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            found.append(name)
+        elif isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+    return found
+
+
+ROOT = Path(omnigent.__file__).parent
+# Which private modules a package may reach into: its own, and these exceptions.
+_LAYERS = {"omnigent.core": "core", "omnigent.model": "model", "omnigent.stores": "stores"}
+
+
+@pytest.mark.parametrize("layer", sorted(_LAYERS))
+def test_no_module_reaches_into_another_layers_private_modules(layer: str) -> None:
+    """The layers show in the imports: outside ``omnigent.core`` nothing imports
+    ``omnigent.core._x`` (likewise model and stores, whose concrete SQLite store is its
+    own business)."""
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        inside = path.is_relative_to(ROOT / _LAYERS[layer])
+        # The spec's cattrs hooks are registered on the model's one converter.
+        inside = inside or (layer == "omnigent.model" and path.is_relative_to(ROOT / "spec"))
+        for name in _imports(path):
+            private = name.startswith(f"{layer}._") or (
+                layer == "omnigent.stores" and name == "omnigent.stores.sqlite"
+            )
+            if private and not inside:
+                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offenders == []

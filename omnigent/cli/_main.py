@@ -32,8 +32,8 @@ import trio
 
 from .. import __version__
 from .._config import default_db_url
-from ..core import Runtime, SessionSnapshot, open_runtime
-from ..core._policies import PolicyFunction, load_function
+from ..core import PolicyFunction, Runtime, SessionSnapshot, open_runtime
+from ..core import load_policy_function as load_function
 from ..errors import BadRequest, OmnigentError
 from ..model import Item
 from ..spec import AgentSpec

@@ -13,7 +13,15 @@ from ._held_calls import HeldToolCall
 from ._inputs import EVENT_DATA, EVENT_TYPES, InboundEvent, parse_event
 from ._open import open_runtime
 from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant
-from ._policies import PHASE_TOOL_CALL, PHASE_TOOL_RESULT, PolicyEvent, Verdict, parse_policy_event
+from ._policies import (
+    PHASE_TOOL_CALL,
+    PHASE_TOOL_RESULT,
+    PolicyEvent,
+    PolicyFunction,
+    Verdict,
+    parse_policy_event,
+)
+from ._policies import load_function as load_policy_function
 from ._policy_event import WirePolicyEvent
 from ._providers import ProvidedTool
 from ._records import (
@@ -59,6 +67,7 @@ __all__ = [
     "ItemPage",
     "MessageAccepted",
     "PolicyEvent",
+    "PolicyFunction",
     "ProvidedTool",
     "Resolution",
     "ResolveResult",
@@ -74,6 +83,7 @@ __all__ = [
     "Verdict",
     "WirePolicyEvent",
     "elicitation_params",
+    "load_policy_function",
     "open_runtime",
     "parse_event",
     "parse_policy_event",

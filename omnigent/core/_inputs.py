@@ -13,8 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from ..errors import InvalidInput
-from ..model import ContentBlock, InputImage, InputText, structure
-from ..model._schema import wire_schema
+from ..model import ContentBlock, InputImage, InputText, structure, wire_schema
 
 __all__ = [
     "EVENT_DATA",

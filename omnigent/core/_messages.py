@@ -39,8 +39,8 @@ from ..model import (
     ResponseCompleted,
     ResponseFailed,
     SessionStatus,
+    unstructure,
 )
-from ..model._wire import unstructure
 from ..stores import Store
 from ._bus import EventBus, Subscription
 from ._files import FileService

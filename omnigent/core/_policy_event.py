@@ -39,8 +39,7 @@ from typing import Any, Final, Literal, TypeAlias
 import attrs
 
 from ..errors import ErrorDetail, InvalidInput
-from ..model._schema import wire_schema
-from ..model._wire import structure
+from ..model import structure, wire_schema
 
 __all__ = [
     "PHASE_TOOL_CALL",

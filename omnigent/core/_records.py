@@ -10,8 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from ..model import ElicitationRequest, Item
-from ..model._wire import converter
+from ..model import ElicitationRequest, Item, unstructure
 
 __all__ = [
     "Agent",
@@ -33,7 +32,7 @@ class _Wire:
     wire_keeps_none: ClassVar[bool] = True
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = converter.unstructure(self)
+        out: dict[str, Any] = unstructure(self)
         return out
 
 
@@ -132,7 +131,7 @@ class ItemPage(_Wire):
     def to_dict(self) -> dict[str, Any]:
         return {
             "object": self.object,
-            "data": [converter.unstructure(i, unstructure_as=Item) for i in self.data],
+            "data": [unstructure(i, Item) for i in self.data],
             "first_id": self.first_id,
             "last_id": self.last_id,
             "has_more": self.has_more,

@@ -47,8 +47,8 @@ from ..model import (
     ResponseInfo,
     SessionStatus,
     structure,
+    unstructure,
 )
-from ..model._wire import unstructure
 from ..stores import ProcessGroupRow, Store
 from ..tools import kill_orphaned_group
 from ._bus import EventBus

@@ -26,8 +26,7 @@ import trio
 
 from ..errors import Conflict, HarnessError
 from ..harnesses.base import Harness, ToolSchema, TurnRequest
-from ..model import ElicitationParams, InputText, Item, MessageItem
-from ..model._wire import unstructure
+from ..model import ElicitationParams, InputText, Item, MessageItem, unstructure
 from ._dispatch import SessionTools
 from ._held_calls import EXPIRED, HeldToolCall
 from ._history import History, HistoryCache

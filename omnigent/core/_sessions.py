@@ -24,8 +24,8 @@ from ..model import (
     MessageItem,
     item_text,
     structure,
+    unstructure,
 )
-from ..model._wire import unstructure
 from ..stores import SessionRow, Store
 from ..tools._agent_args import split_title, visible_title
 from ._bus import EventBus

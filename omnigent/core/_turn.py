@@ -51,8 +51,8 @@ from ..model import (
     ResponseInfo,
     SessionStatus,
     item_text,
+    unstructure,
 )
-from ..model._wire import unstructure
 from ..stores import Store
 from ._bus import EventBus
 from ._dispatch import SessionTools

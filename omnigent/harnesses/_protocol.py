@@ -22,8 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from ..errors import HarnessError, InvalidInput
-from ..model import MAX_DEPTH, ElicitationParams, Item, MessageItem, check_depth
-from ..model._wire import unstructure
+from ..model import MAX_DEPTH, ElicitationParams, Item, MessageItem, check_depth, unstructure
 from ._chat_sse import SSEFrames
 from .base import ToolSchema, TurnRequest
 

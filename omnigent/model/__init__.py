@@ -42,6 +42,8 @@ from ._items import (
     item_from_dict,
     item_text,
 )
+from ._json import finite_float
+from ._schema import SchemaBuilder, wire_as, wire_schema
 from ._wire import loads, structure, unstructure
 
 __all__ = [
@@ -74,13 +76,17 @@ __all__ = [
     "ResponseCreated",
     "ResponseFailed",
     "ResponseInfo",
+    "SchemaBuilder",
     "SessionStatus",
     "Status",
     "check_depth",
     "event_from_dict",
+    "finite_float",
     "item_from_dict",
     "item_text",
     "loads",
     "structure",
     "unstructure",
+    "wire_as",
+    "wire_schema",
 ]

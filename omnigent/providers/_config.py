@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ..errors import ConfigError, ErrorDetail, SpecError
-from ..model._wire import structure
+from ..model import structure
 from ..spec import load_yaml
 
 __all__ = [

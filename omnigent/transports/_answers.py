@@ -15,8 +15,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ..core import Agent, Grant, Resource
-from ..model import ChildSessionSummary
-from ..model._wire import converter
+from ..model import ChildSessionSummary, unstructure
 
 __all__ = [
     "AgentList",
@@ -38,7 +37,7 @@ __all__ = [
 
 class _Answer:
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = converter.unstructure(self)
+        out: dict[str, Any] = unstructure(self)
         return out
 
 

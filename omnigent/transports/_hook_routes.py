@@ -33,8 +33,7 @@ from quart import Blueprint
 
 from ..core import Resolution, WirePolicyEvent, elicitation_params, parse_policy_event
 from ..errors import InvalidInput, OmnigentError, RuntimeClosed
-from ..model import ElicitationParams, structure
-from ..model._schema import wire_as, wire_schema
+from ..model import ElicitationParams, structure, wire_as, wire_schema
 from ._access import EDIT, session_access
 from ._answers import (
     ClaudeDecision,

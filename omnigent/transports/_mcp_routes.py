@@ -20,8 +20,7 @@ from ..core import HeldToolCall
 from ..errors import InvalidInput
 from ..harnesses.base import ToolSchema
 from ..mcp._server import Answer, handle
-from ..model import ElicitationRequest
-from ..model._wire import loads
+from ..model import ElicitationRequest, loads
 from ._access import EDIT, session_access
 from ._hook_routes import _until_stopping
 from ._params import state

@@ -12,8 +12,7 @@ from typing import Any
 import attrs
 
 from ..core import EVENT_DATA
-from ..model import EVENT_CLASSES, Event
-from ..model._schema import SchemaBuilder
+from ..model import EVENT_CLASSES, Event, SchemaBuilder
 from ._http_errors import ErrorEnvelope
 
 __all__ = [

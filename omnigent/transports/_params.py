@@ -19,8 +19,7 @@ from quart import current_app, request
 
 from ..core import MODEL_OVERRIDE_PATTERN, InitialItem, Runtime
 from ..errors import InvalidInput, Unauthorized
-from ..model import loads, structure
-from ..model._schema import wire_as, wire_schema
+from ..model import loads, structure, wire_as, wire_schema
 from ._fence import Fence
 
 __all__ = [

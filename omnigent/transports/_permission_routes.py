@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 from quart import Blueprint
 
-from ..model._schema import wire_schema
+from ..model import wire_schema
 from ._access import EDIT, MANAGE, READ, session_access
 from ._answers import GrantList, GrantRevoked
 from ._params import state, structured_body

@@ -39,7 +39,7 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 
-from ..model._wire import finite_float
+from ..model import finite_float
 
 __all__ = [
     "CANCEL_REQUEST",

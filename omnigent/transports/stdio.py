@@ -37,8 +37,8 @@ from typing import Any
 import trio
 
 from .._config import default_db_url
-from ..core import Agent, open_runtime
-from ..core._policies import PolicyFunction, load_function
+from ..core import Agent, PolicyFunction, open_runtime
+from ..core import load_policy_function as load_function
 from ..errors import BadRequest, SpecError
 from ..spec import AgentSpec
 from ._rpc_connection import NdjsonStream
