@@ -21,11 +21,14 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     ├── Forbidden (PermissionError)          403 forbidden
     │   └── CrossSiteRequest                 403 cross_site_request
     ├── Conflict                             409 conflict
-    │   └── StoreBusy                        409 store_busy
+    │   ├── StoreBusy                        409 store_busy
+    │   └── SessionElsewhere                 409 session_elsewhere
     ├── PayloadTooLarge (ValueError)         413 request_entity_too_large
     ├── UnsupportedMediaType (ValueError)    415 unsupported_media_type
     ├── MisdirectedRequest                   421 misdirected_request
     ├── RuntimeClosed (RuntimeError)         503 runtime_closed
+    ├── StoreUnavailable                     503 store_unavailable
+    ├── OwnerUnavailable                     503 owner_unavailable
     ├── HarnessError                         502 harness_error
     │   ├── ModelEndpointError               502 model_endpoint_error
     │   ├── OutputLimitReached               502 max_tokens
@@ -63,13 +66,16 @@ __all__ = [
     "NotFound",
     "OmnigentError",
     "OutputLimitReached",
+    "OwnerUnavailable",
     "PayloadTooLarge",
     "ResourceNotFound",
     "RuntimeClosed",
+    "SessionElsewhere",
     "SessionNotFound",
     "SpecError",
     "StepLimitReached",
     "StoreBusy",
+    "StoreUnavailable",
     "Unauthorized",
     "UnknownHarness",
     "UnsupportedMediaType",
@@ -255,6 +261,24 @@ class MisdirectedRequest(OmnigentError):
     status = 421
 
 
+class SessionElsewhere(Conflict):
+    """The session's live work runs on another server sharing the database.
+
+    Only with several servers on one PostgreSQL database, for what cannot be relayed
+    to the owner (a held ``/mcp`` tool call lives in its process).
+    """
+
+    code = "session_elsewhere"
+
+    def __init__(self, session_id: str, server: str) -> None:
+        super().__init__(
+            f"session {session_id!r} runs on the server {server!r}; "
+            "this request must be sent to that server"
+        )
+        self.session_id = session_id
+        self.server = server
+
+
 class Unauthorized(OmnigentError, PermissionError):
     """The caller has no identity while the server requires one (``--auth header``)."""
 
@@ -273,6 +297,37 @@ class RuntimeClosed(OmnigentError, RuntimeError):
 
     def __init__(self, message: str = "the runtime is closed") -> None:
         super().__init__(message)
+
+
+class StoreUnavailable(OmnigentError):
+    """The database could not be reached, even after retrying (a shared PostgreSQL)."""
+
+    code = "store_unavailable"
+    status = 503
+
+    def __init__(self, location: str, reason: str | None = None) -> None:
+        why = f": {reason}" if reason else "; try again later"
+        super().__init__(f"the database {location} cannot be reached{why}")
+        self.location = location
+
+
+class OwnerUnavailable(OmnigentError):
+    """The server that runs a session's work did not answer in time.
+
+    Only with several servers on one database: a request that must reach the
+    session's owner waited for it (and for its lease to expire, if it died) too long.
+    """
+
+    code = "owner_unavailable"
+    status = 503
+
+    def __init__(self, session_id: str, owner: str) -> None:
+        super().__init__(
+            f"the server {owner!r} that runs session {session_id!r} did not answer; "
+            "try again shortly"
+        )
+        self.session_id = session_id
+        self.owner = owner
 
 
 class HarnessError(OmnigentError):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,8 @@ import trio
 import omnigent
 from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
 from omnigent.model import TERMINAL_STATUSES, Event, SessionStatus
+
+from .pg_cluster import PgCluster, find_bindir
 
 TurnBody = Callable[[TurnRequest, TurnContext], Awaitable[None]]
 
@@ -123,3 +127,48 @@ async def rec_session(rt: omnigent.Runtime, recorder: Recorder) -> str:
     rt.register_harness("recorder", recorder.factory)
     agent = await rt.create_agent(scripted("rec", harness="recorder"))
     return (await rt.create_session(agent.id)).id
+
+
+# -- PostgreSQL ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    """A private PostgreSQL cluster for the whole run (skipped where there is none).
+
+    ``OMNIGENT_REQUIRE_POSTGRES=1`` (CI) turns a missing server or psycopg into a
+    failure instead of a skip.
+    """
+    required = os.environ.get("OMNIGENT_REQUIRE_POSTGRES") == "1"
+    bindir = find_bindir()
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        bindir = None
+    if bindir is None:
+        if required:
+            pytest.fail("OMNIGENT_REQUIRE_POSTGRES=1 but no PostgreSQL server or psycopg")
+        pytest.skip("no PostgreSQL server binaries (pg_config --bindir) or psycopg here")
+    cluster = PgCluster(bindir)
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: PgCluster) -> Iterator[str]:
+    """A fresh, empty database on the test cluster; dropped after the test."""
+    name = pg_cluster.create_database()
+    try:
+        yield pg_cluster.url(name)
+    finally:
+        pg_cluster.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database of each store: a SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'omnigent.db'}"
+    return str(request.getfixturevalue("pg_url"))

@@ -27,7 +27,12 @@ def assert_error(answer: httpx.Response, status: int, code: str, loc: str | None
 async def test_health_and_agents() -> None:
     with trio.fail_after(10):
         async with open_server() as server:
-            assert (await server.client.get("/health")).json() == {"status": "ok"}
+            health = (await server.client.get("/health")).json()
+            assert health == {
+                "status": "ok",
+                "server_id": server.runtime.server_id,
+                "store": "memory",
+            }
             created = await server.client.post("/v1/agents", json=scripted("a1"))
             assert created.status_code == 201
             agent = created.json()

@@ -57,7 +57,12 @@ async def test_run_serve_subprocess_prints_url_and_exits_0_on_sigint(tmp_path: P
             assert line.startswith("omnigent serving on http://127.0.0.1:")
             url = line.split(" on ", 1)[1].strip()
             async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-                assert (await client.get("/health")).json() == {"status": "ok"}
+                health = (await client.get("/health")).json()
+                assert health == {
+                    "status": "ok",
+                    "server_id": health["server_id"],
+                    "store": "sqlite",
+                }
                 agents_listed = (await client.get("/v1/agents")).json()["data"]
                 assert [a["name"] for a in agents_listed] == ["greeter"]
                 created = await client.post(

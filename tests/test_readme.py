@@ -121,7 +121,7 @@ def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
     assert "Written by omnigent." in out
     assert not (copy / "omnigent-note.txt").exists()  # the README removes it again
     # HTTP: the session by name, its turn streamed, its history, its replay.
-    assert '{"status":"ok"}' in out
+    assert '{"status":"ok","server_id":' in out
     assert '"agent_name":"hello-scripted"' not in err
     assert "event: response.completed" in out
     assert out.count("event: session.status") >= 2  # streamed, then replayed

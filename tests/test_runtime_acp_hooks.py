@@ -81,6 +81,7 @@ async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> 
         conn.execute("ALTER TABLE sessions DROP COLUMN cwd")
         conn.execute("ALTER TABLE sessions DROP COLUMN updated_at")
         conn.execute("DROP TABLE harness_state")  # migration 3
+        conn.execute("ALTER TABLE items DROP COLUMN taken_by")  # migration 6
         conn.execute("DROP INDEX items_pending")  # migration 5
         conn.execute("ALTER TABLE items DROP COLUMN pending")
         conn.execute("DROP TABLE running_tasks")

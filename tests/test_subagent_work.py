@@ -475,6 +475,7 @@ async def test_a_version_3_database_gains_sub_agent_work(tmp_path: Path) -> None
     with sqlite3.connect(path) as conn:  # back to how version 3 left it
         conn.execute("DROP TABLE subagent_work")
         conn.execute("ALTER TABLE sessions DROP COLUMN sub_agent")
+        conn.execute("ALTER TABLE items DROP COLUMN taken_by")  # migration 6
         conn.execute("DROP INDEX items_pending")  # and without migration 5
         conn.execute("ALTER TABLE items DROP COLUMN pending")
         conn.execute("DROP TABLE running_tasks")

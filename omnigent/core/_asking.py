@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..errors import Conflict
 from ..model import ElicitationParams
-from ._elicitations import Elicitations, elicitation_params
+from ..stores import SessionRow
+from ._elicitations import Elicitations, Resolution, elicitation_params
 from ._host import ActorHost
 from ._policies import PolicyEvent, Verdict, parse_policy_event
 from ._sessions import SessionRecords
@@ -28,6 +29,14 @@ class Asking:
         self._host = host
         self._elicitations = elicitations
         self._sessions = sessions
+        # Set by the runtime (see _placed): ask the session's person, wherever its
+        # tree is held. By default, here.
+        self.elicit: Callable[[SessionRow, ElicitationParams], Awaitable[Resolution]] = (
+            self._elicit_here
+        )
+
+    async def _elicit_here(self, row: SessionRow, params: ElicitationParams) -> Resolution:
+        return await self._elicitations.ask(row.id, params, mark_waiting=False)
 
     async def hold_elicitation(self, session_id: str, params: ElicitationParams) -> str:
         """See :meth:`Runtime.hold_elicitation`."""
@@ -54,5 +63,5 @@ class Asking:
             tool_name=event.tool_name,
             tool_input=dict(tool_input) if isinstance(tool_input, Mapping) else None,
         )
-        answer = await self._elicitations.ask(session_id, params, mark_waiting=False)
+        answer = await self.elicit(row, params)
         return verdict.resolve(answer.accepted, event)

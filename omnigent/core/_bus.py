@@ -23,6 +23,14 @@ Fairness: ``publish`` checkpoints every time (as ``MemorySendChannel.send`` does
 harness streaming deltas from memory never starves other sessions, and an interrupt
 lands at its next delta.
 
+With several servers on one database (:mod:`._ownership`), only the server holding a
+session's tree stamps and writes its events: ``publish`` refuses a session held
+elsewhere (``SessionElsewhere``), the bus keeps a tenure on the tree while the session
+has events on their way to the store (the store fences writes by lease), and a write
+the store refused because the lease is gone is dropped — never delivered — and the
+tree given up (:mod:`._persist`). Events other servers write reach this bus's
+subscribers through :meth:`EventBus.deliver_remote` (the remote feed, :mod:`._fanout`).
+
 Resource handling: the queue and every subscriber buffer are bounded. ``publish``
 waits for room when the queue is full (back-pressure on the producer), but never
 while holding a half-assigned sequence number. Per-session state lives only while the
@@ -44,9 +52,10 @@ import attrs
 import trio
 
 from .._ids import now
-from ..errors import InvalidInput, SessionNotFound, StoreBusy
+from ..errors import InvalidInput, SessionElsewhere, SessionNotFound, StoreBusy
 from ..model import Event, SessionStatus
 from ..stores import Store, StoredEvent
+from ._ownership import Ownership, SoloOwnership, Tenure
 from ._persist import Persister
 from ._subscription import Live, Subscription
 
@@ -85,6 +94,7 @@ class _SessionLog:
     users: int = 0  # publishers between an await and their stamp
     holds: int = 0  # actors keeping the counter warm
     gone: bool = False  # the session was deleted
+    tenure: Tenure | None = None  # the tree held here while events are in flight
 
 
 @attrs.frozen(eq=False)
@@ -128,11 +138,15 @@ class EventBus:
 
     Args:
         store: where events are written and replayed from.
+        ownership: where sessions' work runs (default: this process owns everything).
         records_only: the runtime does not own the database: refuse every publish.
     """
 
-    def __init__(self, store: Store, *, records_only: bool = False) -> None:
+    def __init__(
+        self, store: Store, ownership: Ownership | None = None, *, records_only: bool = False
+    ) -> None:
         self._store = store
+        self._owners: Ownership = ownership if ownership is not None else SoloOwnership()
         self._records_only = records_only
         # The channel itself is unbounded; publish() keeps it to _QUEUE_SIZE by waiting
         # for room, and only publish_now() (a turn's terminal events: a handful per
@@ -147,7 +161,7 @@ class EventBus:
         # Sessions being deleted: nothing more is published on them.
         self._sealed: set[str] = set()
         self._closed = False
-        self._persister = Persister(store)
+        self._persister = Persister(store, on_lost=self._lost)
         self.drained = trio.Event()  # the writer has returned
 
     # -- per-session state -----------------------------------------------------------
@@ -157,9 +171,14 @@ class EventBus:
 
         Raises:
             SessionNotFound: the session does not exist (or is being deleted).
+            SessionElsewhere: another server holds the session's tree (it counts).
         """
         if session_id in self._sealed:
             raise SessionNotFound(session_id)
+        if not await self._owners.admit(session_id):
+            if await self._store.max_event_id(session_id) is None:
+                raise SessionNotFound(session_id)
+            raise SessionElsewhere(session_id, "another server")
         entry = self._logs.get(session_id)
         if entry is None:
             entry = self._logs[session_id] = _SessionLog()
@@ -205,9 +224,16 @@ class EventBus:
     async def last_event_id(self, session_id: str) -> int:
         """The id of the newest event published (queued) for the session.
 
+        For a session whose tree this process does not hold: the newest stored one.
+
         Raises:
             SessionNotFound: no such session.
         """
+        if not self._owners.owns(session_id):
+            stored = await self._store.max_event_id(session_id)
+            if stored is None:
+                raise SessionNotFound(session_id)
+            return stored
         entry = await self._loaded(session_id)
         assert entry.last_id is not None
         value = entry.last_id
@@ -269,7 +295,8 @@ class EventBus:
             raise trio.ClosedResourceError("the event bus is closed")
         if entry.gone or session_id in self._sealed or self._logs.get(session_id) is not entry:
             raise SessionNotFound(session_id)
-        assert entry.last_id is not None
+        if entry.last_id is None:  # the tree was given up while the publisher waited
+            raise SessionElsewhere(session_id, "another server")
         created = now()
         ready: list[_Queued] = []
         for offset, event in enumerate(events, start=1):
@@ -286,6 +313,9 @@ class EventBus:
                 created,
             )
             ready.append(_Queued(stamped, row, entry))
+        if not entry.in_flight:
+            # The tree stays held here until these events are written (or refused).
+            entry.tenure = self._owners.retain(session_id)
         for queued in ready:
             entry.last_id = queued.event.event_id
             entry.in_flight += 1
@@ -322,6 +352,23 @@ class EventBus:
     def unseal(self, session_ids: Sequence[str]) -> None:
         """Undo :meth:`seal` (a delete that failed, or finished)."""
         self._sealed.difference_update(session_ids)
+
+    def disown(self, session_ids: set[str]) -> None:
+        """Forget the counters of sessions whose tree is no longer held here.
+
+        Another server may write their events next: the counter is read from the
+        store again the next time this process holds them.
+        """
+        for session_id in session_ids:
+            entry = self._logs.get(session_id)
+            if entry is not None:
+                entry.last_id = None
+                entry.status = None
+
+    def _lost(self, session_ids: tuple[str, ...]) -> None:
+        """The store refused these sessions' events: their tree is not held here."""
+        self._owners.lost(session_ids)
+        self.disown(set(session_ids))
 
     def forget_session(self, session_id: str) -> None:
         """End every subscription of a deleted session and drop what is kept for it."""
@@ -383,11 +430,25 @@ class EventBus:
                 item.done.set()
                 continue
             item.log.in_flight -= 1
+            if not item.log.in_flight and item.log.tenure is not None:
+                item.log.tenure.release()
+                item.log.tenure = None
             touched.add(item.row.session_id)
             if id(item) in stored:
                 self._deliver(item.event)
         for session_id in touched:
             self._maybe_drop(session_id)
+
+    def deliver_remote(self, event: Event) -> None:
+        """Deliver an event another server wrote (it is durable already)."""
+        self._deliver(event)
+
+    def live_position(self, session_id: str) -> int | None:
+        """The lowest id delivered to a live subscriber of the session (``None``: none)."""
+        subscribers = self._live.get(session_id)
+        if not subscribers:
+            return None
+        return min(live.position for live in subscribers)
 
     def _deliver(self, event: Event) -> None:
         subscribers = self._live.get(event.session_id)
@@ -396,6 +457,7 @@ class EventBus:
         for live in list(subscribers):
             try:
                 live.send.send_nowait(event)
+                live.position = max(live.position, event.event_id)
             except trio.WouldBlock:
                 # Too slow: detach it; its iterator resumes from the store.
                 live.lagging = True
@@ -419,9 +481,11 @@ class EventBus:
 
     # -- consuming -------------------------------------------------------------------
 
-    def _attach(self, session_id: str) -> tuple[Live, trio.MemoryReceiveChannel[Event]]:
+    def _attach(
+        self, session_id: str, position: int = 0
+    ) -> tuple[Live, trio.MemoryReceiveChannel[Event]]:
         send, receive = trio.open_memory_channel[Event](_SUBSCRIBER_BUFFER)
-        live = Live(send)
+        live = Live(send, position=position)
         if self._closed:
             send.close()
         else:
@@ -452,7 +516,9 @@ class EventBus:
 
         Resource handling: the live registration is released when the block exits.
         """
-        if after is None:
+        if after is None and not self._owners.owns(session_id):
+            after = await self.last_event_id(session_id)  # written by another server
+        elif after is None:
             entry = await self._loaded(session_id)  # kept: the subscription holds it now
             assert entry.last_id is not None
             after = entry.last_id

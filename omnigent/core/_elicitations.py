@@ -164,7 +164,9 @@ class Elicitations:
         try:
             await self._store.insert_elicitation(elicitation_id, session_id, encoded)
             if not waiter.done.is_set():  # not withdrawn meanwhile
-                waiter.views = await self._publish_everywhere(session_id, request)
+                # Each view is kept the moment it is published: a subscriber may see the
+                # request (and ask for the snapshot) before the mirrors are out.
+                await self._publish_everywhere(session_id, request, into=waiter.views)
                 if mark_waiting:
                     await self._bus.publish(session_id, SessionStatus(status="waiting"))
             yield waiter
@@ -216,10 +218,16 @@ class Elicitations:
         return withdrawn
 
     async def _publish_everywhere(
-        self, owner: str, event: ElicitationRequest | ElicitationResolved
+        self,
+        owner: str,
+        event: ElicitationRequest | ElicitationResolved,
+        *,
+        into: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Publish on the owner and mirror to its ancestors; the stamped copies by session."""
-        published = {owner: await self._bus.publish(owner, event)}
+        """Publish on the owner and mirror to its ancestors; the stamped copies by session
+        (in ``into``, if given, each as soon as it is published)."""
+        published = {} if into is None else into
+        published[owner] = await self._bus.publish(owner, event)
         for ancestor in await self._store.ancestor_ids(owner):
             if isinstance(event, ElicitationRequest):
                 params = attrs.evolve(event.params, target_session_id=owner)
@@ -320,13 +328,18 @@ class Elicitations:
         elicitation_id: str,
         *,
         owner_visible: Callable[[str], Awaitable[bool]] | None = None,
+        elsewhere: Callable[[str], Awaitable[ElicitationRequest | None]] | None = None,
     ) -> ElicitationInfo:
         """The elicitation as ``session_id`` sees it (see :meth:`Runtime.get_elicitation`).
 
         ``owner_visible``, if given, is asked about the owning session when it is not
-        ``session_id``; a refusal makes the answer ``unknown``.
+        ``session_id``; a refusal makes the answer ``unknown``. ``elsewhere``, if given,
+        finds a pending one whose waiter is in another process (the server that holds
+        the session's tree).
         """
         pending = self.visible(session_id, elicitation_id)
+        if pending is None and elsewhere is not None:
+            pending = await elsewhere(elicitation_id)
         if pending is not None:
             owner = pending.params.target_session_id
             if owner is None or owner_visible is None or await owner_visible(owner):

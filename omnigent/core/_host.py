@@ -16,7 +16,14 @@ import attrs
 import httpx
 import trio
 
-from ..errors import AgentNotFound, ErrorDetail, InvalidInput, RuntimeClosed, SessionNotFound
+from ..errors import (
+    AgentNotFound,
+    ErrorDetail,
+    InvalidInput,
+    RuntimeClosed,
+    SessionElsewhere,
+    SessionNotFound,
+)
 from ..harnesses.base import Harness, HarnessEnv, TurnRequest
 from ..harnesses.registry import HarnessRegistry
 from ..model import Item, MessageItem
@@ -30,6 +37,7 @@ from ._files import FileService
 from ._groups import RecordedGroups
 from ._harness_state import StoredHarnessState
 from ._history import HistoryCache
+from ._ownership import Ownership, SoloOwnership, Tenure
 from ._permissions import Permissions
 from ._policies import PolicyEngine
 from ._policy_allowlist import PolicyAllowlist
@@ -94,6 +102,7 @@ class ActorHost:
         threads: BlockingCalls,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         self.services = TurnServices(store, bus, elicitations)
         self.subagents = SubAgents(store, bus, lambda: self.closing)
@@ -101,6 +110,8 @@ class ActorHost:
         self.orchestration: Orchestration | None = None
         self.permissions = permissions
         self.histories = HistoryCache(store)
+        # Where sessions' work runs: an actor holds its tree here for its whole life.
+        self.ownership: Ownership = ownership if ownership is not None else SoloOwnership()
         self._processes = processes
         self.actors: dict[str, SessionActor] = {}
         # Sessions being deleted: no new work may start on them.
@@ -134,6 +145,11 @@ class ActorHost:
         self._engines: dict[tuple[str, int, str | None], PolicyEngine] = {}
 
     @property
+    def processes(self) -> ProcessManager | None:
+        """The harness process manager (``None`` only for a runtime made without one)."""
+        return self._processes
+
+    @property
     def task_count(self) -> int:
         return len(self._nursery.child_tasks)
 
@@ -145,9 +161,12 @@ class ActorHost:
         A new actor starts after a predecessor still winding down (stopped, or
         leaving), so one session's work never runs twice at once.
 
+        A new actor takes a tenure on its session's tree (see :mod:`._ownership`): the
+        caller holds the tree here already (the runtime routes work to where it is).
+
         Raises:
             RuntimeClosed: the runtime is shutting down. SessionNotFound: the session
-            is being deleted.
+            is being deleted. SessionElsewhere: another server holds the tree.
         """
         if self.closing:
             raise RuntimeClosed()
@@ -156,16 +175,27 @@ class ActorHost:
         actor = self.actors.get(session_id)
         if actor is not None and not actor.leaving:
             return actor
+        tenure = self.ownership.retain(session_id)
+        if tenure is None:
+            raise SessionElsewhere(session_id, "another server")
         actor = SessionActor(session_id, self, predecessor=actor)
         self.actors[session_id] = actor
-        self._nursery.start_soon(self._run_actor, actor, name=f"session {session_id}")
+        self._nursery.start_soon(self._run_actor, actor, tenure, name=f"session {session_id}")
         return actor
 
-    async def _run_actor(self, actor: SessionActor) -> None:
+    def stop_sessions(self, session_ids: set[str]) -> None:
+        """Cancel the work of these sessions at once (their tree was lost to another server)."""
+        for session_id in session_ids:
+            actor = self.actors.get(session_id)
+            if actor is not None:
+                actor.stop()
+
+    async def _run_actor(self, actor: SessionActor, tenure: Tenure) -> None:
         """An actor, behind an error boundary: one session's bug is not every session's.
 
         A turn ends itself (with ``failed``) on any error; what could still escape is
-        the actor's own plumbing. It is logged, and the runtime goes on.
+        the actor's own plumbing. It is logged, and the runtime goes on. The actor's
+        tenure on its tree is given back when it is done.
         """
         try:
             await actor.run()
@@ -176,6 +206,8 @@ class ActorHost:
             log.exception("session %s failed outside a turn", actor.session_id, exc_info=failure)
             if cancel is not None:
                 raise cancel from None
+        finally:
+            tenure.release()
 
     def terminals_of(self, session_id: str) -> SessionTerminals | None:
         """The live terminals of the session's actor (none without an actor or terminals)."""

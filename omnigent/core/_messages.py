@@ -8,7 +8,11 @@ message (``?stream=true``).
 
 Which turn took a message is kept, per open stream, in ``host.watched``: the stream
 ends with that turn's terminal ``response.*`` event, or with the session's terminal
-status when a stop dropped the message before any turn took it.
+status when a stop dropped the message before any turn took it. When another server
+runs the session's turns (several servers on one database), the stream asks the store
+instead (:meth:`~omnigent.stores.Store.item_taken_by`): the turn that takes a message
+records its response id there before it can end, and the message itself is handed to
+that server (:attr:`Messages.deliver`, set by the runtime to its routed call).
 
 A message is stored *pending* (no turn has taken it yet), so a process that dies
 before answering it answers it on its next start. A message the runtime refuses
@@ -41,7 +45,7 @@ from ..model import (
     SessionStatus,
     unstructure,
 )
-from ..stores import Store
+from ..stores import SessionRow, Store
 from ._bus import EventBus, Subscription
 from ._files import FileService
 from ._host import ActorHost
@@ -71,6 +75,12 @@ class Messages:
         self._host = host
         self._files = files
         self._sessions = sessions
+        # Set by the runtime (see _placed): hands a stored message to the session,
+        # wherever its tree is held; answers ``accepted`` or ``buffered``.
+        self.deliver: Callable[[SessionRow, MessageItem], Awaitable[str]] = self._enqueue
+
+    async def _enqueue(self, row: SessionRow, message: MessageItem) -> str:
+        return (await self.hand_over(row.id, message)).status
 
     def _check_open(self, session_id: str) -> None:
         if self._host.closing:
@@ -143,7 +153,8 @@ class Messages:
     ) -> MessageAccepted:
         """See :meth:`Runtime.send_message`."""
         item = await self.accept(session_id, content, role, viewer)
-        return await self.hand_over(session_id, item)
+        status = await self.deliver(await self._sessions.row(session_id), item)
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
 
     @asynccontextmanager
     async def open_turn_stream(
@@ -156,12 +167,13 @@ class Messages:
         admits: Callable[[Event], Awaitable[bool]] | None = None,
     ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
         """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown."""
-        await self._sessions.row(session_id)
+        row = await self._sessions.row(session_id)
         async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
             item = await self.accept(session_id, content, role, viewer)
             self._host.watched[item.id] = None
             try:
-                accepted = await self.hand_over(session_id, item)
+                status = await self.deliver(row, item)
+                accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
                 yield accepted, self._until_answered(subscription, item.id)
             finally:
                 del self._host.watched[item.id]
@@ -169,10 +181,22 @@ class Messages:
     async def _until_answered(
         self, subscription: Subscription, item_id: str
     ) -> AsyncIterator[Event]:
+        session_id = subscription.session_id
         async for event in subscription:
             yield event
-            if _ends_answer(event, self._host.watched.get(item_id)):
+            handled = self._host.watched.get(item_id)
+            if handled is None and _may_end(event):
+                # Taken (or dropped) by a turn that ran on another server, if at all.
+                handled = await self._store.item_taken_by(session_id, item_id)
+            if _ends_answer(event, handled):
                 return
+
+
+def _may_end(event: Event) -> bool:
+    """Whether ``event`` could end a turn stream (a terminal response or status)."""
+    if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
+        return True
+    return isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES
 
 
 def _ends_answer(event: Event, handled_by: str | None) -> bool:

@@ -25,13 +25,23 @@ import httpx
 import trio
 
 from .._config import omnigent_home
+from .._ids import new_id
 from ..harnesses._processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT, open_process_manager
 from ..harnesses.registry import HarnessRegistry
 from ..spec import PolicySpec, parse_policy_spec
-from ..stores import Store, open_store
+from ..stores import Store, cluster_of, open_store
 from ..tools.terminals import TmuxServer, open_tmux_server
 from ._bus import EventBus
+from ._cluster import (
+    DEFAULT_LEASE_TTL,
+    SharedOwnership,
+    SharedStore,
+    default_server_name,
+    open_shared_ownership,
+)
 from ._dispatch import ToolPlace
+from ._fanout import RemoteFeed
+from ._ownership import Ownership, SoloOwnership
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
@@ -61,11 +71,15 @@ async def open_runtime(
     exclusive: bool = True,
     shutdown_grace: float = DEFAULT_GRACE,
     harness_idle_timeout: float | None = None,
+    server_id: str | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime on a store; close everything it started when the block exits.
 
     Args:
-        db: ``sqlite:///path.db`` (or a path); ``None`` keeps everything in memory.
+        db: ``sqlite:///path.db`` (or a path); ``None`` keeps everything in memory;
+            ``postgresql://…`` a database several servers share (see
+            ``docs/deploy.md``).
         http_client: the client harnesses use for model endpoints (tests pass one
             over ``httpx.MockTransport``); by default the runtime owns one.
         load_entry_points: register harnesses from the ``omnigent.harnesses`` group
@@ -105,6 +119,10 @@ async def open_runtime(
         harness_idle_timeout: seconds an external harness process may sit unused
             before it is reaped (default ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``, else one
             hour; ``0`` never reaps). A process with a turn in flight is never reaped.
+        server_id: this server's name among those sharing a database (default
+            ``HOST:PID``); ``GET /v1/servers`` lists it.
+        lease_ttl: (PostgreSQL) seconds a session tree's lease outlives its holder's
+            last renewal: how soon another server takes over after a crash.
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
@@ -132,13 +150,16 @@ async def open_runtime(
     body_error: BaseException | None = None
     rt: Runtime | None = None
     try:
+        # Several servers may share a PostgreSQL database: each member is an instance.
+        instance = new_id("inst") if exclusive else None
         async with (
-            open_store(db, exclusive=exclusive) as store,
+            open_store(db, exclusive=exclusive, instance=instance) as store,
+            _open_ownership(store, exclusive, server_id, lease_ttl) as ownership,
             _open_http(http_client) as http,
             _open_terminals(exclusive) as tmux,
             trio.open_nursery() as services,
         ):
-            bus = EventBus(store, records_only=not exclusive)
+            bus = EventBus(store, ownership, records_only=not exclusive)
             await services.start(bus.run)
             try:
                 async with (
@@ -161,8 +182,11 @@ async def open_runtime(
                         processes=processes,
                         tmux=tmux,
                         shutdown_grace=shutdown_grace,
+                        ownership=ownership,
                     )
-                    if exclusive:
+                    if isinstance(ownership, SharedOwnership):
+                        await _join(rt, store, bus, ownership, services)
+                    elif exclusive:
                         await recover(store, bus, rt._host)
                         # Sub-agent work a previous process left open: settled from
                         # the store, and each parent woken to read the result.
@@ -180,6 +204,7 @@ async def open_runtime(
             finally:
                 with trio.CancelScope(shield=True):
                     await _close_bus(bus, store)
+                services.cancel_scope.cancel()  # the remote feed; the writer has returned
                 if rt is not None:
                     rt.state = RuntimeState.CLOSED
     except BaseExceptionGroup as group:
@@ -242,6 +267,50 @@ async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.As
     timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
     async with httpx.AsyncClient(timeout=timeout) as owned:
         yield owned
+
+
+@asynccontextmanager
+async def _open_ownership(
+    store: Store, exclusive: bool, server_id: str | None, lease_ttl: float
+) -> AsyncIterator[Ownership]:
+    """Shared ownership on a cluster store, else this process owns everything."""
+    name = server_id or default_server_name()
+    if not exclusive or cluster_of(store) is None:
+        yield SoloOwnership(name)
+        return
+    shared: SharedStore = store  # type: ignore[assignment]  # cluster_of said so
+    async with open_shared_ownership(shared, name, ttl=lease_ttl) as ownership:
+        yield ownership
+
+
+async def _join(
+    rt: Runtime,
+    store: Store,
+    bus: EventBus,
+    ownership: SharedOwnership,
+    services: trio.Nursery,
+) -> None:
+    """Plug the runtime into the cluster: its calls, recovery, and the remote feed.
+
+    Then recovers what dead servers left (the first sweep), as a lone process does
+    at start.
+    """
+    feed = RemoteFeed(store, bus, ownership.instance, ownership.owns)
+    await services.start(feed.run)
+    hooks = ownership.hooks
+    hooks.handlers = rt._placed.router.handlers()
+    hooks.events = feed.notify
+    hooks.released = bus.disown
+    hooks.lost = rt._host.stop_sessions
+
+    async def recover_tree(root_id: str) -> None:
+        sessions = {root_id, *await store.descendant_ids(root_id)}
+        await recover(store, bus, rt._host, sessions)
+        for parent in await recover_work(store, bus, sessions):
+            rt._host.actor(parent).note_inbox()
+
+    hooks.recover = recover_tree
+    await ownership.begin()
 
 
 async def _close_bus(bus: EventBus, store: Store) -> None:

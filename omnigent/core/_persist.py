@@ -10,22 +10,30 @@ As it was never durable, it is never delivered either.
 
 :meth:`Persister.abandon` (a shutdown past its grace) stops the retries: what is left
 is dropped at once.
+
+Two refusals are not failures of the rows. A store that cannot be reached
+(``StoreUnavailable``: a shared database restarting) is waited for, however long it
+takes — until abandoned. A shared store that refuses some sessions' rows because this
+server no longer holds their lease (``LeaseLost``) has written the others: the refused
+ones are dropped, and ``on_lost`` is told, so their trees are given up.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
-from ..stores import Store, StoredEvent
+from ..errors import StoreUnavailable
+from ..stores import LeaseLost, Store, StoredEvent
 
 __all__ = ["Persister"]
 
 log = logging.getLogger("omnigent.core._bus")
 
 _RETRY_DELAYS = (0.05, 0.25, 1.0)
+_UNREACHABLE_DELAY = 1.0
 # Row by row, this many refusals with nothing written means the store is down, not
 # one row bad: the rest of the batch is dropped instead of tried one by one.
 _GIVE_UP_AFTER = 3
@@ -34,8 +42,11 @@ _GIVE_UP_AFTER = 3
 class Persister:
     """Writes batches of events to one store. Owned by the ``EventBus``."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self, store: Store, on_lost: Callable[[tuple[str, ...]], None] = lambda ids: None
+    ) -> None:
         self._store = store
+        self._on_lost = on_lost
         self._abandoned = False
         self._pause: trio.CancelScope | None = None
 
@@ -46,12 +57,24 @@ class Persister:
         ends early on :meth:`abandon`.
         """
         failure: Exception | None = None
-        for delay in (*_RETRY_DELAYS, None):
+        delays = iter((*_RETRY_DELAYS, None))
+        while True:
             if self._abandoned:
                 break
             try:
                 await self._store.append_events(rows)
+            except LeaseLost as lost:
+                # The other sessions' rows were written; these are not ours to write.
+                log.warning("dropping the events of %s: lease lost", ", ".join(lost.session_ids))
+                self._on_lost(lost.session_ids)
+                refused = set(lost.session_ids)
+                return [row.session_id not in refused for row in rows]
+            except StoreUnavailable:
+                log.warning("the database is unreachable; %d events wait", len(rows))
+                await self._wait(_UNREACHABLE_DELAY)
+                continue
             except Exception as exc:
+                delay = next(delays)
                 failure = exc
                 if delay is None:
                     log.warning("the store refused %d events", len(rows), exc_info=True)
@@ -77,6 +100,10 @@ class Persister:
                 return stored + [False] * (len(rows) - len(stored))
             try:
                 await self._store.append_events([row])
+            except LeaseLost as lost:
+                self._on_lost(lost.session_ids)
+                stored.append(False)
+                continue
             except Exception as exc:
                 refused += 1
                 stored.append(False)

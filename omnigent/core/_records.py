@@ -18,11 +18,13 @@ __all__ = [
     "ElicitationInfo",
     "EventAccepted",
     "FileInfo",
+    "Health",
     "ItemPage",
     "MessageAccepted",
     "ResolveResult",
     "Resource",
     "ResourceScreen",
+    "ServerInfo",
     "SessionPage",
     "SessionSnapshot",
 ]
@@ -194,3 +196,25 @@ class ElicitationInfo:
     status: Literal["pending", "resolved", "expired", "unknown"]
     request: ElicitationRequest | None = None
     action: str | None = None
+
+
+@attrs.frozen
+class ServerInfo(_Wire):
+    """A live server on the runtime's database (``GET /v1/servers``).
+
+    ``sessions`` counts the sessions whose live work it runs right now. A database one
+    process owns (SQLite) lists that process alone.
+    """
+
+    id: str
+    started_at: float
+    sessions: int
+
+
+@attrs.frozen
+class Health(_Wire):
+    """``GET /health``: whether this server can serve, and on what store."""
+
+    status: Literal["ok", "unavailable"]
+    server_id: str
+    store: str

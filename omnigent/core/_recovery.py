@@ -74,18 +74,27 @@ _RESPONSE_EVENTS = (
 _KILL_GRACE = 2.0
 
 
-async def recover(store: Store, bus: EventBus, host: ActorHost) -> None:
-    """Finish what the previous process left in flight (see the module docstring)."""
-    await _kill_orphaned_groups(store)
-    await store.expire_pending_elicitations()
+async def recover(
+    store: Store, bus: EventBus, host: ActorHost, sessions: set[str] | None = None
+) -> None:
+    """Finish what the previous process left in flight (see the module docstring).
+
+    ``sessions`` limits it to those sessions: a tree taken over from a dead server,
+    beside other servers whose work is alive (``None``: the whole database, which this
+    process owns).
+    """
+    scope = None if sessions is None else sorted(sessions)
+    await _kill_orphaned_groups(store, scope)
+    await store.expire_pending_elicitations(scope)
     for session_id in await store.sessions_with_status(_UNFINISHED):
-        await _end_interrupted_turn(store, bus, session_id)
-    woken = await _fail_interrupted_tasks(store, bus)
+        if sessions is None or session_id in sessions:
+            await _end_interrupted_turn(store, bus, session_id)
+    woken = await _fail_interrupted_tasks(store, bus, scope)
     # A parent's dispatch still open is settled by the sub-agent recovery (delivered
     # ``failed``: the parent decides whether to send again); its message is not run.
     dispatched = {w.message_id for w in await store.list_work() if w.message_id is not None}
     pending: defaultdict[str, list[MessageItem]] = defaultdict(list)
-    for row in await store.pending_items():
+    for row in await store.pending_items(scope):
         item = structure(row.item, Item)
         if item.id in dispatched:
             await store.settle_items(row.session_id, [item.id])
@@ -100,7 +109,7 @@ async def recover(store: Store, bus: EventBus, host: ActorHost) -> None:
         host.actor(session_id).note_inbox()
 
 
-async def _kill_orphaned_groups(store: Store) -> None:
+async def _kill_orphaned_groups(store: Store, scope: list[str] | None) -> None:
     async def kill(row: ProcessGroupRow) -> None:
         try:
             if await kill_orphaned_group(row.pgid, row.start_time, row.boot_id, grace=_KILL_GRACE):
@@ -114,7 +123,7 @@ async def _kill_orphaned_groups(store: Store) -> None:
         await store.delete_process_group(row.pgid, row.start_time)
 
     async with trio.open_nursery() as nursery:
-        for row in await store.process_groups():
+        for row in await store.process_groups(scope):
             nursery.start_soon(kill, row)
 
 
@@ -150,10 +159,10 @@ async def _answer_interrupted_calls(
             await bus.publish(session_id, OutputItemDone(item=item, response_id=response_id))
 
 
-async def _fail_interrupted_tasks(store: Store, bus: EventBus) -> set[str]:
+async def _fail_interrupted_tasks(store: Store, bus: EventBus, scope: list[str] | None) -> set[str]:
     """A ``failed`` inbox item for every task that was running; returns their sessions."""
     sessions: set[str] = set()
-    for task in await store.running_tasks():
+    for task in await store.running_tasks(scope):
         data = {
             "handle_id": task.handle_id,
             "tool": task.tool,

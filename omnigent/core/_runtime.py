@@ -23,29 +23,38 @@ import enum
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import attrs
 import httpx
 import trio
 
+from .._ids import now
 from ..errors import (
     ErrorDetail,
     InvalidInput,
     ResourceNotFound,
     RuntimeClosed,
+    SessionElsewhere,
     SessionNotFound,
     StoreBusy,
 )
 from ..harnesses.base import HarnessFactory, ToolSchema
 from ..harnesses.registry import HarnessRegistry, ModelRule
-from ..model import ChildSessionSummary, ElicitationParams, Event, check_depth
+from ..model import (
+    ChildSessionSummary,
+    ElicitationParams,
+    ElicitationRequest,
+    Event,
+    check_depth,
+)
 from ..spec import AgentSpec, PolicySpec
-from ..stores import Store
+from ..stores import SessionRow, Store
 from ..tools.terminals import HISTORY_LIMIT, TmuxServer
 from ._agents import AgentCatalog
 from ._asking import Asking
 from ._bus import EventBus, Subscription
+from ._cluster import SharedOwnership
 from ._dispatch import ToolPlace
 from ._elicitations import ACTIONS, Elicitations, Resolution, check_content, elicitation_params
 from ._files import FileService
@@ -54,7 +63,9 @@ from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
 from ._messages import Messages
 from ._orchestration import Orchestration
+from ._ownership import Elsewhere, Moved, Ownership, SoloOwnership, Tenure
 from ._permissions import Grant, Permissions
+from ._placed import PlacedCalls
 from ._policies import PolicyEvent, Verdict
 from ._policy_allowlist import PolicyAllowlist
 from ._providers import ProvidedTool
@@ -64,11 +75,13 @@ from ._records import (
     ElicitationInfo,
     EventAccepted,
     FileInfo,
+    Health,
     ItemPage,
     MessageAccepted,
     ResolveResult,
     Resource,
     ResourceScreen,
+    ServerInfo,
     SessionPage,
     SessionSnapshot,
 )
@@ -127,8 +140,11 @@ class Runtime(metaclass=_NoPublicConstructor):
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
         shutdown_grace: float = 5.0,
+        ownership: Ownership | None = None,
     ) -> None:
         self.state = RuntimeState.OPENING
+        self._ownership: Ownership = ownership if ownership is not None else SoloOwnership()
+        self._started_at = now()
         self._processes = processes
         self.records_only = records_only
         self._store = store
@@ -156,6 +172,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             processes=processes,
             tmux=tmux,
             threads=self._threads,
+            ownership=self._ownership,
         )
         self._stopping = Stopping(
             host=self._host,
@@ -188,6 +205,22 @@ class Runtime(metaclass=_NoPublicConstructor):
             agents=self._agents,
             home=place.home,
         )
+        # Calls on live work run where the session's tree is held (see _ownership).
+        self._placed = PlacedCalls(
+            ownership=self._ownership,
+            store=store,
+            host=self._host,
+            elicitations=self._elicitations,
+            sessions=self._sessions,
+            asking=self._asking,
+            messages=self._messages,
+            stop_here=self._stop_here,
+            stop_tree_here=self._stop_tree_here,
+        )
+        self._messages.deliver = self._placed.deliver
+        self._sessions.announce = self._placed.announce
+        self._sessions.pending_elsewhere = self._placed.pending
+        self._asking.elicit = self._placed.elicit
 
     # -- state ---------------------------------------------------------------------
 
@@ -235,9 +268,40 @@ class Runtime(metaclass=_NoPublicConstructor):
         """
         self._open()
         self.state = RuntimeState.CLOSING
+        self._ownership.close()  # forwarded calls go elsewhere now
         await self._stopping.stop_all()
         with trio.CancelScope(shield=True), trio.move_on_after(AFTER_GRACE):
             await self._bus.flush()
+
+    @property
+    def server_id(self) -> str:
+        """This server's name (``serve --server-id``; default ``HOST:PID``)."""
+        return self._ownership.server_name
+
+    async def list_servers(self) -> list[ServerInfo]:
+        """The live servers on this runtime's database, and how many sessions each runs.
+
+        On a database one process owns (SQLite, memory) that is this process alone.
+        """
+        self._open()
+        if not isinstance(self._ownership, SharedOwnership):
+            sessions = len(self._host.actors)
+            return [ServerInfo(self.server_id, self._started_at, sessions)]
+        rows = await self._ownership.servers()
+        return [ServerInfo(r.name, r.started_at, r.sessions) for r in rows]
+
+    async def health(self) -> Health:
+        """Whether this server can serve: its store answers (within two seconds)."""
+        self._open()
+        ok = False
+        with trio.move_on_after(2):
+            try:
+                await self._store.ping()
+                ok = True
+            except Exception:
+                log.warning("the store did not answer the health check", exc_info=True)
+        status: Literal["ok", "unavailable"] = "ok" if ok else "unavailable"
+        return Health(status, self.server_id, self._store.kind)
 
     def statistics(self) -> dict[str, int]:
         """Live work: sessions with an actor, tasks in the runtime nursery, subscribers,
@@ -437,16 +501,15 @@ class Runtime(metaclass=_NoPublicConstructor):
         ``cancel``), and from then on nothing is published into them.
         """
         await self._working()
-        await self._sessions.row(session_id)
+        row = await self._sessions.row(session_id)
         host = self._host
         host.deleting.add(session_id)  # from here no new work (or child) starts on it
         doomed = [session_id]
         try:
             doomed.extend(await self._store.descendant_ids(session_id))
             host.deleting.update(doomed)
-            await self._stop_and_withdraw(doomed)
-            # A deleted child's dispatch is delivered to its (surviving) parent first.
-            await host.subagents.wait_concluded(doomed)
+            # Where the tree is held: here, or the server that runs it.
+            await self._placed.stop_tree(row, doomed)
             self._bus.seal(doomed)
             await self._bus.flush()
             await self._store.delete_sessions(doomed)
@@ -574,9 +637,7 @@ class Runtime(metaclass=_NoPublicConstructor):
     async def interrupt(self, session_id: str) -> bool:
         """Cancel the running turn, which ends ``cancelled``. False if none was running."""
         await self._working()
-        await self._sessions.row(session_id)
-        actor = self._host.actors.get(session_id)
-        return actor.interrupt() if actor is not None else False
+        return await self._placed.interrupt(await self._sessions.row(session_id))
 
     async def stop_session(self, session_id: str) -> None:
         """Cancel the turn and everything else the session runs, and wait for it to end.
@@ -586,12 +647,27 @@ class Runtime(metaclass=_NoPublicConstructor):
         outside the session is answered ``cancel`` (a hook answers deny) at once.
         """
         await self._working()
-        await self._sessions.row(session_id)
+        await self._placed.stop(await self._sessions.row(session_id))
+
+    async def _stop_here(self, session_id: str) -> None:
+        """:meth:`stop_session` where the session's tree is held (the routed call)."""
+        actor = self._host.actors.get(session_id)
+        if actor is not None and (waiting := sorted(actor.pending_ids())):
+            # Settled before the stop ends anything: a turn stream on another server
+            # waiting on one of these learns that no turn will answer it.
+            with trio.move_on_after(_WITHDRAW_WAIT, shield=True):
+                await self._store.settle_items(session_id, waiting)
         tree = [session_id, *await self._store.descendant_ids(session_id)]
         dropped = await self._stop_and_withdraw([session_id], withdraw=tree)
         self._host.histories.drop(session_id)  # dropped messages stay in the history
         with trio.move_on_after(_WITHDRAW_WAIT, shield=True):
             await self._store.settle_items(session_id, dropped)
+
+    async def _stop_tree_here(self, session_id: str, doomed: list[str]) -> None:
+        """What a delete stops, where the tree is held: every doomed session's work."""
+        await self._stop_and_withdraw(doomed)
+        # A deleted child's dispatch is delivered to its (surviving) parent first.
+        await self._host.subagents.wait_concluded(doomed)
 
     async def _stop_and_wait(self, session_id: str) -> None:
         """Stop one session (what a sub-agent watcher stops its child with)."""
@@ -799,7 +875,8 @@ class Runtime(metaclass=_NoPublicConstructor):
         check_depth(content, loc="content")
         if action == "accept":
             check_content(content)  # it is stored and published with the answer
-        return self._elicitations.resolve(session_id, elicitation_id, action, content)
+        row = await self._sessions.row(session_id)
+        return await self._placed.resolve(row, elicitation_id, action, content)
 
     async def get_elicitation(
         self, session_id: str, elicitation_id: str, *, viewer: str | None = None
@@ -815,13 +892,19 @@ class Runtime(metaclass=_NoPublicConstructor):
             SessionNotFound.
         """
         self._open()
-        await self._sessions.row(session_id)
+        row = await self._sessions.row(session_id)
+
+        async def elsewhere(eid: str) -> ElicitationRequest | None:
+            return await self._placed.visible(row, eid)
+
+        remote = None if self._ownership.owns(session_id) else elsewhere
         if viewer is None:
-            return await self._elicitations.info(session_id, elicitation_id)
+            return await self._elicitations.info(session_id, elicitation_id, elsewhere=remote)
         return await self._elicitations.info(
             session_id,
             elicitation_id,
             owner_visible=lambda owner: self._visibility.may_read(owner, viewer),
+            elsewhere=remote,
         )
 
     async def remember_answer(
@@ -864,9 +947,9 @@ class Runtime(metaclass=_NoPublicConstructor):
             SessionNotFound; InvalidInput when a field of ``params`` nests too deep.
         """
         await self._working()
-        await self._sessions.row(session_id)
+        row = await self._sessions.row(session_id)
         _check_params_depth(params)
-        return await self._elicitations.ask(session_id, params, mark_waiting=mark_waiting)
+        return await self._placed.elicit(row, params, mark_waiting=mark_waiting)
 
     async def hold_elicitation(self, session_id: str, params: ElicitationParams) -> str:
         """Publish an elicitation the *session* holds until answered; returns its id.
@@ -880,7 +963,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         """
         await self._working()
         _check_params_depth(params)
-        return await self._asking.hold_elicitation(session_id, params)
+        return await self._placed.hold_elicitation(await self._sessions.row(session_id), params)
 
     # -- tools for callers outside a turn (the /mcp endpoint) ------------------------
 
@@ -893,8 +976,11 @@ class Runtime(metaclass=_NoPublicConstructor):
             SessionNotFound; RuntimeClosed; StoreBusy (records only).
         """
         await self._working()
-        await self._sessions.row(session_id)
-        return await self._host.actor(session_id).tool_schemas()
+        tenure = await self._here(await self._sessions.row(session_id))
+        try:
+            return await self._host.actor(session_id).tool_schemas()
+        finally:
+            tenure.release()
 
     async def start_tool_call(
         self,
@@ -917,10 +1003,29 @@ class Runtime(metaclass=_NoPublicConstructor):
             SessionNotFound; RuntimeClosed; StoreBusy (records only).
         """
         await self._working()
-        await self._sessions.row(session_id)
-        call = HeldToolCall(session_id, name, dict(arguments), ttl)
-        self._host.actor(session_id).hold_tool_call(call)
+        tenure = await self._here(await self._sessions.row(session_id))
+        try:
+            call = HeldToolCall(session_id, name, dict(arguments), ttl)
+            self._host.actor(session_id).hold_tool_call(call)
+        finally:
+            tenure.release()
         return call
+
+    async def _here(self, row: SessionRow) -> Tenure:
+        """Hold the session's tree in this process, for a call that cannot be relayed.
+
+        Raises:
+            SessionElsewhere: another server holds it (a held tool call lives in its
+            process: the caller must ask that server).
+        """
+        try:
+            tenure = await self._ownership.enter(row.id, row.root_session_id)
+        except Elsewhere as where:
+            raise SessionElsewhere(row.id, where.server) from None
+        except Moved:
+            raise RuntimeClosed("the runtime is shutting down") from None
+        assert tenure is not None
+        return tenure
 
     def held_tool_call(self, session_id: str, call_id: str) -> HeldToolCall | None:
         """A call :meth:`start_tool_call` made on ``session_id`` that is not collected yet."""

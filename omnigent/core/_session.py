@@ -218,15 +218,18 @@ class SessionActor:
     async def take_injections(self) -> list[MessageItem]:
         """Give the running turn every buffered message (moved to the end of history)."""
         taken, self._pending = self._pending, []
-        if taken and self._turn is not None:
-            self._host.messages_taken([m.id for m in taken], self._turn.response_id)
+        response_id = self._turn.response_id if self._turn is not None else None
+        if taken and response_id is not None:
+            self._host.messages_taken([m.id for m in taken], response_id)
         if taken:
             if self._history is not None:
                 for message in taken:  # in the order the store puts them at the end
                     self._history.record(message)
             store = self._host.services.store
             try:
-                await store.move_items_to_end(self.session_id, [m.id for m in taken])
+                await store.move_items_to_end(
+                    self.session_id, [m.id for m in taken], taken_by=response_id
+                )
             except BaseException:
                 if self._history is not None:
                     self._history.doubt()
@@ -401,7 +404,7 @@ class SessionActor:
 
         async def prepare() -> tuple[Harness, TurnRequest]:
             nonlocal taken
-            await store.move_items_to_end(self.session_id, ids)
+            await store.move_items_to_end(self.session_id, ids, taken_by=turn.response_id)
             taken = True
             exclude = set(ids) | self.pending_ids()
             history = await self._host.histories.get(self.session_id, exclude)

@@ -8,7 +8,7 @@ work of its own.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from ..model import (
     ChildSessionSummary,
     ChildSessionUpdated,
     ContentBlock,
+    ElicitationRequest,
     Item,
     MessageItem,
     item_text,
@@ -111,6 +112,13 @@ class SessionRecords:
         self._host = host
         self._files = files
         self._elicitations = elicitations
+        # Set by the runtime to its routed calls (see _placed): where a session's
+        # parent is told it changed, and where the pending elicitations of a session
+        # held by another server are read from.
+        self.announce: Callable[[SessionRow], Awaitable[None]] = self._announce_row
+        self.pending_elsewhere: Callable[
+            [SessionRow], Awaitable[tuple[ElicitationRequest, ...]]
+        ] = _no_pending
 
     async def row(self, session_id: str) -> SessionRow:
         """The session's row. Raises SessionNotFound (also while it is being deleted)."""
@@ -197,6 +205,7 @@ class SessionRecords:
             await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
         except LookupError:  # the parent was deleted meanwhile
             raise SessionNotFound(parent_session_id or session_id) from None
+        self._host.ownership.note(row.id, row.root_session_id)
         if parent_session_id is not None:
             if (
                 parent_session_id in self._host.deleting
@@ -207,13 +216,15 @@ class SessionRecords:
                 # or taken the child with it. Either way the child is refused.
                 await self._store.delete_sessions([session_id])
                 raise SessionNotFound(parent_session_id)
-            await self.announce_to_parent(session_id)
+            await self.announce(row)
         return await self.snapshot(row)
 
     async def snapshot(self, row: SessionRow) -> SessionSnapshot:
         spec = await self._host.agent_spec(row.agent_id, row.agent_version)
         if row.sub_agent is not None:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
+        if not self._host.ownership.owns(row.id):
+            return await self._remote_snapshot(row, spec)
         actor = self._host.actors.get(row.id)
         pending = tuple(self._elicitations.pending_for(row.id))
         return SessionSnapshot(
@@ -234,6 +245,31 @@ class SessionRecords:
             last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
             created_at=row.created_at,
             resources=tuple(self._host.resources_of(row.id)),
+            cwd=row.cwd,
+            updated_at=row.updated_at,
+        )
+
+    async def _remote_snapshot(self, row: SessionRow, spec: Any) -> SessionSnapshot:
+        """The snapshot of a session whose tree is not held here (by another server, or
+        by none): what the store says, and the holder's pending elicitations."""
+        return SessionSnapshot(
+            id=row.id,
+            agent_id=row.agent_id,
+            agent_name=spec.name,
+            title=row.title,
+            status=row.status,
+            harness=self._host.harness_of(spec, row.harness_override, strict=False),
+            model=row.model_override or spec.model,
+            harness_override=row.harness_override,
+            model_override=row.model_override,
+            parent_session_id=row.parent_session_id,
+            root_session_id=row.root_session_id,
+            labels=row.labels,
+            busy=row.status in _ACTIVE,
+            pending_elicitations=await self.pending_elsewhere(row),
+            last_event_id=row.last_event_id,
+            created_at=row.created_at,
+            resources=(),
             cwd=row.cwd,
             updated_at=row.updated_at,
         )
@@ -361,6 +397,9 @@ class SessionRecords:
                     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
         return None
 
+    async def _announce_row(self, row: SessionRow) -> None:
+        await self.announce_to_parent(row.id)
+
     async def announce_to_parent(self, session_id: str) -> None:
         """Publish ``session.child_session.updated`` on the session's parent, if any."""
         row = await self._store.get_session(session_id)
@@ -371,3 +410,8 @@ class SessionRecords:
 
 
 _UPDATABLE = ("title", "labels", "model_override")
+_ACTIVE = ("launching", "running", "waiting")
+
+
+async def _no_pending(row: SessionRow) -> tuple[ElicitationRequest, ...]:
+    return ()

@@ -343,8 +343,11 @@ class ChildWork:
                 self._on_inbox()
 
 
-async def recover_work(store: Store, bus: EventBus) -> set[str]:
+async def recover_work(store: Store, bus: EventBus, sessions: set[str] | None = None) -> set[str]:
     """Settle every dispatch a previous process left open; returns the parents to wake.
+
+    ``sessions`` limits it to dispatches between these sessions (a tree taken over
+    from a dead server: the other servers' dispatches are alive).
 
     A child whose turn took the message and that is ``idle`` now had finished: its
     last assistant message is delivered as ``completed``. Any other open dispatch —
@@ -353,6 +356,8 @@ async def recover_work(store: Store, bus: EventBus) -> set[str]:
     """
     woken: set[str] = set()
     for row in await store.list_work():
+        if sessions is not None and not {row.parent_session_id, row.child_session_id} & sessions:
+            continue
         child = await store.get_session(row.child_session_id)
         parent = await store.get_session(row.parent_session_id)
         if child is None or parent is None:

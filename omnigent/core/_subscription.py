@@ -2,9 +2,10 @@
 
 A subscriber replays from the store, then tails live, with no gap and no duplicate:
 it registers for live delivery *before* its last store read and skips anything at or
-below the last id it yielded. A subscriber that falls behind is detached by the bus
-rather than allowed to block the writer; its iterator notices and resumes from the
-store where it stopped, so it never loses an event.
+below the last id it yielded; an id skipped in live delivery (another server wrote it,
+see :mod:`._fanout`) sends it back to the store, which has it. A subscriber that falls
+behind is detached by the bus rather than allowed to block the writer; its iterator
+notices and resumes from the store where it stopped, so it never loses an event.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Live:
 
     send: trio.MemorySendChannel[Event]
     lagging: bool = False
+    position: int = 0  # the last id delivered (or where its subscription stood)
 
 
 class Subscription:
@@ -109,6 +111,11 @@ class Subscription:
                     self._release()  # resume from the store where we stopped
                     continue
                 raise StopAsyncIteration from None
+            if event.event_id > self.last_event_id + 1:
+                # An id was skipped (written by another server and fed through the
+                # store, or before this process held the session): the store has it.
+                self._release()
+                continue
             if event.event_id > self.last_event_id:
                 return event
 
@@ -125,7 +132,8 @@ class Subscription:
         if len(page) == REPLAY_PAGE:
             return
         if self._receive is None:
-            self._live, self._receive = self._bus._attach(self.session_id)
+            read = self._replay[-1].event_id if self._replay else self.last_event_id
+            self._live, self._receive = self._bus._attach(self.session_id, read)
         else:
             self._caught_up = True
 

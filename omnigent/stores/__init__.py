@@ -1,9 +1,11 @@
 """Stores: the database behind a runtime, chosen by URL in one place.
 
 :func:`open_store` opens the store a URL names: ``sqlite:///PATH`` (or a bare path) is
-the embedded SQLite store, ``None`` a private in-memory one. The core is typed
-against the :class:`Store` protocol and the row types here; no module outside this
-package imports a concrete store.
+the embedded SQLite store, ``None`` a private in-memory one, ``postgresql://…`` the
+PostgreSQL store several servers can share (``pip install 'omnigent[postgres]'``).
+The core is typed against the :class:`Store` protocol and the row types here — and,
+for a shared store, :class:`ClusterStore` — and no module outside this package
+imports a concrete store.
 """
 
 from __future__ import annotations
@@ -13,6 +15,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from .. import errors
+from ._cluster import (
+    COMMANDS_CHANNEL,
+    EVENTS_CHANNEL,
+    Claim,
+    ClusterStore,
+    CommandRow,
+    LeaseLost,
+    Notification,
+    ServerRow,
+)
 from ._protocol import Store
 from ._rows import (
     WORK_OPEN,
@@ -29,21 +41,48 @@ from ._rows import (
 )
 
 __all__ = [
+    "COMMANDS_CHANNEL",
+    "EVENTS_CHANNEL",
     "WORK_OPEN",
     "WORK_TERMINAL",
     "AgentRow",
+    "Claim",
+    "ClusterStore",
+    "CommandRow",
     "FileRow",
+    "LeaseLost",
+    "Notification",
     "Page",
     "PendingItem",
     "ProcessGroupRow",
     "RunningTask",
+    "ServerRow",
     "SessionRow",
     "Store",
     "StoredEvent",
     "WorkRow",
+    "cluster_of",
+    "is_postgres_url",
     "open_store",
     "parse_sqlite_url",
 ]
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def cluster_of(store: Store) -> ClusterStore | None:
+    """``store`` as a cluster store, if it is one opened as a cluster member.
+
+    PostgreSQL opened with an ``instance`` key is; SQLite (and memory) never is.
+    """
+    if getattr(store, "instance", None) is None or not hasattr(store, "claim"):
+        return None
+    return store  # type: ignore[return-value]
+
+
+def is_postgres_url(url: str | None) -> bool:
+    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return url is not None and url.startswith(_POSTGRES_SCHEMES)
 
 
 def parse_sqlite_url(url: str | None) -> Path | None:
@@ -61,23 +100,42 @@ def parse_sqlite_url(url: str | None) -> Path | None:
         return Path(url.removeprefix("sqlite:///")).expanduser()
     if "://" in url:
         scheme = url.split("://", 1)[0]
-        raise errors.BadRequest(f"unsupported database URL scheme {scheme!r} (use sqlite:///PATH)")
+        raise errors.BadRequest(
+            f"unsupported database URL scheme {scheme!r} (use sqlite:///PATH or postgresql://…)"
+        )
     return Path(url).expanduser()
 
 
 @asynccontextmanager
-async def open_store(url: str | None, *, exclusive: bool = True) -> AsyncIterator[Store]:
+async def open_store(
+    url: str | None, *, exclusive: bool = True, instance: str | None = None
+) -> AsyncIterator[Store]:
     """Open the store ``url`` names, for as long as the block runs.
 
     Args:
-        url: ``sqlite:///PATH``, a path, or ``None`` (in memory).
-        exclusive: own the database (see :func:`.sqlite.open_sqlite_store`); ``False``
-            opens it beside a running owner, for records only.
+        url: ``sqlite:///PATH``, a path, ``None`` (in memory), or ``postgresql://…``.
+        exclusive: (SQLite) own the database (see :func:`.sqlite.open_sqlite_store`);
+            ``False`` opens it beside a running owner, for records only. A PostgreSQL
+            database is shared, never owned: there it changes nothing.
+        instance: (PostgreSQL) this process's cluster instance key: its event writes
+            are then fenced by its leases (see :class:`ClusterStore`).
 
     Raises:
-        BadRequest: an unsupported URL. StoreBusy: ``exclusive`` and another process
-        owns the database.
+        BadRequest: an unsupported URL, or PostgreSQL without psycopg installed.
+        StoreBusy: (SQLite) ``exclusive`` and another process owns the database.
+        StoreUnavailable: (PostgreSQL) the database cannot be reached.
     """
+    if is_postgres_url(url):
+        assert url is not None
+        try:
+            from .postgres import open_postgres_store
+        except ImportError as exc:
+            raise errors.BadRequest(
+                f"a PostgreSQL store needs psycopg: pip install 'omnigent[postgres]' ({exc})"
+            ) from None
+        async with open_postgres_store(url, instance=instance) as pg_store:
+            yield pg_store
+        return
     from .sqlite import open_sqlite_store
 
     async with open_sqlite_store(parse_sqlite_url(url), exclusive=exclusive) as store:

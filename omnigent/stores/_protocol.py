@@ -62,6 +62,19 @@ class Store(Protocol):
         """
         ...
 
+    @property
+    def kind(self) -> str:
+        """What the store is: ``sqlite``, ``memory`` or ``postgresql`` (``GET /health``)."""
+        ...
+
+    async def ping(self) -> None:
+        """Check that the database answers (one trivial statement).
+
+        Raises:
+            Exception: whatever the database raised (``StoreUnavailable`` for a shared one).
+        """
+        ...
+
     # -- agents ------------------------------------------------------------------------
 
     async def put_agent_version(self, name: str, spec: dict[str, Any], owner: str) -> AgentRow:
@@ -169,20 +182,32 @@ class Store(Protocol):
         """
         ...
 
-    async def move_items_to_end(self, session_id: str, item_ids: Sequence[str]) -> None:
-        """Move items to the end of the history and mark them taken (a turn read them)."""
+    async def move_items_to_end(
+        self, session_id: str, item_ids: Sequence[str], *, taken_by: str | None = None
+    ) -> None:
+        """Move items to the end of the history and mark them taken (a turn read them).
+
+        ``taken_by``: the response id of the turn that took these messages, kept so a
+        server other than the one running the turn can tell which turn answers them.
+        """
         ...
 
     async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
-        """Mark pending messages settled where they are (a stop dropped them)."""
+        """Mark pending messages settled where they are (a stop dropped them): taken by
+        no turn (``taken_by`` ``""``)."""
+        ...
+
+    async def item_taken_by(self, session_id: str, item_id: str) -> str | None:
+        """The response id of the turn that took a message (``""``: dropped; ``None``:
+        not taken yet, or no such item)."""
         ...
 
     async def delete_items(self, session_id: str, item_ids: Sequence[str]) -> None:
         """Remove items from a session's history (a message the runtime refused)."""
         ...
 
-    async def pending_items(self) -> list[PendingItem]:
-        """Every message still pending, oldest first."""
+    async def pending_items(self, session_ids: Sequence[str] | None = None) -> list[PendingItem]:
+        """Every message still pending (of ``session_ids``, if given), oldest first."""
         ...
 
     async def list_items(
@@ -236,8 +261,8 @@ class Store(Protocol):
         """Record a background task as running until its inbox item is stored."""
         ...
 
-    async def running_tasks(self) -> list[RunningTask]:
-        """Every task recorded as running."""
+    async def running_tasks(self, session_ids: Sequence[str] | None = None) -> list[RunningTask]:
+        """Every task recorded as running (of ``session_ids``, if given)."""
         ...
 
     async def drain_inbox(self, session_id: str) -> list[tuple[str, str]]:
@@ -312,8 +337,12 @@ class Store(Protocol):
 
     async def get_elicitation(self, elicitation_id: str) -> dict[str, Any] | None: ...
 
-    async def expire_pending_elicitations(self) -> int:
-        """Mark every pending elicitation expired (their waiters died); returns how many."""
+    async def expire_pending_elicitations(self, session_ids: Sequence[str] | None = None) -> int:
+        """Mark pending elicitations expired (their waiters died); returns how many.
+
+        Every one, or only those of ``session_ids`` (a tree taken over from a dead
+        server, whose other servers' waiters are alive).
+        """
         ...
 
     # -- harness state -------------------------------------------------------------------
@@ -338,8 +367,10 @@ class Store(Protocol):
         """Forget a process group that is gone."""
         ...
 
-    async def process_groups(self) -> list[ProcessGroupRow]:
-        """Every recorded process group."""
+    async def process_groups(
+        self, session_ids: Sequence[str] | None = None
+    ) -> list[ProcessGroupRow]:
+        """Every recorded process group (of ``session_ids``, if given)."""
         ...
 
     # -- files ---------------------------------------------------------------------------

@@ -160,4 +160,10 @@ CREATE TABLE process_groups (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS, _CRASH_RECOVERY)
+# Which turn took a buffered message (its response id; "" when a stop dropped it), so a
+# server that does not run the session's turns can tell which turn answers it.
+_TAKEN_BY = """
+ALTER TABLE items ADD COLUMN taken_by TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS, _CRASH_RECOVERY, _TAKEN_BY)

@@ -62,7 +62,7 @@ class AgentsMixin(SQLiteBase):
 
     async def list_agents(self) -> list[AgentRow]:
         def read(c: sqlite3.Connection) -> list[AgentRow]:
-            ids = [r[0] for r in c.execute("SELECT id FROM agents ORDER BY created_at, id")]
+            ids = [r[0] for r in c.execute("SELECT id FROM agents ORDER BY created_at, rowid")]
             return [a for i in ids if (a := self._agent(c, "a.id = ?", i, None)) is not None]
 
         return await self._read(read)

@@ -8,6 +8,7 @@ restart can expire the ones nobody is waiting on; files hold uploaded content by
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -56,13 +57,15 @@ class ExtrasMixin(SQLiteBase):
 
         await self._write(write)
 
-    async def running_tasks(self) -> list[RunningTask]:
-        """Every task recorded as running, oldest first (for recovery)."""
+    async def running_tasks(self, session_ids: Sequence[str] | None = None) -> list[RunningTask]:
+        """Every task recorded as running (of ``session_ids``), oldest first (for recovery)."""
 
         def read(c: sqlite3.Connection) -> list[RunningTask]:
-            rows = c.execute(
-                "SELECT session_id, handle_id, tool FROM running_tasks ORDER BY started_at"
-            ).fetchall()
+            sql, args = "SELECT session_id, handle_id, tool FROM running_tasks", list[Any]()
+            if session_ids is not None:
+                sql += f" WHERE session_id IN ({', '.join('?' * len(session_ids))})"
+                args += session_ids
+            rows = c.execute(sql + " ORDER BY started_at", args).fetchall()
             return [RunningTask(r[0], r[1], r[2]) for r in rows]
 
         return await self._read(read)
@@ -87,13 +90,18 @@ class ExtrasMixin(SQLiteBase):
             )
         )
 
-    async def process_groups(self) -> list[ProcessGroupRow]:
-        """Every recorded process group (for recovery)."""
+    async def process_groups(
+        self, session_ids: Sequence[str] | None = None
+    ) -> list[ProcessGroupRow]:
+        """Every recorded process group (of ``session_ids``), for recovery."""
 
         def read(c: sqlite3.Connection) -> list[ProcessGroupRow]:
-            rows = c.execute(
-                "SELECT pgid, start_time, boot_id, session_id FROM process_groups"
-            ).fetchall()
+            sql = "SELECT pgid, start_time, boot_id, session_id FROM process_groups"
+            args: list[str] = []
+            if session_ids is not None:
+                sql += f" WHERE session_id IN ({', '.join('?' * len(session_ids))})"
+                args += session_ids
+            rows = c.execute(sql, args).fetchall()
             return [ProcessGroupRow(int(r[0]), int(r[1]), r[2], r[3]) for r in rows]
 
         return await self._read(read)
@@ -152,16 +160,21 @@ class ExtrasMixin(SQLiteBase):
 
         return await self._read(read)
 
-    async def expire_pending_elicitations(self) -> int:
-        """Mark every pending elicitation expired (their waiters died with a process)."""
+    async def expire_pending_elicitations(self, session_ids: Sequence[str] | None = None) -> int:
+        """Mark pending elicitations expired (their waiters died with a process).
+
+        Every one, or only those of ``session_ids``.
+        """
 
         def write(c: sqlite3.Connection) -> int:
-            cur = c.execute(
+            sql = (
                 "UPDATE elicitations SET status = 'expired', action = 'expired', "
-                "resolved_at = ? WHERE status = 'pending'",
-                (now(),),
+                "resolved_at = ? WHERE status = 'pending'"
             )
-            return cur.rowcount
+            if session_ids is None:
+                return c.execute(sql, (now(),)).rowcount
+            marks = ", ".join("?" * len(session_ids))
+            return c.execute(f"{sql} AND session_id IN ({marks})", (now(), *session_ids)).rowcount
 
         return await self._write(write)
 

@@ -67,9 +67,11 @@ class LogMixin(SQLiteBase):
 
         await self._write(write)
 
-    async def move_items_to_end(self, session_id: str, item_ids: Sequence[str]) -> None:
+    async def move_items_to_end(
+        self, session_id: str, item_ids: Sequence[str], *, taken_by: str | None = None
+    ) -> None:
         """Move items to the end of the session's history, keeping their relative order,
-        and mark them taken (no longer pending).
+        and mark them taken (no longer pending; ``taken_by`` the turn's response id).
 
         A buffered message is stored when it arrives, but the model reads it only when
         a turn takes it; moving it keeps the stored order equal to what the model saw.
@@ -89,16 +91,34 @@ class LogMixin(SQLiteBase):
                 "UPDATE items SET pending = 0 WHERE id = ? AND session_id = ? AND pending = 1",
                 [(item_id, session_id) for item_id in item_ids],
             )
+            if taken_by is not None:
+                c.executemany(
+                    "UPDATE items SET taken_by = ? WHERE id = ? AND session_id = ?",
+                    [(taken_by, item_id, session_id) for item_id in item_ids],
+                )
 
         await self._write(write)
 
+    async def item_taken_by(self, session_id: str, item_id: str) -> str | None:
+        """Which turn took a message (``""``: a stop dropped it; ``None``: not yet)."""
+
+        def read(c: sqlite3.Connection) -> str | None:
+            r = c.execute(
+                "SELECT taken_by FROM items WHERE id = ? AND session_id = ?", (item_id, session_id)
+            ).fetchone()
+            return None if r is None else r[0]
+
+        return await self._read(read)
+
     async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
-        """Mark pending messages settled where they are (a stop dropped them)."""
+        """Mark pending messages settled where they are (a stop dropped them): taken by
+        no turn."""
         if not item_ids:
             return
         await self._write(
             lambda c: c.executemany(
-                "UPDATE items SET pending = 0 WHERE id = ? AND session_id = ?",
+                "UPDATE items SET pending = 0, taken_by = COALESCE(taken_by, '') "
+                "WHERE id = ? AND session_id = ?",
                 [(item_id, session_id) for item_id in item_ids],
             )
         )
@@ -114,13 +134,15 @@ class LogMixin(SQLiteBase):
             )
         )
 
-    async def pending_items(self) -> list[PendingItem]:
-        """Every message no turn has taken yet, oldest first (for recovery)."""
+    async def pending_items(self, session_ids: Sequence[str] | None = None) -> list[PendingItem]:
+        """Every message no turn has taken yet (of ``session_ids``), oldest first."""
 
         def read(c: sqlite3.Connection) -> list[PendingItem]:
-            rows = c.execute(
-                "SELECT session_id, data FROM items WHERE pending = 1 ORDER BY seq"
-            ).fetchall()
+            sql, args = "SELECT session_id, data FROM items WHERE pending = 1", list[Any]()
+            if session_ids is not None:
+                sql += f" AND session_id IN ({', '.join('?' * len(session_ids))})"
+                args += session_ids
+            rows = c.execute(sql + " ORDER BY seq", args).fetchall()
             return [PendingItem(r[0], json.loads(r[1])) for r in rows]
 
         return await self._read(read)

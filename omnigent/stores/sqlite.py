@@ -104,6 +104,14 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
         return await trio.to_thread.run_sync(read_lock_owner, self.path)
 
     @property
+    def kind(self) -> str:
+        return "sqlite" if self.path is not None else "memory"
+
+    async def ping(self) -> None:
+        """Check that the database answers."""
+        await self._read(lambda c: c.execute("SELECT 1").fetchone())
+
+    @property
     def location(self) -> str:
         """The database, as messages name it."""
         return str(self.path) if self.path is not None else ":memory:"

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from ..core import Agent, Grant, Resource
+from ..core import Agent, Grant, Resource, ServerInfo
 from ..model import ChildSessionSummary, unstructure
 
 __all__ = [
@@ -26,11 +26,11 @@ __all__ = [
     "CodexDecision",
     "GrantList",
     "GrantRevoked",
-    "Health",
     "PendingElicitation",
     "PolicyVerdict",
     "ResolvedElicitation",
     "ResourceList",
+    "ServerList",
     "SessionDeleted",
 ]
 
@@ -42,10 +42,11 @@ class _Answer:
 
 
 @attrs.frozen
-class Health(_Answer):
-    """``GET /health``: the server is up."""
+class ServerList(_Answer):
+    """The live servers sharing the database (one process on SQLite)."""
 
-    status: Literal["ok"] = "ok"
+    data: tuple[ServerInfo, ...]
+    object: Literal["list"] = "list"
 
 
 @attrs.frozen

@@ -25,11 +25,19 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ..core import Agent, FileInfo, ItemPage, ResourceScreen, SessionPage, SessionSnapshot
+from ..core import (
+    Agent,
+    FileInfo,
+    Health,
+    ItemPage,
+    ResourceScreen,
+    SessionPage,
+    SessionSnapshot,
+)
 from ..spec import AgentSpec
 from ..tools.terminals import HISTORY_LIMIT
 from ._agents_files import YAML_TYPES
-from ._answers import AgentList, ChildSessionList, Health, ResourceList, SessionDeleted
+from ._answers import AgentList, ChildSessionList, ResourceList, ServerList, SessionDeleted
 from ._openapi_kit import (
     LIMIT,
     NON_EMPTY,
@@ -53,7 +61,21 @@ def paths(doc: DocumentBuilder) -> dict[str, Any]:
 
 def _service(doc: DocumentBuilder) -> dict[str, Any]:
     return {
-        "/health": {"get": {"summary": "Liveness", "responses": doc.answer("200", "ok", Health)}},
+        "/health": {
+            "get": {
+                "summary": "Liveness: this server, and whether it reaches its database",
+                "responses": {
+                    **doc.answer("200", "ok", Health),
+                    **doc.answer("503", "the database does not answer", Health),
+                },
+            }
+        },
+        "/v1/servers": {
+            "get": {
+                "summary": "The live servers sharing the database, and the sessions each runs",
+                "responses": doc.answer("200", "the servers", ServerList),
+            }
+        },
         "/v1/openapi.json": {
             "get": {
                 "summary": "This document",

@@ -6,7 +6,8 @@ Hypercorn down (open SSE streams end on it). Routes live in small modules:
 ``_agents_files`` (agents, files), ``_session_routes`` (sessions, items, children),
 ``_stream_routes`` (events in, SSE out), ``_permission_routes`` (sharing),
 ``_mcp_routes`` (the session's tools as an MCP server), ``_resource_routes`` (live
-terminals and their screens); ``_access``
+terminals and their screens), ``_server_routes`` (``/health``, the servers sharing the
+database); ``_access``
 checks who may touch what; ``_http_errors`` puts every failure into the
 ``{"error": {...}}`` envelope; ``_openapi`` is the OpenAPI 3.1 document served at
 ``/v1/openapi.json``. The wire contract is in ``docs/http.md``. :mod:`.websocket` adds
@@ -39,10 +40,10 @@ from . import (
     _mcp_routes,
     _permission_routes,
     _resource_routes,
+    _server_routes,
     _session_routes,
     _stream_routes,
 )
-from ._answers import Health
 from ._fence import Fence, install_fence, install_media_types
 from ._http_errors import install_error_handlers, internal_error_response
 from ._keepalive import SettleBodies
@@ -145,16 +146,15 @@ def create_app(
 
     install_media_types(app)
 
-    @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return Health().to_dict()
-
     @app.get(f"{API_PREFIX}/openapi.json")
     async def openapi() -> dict[str, Any]:
         return openapi_document()
 
+    app.register_blueprint(_server_routes.health_blueprint)
     for module in (_agents_files, _session_routes, _stream_routes, _permission_routes):
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
+    # The servers sharing the database (one process on SQLite).
+    app.register_blueprint(_server_routes.blueprint, url_prefix=API_PREFIX)
     # A session's live resources (terminals) and a terminal's screen.
     app.register_blueprint(_resource_routes.blueprint, url_prefix=API_PREFIX)
     # Elicitations (resolve, look up), coding-agent hooks, policy evaluation.

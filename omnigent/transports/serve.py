@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import re
 import signal
 import socket
 import sys
@@ -48,6 +49,7 @@ __all__ = ["add_serve_parser", "listen_error", "load_policies", "run_serve", "se
 log = logging.getLogger(__name__)
 
 GRACEFUL_TIMEOUT = 3.0
+_SERVER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 # Beyond Hypercorn's own graceful timeout: the most a shutdown may take.
 _SHUTDOWN_DEADLINE = GRACEFUL_TIMEOUT + 5.0
 
@@ -132,6 +134,8 @@ async def serve(
     allowed_commands: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     allowed_hosts: Sequence[str] = (),
+    server_id: str | None = None,
+    lease_ttl: float | None = None,
     stop: trio.Event | None = None,
     shutdown_grace: float = 5.0,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
@@ -153,6 +157,10 @@ async def serve(
         allowed_origins: web app origins admitted with CORS (``--allowed-origin``).
         allowed_hosts: ``Host`` names answered besides the server's own address
             (``--allowed-host``); see ``docs/security.md``.
+        server_id: this server's name among those sharing a PostgreSQL database
+            (``--server-id``; default ``HOST:PID``).
+        lease_ttl: seconds a server's leases outlive its last renewal (``--lease-ttl``;
+            PostgreSQL only): how long a dead server's sessions wait to be taken over.
         stop: set it to shut down; without it, cancel the caller's scope.
         shutdown_grace: seconds running turns get to end at shutdown (then what is
             stuck is abandoned); see ``open_runtime``.
@@ -172,7 +180,10 @@ async def serve(
         "policy_modules": policy_modules,
         "allowed_commands": allowed_commands,
         "shutdown_grace": shutdown_grace,
+        "server_id": server_id,
     }
+    if lease_ttl is not None:
+        runtime_options["lease_ttl"] = lease_ttl
     async with open_runtime(runtime_db, **runtime_options) as runtime:
         if agents_dir is not None:
             await register_agents(runtime, agents_dir)
@@ -342,6 +353,20 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="at shutdown, how long running turns get to end before what is stuck is "
         "abandoned (default 5)",
     )
+    parser.add_argument(
+        "--server-id",
+        metavar="NAME",
+        default=None,
+        help="this server's name among several on one PostgreSQL database (default: HOST:PID)",
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="PostgreSQL: how long a server's session leases outlive it, i.e. how soon "
+        "another server takes over after a crash (default: 10)",
+    )
     parser.set_defaults(func=run_serve)
     return parser
 
@@ -381,6 +406,12 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
     grace = float(getattr(args, "shutdown_grace", 5.0))
+    server_id: str | None = getattr(args, "server_id", None)
+    if server_id is not None and not _SERVER_ID.match(server_id):
+        raise BadRequest(f"--server-id must match {_SERVER_ID.pattern}, got {server_id!r}")
+    lease_ttl: float | None = getattr(args, "lease_ttl", None)
+    if lease_ttl is not None and not 0.5 <= lease_ttl <= 3600:
+        raise BadRequest(f"--lease-ttl must be between 0.5 and 3600 seconds, got {lease_ttl}")
     trio.run(
         partial(
             _main,
@@ -395,6 +426,8 @@ def run_serve(args: argparse.Namespace) -> int:
             origins,
             hosts,
             grace,
+            server_id,
+            lease_ttl,
         )
     )
     return 0
@@ -412,6 +445,8 @@ async def _main(
     origins: Sequence[str],
     hosts: Sequence[str],
     grace: float,
+    server_id: str | None,
+    lease_ttl: float | None,
 ) -> None:
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
@@ -429,6 +464,8 @@ async def _main(
                 allowed_commands=commands,
                 allowed_origins=origins,
                 allowed_hosts=hosts,
+                server_id=server_id,
+                lease_ttl=lease_ttl,
                 stop=stop,
                 shutdown_grace=grace,
             )

@@ -87,7 +87,7 @@ class Served:
     async def alive(self) -> bool:
         if self.process.returncode is not None:
             return False
-        return (await self.client.get("/health")).json() == {"status": "ok"}
+        return bool((await self.client.get("/health")).json()["status"] == "ok")
 
 
 def _plant(root: Path) -> None:

@@ -1,0 +1,535 @@
+"""Shared ownership: several servers on one database, each session tree on one of them.
+
+:class:`SharedOwnership` implements :class:`~._ownership.Ownership` over a
+:class:`~omnigent.stores.ClusterStore`. A tree is held here while any
+:class:`~._ownership.Tenure` on it is out; the lease row is claimed on the first and
+released after the last. Its background tasks, all in the nursery of
+:func:`open_shared_ownership`:
+
+* **renewer** — every ``ttl / 3`` extends the heartbeat and every live lease in one
+  statement. A tree whose lease is gone is *lost*: the runtime stops its work (events
+  it still publishes are refused by the store's fencing). If renewals keep failing for
+  ``ttl``, every tree is given up locally, since another server may hold it by now.
+* **janitor** — at the first expiry of another server's lease (or every ``ttl / 2``)
+  takes over expired leases, and trees with unfinished work and no lease at all, and
+  has the runtime recover each (running turns end ``failed`` with
+  ``runtime_restarted``, as a restart does).
+* **listener** — LISTEN for commands addressed here and for other servers' events
+  (handed to the runtime's remote feed).
+* **commands** — runs the calls other servers forward here (each in its own task,
+  bounded) and answers them; takes the replies to the calls this server forwarded.
+
+Resource handling: every task lives in the block of :func:`open_shared_ownership`;
+leaving it releases this server's leases and removes its server row (bounded).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from .._ids import new_id
+from ..errors import Conflict, OmnigentError, OwnerUnavailable
+from ..stores import (
+    COMMANDS_CHANNEL,
+    EVENTS_CHANNEL,
+    ClusterStore,
+    CommandRow,
+    ServerRow,
+    Store,
+)
+from ._commands import decode_reply, encode_error, encode_moved, encode_value
+from ._ownership import Elsewhere, Moved, Tenure
+
+__all__ = ["DEFAULT_LEASE_TTL", "SharedOwnership", "SharedStore", "open_shared_ownership"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_TTL = 10.0
+_COMMAND_BATCH = 100
+_HANDLERS = 256
+_FORWARD_TIMEOUT = 30.0
+_GC_EVERY = 300.0
+_GC_AGE = 3600.0
+
+Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+class SharedStore(Store, ClusterStore, Protocol):
+    """A store that is also a cluster store (PostgreSQL)."""
+
+
+@attrs.define(eq=False)
+class _Tree:
+    root_id: str
+    since: float  # trio time of the claim: a renewal older than it may not list it
+    refs: int = 0
+    sessions: set[str] = attrs.field(factory=set)
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    done: trio.Event = attrs.field(factory=trio.Event)
+    reply: str = ""
+
+
+@attrs.define(eq=False)
+class Hooks:
+    """What the runtime plugs in (set before :meth:`SharedOwnership.begin`)."""
+
+    handlers: dict[str, Handler] = attrs.field(factory=dict)
+    # Recover a tree taken over from a dead server (its sessions' unfinished work).
+    recover: Callable[[str], Awaitable[None]] | None = None
+    # Stop the work of sessions whose trees were lost.
+    lost: Callable[[set[str]], None] = lambda sessions: None
+    # Forget what is cached for sessions whose trees are no longer held here.
+    released: Callable[[set[str]], None] = lambda sessions: None
+    # Another server wrote events: ``session:last_id:instance``, or "" to re-read all.
+    events: Callable[[str], None] = lambda payload: None
+
+
+class _KeyedLocks:
+    """One ``trio.Lock`` per key, kept only while someone holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[trio.Lock, list[int]]] = {}
+
+    @asynccontextmanager
+    async def __call__(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.setdefault(key, (trio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[key]
+
+
+class SharedOwnership:
+    """Ownership of session trees under leases (see the module docstring)."""
+
+    shared = True
+
+    def __init__(self, store: SharedStore, name: str, nursery: trio.Nursery, ttl: float) -> None:
+        assert store.instance is not None
+        self._store = store
+        self.instance = store.instance
+        self.server_name = name
+        self.ttl = ttl
+        self.hooks = Hooks()
+        self.closing = False
+        self._nursery = nursery
+        self._trees: dict[str, _Tree] = {}
+        self._roots: dict[str, str] = {}  # session id -> root, for sessions of held trees
+        self._locks = _KeyedLocks()
+        self._waiting: dict[str, _Waiter] = {}  # forwarded calls awaiting their reply
+        self._running: dict[str, trio.CancelScope] = {}  # calls run here, by command id
+        self._handler_slots = trio.CapacityLimiter(_HANDLERS)
+        self._commands_ready = trio.Event()
+        self._last_renewal = trio.current_time()
+
+    # -- Ownership ---------------------------------------------------------------------
+
+    async def enter(self, session_id: str, root_id: str, *, claim: bool = True) -> Tenure | None:
+        """See :meth:`Ownership.enter`; a takeover of an expired lease recovers first."""
+        tenure = self._take(session_id, root_id)
+        if tenure is not None:
+            return tenure
+        async with self._locks(root_id):
+            tenure = self._take(session_id, root_id)
+            if tenure is not None:
+                return tenure
+            if not claim:
+                holder = await self._store.lease_holder(root_id)
+                if holder is None:
+                    return None
+                if holder.instance != self.instance:
+                    raise Elsewhere(session_id, root_id, holder.instance, holder.server)
+            if self.closing:
+                raise Moved()
+            since = trio.current_time()
+            result = await self._store.claim(root_id, self.ttl)
+            if result.instance == "":  # released between its two statements: once more
+                result = await self._store.claim(root_id, self.ttl)
+            if result.instance != self.instance:
+                if not result.instance:
+                    raise Moved()
+                raise Elsewhere(session_id, root_id, result.instance, result.server)
+            tree = self._trees[root_id] = _Tree(root_id, since)
+            tenure = self._take(session_id, root_id)
+            assert tenure is not None
+            await self._register(tree)
+            if result.taken_from is not None:
+                log.warning("took over %s from %s: recovering it", root_id, result.taken_from)
+                await self._recover(tree)
+            return tenure
+
+    def _take(self, session_id: str, root_id: str) -> Tenure | None:
+        tree = self._trees.get(root_id)
+        if tree is None:
+            return None
+        tree.refs += 1
+        if session_id not in tree.sessions:
+            tree.sessions.add(session_id)
+            self._roots[session_id] = root_id
+        return Tenure(root_id, self._release)
+
+    async def _register(self, tree: _Tree) -> None:
+        """Know every session of a tree just claimed, so its work can start without a
+        store read (a sub-agent's child included)."""
+        for session_id in await self._store.descendant_ids(tree.root_id):
+            if self._trees.get(tree.root_id) is tree and session_id not in tree.sessions:
+                tree.sessions.add(session_id)
+                self._roots[session_id] = tree.root_id
+
+    def note(self, session_id: str, root_id: str) -> None:
+        """A session was just created in ``root_id``'s tree: known if the tree is held."""
+        tree = self._trees.get(root_id)
+        if tree is not None:
+            tree.sessions.add(session_id)
+            self._roots[session_id] = root_id
+
+    def retain(self, session_id: str) -> Tenure | None:
+        root = self._roots.get(session_id)
+        return None if root is None else self._take(session_id, root)
+
+    def owns(self, session_id: str) -> bool:
+        root = self._roots.get(session_id)
+        return root is not None and root in self._trees
+
+    async def admit(self, session_id: str) -> bool:
+        if self.owns(session_id):
+            return True
+        row = await self._store.get_session(session_id)
+        if row is None or row.root_session_id not in self._trees:
+            return False
+        tree = self._trees[row.root_session_id]
+        tree.sessions.add(session_id)
+        self._roots[session_id] = tree.root_id
+        return True
+
+    def lost(self, session_ids: tuple[str, ...]) -> None:
+        roots = {self._roots[s] for s in session_ids if s in self._roots}
+        self._lose(roots, "the store refused its events")
+
+    def close(self) -> None:
+        """Take no tree any more; forwarded calls are answered "moved"."""
+        self.closing = True
+
+    def _release(self, tenure: Tenure) -> None:
+        tree = self._trees.get(tenure.root_id)
+        if tree is None:
+            return  # lost meanwhile
+        tree.refs -= 1
+        if tree.refs == 0:
+            self._nursery.start_soon(self._let_go, tree)
+
+    async def _let_go(self, tree: _Tree) -> None:
+        async with self._locks(tree.root_id):
+            if tree.refs or self._trees.get(tree.root_id) is not tree:
+                return
+            self._forget(tree)
+            try:
+                await self._store.release(tree.root_id)
+            except Exception:
+                log.warning("could not release %s (it expires)", tree.root_id, exc_info=True)
+
+    def _forget(self, tree: _Tree) -> None:
+        del self._trees[tree.root_id]
+        for session_id in tree.sessions:
+            self._roots.pop(session_id, None)
+        self.hooks.released(tree.sessions)
+
+    def _lose(self, roots: set[str], why: str) -> None:
+        sessions: set[str] = set()
+        for root in roots:
+            tree = self._trees.get(root)
+            if tree is None:
+                continue
+            log.error("lost the lease of %s (%s): stopping its work", root, why)
+            sessions |= tree.sessions
+            self._forget(tree)
+        if sessions:
+            self.hooks.lost(sessions)
+
+    # -- forwarding --------------------------------------------------------------------
+
+    async def forward(
+        self,
+        where: Elsewhere,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        timeout: float | None = _FORWARD_TIMEOUT,
+    ) -> Any:
+        """See :meth:`Ownership.forward`. ``timeout=None`` waits as long as the owner lives."""
+        command = CommandRow(
+            new_id("cmd"),
+            where.instance,
+            self.instance,
+            where.session_id,
+            kind,
+            json.dumps(payload),
+        )
+        waiter = self._waiting[command.id] = _Waiter()
+        try:
+            await self._store.post_command(command)
+            deadline = trio.current_time() + (timeout if timeout is not None else float("inf"))
+            while not waiter.done.is_set():
+                with trio.move_on_after(self.ttl / 3):
+                    await waiter.done.wait()
+                if waiter.done.is_set():
+                    break
+                holder = await self._store.lease_holder(where.root_id)
+                if holder is None or holder.instance != where.instance:
+                    raise Moved()
+                if trio.current_time() > deadline:
+                    raise OwnerUnavailable(where.session_id, where.server)
+            return decode_reply(waiter.reply)
+        except trio.Cancelled:
+            with trio.move_on_after(2, shield=True):
+                cancel = CommandRow(
+                    new_id("cmd"), where.instance, self.instance, where.session_id, "cancel", ""
+                )
+                await self._store.post_command(attrs.evolve(cancel, reply_to=command.id))
+            raise
+        finally:
+            del self._waiting[command.id]
+
+    async def _command_loop(self) -> None:
+        while True:
+            with trio.move_on_after(self.ttl):
+                await self._commands_ready.wait()
+            self._commands_ready = trio.Event()
+            rows = await self._store.take_commands(_COMMAND_BATCH)
+            if len(rows) == _COMMAND_BATCH:
+                self._commands_ready.set()
+            for row in rows:
+                await self._dispatch(row)
+
+    async def _dispatch(self, row: CommandRow) -> None:
+        if row.kind == "reply":
+            waiter = self._waiting.get(row.reply_to or "")
+            if waiter is not None:
+                waiter.reply = row.payload
+                waiter.done.set()
+        elif row.kind == "cancel":
+            scope = self._running.get(row.reply_to or "")
+            if scope is not None:
+                scope.cancel()
+        else:
+            await self._handler_slots.acquire_on_behalf_of(row.id)
+            self._nursery.start_soon(self._serve, row)
+
+    async def _serve(self, row: CommandRow) -> None:
+        scope = self._running[row.id] = trio.CancelScope()
+        try:
+            with scope:
+                reply = await self._answer(row)
+            if scope.cancelled_caught:
+                return  # the caller went away: nobody to answer
+            answer = CommandRow(
+                new_id("cmd"), row.sender, self.instance, row.session_id, "reply", reply, row.id
+            )
+            await self._store.post_command(answer)
+        except Exception:
+            log.warning("could not answer %s from %s", row.kind, row.sender, exc_info=True)
+        finally:
+            del self._running[row.id]
+            self._handler_slots.release_on_behalf_of(row.id)
+
+    async def _answer(self, row: CommandRow) -> str:
+        if self.closing:
+            return encode_moved()  # shutting down: its leases are about to be released
+        handler = self.hooks.handlers.get(row.kind)
+        if handler is None:
+            return encode_error(Conflict(f"this server does not handle {row.kind!r}"))
+        try:
+            payload = json.loads(row.payload) if row.payload else {}
+            return encode_value(await handler(row.session_id, payload))
+        except (Moved, Elsewhere):
+            return encode_moved()
+        except OmnigentError as exc:
+            return encode_error(exc)
+        except Exception as exc:
+            log.exception("forwarded %s on %s failed", row.kind, row.session_id)
+            return encode_error(_internal(exc))
+
+    # -- background ----------------------------------------------------------------------
+
+    async def begin(self) -> None:
+        """Start answering other servers and recovering dead ones' trees (hooks are set).
+
+        Runs one recovery sweep before returning, as a restart of a lone process
+        recovers before it serves.
+        """
+        await self._sweep()
+        self._nursery.start_soon(self._command_loop)
+        self._nursery.start_soon(self._janitor)
+        self._commands_ready.set()
+
+    async def _listen(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with self._store.open_listener([COMMANDS_CHANNEL, EVENTS_CHANNEL]) as notes:
+            task_status.started()
+            async for note in notes:
+                if note.channel == COMMANDS_CHANNEL:
+                    if note.payload == self.instance:
+                        self._commands_ready.set()
+                elif note.channel == EVENTS_CHANNEL:
+                    self.hooks.events(note.payload)
+                else:  # reconnected: what was said meanwhile is lost
+                    self._commands_ready.set()
+                    self.hooks.events("")
+
+    async def _renewer(self) -> None:
+        while True:
+            await trio.sleep(self.ttl / 3)
+            started = trio.current_time()
+            answered, held = await self._renew()
+            if not answered:
+                if trio.current_time() - self._last_renewal > self.ttl * 0.8:
+                    # Another server may hold these trees by now: stop their work here.
+                    self._lose(set(self._trees), "renewals failed for most of the lease")
+                continue
+            self._last_renewal = started
+            if held is None:
+                log.error("another process registered as %r: giving up", self.server_name)
+                self._lose(set(self._trees), "the server name was taken over")
+                continue
+            gone = {r for r, t in self._trees.items() if r not in held and t.since < started}
+            self._lose(gone, "its lease expired")
+
+    async def _renew(self) -> tuple[bool, set[str] | None]:
+        """``(answered, the roots still held)``; held is ``None`` if the name was taken."""
+        try:
+            with trio.move_on_after(self.ttl / 3):
+                return True, await self._store.heartbeat(self.ttl)
+        except Exception:
+            log.warning("lease renewal failed", exc_info=True)
+        return False, None
+
+    async def _janitor(self) -> None:
+        last_gc = trio.current_time()
+        while True:
+            wait = self.ttl / 2
+            try:
+                first = await self._store.next_expiry()
+            except Exception:
+                log.warning("could not read lease expiries", exc_info=True)
+                first = None
+            if first is not None:
+                wait = min(wait, first + 0.05)
+            await trio.sleep(wait)
+            if self.closing:
+                continue
+            try:
+                await self._sweep()
+                if trio.current_time() - last_gc > _GC_EVERY:
+                    last_gc = trio.current_time()
+                    await self._store.collect_garbage(_GC_AGE)
+            except Exception:
+                log.warning("the recovery sweep failed", exc_info=True)
+
+    async def _sweep(self) -> None:
+        """Take over expired leases and orphaned trees, and recover each."""
+        since = trio.current_time()
+        for claim in await self._store.claim_expired(self.ttl, limit=32):
+            log.warning("took over %s from %s: recovering it", claim.root_id, claim.taken_from)
+            await self._adopt(claim.root_id, since, claimed=True)
+        for root in await self._store.orphaned_roots(limit=32):
+            await self._adopt(root, since, claimed=False)
+
+    async def _adopt(self, root_id: str, since: float, *, claimed: bool) -> None:
+        async with self._locks(root_id):
+            if root_id in self._trees:
+                return
+            if not claimed:
+                result = await self._store.claim(root_id, self.ttl)
+                if result.instance != self.instance:
+                    return
+                log.warning("adopting %s (unfinished work, no lease): recovering it", root_id)
+            tree = self._trees[root_id] = _Tree(root_id, since)
+            tenure = self._take(root_id, root_id)
+            assert tenure is not None
+            await self._register(tree)
+        try:
+            await self._recover(tree)
+        finally:
+            tenure.release()
+
+    async def _recover(self, tree: _Tree) -> None:
+        if self.hooks.recover is None:
+            return
+        try:
+            await self.hooks.recover(tree.root_id)
+        except Exception:
+            log.exception("recovering %s failed", tree.root_id)
+
+    async def servers(self) -> list[ServerRow]:
+        return await self._store.live_servers()
+
+
+def _internal(exc: Exception) -> OmnigentError:
+    from ..errors import InternalError
+
+    return InternalError(f"{type(exc).__name__} on the owning server")
+
+
+def default_server_name() -> str:
+    """``HOST:PID``: what ``serve`` calls itself without ``--server-id``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@asynccontextmanager
+async def open_shared_ownership(
+    store: SharedStore, name: str | None = None, *, ttl: float = DEFAULT_LEASE_TTL
+) -> AsyncIterator[SharedOwnership]:
+    """Join the servers sharing ``store`` as ``name`` while the block runs.
+
+    Waits (up to the lease time) for a previous process of the same name whose
+    heartbeat has not expired yet — a restart after ``kill -9``.
+
+    Raises:
+        Conflict: a live server keeps the name.
+
+    Resource handling: leaving the block stops every background task, releases the
+    leases and removes the server row (shielded, bounded).
+    """
+    name = name or default_server_name()
+    host, pid = socket.gethostname(), os.getpid()
+    left = await store.register_server(name, host, pid, ttl)
+    if left is not None and left <= ttl + 1:
+        # A previous process of this name, killed before it could unregister.
+        log.warning("waiting %.1f s for the previous %r to expire", left, name)
+        await trio.sleep(left + 0.05)
+        left = await store.register_server(name, host, pid, ttl)
+    if left is not None:
+        raise Conflict(f"another live server is registered as {name!r}; choose another --server-id")
+    try:
+        async with trio.open_nursery() as nursery:
+            ownership = SharedOwnership(store, name, nursery, ttl)
+            await nursery.start(ownership._listen)
+            nursery.start_soon(ownership._renewer)
+            try:
+                yield ownership
+            finally:
+                ownership.closing = True
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.move_on_after(5, shield=True):
+            try:
+                await store.unregister_server()
+            except Exception:
+                log.warning("could not unregister %r (its rows expire)", name, exc_info=True)

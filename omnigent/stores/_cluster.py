@@ -1,0 +1,184 @@
+"""What a store shared by several servers offers them: liveness, leases, commands.
+
+A store whose database several omnigent servers share (PostgreSQL) also implements
+:class:`ClusterStore`; the core's shared-cluster ownership (``omnigent.core``) is
+written against this protocol only, as the rest of the core is against ``Store``. A
+store one process owns (SQLite) does not implement it: that process owns everything.
+
+* **Servers** register under a name with a heartbeat; a server whose heartbeat
+  expired is dead.
+* **Leases**: one row per session *tree* (keyed by the root session id) names the
+  server instance that runs the tree's live work, until when. The holder renews its
+  leases with its heartbeat; an expired lease may be taken over, and whoever takes one
+  over recovers what the dead holder left (``taken_from``). Event writes are fenced by
+  leases (:class:`LeaseLost`).
+* **Commands** are rows addressed to a server instance (a message to enqueue, an
+  interrupt, an answer); posting one notifies the target. Replies are commands too.
+* **Notifications** (:meth:`ClusterStore.open_listener`): new events of a session
+  (``session:last_id:instance``) and new commands for an instance, pushed by the
+  database on commit.
+
+All times that servers compare are the database's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+import attrs
+import trio
+
+__all__ = [
+    "COMMANDS_CHANNEL",
+    "EVENTS_CHANNEL",
+    "Claim",
+    "ClusterStore",
+    "CommandRow",
+    "LeaseLost",
+    "Notification",
+    "ServerRow",
+]
+
+#: The channel event notifications go out on (payload ``SESSION:LAST_ID:INSTANCE``).
+EVENTS_CHANNEL = "omnigent_events"
+#: The channel command notifications go out on (payload: the target instance).
+COMMANDS_CHANNEL = "omnigent_commands"
+
+
+class LeaseLost(Exception):
+    """Events of sessions whose tree this instance does not hold were not written.
+
+    Raised by ``append_events`` of a fenced store after writing the batch's other
+    sessions: the refused sessions' events are not stored and must not be delivered.
+    """
+
+    def __init__(self, session_ids: Sequence[str]) -> None:
+        super().__init__(f"this server does not own {', '.join(session_ids)}")
+        self.session_ids = tuple(session_ids)
+
+
+@attrs.frozen
+class ServerRow:
+    """A live server: its name, when it started, how many sessions its leases cover."""
+
+    name: str
+    instance: str
+    host: str
+    pid: int
+    started_at: float
+    sessions: int
+
+
+@attrs.frozen
+class Claim:
+    """Who holds a tree's lease (after an attempt to take it).
+
+    ``instance``/``server`` hold the lease of the tree rooted at ``root_id`` (this
+    instance's own key if a claim succeeded; ``""`` if nobody does). ``taken_from``
+    is the instance whose *expired* lease the claim took over — the tree needs
+    recovering — and ``None`` otherwise.
+    """
+
+    root_id: str
+    instance: str
+    server: str
+    taken_from: str | None = None
+
+
+@attrs.frozen
+class CommandRow:
+    """A request addressed to one server instance (or a reply to one)."""
+
+    id: str
+    target: str
+    sender: str
+    session_id: str
+    kind: str
+    payload: str
+    reply_to: str | None = None
+
+
+@attrs.frozen
+class Notification:
+    """One notification, or ``channel=""`` after a (re)connection: some may be lost."""
+
+    channel: str
+    payload: str = ""
+
+
+class ClusterStore(Protocol):
+    """The cluster half of a shared store (see the module docstring)."""
+
+    @property
+    def instance(self) -> str | None:
+        """This process's instance key (``None``: the store was opened without one)."""
+        ...
+
+    async def register_server(self, name: str, host: str, pid: int, ttl: float) -> float | None:
+        """Register this instance as ``name``.
+
+        Returns ``None`` once registered; while a live server holds the name, the
+        seconds until its heartbeat expires (and nothing is changed).
+        """
+        ...
+
+    async def heartbeat(self, ttl: float) -> set[str] | None:
+        """Extend this server's heartbeat and its live leases by ``ttl`` seconds.
+
+        Returns the roots whose leases are still held (an expired one is never
+        extended: it is lost), or ``None`` if another instance took the name.
+        """
+        ...
+
+    async def unregister_server(self) -> None:
+        """Release every live lease of this instance and remove its server row."""
+        ...
+
+    async def live_servers(self) -> list[ServerRow]: ...
+
+    async def claim(self, root_id: str, ttl: float) -> Claim:
+        """Take the tree's lease if it is free, expired, or already this instance's."""
+        ...
+
+    async def release(self, root_id: str) -> None:
+        """Give up a live lease of this instance (an expired one stays, to be recovered)."""
+        ...
+
+    async def lease_holder(self, root_id: str) -> Claim | None:
+        """Who holds the tree's live lease, if anyone."""
+        ...
+
+    async def claim_expired(self, ttl: float, limit: int) -> list[Claim]:
+        """Take over up to ``limit`` expired leases (``Claim.taken_from`` set)."""
+        ...
+
+    async def orphaned_roots(self, limit: int) -> list[str]:
+        """Trees with unfinished work in the store but no lease row at all.
+
+        Unfinished: a session whose last status is launching, running or waiting.
+        """
+        ...
+
+    async def next_expiry(self) -> float | None:
+        """Seconds until the first live lease of another instance expires."""
+        ...
+
+    async def post_command(self, command: CommandRow) -> None:
+        """Store a command and notify its target (on commit)."""
+        ...
+
+    async def take_commands(self, limit: int) -> list[CommandRow]:
+        """Remove and return up to ``limit`` commands for this instance, oldest first."""
+        ...
+
+    async def collect_garbage(self, max_age: float) -> None:
+        """Forget servers dead for ``max_age`` seconds and commands no live server takes."""
+        ...
+
+    def open_listener(
+        self, channels: Sequence[str]
+    ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[Notification]]:
+        """Notifications on ``channels``, across reconnections, while the block runs."""
+        ...

@@ -1,0 +1,47 @@
+"""What every table family of the PostgreSQL store relies on: run work on a connection.
+
+The store is assembled from one mixin per table family (``_pg_agents``,
+``_pg_sessions``, ``_pg_log``, ``_pg_extras``, ``_pg_cluster``), as the SQLite store
+is; each needs only to run a function on a pooled connection — inside a transaction,
+or as single autocommitted statements. This base declares those calls so the mixins
+type-check on their own; :class:`~.postgres.PostgresStore` supplies the real pool and
+thread plumbing.
+
+Single statements are preferred everywhere: on an autocommit connection one
+statement is one transaction *and* one network round trip, where ``BEGIN`` … ``COMMIT``
+costs two more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+from psycopg.rows import TupleRow
+
+__all__ = ["Conn", "PGBase"]
+
+T = TypeVar("T")
+
+#: A pooled connection; rows are plain tuples (``Any`` at the database boundary).
+Conn = psycopg.Connection[TupleRow]
+
+
+class PGBase:
+    """The calls a table mixin may make; :class:`~.postgres.PostgresStore` defines them."""
+
+    #: This process's instance key when it is a cluster member (writes are fenced by
+    #: its leases), ``None`` for a plain store (tests, records-only runtimes).
+    instance: str | None = None
+
+    async def _run(self, fn: Callable[[Conn], T]) -> T:
+        """Run ``fn`` on a pooled autocommit connection (each statement commits).
+
+        For single statements, and reads.
+        """
+        raise NotImplementedError
+
+    async def _transaction(self, fn: Callable[[Conn], T]) -> T:
+        """Run ``fn`` on a pooled connection inside one transaction."""
+        raise NotImplementedError

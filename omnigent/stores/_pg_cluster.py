@@ -1,0 +1,279 @@
+"""The PostgreSQL store's cluster tables: servers, leases and commands.
+
+Implements :class:`~._cluster.ClusterStore` (see there for the model). Every time
+compared between servers is the database's ``now()``; TTLs are seconds.
+
+A lease row is keyed by a session tree's root. ``claim`` inserts it, or takes it when
+it is this instance's or expired — recording in ``taken_from`` whose expired lease it
+took, so the claimer knows to recover the tree. Renewal (:meth:`ClusterMixin.heartbeat`)
+extends only leases that are still live: a lease that expired is lost even if nobody
+took it yet, because events its holder tried to write meanwhile were refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+
+import trio
+
+from .._ids import now
+from ._cluster import COMMANDS_CHANNEL, Claim, CommandRow, Notification, ServerRow
+from ._pg_base import Conn, PGBase
+from ._pg_listen import open_listener
+
+__all__ = ["ClusterMixin"]
+
+_UNFINISHED = ["launching", "running", "waiting"]
+
+
+class ClusterMixin(PGBase):
+    """Cluster methods of :class:`~.postgres.PostgresStore`."""
+
+    url: str
+
+    @property
+    def _me(self) -> str:
+        if self.instance is None:
+            raise RuntimeError("this store was opened without a cluster instance key")
+        return self.instance
+
+    # -- servers ---------------------------------------------------------------------
+
+    async def register_server(self, name: str, host: str, pid: int, ttl: float) -> float | None:
+        """Register this instance as ``name`` (``None``), or say when its holder expires."""
+        me = self._me
+
+        def write(c: Conn) -> float | None:
+            r = c.execute(
+                "INSERT INTO servers AS s (name, instance, host, pid, started_at, expires_at) "
+                "VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s)) "
+                "ON CONFLICT (name) DO UPDATE SET instance = EXCLUDED.instance, "
+                "host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = EXCLUDED.started_at, "
+                "expires_at = EXCLUDED.expires_at "
+                "WHERE s.expires_at <= now() OR s.instance = EXCLUDED.instance RETURNING 1",
+                (name, me, host, pid, now(), ttl),
+            ).fetchone()
+            if r is not None:
+                return None
+            left = c.execute(
+                "SELECT EXTRACT(EPOCH FROM expires_at - now()) FROM servers WHERE name = %s",
+                (name,),
+            ).fetchone()
+            return 0.0 if left is None else max(0.0, float(left[0]))
+
+        return await self._run(write)
+
+    async def heartbeat(self, ttl: float) -> set[str] | None:
+        """Extend the heartbeat and the live leases; the roots still held.
+
+        ``None`` when this instance's server row is gone (another instance took the
+        name after this one's heartbeat expired): this process is no longer a member.
+        """
+        me = self._me
+
+        def write(c: Conn) -> set[str] | None:
+            rows = c.execute(
+                "WITH srv AS (UPDATE servers SET expires_at = now() + make_interval(secs => %s) "
+                "WHERE instance = %s RETURNING 1), "
+                "kept AS (UPDATE leases SET expires_at = now() + make_interval(secs => %s) "
+                "WHERE instance = %s AND expires_at > now() AND EXISTS (SELECT 1 FROM srv) "
+                "RETURNING root_id) "
+                "SELECT (SELECT count(*) FROM srv), root_id FROM (SELECT root_id FROM kept "
+                "UNION ALL SELECT NULL) k",
+                (ttl, me, ttl, me),
+            ).fetchall()
+            if not rows or not rows[0][0]:
+                return None
+            return {r[1] for r in rows if r[1] is not None}
+
+        return await self._run(write)
+
+    async def unregister_server(self) -> None:
+        """Release this instance's live leases and delete its server row."""
+        me = self._me
+
+        def write(c: Conn) -> None:
+            c.execute("DELETE FROM leases WHERE instance = %s AND expires_at > now()", (me,))
+            c.execute("DELETE FROM servers WHERE instance = %s", (me,))
+
+        await self._transaction(write)
+
+    async def live_servers(self) -> list[ServerRow]:
+        """Every server whose heartbeat is live, oldest first, with its session count."""
+
+        def read(c: Conn) -> list[ServerRow]:
+            rows = c.execute(
+                "SELECT v.name, v.instance, v.host, v.pid, v.started_at, "
+                "(SELECT count(*) FROM leases l JOIN sessions s ON s.root_session_id = l.root_id "
+                "WHERE l.instance = v.instance AND l.expires_at > now()) "
+                "FROM servers v WHERE v.expires_at > now() ORDER BY v.started_at, v.name"
+            )
+            return [ServerRow(r[0], r[1], r[2], r[3], r[4], int(r[5])) for r in rows]
+
+        return await self._run(read)
+
+    # -- leases ----------------------------------------------------------------------
+
+    async def claim(self, root_id: str, ttl: float) -> Claim:
+        """Take the tree's lease if it is free, expired, or already this instance's.
+
+        Returns who holds it afterwards; ``taken_from`` is set when this call took
+        over an expired lease (the tree needs recovering).
+        """
+        me = self._me
+
+        def write(c: Conn) -> Claim:
+            r = c.execute(
+                "INSERT INTO leases AS l (root_id, instance, server, acquired_at, expires_at) "
+                "SELECT %s, %s, COALESCE((SELECT name FROM servers WHERE instance = %s), ''), "
+                "now(), now() + make_interval(secs => %s) "
+                "ON CONFLICT (root_id) DO UPDATE SET instance = EXCLUDED.instance, "
+                "server = EXCLUDED.server, expires_at = EXCLUDED.expires_at, "
+                "acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END, "
+                "taken_from = CASE WHEN l.expires_at <= now() THEN l.instance END "
+                "WHERE l.instance = EXCLUDED.instance OR l.expires_at <= now() "
+                "RETURNING instance, server, taken_from",
+                (root_id, me, me, ttl),
+            ).fetchone()
+            if r is not None:
+                return Claim(root_id, r[0], r[1], r[2])
+            held = _holder(c, root_id)
+            # Released between the two statements: nobody holds it; the caller retries.
+            return held if held is not None else Claim(root_id, "", "")
+
+        return await self._run(write)
+
+    async def release(self, root_id: str) -> None:
+        """Give up this instance's live lease on the tree."""
+        me = self._me
+        await self._run(
+            lambda c: c.execute(
+                "DELETE FROM leases WHERE root_id = %s AND instance = %s AND expires_at > now()",
+                (root_id, me),
+            )
+        )
+
+    async def lease_holder(self, root_id: str) -> Claim | None:
+        """Who holds the tree's live lease (``None``: free, or expired)."""
+        return await self._run(lambda c: _holder(c, root_id))
+
+    async def claim_expired(self, ttl: float, limit: int) -> list[Claim]:
+        """Take over up to ``limit`` expired leases (``Claim.taken_from``: whose they were)."""
+        me = self._me
+
+        def write(c: Conn) -> list[Claim]:
+            rows = c.execute(
+                "WITH gone AS (SELECT root_id, instance FROM leases WHERE expires_at <= now() "
+                "ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED) "
+                "UPDATE leases l SET instance = %s, "
+                "server = COALESCE((SELECT name FROM servers WHERE instance = %s), ''), "
+                "acquired_at = now(), expires_at = now() + make_interval(secs => %s), "
+                "taken_from = gone.instance FROM gone WHERE l.root_id = gone.root_id "
+                "RETURNING l.root_id, l.instance, l.server, l.taken_from",
+                (limit, me, me, ttl),
+            ).fetchall()
+            return [Claim(*r) for r in rows]
+
+        return await self._run(write)
+
+    async def orphaned_roots(self, limit: int) -> list[str]:
+        """Trees with unfinished work but no lease row (see the protocol)."""
+
+        def read(c: Conn) -> list[str]:
+            rows = c.execute(
+                "SELECT DISTINCT s.root_session_id FROM sessions s WHERE s.status = ANY(%s) "
+                "AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.root_id = s.root_session_id) "
+                "LIMIT %s",
+                (_UNFINISHED, limit),
+            )
+            return [r[0] for r in rows]
+
+        return await self._run(read)
+
+    async def next_expiry(self) -> float | None:
+        """Seconds until the first live lease of another instance expires."""
+        me = self._me
+
+        def read(c: Conn) -> float | None:
+            r = c.execute(
+                "SELECT EXTRACT(EPOCH FROM min(expires_at) - now()) FROM leases "
+                "WHERE instance <> %s",
+                (me,),
+            ).fetchone()
+            return None if r is None or r[0] is None else max(0.0, float(r[0]))
+
+        return await self._run(read)
+
+    # -- commands --------------------------------------------------------------------
+
+    async def post_command(self, command: CommandRow) -> None:
+        """Store a command and notify its target; a repeat of the same id is ignored."""
+
+        def write(c: Conn) -> None:
+            c.execute(
+                "WITH ins AS (INSERT INTO commands (id, target, sender, session_id, kind, "
+                "payload, reply_to) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING RETURNING target) "
+                "SELECT pg_notify(%s, target) FROM ins",
+                (
+                    command.id,
+                    command.target,
+                    command.sender,
+                    command.session_id,
+                    command.kind,
+                    command.payload,
+                    command.reply_to,
+                    COMMANDS_CHANNEL,
+                ),
+            )
+
+        await self._run(write)
+
+    async def take_commands(self, limit: int) -> list[CommandRow]:
+        """Remove and return up to ``limit`` commands for this instance, oldest first."""
+        me = self._me
+
+        def write(c: Conn) -> list[CommandRow]:
+            rows = c.execute(
+                "DELETE FROM commands WHERE seq IN (SELECT seq FROM commands WHERE target = %s "
+                "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) "
+                "RETURNING seq, id, target, sender, session_id, kind, payload, reply_to",
+                (me, limit),
+            ).fetchall()
+            return [CommandRow(*r[1:]) for r in sorted(rows)]
+
+        return await self._run(write)
+
+    async def collect_garbage(self, max_age: float) -> None:
+        """Forget long-dead servers, and commands addressed to no live instance."""
+
+        def write(c: Conn) -> None:
+            c.execute(
+                "DELETE FROM servers WHERE expires_at < now() - make_interval(secs => %s)",
+                (max_age,),
+            )
+            c.execute(
+                "DELETE FROM commands c WHERE created_at < now() - make_interval(secs => %s) "
+                "AND NOT EXISTS (SELECT 1 FROM servers v WHERE v.instance = c.target "
+                "AND v.expires_at > now())",
+                (max_age,),
+            )
+
+        await self._transaction(write)
+
+    # -- notifications ---------------------------------------------------------------
+
+    def open_listener(
+        self, channels: Sequence[str]
+    ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[Notification]]:
+        """Notifications on ``channels`` (see :func:`._pg_listen.open_listener`)."""
+        return open_listener(self.url, channels)
+
+
+def _holder(c: Conn, root_id: str) -> Claim | None:
+    r = c.execute(
+        "SELECT instance, server FROM leases WHERE root_id = %s AND expires_at > now()",
+        (root_id,),
+    ).fetchone()
+    return None if r is None else Claim(root_id, r[0], r[1])

@@ -1,0 +1,325 @@
+"""The PostgreSQL store's per-session log: conversation items and the event stream.
+
+Items are the history the model reads (upserted by id, ordered by ``seq``); events are
+the append-only wire log clients replay from an ``event_id``. The same tables and
+meaning as the SQLite store's ``_sqlite_log``: a user message is stored *pending* until
+a turn takes it (``taken_by`` then names that turn's response, ``""`` a stop that
+dropped it), so a restart — or another server — knows which are unanswered.
+
+:meth:`LogMixin.append_events` is the hot path: a whole batch — the events, every
+session's new ``last_event_id``, ``updated_at`` and ``status``, and one ``NOTIFY
+omnigent_events`` per session (``SESSION:LAST_ID:INSTANCE``, delivered to other servers
+on commit) — is one statement, so one round trip. In a cluster it is fenced: only
+sessions whose tree this instance holds a live lease on are written (the lease rows
+are share-locked by the same statement, so a takeover waits for the write to finish
+and then sees it). The primary key ``(session_id, event_id)`` is the backstop behind
+that, never the mechanism. Events of a session that no longer exists are not written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+
+from .._ids import now
+from ._cluster import EVENTS_CHANNEL, LeaseLost
+from ._pg_base import Conn, PGBase
+from ._rows import Page, PendingItem, StoredEvent
+
+__all__ = ["LogMixin", "insert_items"]
+
+_BATCH = (
+    "WITH batch AS (SELECT * FROM unnest(%(sid)s::text[], %(eid)s::bigint[], "
+    "%(type)s::text[], %(data)s::text[]) AS b(session_id, event_id, type, data)), "
+    "heads AS (SELECT * FROM unnest(%(hsid)s::text[], %(hlast)s::bigint[], %(hstatus)s::text[], "
+    "%(hat)s::float8[]) AS h(session_id, last_id, status, at)), "
+    "present AS (SELECT id FROM sessions WHERE id = ANY(%(hsid)s)), "
+)
+_ALLOWED_FENCED = (
+    "allowed AS (SELECT s.id FROM sessions s JOIN leases l ON l.root_id = s.root_session_id "
+    "WHERE s.id = ANY(%(hsid)s) AND l.instance = %(me)s AND l.expires_at > now() "
+    "FOR SHARE OF l), "
+)
+_ALLOWED_ALL = "allowed AS (SELECT id FROM present), "
+_WRITE = (
+    "ins AS (INSERT INTO events (session_id, event_id, type, data) "
+    "SELECT b.* FROM batch b WHERE b.session_id IN (SELECT id FROM allowed)), "
+    "upd AS (UPDATE sessions s SET last_event_id = GREATEST(s.last_event_id, h.last_id), "
+    "updated_at = h.at, status = COALESCE(h.status, s.status) FROM heads h "
+    "WHERE s.id = h.session_id AND h.session_id IN (SELECT id FROM allowed)) "
+    "SELECT h.session_id, h.session_id IN (SELECT id FROM allowed), "
+    "h.session_id IN (SELECT id FROM present), "
+    "CASE WHEN h.session_id IN (SELECT id FROM allowed) THEN pg_notify('" + EVENTS_CHANNEL + "', "
+    "h.session_id || ':' || h.last_id || ':' || %(me)s) END FROM heads h"
+)
+
+
+def insert_items(
+    c: Conn, session_id: str, items: Iterable[dict[str, Any]], *, pending: bool = False
+) -> None:
+    """Upsert ``items`` into a session's history on ``c`` (in the caller's transaction).
+
+    An item whose id exists keeps its place (and its ``pending`` mark) and takes the
+    new data.
+    """
+    rows = list(items)
+    if not rows:
+        return
+    c.execute(
+        "INSERT INTO items (id, session_id, data, created_at, pending) "
+        "SELECT i, %s, d, %s, %s FROM unnest(%s::text[], %s::text[]) AS u(i, d) "
+        "ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data",
+        (session_id, now(), pending, [i["id"] for i in rows], [json.dumps(i) for i in rows]),
+    )
+
+
+def _require_session(c: Conn, session_id: str) -> None:
+    if c.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is None:
+        raise LookupError(session_id)
+
+
+class LogMixin(PGBase):
+    """Item and event methods of :class:`~.postgres.PostgresStore`."""
+
+    # -- items -----------------------------------------------------------------------
+
+    async def put_items(
+        self, session_id: str, items: Sequence[dict[str, Any]], *, pending: bool = False
+    ) -> None:
+        """Append items; an item whose id exists is replaced in place (same position).
+
+        ``pending`` marks user messages no turn has taken yet.
+
+        Raises:
+            LookupError: the session does not exist (deleted meanwhile).
+        """
+
+        def write(c: Conn) -> None:
+            _require_session(c, session_id)
+            insert_items(c, session_id, items, pending=pending)
+
+        await self._transaction(write)
+
+    async def move_items_to_end(
+        self, session_id: str, item_ids: Sequence[str], *, taken_by: str | None = None
+    ) -> None:
+        """Move items to the end of the session's history, keeping their relative order,
+        and mark them taken (``taken_by``: the response id of the turn that took them)."""
+        if not item_ids:
+            return
+
+        def write(c: Conn) -> None:
+            for item_id in item_ids:
+                c.execute(
+                    "UPDATE items SET seq = nextval(pg_get_serial_sequence('items', 'seq')) "
+                    "WHERE id = %s AND session_id = %s "
+                    "AND seq < (SELECT MAX(seq) FROM items WHERE session_id = %s)",
+                    (item_id, session_id, session_id),
+                )
+            c.execute(
+                "UPDATE items SET pending = FALSE, taken_by = COALESCE(%s, taken_by) "
+                "WHERE session_id = %s AND id = ANY(%s)",
+                (taken_by, session_id, list(item_ids)),
+            )
+
+        await self._transaction(write)
+
+    async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Mark pending messages settled where they are (a stop dropped them)."""
+        if not item_ids:
+            return
+        await self._run(
+            lambda c: c.execute(
+                "UPDATE items SET pending = FALSE, taken_by = COALESCE(taken_by, '') "
+                "WHERE session_id = %s AND id = ANY(%s)",
+                (session_id, list(item_ids)),
+            )
+        )
+
+    async def item_taken_by(self, session_id: str, item_id: str) -> str | None:
+        def read(c: Conn) -> str | None:
+            r = c.execute(
+                "SELECT taken_by FROM items WHERE id = %s AND session_id = %s",
+                (item_id, session_id),
+            ).fetchone()
+            return None if r is None else r[0]
+
+        return await self._run(read)
+
+    async def delete_items(self, session_id: str, item_ids: Sequence[str]) -> None:
+        """Remove items from a session's history (a message the runtime refused)."""
+        if not item_ids:
+            return
+        await self._run(
+            lambda c: c.execute(
+                "DELETE FROM items WHERE session_id = %s AND id = ANY(%s)",
+                (session_id, list(item_ids)),
+            )
+        )
+
+    async def pending_items(self, session_ids: Sequence[str] | None = None) -> list[PendingItem]:
+        """Every message no turn has taken yet (of ``session_ids``), oldest first."""
+
+        def read(c: Conn) -> list[PendingItem]:
+            if session_ids is None:
+                rows = c.execute("SELECT session_id, data FROM items WHERE pending ORDER BY seq")
+            else:
+                rows = c.execute(
+                    "SELECT session_id, data FROM items WHERE pending AND session_id = ANY(%s) "
+                    "ORDER BY seq",
+                    (list(session_ids),),
+                )
+            return [PendingItem(r[0], json.loads(r[1])) for r in rows]
+
+        return await self._run(read)
+
+    async def list_items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+        include_pending: bool = True,
+    ) -> Page:
+        """Items of a session in order; ``after`` is an item id (exclusive cursor).
+
+        ``include_pending=False`` leaves out messages no turn has taken yet.
+
+        Raises:
+            LookupError: ``after`` is not an item of the session.
+        """
+        direction, compare = ("ASC", ">") if order == "asc" else ("DESC", "<")
+
+        def read(c: Conn) -> Page:
+            where, args = "session_id = %s", [session_id]
+            if not include_pending:
+                where += " AND NOT pending"
+            if after is not None:
+                cursor = c.execute(
+                    "SELECT seq FROM items WHERE id = %s AND session_id = %s", (after, session_id)
+                ).fetchone()
+                if cursor is None:
+                    raise LookupError(after)
+                where += f" AND seq {compare} %s"
+                args.append(cursor[0])
+            query = f"SELECT data FROM items WHERE {where} ORDER BY seq {direction}"
+            if limit is not None:
+                query += f" LIMIT {int(limit) + 1}"
+            rows = [json.loads(r[0]) for r in c.execute(query, args)]
+            if limit is not None and len(rows) > limit:
+                return Page(rows[:limit], True)
+            return Page(rows, False)
+
+        return await self._run(read)
+
+    # -- events ----------------------------------------------------------------------
+
+    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+        """Persist a batch of events in one statement (see the module docstring).
+
+        Also keeps each session's ``last_event_id``, ``updated_at`` (its newest
+        event's ``created_at``) and ``status`` (from its latest ``session.status``).
+
+        Raises:
+            LeaseLost: (cluster members) some sessions' events were not written: this
+                instance does not hold their tree's lease. The other sessions' were.
+            psycopg.errors.UniqueViolation: a row's id is taken by different content.
+        """
+        if not events:
+            return
+        last: dict[str, int] = {}
+        at: dict[str, float] = {}
+        status: dict[str, str | None] = {}
+        for e in events:
+            if e.event_id >= last.get(e.session_id, 0):
+                last[e.session_id] = e.event_id
+                at[e.session_id] = e.created_at or now()
+            status.setdefault(e.session_id, None)
+            if e.status is not None:
+                status[e.session_id] = e.status
+        heads = list(last)
+        params: dict[str, Any] = {
+            "sid": [e.session_id for e in events],
+            "eid": [e.event_id for e in events],
+            "type": [e.type for e in events],
+            "data": [e.data for e in events],
+            "hsid": heads,
+            "hlast": [last[s] for s in heads],
+            "hstatus": [status[s] for s in heads],
+            "hat": [at[s] for s in heads],
+            "me": self.instance or "",
+        }
+        statement = _BATCH + (_ALLOWED_FENCED if self.instance else _ALLOWED_ALL) + _WRITE
+
+        def write(c: Conn) -> list[str]:
+            try:
+                rows = c.execute(statement, params).fetchall()
+            except psycopg.errors.UniqueViolation:
+                # A retry of a batch whose commit answer was lost finds it written:
+                # that is success. Anything else taking these ids is a conflict.
+                if _already_written(c, params):
+                    return []
+                raise
+            # Refused: the session exists but its tree's lease is not ours (a session
+            # that no longer exists keeps no log, and is no one's loss).
+            return [r[0] for r in rows if r[2] and not r[1]]
+
+        refused = await self._run(write)
+        if refused:
+            raise LeaseLost(sorted(refused))
+
+    async def read_events(
+        self, session_id: str, after: int, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Events with ``event_id > after``, oldest first, wire form."""
+
+        def read(c: Conn) -> list[dict[str, Any]]:
+            rows = c.execute(
+                "SELECT data FROM events WHERE session_id = %s AND event_id > %s "
+                "ORDER BY event_id LIMIT %s",
+                (session_id, after, limit),
+            )
+            return [json.loads(r[0]) for r in rows]
+
+        return await self._run(read)
+
+    async def newest_event(self, session_id: str, types: Sequence[str]) -> dict[str, Any] | None:
+        """The session's newest stored event of one of ``types`` (wire form), if any."""
+
+        def read(c: Conn) -> dict[str, Any] | None:
+            r = c.execute(
+                "SELECT data FROM events WHERE session_id = %s AND type = ANY(%s) "
+                "ORDER BY event_id DESC LIMIT 1",
+                (session_id, list(types)),
+            ).fetchone()
+            return None if r is None else dict(json.loads(r[0]))
+
+        return await self._run(read)
+
+    async def max_event_id(self, session_id: str) -> int | None:
+        """The newest stored event id of the session (0 if none); ``None``: no such session."""
+
+        def read(c: Conn) -> int | None:
+            r = c.execute(
+                "SELECT GREATEST(last_event_id, COALESCE((SELECT MAX(event_id) FROM events "
+                "WHERE session_id = %s), 0)) FROM sessions WHERE id = %s",
+                (session_id, session_id),
+            ).fetchone()
+            return None if r is None else int(r[0])
+
+        return await self._run(read)
+
+
+def _already_written(c: Conn, params: dict[str, Any]) -> bool:
+    """Whether every event of the batch is stored with exactly this content."""
+    r = c.execute(
+        "SELECT count(*) FROM unnest(%(sid)s::text[], %(eid)s::bigint[], %(data)s::text[]) "
+        "AS b(session_id, event_id, data) JOIN events e USING (session_id, event_id) "
+        "WHERE e.data = b.data",
+        params,
+    ).fetchone()
+    return r is not None and int(r[0]) == len(params["sid"])

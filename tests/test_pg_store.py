@@ -1,0 +1,333 @@
+"""What only the PostgreSQL store does: migrations, retries, leases, commands, LISTEN.
+
+Against the suite's private cluster (``pg_cluster``), one fresh database per test.
+Leases are exercised with TTLs of a second or two, and expiry is waited for on the
+database's own clock (``next_expiry``), never with a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+import pytest
+import trio
+
+from omnigent.errors import BadRequest, StoreUnavailable
+from omnigent.stores import (
+    COMMANDS_CHANNEL,
+    EVENTS_CHANNEL,
+    CommandRow,
+    LeaseLost,
+    Notification,
+    StoredEvent,
+    open_store,
+)
+from omnigent.stores.postgres import PostgresStore, open_postgres_store, safe_location
+
+from .pg_cluster import PgCluster
+from .test_store import event, session_row
+
+
+@asynccontextmanager
+async def member(url: str, instance: str, name: str | None = None) -> AsyncIterator[PostgresStore]:
+    """A store opened as a cluster member, registered under ``name``."""
+    async with open_postgres_store(url, instance=instance) as store:
+        assert await store.register_server(name or instance, "host", 1, ttl=30) is None
+        yield store
+
+
+async def wait_expired(store: PostgresStore) -> None:
+    """Until every other instance's lease has expired (by the database's clock)."""
+    with trio.fail_after(10):
+        while (left := await store.next_expiry()) is not None and left > 0:
+            await trio.sleep(left + 0.01)
+        # next_expiry() is None once only expired leases are left, or none at all.
+
+
+# -- opening ---------------------------------------------------------------------------
+
+
+async def test_migrations_apply_once_even_when_servers_start_together(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(_open_and_close, pg_url)
+        async with open_postgres_store(pg_url) as store:
+            versions = await store._run(
+                lambda c: [r[0] for r in c.execute("SELECT version FROM omnigent_migrations")]
+            )
+    assert versions == [1]
+
+
+async def _open_and_close(url: str) -> None:
+    async with open_postgres_store(url):
+        pass
+
+
+async def test_open_store_picks_postgres_by_scheme(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with open_store(pg_url) as store:
+            assert isinstance(store, PostgresStore)
+        async with open_store(pg_url.replace("postgresql://", "postgres://", 1)) as store:
+            assert isinstance(store, PostgresStore)
+
+
+async def test_unreachable_database_is_a_clear_error(pg_cluster: PgCluster) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{pg_cluster.port}/no_such_database"
+    with trio.fail_after(30), pytest.raises(StoreUnavailable, match="no_such_database"):
+        async with open_store(url):
+            pass
+    with pytest.raises(BadRequest, match="invalid PostgreSQL URL"):
+        async with open_store("postgresql://[bad"):
+            pass
+
+
+def test_location_hides_the_password() -> None:
+    shown = safe_location("postgresql://bob:s3cret@db.example:5433/prod")
+    assert shown == "postgresql://bob@db.example:5433/prod"
+    assert "s3cret" not in shown
+
+
+async def test_a_restarted_server_is_retried_without_losing_a_write(
+    pg_cluster: PgCluster, pg_url: str
+) -> None:
+    with trio.fail_after(60):
+        async with open_store(pg_url) as store:
+            await store.insert_session(session_row("s1"))
+            await store.append_events([event("s1", 1)])
+            await trio.to_thread.run_sync(pg_cluster.restart)
+            # Every pooled connection is dead now; the next calls reconnect.
+            await store.append_events([event("s1", 2), event("s1", 3)])
+            assert [e["event_id"] for e in await store.read_events("s1", 0)] == [1, 2, 3]
+            assert await store.max_event_id("s1") == 3
+
+
+async def test_a_repeated_batch_is_recognised_as_written(pg_url: str) -> None:
+    async with open_store(pg_url) as store:
+        await store.insert_session(session_row("s1"))
+        batch = [event("s1", 1), event("s1", 2)]
+        await store.append_events(batch)
+        await store.append_events(batch)  # a retry after a lost answer: no error, no copy
+        assert len(await store.read_events("s1", 0)) == 2
+
+
+# -- servers and leases ----------------------------------------------------------------
+
+
+async def test_servers_register_and_list(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            await a.insert_session(session_row("s1"))
+            await a.insert_session(session_row("s2", parent_session_id="s1", root_session_id="s1"))
+            assert (await a.claim("s1", 30)).instance == "inst_a"
+            servers = {s.name: s for s in await b.live_servers()}
+            assert set(servers) == {"a", "b"}
+            assert (servers["a"].sessions, servers["b"].sessions) == (2, 0)
+            assert servers["a"].instance == "inst_a"
+            # A second live process may not take the name.
+            async with open_postgres_store(pg_url, instance="inst_c") as c:
+                left = await c.register_server("a", "host", 2, ttl=30)
+                assert left is not None and 25 < left <= 30
+            await a.unregister_server()
+            assert [s.name for s in await b.live_servers()] == ["b"]
+            assert await b.lease_holder("s1") is None
+
+
+async def test_claim_release_and_holder(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            claim = await a.claim("root1", 30)
+            assert (claim.instance, claim.server, claim.taken_from) == ("inst_a", "a", None)
+            assert (await a.claim("root1", 30)).instance == "inst_a"  # its own: renewed
+            held = await b.claim("root1", 30)
+            assert (held.instance, held.server) == ("inst_a", "a")
+            holder = await b.lease_holder("root1")
+            assert holder is not None and holder.instance == "inst_a"
+            await b.release("root1")  # not b's: nothing happens
+            assert (await b.lease_holder("root1")) is not None
+            await a.release("root1")
+            assert await b.lease_holder("root1") is None
+            assert (await b.claim("root1", 30)).instance == "inst_b"
+
+
+async def test_an_expired_lease_is_taken_over_and_never_renewed(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            await a.claim("root1", 0.3)
+            await a.claim("root2", 30)
+            await wait_expired(b)
+            assert await b.lease_holder("root1") is None
+            assert await a.heartbeat(30) == {"root2"}  # root1 expired: lost for good
+            taken = await b.claim_expired(30, limit=10)
+            assert [(c.root_id, c.instance, c.server, c.taken_from) for c in taken] == [
+                ("root1", "inst_b", "b", "inst_a")
+            ]
+            assert await b.claim_expired(30, limit=10) == []
+            # Claiming an expired lease directly also reports the takeover.
+            await a.claim("root3", 0.3)
+            await wait_expired(b)
+            claim = await b.claim("root3", 30)
+            assert (claim.instance, claim.taken_from) == ("inst_b", "inst_a")
+
+
+async def test_heartbeat_of_a_replaced_instance_is_none(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with open_postgres_store(pg_url, instance="old") as old:
+            assert await old.register_server("a", "host", 1, ttl=0.3) is None
+            async with open_postgres_store(pg_url, instance="new") as new:
+                left = await new.register_server("a", "host", 2, ttl=30)
+                assert left is not None and left <= 0.3
+                await trio.sleep(left + 0.05)  # the database said when it expires
+                assert await new.register_server("a", "host", 2, ttl=30) is None
+                assert await old.heartbeat(30) is None
+                assert await new.heartbeat(30) == set()
+
+
+async def test_orphaned_roots_are_unfinished_trees_without_a_lease(pg_url: str) -> None:
+    async with member(pg_url, "inst_a") as a:
+        await a.insert_session(session_row("r1"))
+        await a.insert_session(session_row("c1", parent_session_id="r1", root_session_id="r1"))
+        await a.insert_session(session_row("r2"))
+        await a.update_session("c1", status="running")
+        assert await a.orphaned_roots(10) == ["r1"]
+        await a.claim("r1", 30)
+        assert await a.orphaned_roots(10) == []
+
+
+# -- fencing ---------------------------------------------------------------------------
+
+
+async def test_event_writes_are_fenced_by_the_lease(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            for sid in ("mine", "theirs", "free"):
+                await a.insert_session(session_row(sid))
+            await a.claim("mine", 30)
+            await b.claim("theirs", 30)
+            with pytest.raises(LeaseLost) as lost:
+                await a.append_events([event("mine", 1), event("theirs", 1), event("free", 1)])
+            assert lost.value.session_ids == ("free", "theirs")
+            assert len(await a.read_events("mine", 0)) == 1
+            assert await a.read_events("theirs", 0) == []
+            assert await a.read_events("free", 0) == []
+            # Once expired, the lease fences its old holder out too.
+            await a.claim("short", 0.2)
+            await a.insert_session(session_row("short"))
+            await wait_expired(b)
+            with pytest.raises(LeaseLost):
+                await a.append_events([event("short", 1)])
+
+
+async def test_a_takeover_waits_for_a_write_in_flight(pg_url: str) -> None:
+    """A write share-locks the lease row: a takeover waits for it, then sees its events."""
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            await a.insert_session(session_row("s1"))
+            await a.claim("s1", 0.5)
+            locked, go = trio.Event(), threading.Event()
+            token = trio.lowlevel.current_trio_token()
+
+            def write_slowly() -> None:
+                # What append_events does in one statement, spread over a transaction.
+                with psycopg.connect(pg_url, autocommit=True) as c, c.transaction():
+                    c.execute("SELECT 1 FROM leases WHERE root_id = 's1' FOR SHARE")
+                    c.execute("INSERT INTO events VALUES ('s1', 1, 'x', '{}')")
+                    trio.from_thread.run_sync(locked.set, trio_token=token)
+                    go.wait(20)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, write_slowly)
+                await locked.wait()
+                await wait_expired(b)
+                claimed: list[Any] = []
+
+                async def take() -> None:
+                    claimed.append(await b.claim("s1", 30))
+
+                nursery.start_soon(take)
+                await wait_for_lock_waiter(b)  # b's claim is blocked on the row lock
+                assert not claimed
+                go.set()
+            assert claimed[0].instance == "inst_b" and claimed[0].taken_from == "inst_a"
+            assert await b.max_event_id("s1") == 1
+
+
+async def wait_for_lock_waiter(store: PostgresStore) -> None:
+    def waiting(c: Any) -> int:
+        r = c.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+        return int(r[0])
+
+    while not await store._run(waiting):
+        await trio.sleep(0.01)
+
+
+# -- commands and notifications --------------------------------------------------------
+
+
+async def test_commands_reach_their_target_with_a_notification(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            async with b.open_listener([COMMANDS_CHANNEL]) as notes:
+                assert await notes.receive() == Notification("")  # connected
+                for n in range(3):
+                    command = CommandRow(f"cmd_{n}", "inst_b", "inst_a", "s1", "message", f"{n}")
+                    await a.post_command(command)
+                await a.post_command(CommandRow("cmd_0", "inst_b", "inst_a", "s1", "dup", ""))
+                await a.post_command(CommandRow("cmd_x", "inst_a", "inst_b", "s1", "other", ""))
+                assert await notes.receive() == Notification(COMMANDS_CHANNEL, "inst_b")
+            taken = await b.take_commands(limit=2)
+            assert [(c.id, c.payload) for c in taken] == [("cmd_0", "0"), ("cmd_1", "1")]
+            assert [c.id for c in await b.take_commands(limit=10)] == ["cmd_2"]
+            assert await b.take_commands(limit=10) == []
+            reply = CommandRow("cmd_r", "inst_a", "inst_b", "s1", "reply", "{}", reply_to="cmd_1")
+            await b.post_command(reply)
+            assert [c.id for c in await a.take_commands(limit=10)] == ["cmd_x", "cmd_r"]
+
+
+async def test_event_writes_notify_every_listener(pg_url: str) -> None:
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a") as a, member(pg_url, "inst_b") as b:
+            await a.insert_session(session_row("s1"))
+            await a.claim("s1", 30)
+            async with b.open_listener([EVENTS_CHANNEL]) as notes:
+                assert await notes.receive() == Notification("")
+                await a.append_events([event("s1", 1), event("s1", 2)])
+                await a.append_events([event("s1", 3)])
+                got = [await notes.receive(), await notes.receive()]
+            assert [n.payload for n in got] == ["s1:2:inst_a", "s1:3:inst_a"]
+
+
+async def test_the_listener_reconnects_after_a_restart(pg_cluster: PgCluster, pg_url: str) -> None:
+    with trio.fail_after(60):
+        async with member(pg_url, "inst_a") as a:
+            await a.insert_session(session_row("s1"))
+            await a.claim("s1", 60)
+            async with a.open_listener([EVENTS_CHANNEL]) as notes:
+                assert await notes.receive() == Notification("")
+                await trio.to_thread.run_sync(pg_cluster.restart)
+                # The listener says it reconnected (what it missed must be re-read) …
+                assert await notes.receive() == Notification("")
+                # … and hears what comes next.
+                await a.append_events([StoredEvent("s1", 1, "x", '{"type": "x"}')])
+                assert (await notes.receive()).payload == "s1:1:inst_a"
+
+
+async def test_garbage_collection_forgets_the_dead(pg_url: str) -> None:
+    async with member(pg_url, "inst_a", "a") as a:
+        async with open_postgres_store(pg_url, instance="gone") as gone:
+            assert await gone.register_server("g", "host", 1, ttl=0.1) is None
+        await a.post_command(CommandRow("cmd_1", "gone", "inst_a", "s1", "message", ""))
+        await a.post_command(CommandRow("cmd_2", "inst_a", "gone", "s1", "message", ""))
+        with trio.fail_after(10):
+            while len(await a.live_servers()) > 1:
+                await trio.sleep(0.05)
+        await a.collect_garbage(max_age=0)
+        names = await a._run(lambda c: [r[0] for r in c.execute("SELECT name FROM servers")])
+        assert names == ["a"]
+        assert [c.id for c in await a.take_commands(10)] == ["cmd_2"]
+        left = await a._run(lambda c: [r[0] for r in c.execute("SELECT id FROM commands")])
+        assert left == []
