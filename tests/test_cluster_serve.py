@@ -157,6 +157,11 @@ async def test_kill_the_owner_mid_turn(pg_url: str, tmp_path: Path) -> None:
                 owners = {s["id"]: s["sessions"] for s in await servers(b.client)}
                 assert owners == {"a": 1, "b": 0}
                 seen_a = await read_until(on_a, lambda f: f.event.endswith(".delta"))
+                # Posted on b while a runs the turn: handed to a, buffered there (and
+                # stored pending, so a's death does not lose it).
+                buffered = await b.post(f"/v1/sessions/{session}/events", message_body("more"))
+                assert buffered.status_code == 202, buffered.text
+                assert buffered.json()["status"] == "buffered"
                 a.kill()
                 killed_at = trio.current_time()
                 ended = await read_until(on_b, is_terminal_status)
@@ -168,16 +173,20 @@ async def test_kill_the_owner_mid_turn(pg_url: str, tmp_path: Path) -> None:
             assert took < LEASE + 3.0, f"takeover took {took:.1f} s (lease {LEASE} s)"
             # What a saw before it died is exactly the start of b's stream.
             assert described(seen_a) == described(first_turn[: len(seen_a)])
-            # The next message runs normally, on the survivor.
             async with open_stream(b.client, "GET", path) as replay:
-                posted = await b.post(f"/v1/sessions/{session}/events", message_body("again"))
-                assert posted.status_code == 202, posted.text
-                everything = await read_until(
+                # The survivor answers the buffered message on its own (it was pending)…
+                answered = await read_until(
                     replay, lambda f: is_terminal_status(f) and f.id > ended[-1].id
                 )
+                assert answered[-1].data["status"] == "idle"
+                # … and the next message runs normally, on the survivor.
+                posted = await b.post(f"/v1/sessions/{session}/events", message_body("again"))
+                assert posted.status_code == 202, posted.text
+                everything = answered + await read_until(replay, is_terminal_status)
             assert everything[-1].data["status"] == "idle"
             said = "".join(f.data["delta"] for f in everything if f.event.endswith(".delta"))
-            assert "second turn runs" in said
+            assert said.count("second turn runs") == 2  # the pending message, then "again"
+            assert [f.event for f in everything].count("response.created") == 3
             assert ids(everything) == list(range(1, len(everything) + 1))  # no gap, no repeat
             assert described(everything[: len(first_turn)]) == described(first_turn)
             assert [s["id"] for s in await servers(b.client)] == ["b"]

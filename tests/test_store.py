@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 import trio
 
-from omnigent.stores import FileRow, SessionRow, Store, StoredEvent, WorkRow, open_store
+from omnigent.stores import (
+    FileRow,
+    ProcessGroupRow,
+    RunningTask,
+    SessionRow,
+    Store,
+    StoredEvent,
+    WorkRow,
+    open_store,
+)
 
 
 @pytest.fixture
@@ -394,6 +403,73 @@ async def test_elicitations(store: Store) -> None:
     assert row is not None and (row["status"], row["action"]) == ("expired", "expired")
     assert await store.expire_pending_elicitations() == 0
     assert await store.get_elicitation("elicit_missing") is None
+
+
+# -- what a crash leaves: pending messages, running tasks, process groups --------------
+
+
+async def test_pending_messages_until_a_turn_takes_them(store: Store) -> None:
+    await store.insert_session(session_row("s1"))
+    await store.insert_session(session_row("s2"))
+    await store.put_items("s1", [message("item_old")])
+    await store.put_items("s1", [message("item_a"), message("item_b")], pending=True)
+    await store.put_items("s2", [message("item_c")], pending=True)
+    assert [(p.session_id, p.item["id"]) for p in await store.pending_items()] == [
+        ("s1", "item_a"),
+        ("s1", "item_b"),
+        ("s2", "item_c"),
+    ]
+    assert [p.item["id"] for p in await store.pending_items(["s2"])] == ["item_c"]
+    shown = await store.list_items("s1", include_pending=False)
+    assert [i["id"] for i in shown.rows] == ["item_old"]
+    await store.move_items_to_end("s1", ["item_a"], taken_by="resp_1")
+    await store.settle_items("s2", ["item_c"])
+    await store.delete_items("s1", ["item_b"])
+    assert await store.pending_items() == []
+    assert [i["id"] for i in (await store.list_items("s1")).rows] == ["item_old", "item_a"]
+    with pytest.raises(LookupError):
+        await store.put_items("gone", [message("item_x")])
+
+
+async def test_running_tasks_end_with_their_inbox_item(store: Store) -> None:
+    await store.insert_session(session_row("s1"))
+    await store.insert_session(session_row("s2"))
+    await store.add_running_task("s1", "task_1", "sys_os_shell")
+    await store.add_running_task("s2", "task_2", "sys_os_read")
+    assert await store.running_tasks() == [
+        RunningTask("s1", "task_1", "sys_os_shell"),
+        RunningTask("s2", "task_2", "sys_os_read"),
+    ]
+    assert await store.running_tasks(["s2"]) == [RunningTask("s2", "task_2", "sys_os_read")]
+    assert await store.add_inbox_item("s1", "inbox_1", "{}", task_id="task_1") == 1
+    assert [t.handle_id for t in await store.running_tasks()] == ["task_2"]
+
+
+async def test_process_groups(store: Store) -> None:
+    one = ProcessGroupRow(100, 5, "boot", "s1")
+    two = ProcessGroupRow(200, 6, "boot", "s2")
+    await store.put_process_group(one)
+    await store.put_process_group(two)
+    assert sorted(await store.process_groups(), key=lambda r: r.pgid) == [one, two]
+    assert await store.process_groups(["s2"]) == [two]
+    await store.delete_process_group(100, 5)
+    assert await store.process_groups() == [two]
+
+
+async def test_a_child_of_a_deleted_parent_is_refused(store: Store) -> None:
+    await store.insert_session(session_row("root"))
+    await store.delete_sessions(["root"])
+    with pytest.raises(LookupError):
+        await store.insert_session(
+            session_row("child", parent_session_id="root", root_session_id="root")
+        )
+
+
+async def test_a_delete_takes_the_subtree(store: Store) -> None:
+    await tree(store)
+    await store.delete_sessions(["child"])  # and "grand" below it
+    assert await store.get_session("grand") is None
+    assert await store.get_session("root") is not None
 
 
 # -- sub-agent work ----------------------------------------------------------------------
