@@ -196,6 +196,14 @@ async def test_orphaned_roots_are_unfinished_trees_without_a_lease(pg_url: str) 
         assert await a.orphaned_roots(10) == ["r1"]
         await a.claim("r1", 30)
         assert await a.orphaned_roots(10) == []
+        # A message no turn took, or a task left running, is unfinished work too, once
+        # it is older than a server handing it over would take.
+        await a.put_items("r2", [{"type": "message", "id": "item_1"}], pending=True)
+        assert await a.orphaned_roots(10, min_age=60) == []
+        assert await a.orphaned_roots(10) == ["r2"]
+        await a.insert_session(session_row("r3"))
+        await a.add_running_task("r3", "task_1", "sys_os_shell")
+        assert sorted(await a.orphaned_roots(10)) == ["r2", "r3"]
 
 
 # -- fencing ---------------------------------------------------------------------------

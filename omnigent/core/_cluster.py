@@ -448,7 +448,7 @@ class SharedOwnership:
         for claim in await self._store.claim_expired(self.ttl, limit=32):
             log.warning("took over %s from %s: recovering it", claim.root_id, claim.taken_from)
             await self._adopt(claim.root_id, since, claimed=True)
-        for root in await self._store.orphaned_roots(limit=32):
+        for root in await self._store.orphaned_roots(limit=32, min_age=self.ttl):
             await self._adopt(root, since, claimed=False)
 
     async def _adopt(self, root_id: str, since: float, *, claimed: bool) -> None:

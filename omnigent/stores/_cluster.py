@@ -154,10 +154,12 @@ class ClusterStore(Protocol):
         """Take over up to ``limit`` expired leases (``Claim.taken_from`` set)."""
         ...
 
-    async def orphaned_roots(self, limit: int) -> list[str]:
+    async def orphaned_roots(self, limit: int, min_age: float = 0.0) -> list[str]:
         """Trees with unfinished work in the store but no lease row at all.
 
-        Unfinished: a session whose last status is launching, running or waiting.
+        Unfinished: a session whose last status is launching, running or waiting, or
+        (stored more than ``min_age`` seconds ago, so not one a live server is just
+        handing over) a message no turn took, or a background task recorded running.
         """
         ...
 

@@ -177,15 +177,20 @@ class ClusterMixin(PGBase):
 
         return await self._run(write)
 
-    async def orphaned_roots(self, limit: int) -> list[str]:
+    async def orphaned_roots(self, limit: int, min_age: float = 0.0) -> list[str]:
         """Trees with unfinished work but no lease row (see the protocol)."""
 
         def read(c: Conn) -> list[str]:
             rows = c.execute(
-                "SELECT DISTINCT s.root_session_id FROM sessions s WHERE s.status = ANY(%s) "
+                "SELECT DISTINCT s.root_session_id FROM sessions s WHERE "
+                "(s.status = ANY(%(unfinished)s) "
+                "OR EXISTS (SELECT 1 FROM items i WHERE i.pending AND i.session_id = s.id "
+                "AND i.created_at <= %(before)s) "
+                "OR EXISTS (SELECT 1 FROM running_tasks t WHERE t.session_id = s.id "
+                "AND t.started_at <= %(before)s)) "
                 "AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.root_id = s.root_session_id) "
-                "LIMIT %s",
-                (_UNFINISHED, limit),
+                "LIMIT %(limit)s",
+                {"unfinished": _UNFINISHED, "before": now() - min_age, "limit": limit},
             )
             return [r[0] for r in rows]
 
