@@ -16,8 +16,8 @@ released after the last. Its background tasks, all in the nursery of
   ``runtime_restarted``, as a restart does).
 * **listener** — LISTEN for commands addressed here and for other servers' events
   (handed to the runtime's remote feed).
-* **commands** — runs the calls other servers forward here (each in its own task,
-  bounded) and answers them; takes the replies to the calls this server forwarded.
+* **commands** — runs the calls other servers forward here and takes the replies to
+  the calls this server forwarded (:mod:`._cluster_commands`).
 
 Resource handling: every task lives in the block of :func:`open_shared_ownership`;
 leaving it releases this server's leases and removes its server row (bounded).
@@ -25,7 +25,6 @@ leaving it releases this server's leases and removes its server row (bounded).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -36,17 +35,15 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from .._ids import new_id
-from ..errors import Conflict, OmnigentError, OwnerUnavailable
+from ..errors import Conflict
 from ..stores import (
     COMMANDS_CHANNEL,
     EVENTS_CHANNEL,
     ClusterStore,
-    CommandRow,
     ServerRow,
     Store,
 )
-from ._commands import decode_reply, encode_error, encode_moved, encode_value
+from ._cluster_commands import FORWARD_TIMEOUT, CommandChannel, Handler
 from ._ownership import Elsewhere, Moved, Tenure
 
 __all__ = ["DEFAULT_LEASE_TTL", "SharedOwnership", "SharedStore", "open_shared_ownership"]
@@ -54,13 +51,8 @@ __all__ = ["DEFAULT_LEASE_TTL", "SharedOwnership", "SharedStore", "open_shared_o
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL = 10.0
-_COMMAND_BATCH = 100
-_HANDLERS = 256
-_FORWARD_TIMEOUT = 30.0
 _GC_EVERY = 300.0
 _GC_AGE = 3600.0
-
-Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 class SharedStore(Store, ClusterStore, Protocol):
@@ -73,12 +65,6 @@ class _Tree:
     since: float  # trio time of the claim: a renewal older than it may not list it
     refs: int = 0
     sessions: set[str] = attrs.field(factory=set)
-
-
-@attrs.define(eq=False)
-class _Waiter:
-    done: trio.Event = attrs.field(factory=trio.Event)
-    reply: str = ""
 
 
 @attrs.define(eq=False)
@@ -132,10 +118,9 @@ class SharedOwnership:
         self._trees: dict[str, _Tree] = {}
         self._roots: dict[str, str] = {}  # session id -> root, for sessions of held trees
         self._locks = _KeyedLocks()
-        self._waiting: dict[str, _Waiter] = {}  # forwarded calls awaiting their reply
-        self._running: dict[str, trio.CancelScope] = {}  # calls run here, by command id
-        self._handler_slots = trio.CapacityLimiter(_HANDLERS)
-        self._commands_ready = trio.Event()
+        self.commands = CommandChannel(
+            store, self.instance, nursery, ttl, lambda: self.hooks.handlers, lambda: self.closing
+        )
         self._last_renewal = trio.current_time()
 
     # -- Ownership ---------------------------------------------------------------------
@@ -270,100 +255,10 @@ class SharedOwnership:
         kind: str,
         payload: dict[str, Any],
         *,
-        timeout: float | None = _FORWARD_TIMEOUT,
+        timeout: float | None = FORWARD_TIMEOUT,
     ) -> Any:
         """See :meth:`Ownership.forward`. ``timeout=None`` waits as long as the owner lives."""
-        command = CommandRow(
-            new_id("cmd"),
-            where.instance,
-            self.instance,
-            where.session_id,
-            kind,
-            json.dumps(payload),
-        )
-        waiter = self._waiting[command.id] = _Waiter()
-        try:
-            await self._store.post_command(command)
-            deadline = trio.current_time() + (timeout if timeout is not None else float("inf"))
-            while not waiter.done.is_set():
-                with trio.move_on_after(self.ttl / 3):
-                    await waiter.done.wait()
-                if waiter.done.is_set():
-                    break
-                holder = await self._store.lease_holder(where.root_id)
-                if holder is None or holder.instance != where.instance:
-                    raise Moved()
-                if trio.current_time() > deadline:
-                    raise OwnerUnavailable(where.session_id, where.server)
-            return decode_reply(waiter.reply)
-        except trio.Cancelled:
-            with trio.move_on_after(2, shield=True):
-                cancel = CommandRow(
-                    new_id("cmd"), where.instance, self.instance, where.session_id, "cancel", ""
-                )
-                await self._store.post_command(attrs.evolve(cancel, reply_to=command.id))
-            raise
-        finally:
-            del self._waiting[command.id]
-
-    async def _command_loop(self) -> None:
-        while True:
-            with trio.move_on_after(self.ttl):
-                await self._commands_ready.wait()
-            self._commands_ready = trio.Event()
-            rows = await self._store.take_commands(_COMMAND_BATCH)
-            if len(rows) == _COMMAND_BATCH:
-                self._commands_ready.set()
-            for row in rows:
-                await self._dispatch(row)
-
-    async def _dispatch(self, row: CommandRow) -> None:
-        if row.kind == "reply":
-            waiter = self._waiting.get(row.reply_to or "")
-            if waiter is not None:
-                waiter.reply = row.payload
-                waiter.done.set()
-        elif row.kind == "cancel":
-            scope = self._running.get(row.reply_to or "")
-            if scope is not None:
-                scope.cancel()
-        else:
-            await self._handler_slots.acquire_on_behalf_of(row.id)
-            self._nursery.start_soon(self._serve, row)
-
-    async def _serve(self, row: CommandRow) -> None:
-        scope = self._running[row.id] = trio.CancelScope()
-        try:
-            with scope:
-                reply = await self._answer(row)
-            if scope.cancelled_caught:
-                return  # the caller went away: nobody to answer
-            answer = CommandRow(
-                new_id("cmd"), row.sender, self.instance, row.session_id, "reply", reply, row.id
-            )
-            await self._store.post_command(answer)
-        except Exception:
-            log.warning("could not answer %s from %s", row.kind, row.sender, exc_info=True)
-        finally:
-            del self._running[row.id]
-            self._handler_slots.release_on_behalf_of(row.id)
-
-    async def _answer(self, row: CommandRow) -> str:
-        if self.closing:
-            return encode_moved()  # shutting down: its leases are about to be released
-        handler = self.hooks.handlers.get(row.kind)
-        if handler is None:
-            return encode_error(Conflict(f"this server does not handle {row.kind!r}"))
-        try:
-            payload = json.loads(row.payload) if row.payload else {}
-            return encode_value(await handler(row.session_id, payload))
-        except (Moved, Elsewhere):
-            return encode_moved()
-        except OmnigentError as exc:
-            return encode_error(exc)
-        except Exception as exc:
-            log.exception("forwarded %s on %s failed", row.kind, row.session_id)
-            return encode_error(_internal(exc))
+        return await self.commands.forward(where, kind, payload, timeout=timeout)
 
     # -- background ----------------------------------------------------------------------
 
@@ -374,9 +269,8 @@ class SharedOwnership:
         recovers before it serves.
         """
         await self._sweep()
-        self._nursery.start_soon(self._command_loop)
+        self._nursery.start_soon(self.commands.run)
         self._nursery.start_soon(self._janitor)
-        self._commands_ready.set()
 
     async def _listen(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -386,11 +280,11 @@ class SharedOwnership:
             async for note in notes:
                 if note.channel == COMMANDS_CHANNEL:
                     if note.payload == self.instance:
-                        self._commands_ready.set()
+                        self.commands.wake()
                 elif note.channel == EVENTS_CHANNEL:
                     self.hooks.events(note.payload)
                 else:  # reconnected: what was said meanwhile is lost
-                    self._commands_ready.set()
+                    self.commands.wake()
                     self.hooks.events("")
 
     async def _renewer(self) -> None:
@@ -479,12 +373,6 @@ class SharedOwnership:
 
     async def servers(self) -> list[ServerRow]:
         return await self._store.live_servers()
-
-
-def _internal(exc: Exception) -> OmnigentError:
-    from ..errors import InternalError
-
-    return InternalError(f"{type(exc).__name__} on the owning server")
 
 
 def default_server_name() -> str:
