@@ -24,8 +24,8 @@ from ..model import (
     MessageItem,
     event_from_dict,
     structure,
+    unstructure,
 )
-from ..model._wire import unstructure
 from ..stores import SessionRow, Store
 from ._asking import Asking
 from ._elicitations import Elicitations, Resolution
