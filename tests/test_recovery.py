@@ -22,6 +22,7 @@ import trio
 import omnigent
 from omnigent.model import (
     FunctionCallOutputItem,
+    InboxUpdated,
     MessageItem,
     ResponseCreated,
     ResponseFailed,
@@ -168,3 +169,52 @@ def _agent() -> dict[str, Any]:
     return json.loads(
         '{"name": "a", "executor": {"type": "omnigent", "config": {"harness": "scripted"}}}'
     )
+
+
+async def test_a_result_that_arrived_during_a_cut_short_turn_wakes_its_session(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 17, found by the kill -9 suite): a background task finished
+    while its session's turn ran; the process died before the turn ended, so nobody
+    read the result — and the next start woke only sessions with a task *running*, so
+    the result sat unread in the inbox forever."""
+    db = f"sqlite:///{tmp_path / 'inbox.db'}"
+    spec = {
+        "name": "notified",
+        "async_enabled": True,
+        "executor": {
+            "type": "omnigent",
+            "config": {
+                "harness": "scripted",
+                "turns": [
+                    [
+                        {
+                            "call": "sys_call_async",
+                            "args": {"tool": "sys_os_shell", "args": {"command": "echo quick"}},
+                        },
+                        {"sleep": 600},
+                    ],
+                    [{"say": "noted"}],
+                ],
+            },
+        },
+    }
+    with trio.fail_after(30):
+        async with omnigent.open_runtime(db=db, workspace=tmp_path) as rt:
+            session = (await rt.create_session((await rt.create_agent(spec)).id)).id
+            async with rt.subscribe(session) as events:
+                await rt.send_message(session, "go")
+                async for event in events:
+                    if isinstance(event, InboxUpdated):
+                        break
+        # The turn was cut short (here by a shutdown; a kill -9 leaves the same).
+        async with omnigent.open_runtime(db=db, workspace=tmp_path) as rt:
+            async with rt.subscribe(session, after=0) as events:
+                async for event in events:
+                    if isinstance(event, SessionStatus) and event.status == "idle":
+                        break
+            items = (await rt.list_items(session)).data
+    texts = [item_text(i) for i in items if isinstance(i, MessageItem)]
+    notice = next(t for t in texts if t.startswith("[System: task"))
+    assert "completed" in notice and "quick" in notice
+    assert texts[-1] == "noted"

@@ -16,6 +16,9 @@ store back into a state every guarantee holds for:
 * **Background tasks** that were running each get a ``failed`` inbox item
   (``interrupted by a restart``), and their session is woken, so the agent that
   started them learns of it.
+* **Undelivered inbox items** — a result that arrived while a turn ran, whose
+  session died before the turn ended and read it — wake their session too: an idle
+  session with an unread result runs a turn for it, as it would have live.
 * **Unanswered messages** — stored, but taken by no turn (buffered during the killed
   turn, or accepted just before the kill) — are answered: each session with any
   runs a continuation turn for them, exactly as when a turn ends with messages
@@ -90,6 +93,11 @@ async def recover(
         if sessions is None or session_id in sessions:
             await _end_interrupted_turn(store, bus, session_id)
     woken = await _fail_interrupted_tasks(store, bus, scope)
+    # Results that arrived during a turn the crash cut short were never read: the
+    # live actor would have run a turn for them once that turn ended.
+    woken.update(
+        s for s in await store.sessions_with_inbox() if sessions is None or s in sessions
+    )
     # A parent's dispatch still open is settled by the sub-agent recovery (delivered
     # ``failed``: the parent decides whether to send again); its message is not run.
     dispatched = {w.message_id for w in await store.list_work() if w.message_id is not None}
