@@ -289,13 +289,21 @@ async def test_an_undelivered_inbox_item_survives_a_restart(tmp_path: Path) -> N
             ("sys_call_async", {"tool": "sys_os_shell", "args": {"command": "sleep 30"}})
         )
         await run_turn(rt, session)
-    # Shutdown cancelled the task; its (cancelled) result is in the inbox.
+    # Shutdown cancelled the task; its (cancelled) result is in the inbox, unread —
+    # and the next start wakes the session with it (issue 17).
+    recorder.body = None
     async with omnigent.open_runtime(db=db) as rt:
         rt.register_harness("recorder", recorder.factory)
-        assert await rt._store.inbox_count(session) == 1
-        recorder.body = calls(("sys_read_inbox", {}))
-        await run_turn(rt, session)
-    assert "was cancelled — sys_os_shell" in recorder.body.outputs[0]
+        with trio.fail_after(10):
+            async with rt.subscribe(session, after=0) as events:
+                idle = 0
+                async for event in events:
+                    idle += getattr(event, "status", None) == "idle"
+                    if idle == 2:  # the turn before the restart, then the wake-up
+                        break
+        assert await rt._store.inbox_count(session) == 0
+    woken = recorder.requests[-1]
+    assert "was cancelled — sys_os_shell" in item_text(woken.input[0])
 
 
 @pytest.mark.parametrize("async_enabled", [True])

@@ -218,3 +218,48 @@ async def test_a_result_that_arrived_during_a_cut_short_turn_wakes_its_session(
     notice = next(t for t in texts if t.startswith("[System: task"))
     assert "completed" in notice and "quick" in notice
     assert texts[-1] == "noted"
+
+
+TAKE_SCRIPT = Path(__file__).with_name("crash_take_script.py")
+
+
+async def test_a_message_taken_by_a_turn_whose_start_was_not_yet_durable_is_answered(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 17): a turn took its message (``pending`` cleared) while its
+    ``session.status running`` still waited in the event writer's queue; a kill then
+    left a session stored ``idle`` with its message taken — never answered, and no
+    failed turn either. Now a turn's start is durable before it takes its messages."""
+    db = f"sqlite:///{tmp_path / 'take.db'}"
+    env = {**os.environ, "OMNIGENT_HOME": str(tmp_path / "home")}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    with trio.fail_after(60):
+        process = await trio.lowlevel.open_process(
+            [sys.executable, str(TAKE_SCRIPT), db], stdout=subprocess.PIPE, env=env
+        )
+        try:
+            assert process.stdout is not None
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await process.stdout.receive_some(1)
+                assert chunk, f"the script exited early: {line!r}"
+                line += chunk
+            word, session, message = line.decode().split()
+            assert word == "READY"
+        finally:
+            process.kill()
+            await process.wait()
+            if process.stdout is not None:
+                await process.stdout.aclose()
+        async with omnigent.open_runtime(db=db, workspace=tmp_path) as rt:
+            async with rt.subscribe(session, after=0) as events:
+                answered = 0
+                async for event in events:
+                    if isinstance(event, SessionStatus) and event.status == "idle":
+                        answered += 1
+                        if answered == 2:
+                            break
+            items = (await rt.list_items(session)).data
+    ids = [i.id for i in items]
+    texts = [item_text(i) for i in items if isinstance(i, MessageItem)]
+    assert texts == ["first", "ok", "second", "ok"] and ids.count(message) == 1

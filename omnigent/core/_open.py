@@ -187,11 +187,11 @@ async def open_runtime(
                     if isinstance(ownership, SharedOwnership):
                         await _join(rt, store, bus, ownership, services)
                     elif exclusive:
-                        await recover(store, bus, rt._host)
+                        resumption = await recover(store, bus)
                         # Sub-agent work a previous process left open: settled from
                         # the store, and each parent woken to read the result.
-                        for parent in await recover_work(store, bus):
-                            rt._host.actor(parent).note_inbox()
+                        parents = await recover_work(store, bus)
+                        resumption.start(rt._host, also_inbox=parents)
                     rt.state = RuntimeState.OPEN
                     try:
                         yield rt
@@ -305,9 +305,9 @@ async def _join(
 
     async def recover_tree(root_id: str) -> None:
         sessions = {root_id, *await store.descendant_ids(root_id)}
-        await recover(store, bus, rt._host, sessions)
-        for parent in await recover_work(store, bus, sessions):
-            rt._host.actor(parent).note_inbox()
+        resumption = await recover(store, bus, sessions)
+        parents = await recover_work(store, bus, sessions)
+        resumption.start(rt._host, also_inbox=parents)
 
     hooks.recover = recover_tree
     await ownership.begin()

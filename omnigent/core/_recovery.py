@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 
 import attrs
 import trio
@@ -57,7 +58,7 @@ from ..tools import kill_orphaned_group
 from ._bus import EventBus
 from ._host import ActorHost
 
-__all__ = ["INTERRUPTED_CALL", "INTERRUPTED_TASK", "recover"]
+__all__ = ["INTERRUPTED_CALL", "INTERRUPTED_TASK", "Resumption", "recover"]
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +78,39 @@ _RESPONSE_EVENTS = (
 _KILL_GRACE = 2.0
 
 
-async def recover(
-    store: Store, bus: EventBus, host: ActorHost, sessions: set[str] | None = None
-) -> None:
+@attrs.frozen
+class Resumption:
+    """The work a recovery found for the sessions' actors, started by :meth:`start`.
+
+    Kept apart from :func:`recover` so that no actor starts until every store repair
+    (the sub-agent recovery's too) is done, and then all start at once, before the
+    runtime is handed to its user — who may register the harnesses they need.
+    """
+
+    messages: Mapping[str, tuple[MessageItem, ...]]
+    inbox: frozenset[str]
+
+    def start(self, host: ActorHost, also_inbox: Iterable[str] = ()) -> None:
+        """Hand each session its unanswered messages; wake those with unread results.
+
+        Synchronous: no actor runs before every one has its work.
+        """
+        for session_id, messages in self.messages.items():
+            actor = host.actor(session_id)
+            for message in messages:
+                actor.enqueue(message)
+            log.info("answering %d unanswered messages of %s", len(messages), session_id)
+        for session_id in self.inbox.union(also_inbox):
+            host.actor(session_id).note_inbox()
+
+
+async def recover(store: Store, bus: EventBus, sessions: set[str] | None = None) -> Resumption:
     """Finish what the previous process left in flight (see the module docstring).
 
     ``sessions`` limits it to those sessions: a tree taken over from a dead server,
     beside other servers whose work is alive (``None``: the whole database, which this
-    process owns).
+    process owns). Returns the work to give the sessions' actors
+    (:meth:`Resumption.start`).
     """
     scope = None if sessions is None else sorted(sessions)
     await _kill_orphaned_groups(store, scope)
@@ -92,12 +118,7 @@ async def recover(
     for session_id in await store.sessions_with_status(_UNFINISHED):
         if sessions is None or session_id in sessions:
             await _end_interrupted_turn(store, bus, session_id)
-    woken = await _fail_interrupted_tasks(store, bus, scope)
-    # Results that arrived during a turn the crash cut short were never read: the
-    # live actor would have run a turn for them once that turn ended.
-    woken.update(
-        s for s in await store.sessions_with_inbox() if sessions is None or s in sessions
-    )
+    await _fail_interrupted_tasks(store, bus, scope)
     # A parent's dispatch still open is settled by the sub-agent recovery (delivered
     # ``failed``: the parent decides whether to send again); its message is not run.
     dispatched = {w.message_id for w in await store.list_work() if w.message_id is not None}
@@ -108,13 +129,13 @@ async def recover(
             await store.settle_items(row.session_id, [item.id])
         elif isinstance(item, MessageItem):
             pending[row.session_id].append(item)
-    for session_id, messages in pending.items():
-        actor = host.actor(session_id)
-        for message in messages:
-            actor.enqueue(message)
-        log.info("answering %d unanswered messages of %s", len(messages), session_id)
-    for session_id in woken:
-        host.actor(session_id).note_inbox()
+    # Every unread result wakes its session: the interrupted tasks' own, and those
+    # that arrived during a turn the crash cut short (the live actor would have run a
+    # turn for them once that turn ended).
+    unread = frozenset(
+        s for s in await store.sessions_with_inbox() if sessions is None or s in sessions
+    )
+    return Resumption({sid: tuple(m) for sid, m in pending.items()}, unread)
 
 
 async def _kill_orphaned_groups(store: Store, scope: list[str] | None) -> None:
@@ -167,9 +188,8 @@ async def _answer_interrupted_calls(
             await bus.publish(session_id, OutputItemDone(item=item, response_id=response_id))
 
 
-async def _fail_interrupted_tasks(store: Store, bus: EventBus, scope: list[str] | None) -> set[str]:
-    """A ``failed`` inbox item for every task that was running; returns their sessions."""
-    sessions: set[str] = set()
+async def _fail_interrupted_tasks(store: Store, bus: EventBus, scope: list[str] | None) -> None:
+    """A ``failed`` inbox item for every task that was running."""
     for task in await store.running_tasks(scope):
         data = {
             "handle_id": task.handle_id,
@@ -181,5 +201,3 @@ async def _fail_interrupted_tasks(store: Store, bus: EventBus, scope: list[str] 
             task.session_id, new_id("inbox"), json.dumps(data), task_id=task.handle_id
         )
         await bus.publish(task.session_id, InboxUpdated(count=count))
-        sessions.add(task.session_id)
-    return sessions

@@ -404,6 +404,10 @@ class SessionActor:
 
         async def prepare() -> tuple[Harness, TurnRequest]:
             nonlocal taken
+            # The turn's ``running`` status must be durable before its messages stop
+            # being pending: a crash in between would leave a session stored idle
+            # whose messages no turn answers and no recovery finds.
+            await self._host.services.bus.flush()
             await store.move_items_to_end(self.session_id, ids, taken_by=turn.response_id)
             taken = True
             exclude = set(ids) | self.pending_ids()

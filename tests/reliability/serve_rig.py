@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager, closing
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -162,12 +161,6 @@ async def running(root: Path, *, port: int = 0) -> AsyncIterator[Served]:
                 served.process.kill()
                 await served.process.wait()
             await _close_stdout(served)
-
-
-def read_db(path: Path, query: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Rows of ``query`` on the database file (the server is dead or stopped)."""
-    with closing(sqlite3.connect(path)) as db:
-        return db.execute(query, args).fetchall()
 
 
 class Watch:

@@ -45,7 +45,6 @@ from omnigent.model import (
     OutputTextDelta,
     ResponseFailed,
     item_text,
-    structure,
 )
 
 from ..external_helpers import STDLIB
@@ -55,13 +54,22 @@ from .serve_rig import (
     Served,
     Watch,
     kill_9,
-    read_db,
     start,
     stop,
     summary,
     terminal_count,
     wait_for_file,
     write_agents,
+)
+from .store_checks import (
+    check_ids,
+    check_nothing_in_flight,
+    check_turn_pairs,
+    events_of,
+    items_of,
+    notices,
+    read_db,
+    texts_of,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
@@ -241,18 +249,6 @@ class AtKill:
     open_work: list[tuple[str, str, str]]  # (work id, parent, child)
 
 
-def events_of(db: Path, session_id: str) -> list[dict[str, Any]]:
-    rows = read_db(
-        db, "SELECT event_id, data FROM events WHERE session_id = ? ORDER BY event_id", session_id
-    )
-    return [json.loads(data) for _, data in rows]
-
-
-def items_of(db: Path, session_id: str) -> list[tuple[str, dict[str, Any]]]:
-    rows = read_db(db, "SELECT id, data FROM items WHERE session_id = ? ORDER BY seq", session_id)
-    return [(item_id, json.loads(data)) for item_id, data in rows]
-
-
 def read_at_kill(db: Path, scene: Scene) -> AtKill:
     events = {name: events_of(db, sid) for name, sid in scene.ids.items()}
     items = {name: [i for i, _ in items_of(db, sid)] for name, sid in scene.ids.items()}
@@ -291,28 +287,12 @@ def check_event_logs(db: Path, scene: Scene, at_kill: AtKill) -> None:
     """Ids continue without gap or reuse, and every client saw every event once, in order."""
     for name, sid in scene.ids.items():
         log = events_of(db, sid)
-        assert [e["event_id"] for e in log] == list(range(1, len(log) + 1)), name
+        check_ids(name, log)
         before = at_kill.events[name]
         assert log[: len(before)] == before, f"{name}: the log before the kill changed"
         seen = [e.to_dict() for e in scene.watches[name].events]
         assert seen == log, f"{name}: {summary(scene.watches[name].events)}"
         check_turn_pairs(name, log)
-
-
-def check_turn_pairs(name: str, log: list[dict[str, Any]]) -> None:
-    """Each response has exactly one terminal ``response.*`` event and one terminal status."""
-    ends = ("response.completed", "response.failed", "response.cancelled")
-    opened: str | None = None
-    for event in log:
-        if event["type"] == "response.created":
-            assert opened is None, f"{name}: a response began before the last one ended"
-            opened = event["response"]["id"]
-        elif event["type"] in ends:
-            assert event["response"]["id"] == opened, f"{name}: {event}"
-            opened = None
-    assert opened is None, f"{name}: a response never ended"
-    statuses = [e["status"] for e in log if e["type"] == "session.status"]
-    assert statuses[-1] in ("idle", "failed", "cancelled"), (name, statuses)
 
 
 def check_nothing_lost(db: Path, scene: Scene, at_kill: AtKill) -> None:
@@ -332,49 +312,17 @@ def check_nothing_lost(db: Path, scene: Scene, at_kill: AtKill) -> None:
     assert f"sub-agent task {child} failed" in notices(db, parent)
 
 
-def notices(db: Path, session_id: str) -> str:
-    """The inbox notices a session's wake-up turns were given."""
-    texts = [
-        item_text(structure_message(data))
-        for _, data in items_of(db, session_id)
-        if data.get("type") == "message" and data.get("role") == "user"
-    ]
-    return "\n".join(t for t in texts if t.startswith("[System:"))
-
-
-def structure_message(data: dict[str, Any]) -> MessageItem:
-    return structure(data, MessageItem)
-
-
 def check_outcomes(db: Path, scene: Scene) -> None:
     """The killed turns say why they ended, and the resumed work is what was asked."""
     for name in KILLED:
         failed = [e for e in scene.watches[name].events if isinstance(e, ResponseFailed)]
         assert [f.error.code for f in failed] == ["runtime_restarted"], name
-    worker = [
-        item_text(structure_message(d))
-        for _, d in items_of(db, scene.ids["worker"])
-        if d.get("type") == "message"
-    ]
+    worker = texts_of(db, scene.ids["worker"])
     assert worker.count("and this?") == 1 and worker.count("answered") == 2, worker
     assert "interrupted by a restart" in notices(db, scene.ids["worker"])
     assert 'completed — sys_os_shell returned: {"stdout": "quick' in notices(
         db, scene.ids["notified"]
     )
-
-
-def check_nothing_in_flight(db: Path) -> None:
-    """After a clean stop nothing is left for a third start to finish."""
-    for query in (
-        "SELECT COUNT(*) FROM items WHERE pending = 1",
-        "SELECT COUNT(*) FROM running_tasks",
-        "SELECT COUNT(*) FROM process_groups",
-        "SELECT COUNT(*) FROM inbox WHERE delivered = 0",
-        "SELECT COUNT(*) FROM subagent_work WHERE status IN ('launching', 'running')",
-        "SELECT COUNT(*) FROM elicitations WHERE status = 'pending'",
-        "SELECT COUNT(*) FROM sessions WHERE status IN ('launching', 'running', 'waiting')",
-    ):
-        assert read_db(db, query) == [(0,)], query
 
 
 async def test_kill_9_mid_everything_then_restart_loses_nothing(tmp_path: Path) -> None:
