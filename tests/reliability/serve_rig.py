@@ -202,6 +202,10 @@ class Watch:
             print(f"{self.session_id} was waiting for {what}; saw {summary(self.events)}")
             raise
 
+    async def changed(self) -> None:
+        """Return once another event has arrived (or the stream ended)."""
+        await self._changed.wait()
+
     def terminal_count(self) -> int:
         return terminal_count(self.events)
 
