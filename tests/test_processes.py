@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -224,3 +226,46 @@ async def test_the_orphan_sweep_after_the_runtime_was_killed(
             await wait_gone(harness)
             await wait_gone(grandchild)
         assert list((omnigent_home / "run" / "processes").iterdir()) == []
+
+
+async def test_the_socket_directory_of_a_runtime_that_died_is_removed(tmp_path: Path) -> None:
+    """Regression (issue 17): a runtime killed with kill -9 left its private socket
+    directory in the temp dir for ever (737 of them on one machine). Its record names
+    the owner; the next runtime on the same home removes the directories whose owner
+    is gone — and nothing that is not such a directory, nor a live runtime's."""
+    records = tmp_path / "run" / "sockets"
+    records.mkdir(parents=True)
+    me = os.getpid()
+
+    def record(name: str, path: Path, start: int | None) -> Path:
+        target = records / f"{name}.json"
+        data = {"socket_dir": str(path), "owner_pid": me, "owner_start_time": start}
+        target.write_text(json.dumps(data))
+        return target
+
+    def exist(*paths: Path) -> list[bool]:
+        return [path.exists() for path in paths]
+
+    dead_dir = Path(tempfile.mkdtemp(prefix="omnigent-"))
+    live_dir = Path(tempfile.mkdtemp(prefix="omnigent-"))
+    foreign = tmp_path / "omnigent-not-in-the-temp-dir"
+    foreign.mkdir()
+    try:
+        # This pid with another start time: a runtime that died, its pid reused.
+        dead = record("dead", dead_dir, -1)
+        live = record("live", live_dir, process_start_time(me))
+        odd = record("odd", foreign, -1)
+        with trio.fail_after(10):
+            async with open_process_manager(tmp_path) as manager:
+                own = records / f"{manager.socket_dir.name}.json"
+                assert exist(dead_dir, dead, live_dir, live, foreign, odd, own) == [
+                    *(False, False),  # removed, with its record
+                    *(True, True),  # a live owner's: left alone
+                    *(True, False),  # not a socket directory: the record is dropped
+                    True,
+                ]
+                assert json.loads(own.read_text())["socket_dir"] == str(manager.socket_dir)
+        assert exist(manager.socket_dir, own, live) == [False, False, True]
+    finally:
+        shutil.rmtree(live_dir, ignore_errors=True)
+        shutil.rmtree(dead_dir, ignore_errors=True)

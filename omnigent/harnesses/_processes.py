@@ -36,16 +36,17 @@ import json
 import logging
 import math
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 
 import attrs
 import trio
+
+from ._proc import process_start_time
+from ._socket_dirs import open_socket_dir
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -62,26 +63,6 @@ log = logging.getLogger(__name__)
 DEFAULT_GRACE = 5.0
 DEFAULT_IDLE_TIMEOUT = 3600.0
 _STDERR_TAIL = 8192
-
-
-def process_start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot, or None if it is gone.
-
-    Read from ``/proc/<pid>/stat`` (field 22); a pid with the same number but another
-    start time is another process. ``None`` as well where ``/proc`` is not available:
-    the sweep then signals nothing.
-    """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may itself hold spaces or ')'.
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
 
 
 @attrs.frozen
@@ -460,36 +441,35 @@ async def open_process_manager(
         idle_timeout: seconds a reapable process may stay unused (``inf`` or ``0``:
             never reaped).
         reap_interval: how often the reaper looks (default: a tenth of the timeout).
-        sweep: end orphans of crashed runtimes before yielding.
+        sweep: end orphans of crashed runtimes before yielding, and remove the
+            socket directories they left (:mod:`._socket_dirs`).
 
     Cancellation: leaving the block, however, terminates every process (shielded,
     bounded by ``grace``) and removes the socket directory.
     """
     pid_dir = home / "run" / "processes"  # made on the first spawn
-    # Unix socket paths are limited to ~107 bytes: a short private directory in the
-    # system temp dir, not under a possibly long $OMNIGENT_HOME. mkdtemp makes it 0700.
-    socket_dir = Path(await trio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="omnigent-")))
-    try:
-        async with trio.open_nursery() as nursery:
-            manager = ProcessManager(
-                nursery,
-                socket_dir=socket_dir,
-                pid_dir=pid_dir,
-                grace=grace,
-                idle_timeout=idle_timeout,
-            )
-            if sweep:
-                await manager.sweep_orphans()
-            nursery.start_soon(manager.run_reaper, reap_interval, name="idle process reaper")
-            try:
-                yield manager
-            finally:
-                manager._closing = True
-                with trio.CancelScope(shield=True):
-                    await manager.terminate_all()
-                nursery.cancel_scope.cancel()
-    finally:
-        await trio.to_thread.run_sync(lambda: shutil.rmtree(socket_dir, ignore_errors=True))
+    owner = (os.getpid(), process_start_time(os.getpid()))
+    async with (
+        open_socket_dir(home, owner, sweep=sweep) as socket_dir,
+        trio.open_nursery() as nursery,
+    ):
+        manager = ProcessManager(
+            nursery,
+            socket_dir=socket_dir,
+            pid_dir=pid_dir,
+            grace=grace,
+            idle_timeout=idle_timeout,
+        )
+        if sweep:
+            await manager.sweep_orphans()
+        nursery.start_soon(manager.run_reaper, reap_interval, name="idle process reaper")
+        try:
+            yield manager
+        finally:
+            manager._closing = True
+            with trio.CancelScope(shield=True):
+                await manager.terminate_all()
+            nursery.cancel_scope.cancel()
 
 
 def base_environment(names: Sequence[str] = ()) -> dict[str, str]:

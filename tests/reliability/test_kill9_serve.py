@@ -270,6 +270,14 @@ def assert_orphans_outlive_the_server(scene: Scene, tree: list[Proc]) -> None:
     assert len(harnesses) == 2 and harnesses <= live  # ext's and asker's
 
 
+def left_socket_dirs(root: Path) -> list[Path]:
+    """The harness socket directories the dead server left in the temp dir."""
+    records = (root / "home" / "run" / "sockets").glob("*.json")
+    dirs = [Path(json.loads(r.read_text())["socket_dir"]) for r in records]
+    assert dirs and all(d.is_dir() for d in dirs)
+    return dirs
+
+
 async def settle(scene: Scene) -> None:
     """Wait until every session has reached its settled state after the restart."""
     for name, count in SETTLED.items():
@@ -342,10 +350,12 @@ async def test_kill_9_mid_everything_then_restart_loses_nothing(tmp_path: Path) 
                 tree = await kill_9(first)
                 assert_orphans_outlive_the_server(scene, tree)
                 at_kill = read_at_kill(first.db_path, scene)
+                sockets = left_socket_dirs(root)
                 second = await start(root, port=first.port, log_name="restart.log")
                 with trio.fail_after(30):
                     await settle(scene)
                 await wait_no_stragglers(tree, timeout=20)
+                assert not any(d.exists() for d in sockets), "the dead server's sockets stayed"
                 await check_snapshots(scene)
                 watchers.cancel_scope.cancel()
             await wait_no_stragglers(await stop(second), timeout=20)
