@@ -221,6 +221,42 @@ async def test_a_result_that_arrived_during_a_cut_short_turn_wakes_its_session(
 
 
 TAKE_SCRIPT = Path(__file__).with_name("crash_take_script.py")
+NOTICE_SCRIPT = Path(__file__).with_name("crash_notice_script.py")
+
+
+async def kill_when_ready(script: Path, *args: str, home: Path) -> list[str]:
+    """Run ``script`` until it prints ``READY …``, then ``kill -9`` it; the words after."""
+    env = {**os.environ, "OMNIGENT_HOME": str(home)}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    process = await trio.lowlevel.open_process(
+        [sys.executable, str(script), *args], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert process.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = await process.stdout.receive_some(1)
+            assert chunk, f"the script exited early: {line!r}"
+            line += chunk
+        word, *rest = line.decode().split()
+        assert word == "READY"
+        return rest
+    finally:
+        process.kill()
+        await process.wait()
+        if process.stdout is not None:
+            await process.stdout.aclose()
+
+
+async def idle_twice(rt: omnigent.Runtime, session: str) -> None:
+    """Wait until the session's log shows its second ``idle``."""
+    async with rt.subscribe(session, after=0) as events:
+        answered = 0
+        async for event in events:
+            if isinstance(event, SessionStatus) and event.status == "idle":
+                answered += 1
+                if answered == 2:
+                    return
 
 
 async def test_a_message_taken_by_a_turn_whose_start_was_not_yet_durable_is_answered(
@@ -228,38 +264,34 @@ async def test_a_message_taken_by_a_turn_whose_start_was_not_yet_durable_is_answ
 ) -> None:
     """Regression (issue 17): a turn took its message (``pending`` cleared) while its
     ``session.status running`` still waited in the event writer's queue; a kill then
-    left a session stored ``idle`` with its message taken — never answered, and no
-    failed turn either. Now a turn's start is durable before it takes its messages."""
+    left a session stored ``idle`` with its message taken and none of that turn's
+    events — never answered as far as its log showed, and no recovery found it. Now
+    a turn's start is durable before it takes its messages."""
     db = f"sqlite:///{tmp_path / 'take.db'}"
-    env = {**os.environ, "OMNIGENT_HOME": str(tmp_path / "home")}
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
     with trio.fail_after(60):
-        process = await trio.lowlevel.open_process(
-            [sys.executable, str(TAKE_SCRIPT), db], stdout=subprocess.PIPE, env=env
-        )
-        try:
-            assert process.stdout is not None
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await process.stdout.receive_some(1)
-                assert chunk, f"the script exited early: {line!r}"
-                line += chunk
-            word, session, message = line.decode().split()
-            assert word == "READY"
-        finally:
-            process.kill()
-            await process.wait()
-            if process.stdout is not None:
-                await process.stdout.aclose()
+        session, message = await kill_when_ready(TAKE_SCRIPT, db, home=tmp_path / "home")
         async with omnigent.open_runtime(db=db, workspace=tmp_path) as rt:
-            async with rt.subscribe(session, after=0) as events:
-                answered = 0
-                async for event in events:
-                    if isinstance(event, SessionStatus) and event.status == "idle":
-                        answered += 1
-                        if answered == 2:
-                            break
+            await idle_twice(rt, session)
             items = (await rt.list_items(session)).data
     ids = [i.id for i in items]
     texts = [item_text(i) for i in items if isinstance(i, MessageItem)]
     assert texts == ["first", "ok", "second", "ok"] and ids.count(message) == 1
+
+
+async def test_a_kill_while_the_wake_up_message_is_stored_loses_no_result(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 17): the inbox was marked read first and the wake-up message
+    that carries it stored after; a kill in between lost the result (read, and in no
+    message). Now the message is stored first: a kill in between leaves the result
+    unread, and the next start delivers it."""
+    db = f"sqlite:///{tmp_path / 'notice.db'}"
+    with trio.fail_after(60):
+        (session,) = await kill_when_ready(NOTICE_SCRIPT, db, str(tmp_path), home=tmp_path / "home")
+        async with omnigent.open_runtime(db=db, workspace=tmp_path) as rt:
+            await idle_twice(rt, session)
+            items = (await rt.list_items(session)).data
+    texts = [item_text(i) for i in items if isinstance(i, MessageItem)]
+    notices = [t for t in texts if t.startswith("[System: task")]
+    assert len(notices) == 1 and "quick" in notices[0], texts
+    assert texts[-1] == "noted"

@@ -413,7 +413,9 @@ class SessionTools:
     def cancel_background(self, handle_id: str) -> bool:
         return self._tasks.cancel(handle_id)
 
-    async def drain_inbox(self) -> list[str]:
+    async def drain_inbox(
+        self, deliver: Callable[[list[str]], Awaitable[None]] | None = None
+    ) -> list[str]:
         """Read the inbox: its items as lines, each marked delivered once read.
 
         A sub-agent's result passes this session's ``PHASE_TOOL_RESULT`` policies
@@ -421,17 +423,24 @@ class SessionTools:
         ``[Result suppressed by policy: <reason>]``, an ALLOW with ``data`` replaces
         it. If the policies cannot be evaluated the output is hidden and the item
         stays unread, for the next read.
+
+        ``deliver``, if given, is awaited with the lines *before* the items are marked
+        delivered, to store what carries them (a wake-up turn's message): a crash in
+        between then delivers them again, rather than never.
         """
         async with self._drain_lock:
             rows = await self._store.peek_inbox(self.session_id)
             if not rows:
                 return []
             vetted, read = await vet_inbox(rows, self._vet_result)
+            lines = format_inbox(vetted)
+            if deliver is not None and lines:
+                await deliver(lines)
             if read:
                 count = await self._store.ack_inbox(self.session_id, read)
                 # No waiting for room here: the rows are already marked delivered.
                 await self._bus.publish_now(self.session_id, InboxUpdated(count=count))
-            return format_inbox(vetted)
+            return lines
 
     async def _vet_result(self, payload: dict[str, Any]) -> Verdict:
         event = PolicyEvent(

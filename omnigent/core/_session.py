@@ -373,19 +373,22 @@ class SessionActor:
     async def _inbox_notice(self) -> MessageItem | None:
         """Drain the inbox into a message for a wake-up turn (None if it is empty)."""
         tools = await self._session_tools()
-        # Drained items are marked delivered: the message that carries them must be
-        # stored too, even if a stop lands in between.
-        with trio.move_on_after(10, shield=True):
-            lines = await tools.drain_inbox()
-            if not lines:
-                return None
+        store = self._host.services.store
+        notice: list[MessageItem] = []
+
+        async def store_notice(lines: list[str]) -> None:
             message = MessageItem(role="user", content=(InputText("\n".join(lines)),))
-            store = self._host.services.store
             # Pending like any message: if the process dies before a turn takes it,
-            # the next start answers it.
+            # the next start answers it. Stored before the items are marked read, so
+            # a crash in between leaves them unread (delivered again), never lost.
             await store.put_items(self.session_id, [unstructure(message, Item)], pending=True)
-            return message
-        return None
+            notice.append(message)
+
+        # Once its items are marked read the message must reach a turn, even if a
+        # stop lands in between.
+        with trio.move_on_after(10, shield=True):
+            await tools.drain_inbox(store_notice)
+        return notice[0] if notice else None
 
     async def _session_tools(self) -> SessionTools:
         if self._tools is None:
