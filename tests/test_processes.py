@@ -67,7 +67,7 @@ async def test_leaving_the_manager_ends_every_process(tmp_path: Path) -> None:
         async with open_process_manager(tmp_path) as manager:
             pids = [(await manager.spawn(SLEEP)).pid for _ in range(3)]
             assert all(alive(pid) for pid in pids)
-            socket_dir = manager.socket_dir
+            socket_dir = (await manager.socket_path("x.sock")).parent
             assert oct(socket_dir.stat().st_mode & 0o777) == "0o700"
         assert not any(alive(pid) for pid in pids)
         assert not socket_dir.exists()
@@ -257,15 +257,16 @@ async def test_the_socket_directory_of_a_runtime_that_died_is_removed(tmp_path: 
         odd = record("odd", foreign, -1)
         with trio.fail_after(10):
             async with open_process_manager(tmp_path) as manager:
-                own = records / f"{manager.socket_dir.name}.json"
+                socket_dir = (await manager.socket_path("x.sock")).parent
+                own = records / f"{socket_dir.name}.json"
                 assert exist(dead_dir, dead, live_dir, live, foreign, odd, own) == [
                     *(False, False),  # removed, with its record
                     *(True, True),  # a live owner's: left alone
                     *(True, False),  # not a socket directory: the record is dropped
                     True,
                 ]
-                assert json.loads(own.read_text())["socket_dir"] == str(manager.socket_dir)
-        assert exist(manager.socket_dir, own, live) == [False, False, True]
+                assert json.loads(own.read_text())["socket_dir"] == str(socket_dir)
+        assert exist(socket_dir, own, live) == [False, False, True]
     finally:
         shutil.rmtree(live_dir, ignore_errors=True)
         shutil.rmtree(dead_dir, ignore_errors=True)

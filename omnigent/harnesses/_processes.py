@@ -19,7 +19,8 @@ every harness process lives. A process is spawned with :meth:`ProcessManager.spa
 An optional **idle reaper** terminates processes that have been idle longer than
 ``idle_timeout`` — never one that is in use (:meth:`ManagedProcess.in_use`, held for
 the length of a turn). Sockets for processes that serve on a Unix socket live in a
-private ``0700`` directory (:meth:`ProcessManager.socket_path`), removed on close.
+private ``0700`` directory (:meth:`ProcessManager.socket_path`, made on first use),
+removed on close — and, after a crash, by the next start (:mod:`._socket_dirs`).
 
 This is the shared machinery of every harness that runs a child process (external
 harnesses, and native coding agents): it knows nothing about what the process speaks.
@@ -46,7 +47,7 @@ import attrs
 import trio
 
 from ._proc import process_start_time
-from ._socket_dirs import open_socket_dir
+from ._socket_dirs import SocketDir, sweep_socket_dirs
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -222,13 +223,13 @@ class ProcessManager:
         self,
         nursery: trio.Nursery,
         *,
-        socket_dir: Path,
+        sockets: SocketDir,
         pid_dir: Path,
         grace: float,
         idle_timeout: float,
     ) -> None:
         self._nursery = nursery
-        self.socket_dir = socket_dir
+        self._sockets = sockets
         self.pid_dir = pid_dir
         self.grace = grace
         self.idle_timeout = idle_timeout
@@ -239,11 +240,19 @@ class ProcessManager:
 
     # -- spawning and finding ----------------------------------------------------------
 
-    def socket_path(self, name: str) -> Path:
-        """A path in the private socket directory (``name`` must be a plain file name)."""
+    @property
+    def socket_dir(self) -> Path | None:
+        """The private socket directory (None until the first :meth:`socket_path`)."""
+        return self._sockets.path
+
+    async def socket_path(self, name: str) -> Path:
+        """A path in the private socket directory (``name`` must be a plain file name).
+
+        The directory is made on first use.
+        """
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"not a plain socket name: {name!r}")
-        return self.socket_dir / name
+        return await self._sockets.ensure() / name
 
     def get(self, key: str) -> ManagedProcess | None:
         """The live process spawned under ``key``, if any."""
@@ -448,28 +457,29 @@ async def open_process_manager(
     bounded by ``grace``) and removes the socket directory.
     """
     pid_dir = home / "run" / "processes"  # made on the first spawn
-    owner = (os.getpid(), process_start_time(os.getpid()))
-    async with (
-        open_socket_dir(home, owner, sweep=sweep) as socket_dir,
-        trio.open_nursery() as nursery,
-    ):
-        manager = ProcessManager(
-            nursery,
-            socket_dir=socket_dir,
-            pid_dir=pid_dir,
-            grace=grace,
-            idle_timeout=idle_timeout,
-        )
-        if sweep:
-            await manager.sweep_orphans()
-        nursery.start_soon(manager.run_reaper, reap_interval, name="idle process reaper")
-        try:
-            yield manager
-        finally:
-            manager._closing = True
-            with trio.CancelScope(shield=True):
-                await manager.terminate_all()
-            nursery.cancel_scope.cancel()
+    sockets = SocketDir(home, (os.getpid(), process_start_time(os.getpid())))
+    try:
+        async with trio.open_nursery() as nursery:
+            manager = ProcessManager(
+                nursery,
+                sockets=sockets,
+                pid_dir=pid_dir,
+                grace=grace,
+                idle_timeout=idle_timeout,
+            )
+            if sweep:
+                await manager.sweep_orphans()
+                await sweep_socket_dirs(home)
+            nursery.start_soon(manager.run_reaper, reap_interval, name="idle process reaper")
+            try:
+                yield manager
+            finally:
+                manager._closing = True
+                with trio.CancelScope(shield=True):
+                    await manager.terminate_all()
+                nursery.cancel_scope.cancel()
+    finally:
+        await sockets.aclose()
 
 
 def base_environment(names: Sequence[str] = ()) -> dict[str, str]:

@@ -2,12 +2,14 @@
 
 Unix socket paths are limited to ~107 bytes, so a runtime's harness sockets live in a
 short private (``0700``) directory in the system temp dir, not under a possibly long
-``$OMNIGENT_HOME``. A runtime removes its directory when it closes; one killed with
-``kill -9`` cannot. So each directory is recorded in ``$OMNIGENT_HOME/run/sockets``
-with the runtime that owns it (pid and start time), and the next runtime on the same
-home removes the directories whose owner is gone — only directories this module
-makes (named ``omnigent-*`` directly in the temp dir, owned by this user), so a
-record that names anything else is dropped and nothing else is touched.
+``$OMNIGENT_HOME``. It is made on first use (a runtime that runs no external harness
+makes none) and removed when the runtime closes; one killed with ``kill -9`` cannot
+remove it. So each directory is recorded in ``$OMNIGENT_HOME/run/sockets`` with the
+runtime that owns it (pid and start time), and the next runtime on the same home
+removes the directories whose owner is gone (:func:`sweep_socket_dirs`) — only
+directories this module makes (named ``omnigent-*`` directly in the temp dir, owned
+by this user): a record that names anything else is dropped, and nothing else is
+touched.
 """
 
 from __future__ import annotations
@@ -17,54 +19,62 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import trio
 
 from ._proc import process_start_time
 
-__all__ = ["open_socket_dir"]
+__all__ = ["SocketDir", "sweep_socket_dirs"]
 
 log = logging.getLogger(__name__)
 
 _PREFIX = "omnigent-"
 
 
-@asynccontextmanager
-async def open_socket_dir(
-    home: Path, owner: tuple[int, int | None], *, sweep: bool = True
-) -> AsyncIterator[Path]:
-    """A new private socket directory for the block, recorded under ``home``.
+class SocketDir:
+    """A runtime's socket directory: made by :meth:`ensure`, removed by :meth:`aclose`.
 
     Args:
-        home: ``$OMNIGENT_HOME``; records live in ``home/run/sockets``.
+        home: ``$OMNIGENT_HOME``; the record lives in ``home/run/sockets``.
         owner: the runtime's pid and start time (``process_start_time``).
-        sweep: first remove the directories of runtimes that are gone.
-
-    Cancellation: the directory and its record are removed however the block ends.
     """
-    records = home / "run" / "sockets"
-    if sweep:
-        await trio.to_thread.run_sync(_sweep, records)
-    path = Path(await trio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix=_PREFIX)))
-    record = records / f"{path.name}.json"
-    await trio.to_thread.run_sync(_write_record, record, path, owner)
-    try:
-        yield path
-    finally:
+
+    def __init__(self, home: Path, owner: tuple[int, int | None]) -> None:
+        self._records = home / "run" / "sockets"
+        self._owner = owner
+        self._lock = trio.Lock()
+        self.path: Path | None = None
+
+    async def ensure(self) -> Path:
+        """The directory, made (and recorded) the first time."""
+        async with self._lock:
+            if self.path is None:
+                self.path = await trio.to_thread.run_sync(self._make)
+            return self.path
+
+    def _make(self) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=_PREFIX))  # mkdtemp makes it 0700
+        data = {"socket_dir": str(path), "owner_pid": self._owner[0]}
+        data["owner_start_time"] = self._owner[1]
+        try:
+            self._records.mkdir(parents=True, exist_ok=True)
+            (self._records / f"{path.name}.json").write_text(json.dumps(data), encoding="utf-8")
+        except OSError:
+            log.warning("could not record the socket directory %s", path, exc_info=True)
+        return path
+
+    async def aclose(self) -> None:
+        """Remove the directory and its record, if made.
+
+        Cancellation: shielded; the removal runs in a worker thread.
+        """
+        path = self.path
+        if path is None:
+            return
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(_remove, path, record)
-
-
-def _write_record(record: Path, path: Path, owner: tuple[int, int | None]) -> None:
-    data = {"socket_dir": str(path), "owner_pid": owner[0], "owner_start_time": owner[1]}
-    try:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(data), encoding="utf-8")
-    except OSError:
-        log.warning("could not record the socket directory %s", path, exc_info=True)
+            await trio.to_thread.run_sync(_remove, path, self._records / f"{path.name}.json")
 
 
 def _remove(path: Path, record: Path) -> None:
@@ -73,12 +83,17 @@ def _remove(path: Path, record: Path) -> None:
         record.unlink()
 
 
-def _sweep(records: Path) -> None:
-    """Remove the recorded directories whose owning runtime is gone, and their records."""
+async def sweep_socket_dirs(home: Path) -> int:
+    """Remove the recorded directories whose owning runtime is gone; returns how many."""
+    return await trio.to_thread.run_sync(_sweep, home / "run" / "sockets")
+
+
+def _sweep(records: Path) -> int:
+    removed = 0
     try:
         entries = sorted(records.glob("*.json"))
     except OSError:
-        return
+        return 0
     for record in entries:
         try:
             data = json.loads(record.read_text(encoding="utf-8"))
@@ -90,8 +105,10 @@ def _sweep(records: Path) -> None:
         if data is not None and isinstance(path, str) and _ours(Path(path)):
             log.info("removing the socket directory %s of a runtime that is gone", path)
             shutil.rmtree(path, ignore_errors=True)
+            removed += 1
         with suppress(OSError):
             record.unlink()
+    return removed
 
 
 def _ours(path: Path) -> bool:

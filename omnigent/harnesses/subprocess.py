@@ -211,7 +211,7 @@ class ExternalHarness:
 
     async def _spawn(self, request: TurnRequest) -> ManagedProcess:
         session_id = self._env.session_id
-        socket = self._processes.socket_path(f"{session_id}.sock")
+        socket = await self._processes.socket_path(f"{session_id}.sock")
         # A harness that died leaves its socket file behind; the directory is ours.
         await trio.Path(socket).unlink(missing_ok=True)
         token = secrets.token_urlsafe(32)
