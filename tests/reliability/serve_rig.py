@@ -20,8 +20,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,20 +148,6 @@ async def _close_stdout(served: Served) -> None:
         await served.process.stdout.aclose()
 
 
-@asynccontextmanager
-async def running(root: Path, *, port: int = 0) -> AsyncIterator[Served]:
-    """A server for the block; stopped (or killed, if the block failed) at the end."""
-    served = await start(root, port=port)
-    try:
-        yield served
-    finally:
-        with trio.CancelScope(shield=True):
-            if served.process.returncode is None:
-                served.process.kill()
-                await served.process.wait()
-            await _close_stdout(served)
-
-
 class Watch:
     """A client streaming one session's events through the whole test.
 
@@ -192,7 +177,8 @@ class Watch:
                 raise
 
     async def wait_for(self, condition: Callable[[list[Event]], bool], what: str) -> None:
-        """Return once ``condition(events)`` holds (bounded by the caller's deadline)."""
+        """Return once ``condition(events)`` holds (bounded by the caller's deadline,
+        which prints what it saw if it passes)."""
         try:
             while not condition(self.events):
                 if self.ended is not None:
@@ -205,9 +191,6 @@ class Watch:
     async def changed(self) -> None:
         """Return once another event has arrived (or the stream ended)."""
         await self._changed.wait()
-
-    def terminal_count(self) -> int:
-        return terminal_count(self.events)
 
 
 def terminal_count(events: Sequence[Event]) -> int:
@@ -223,7 +206,10 @@ def summary(events: Sequence[Event]) -> list[str]:
 
 
 async def wait_for_file(path: Path) -> str:
-    """The text of ``path`` once a shell has written a full line to it."""
+    """The text of ``path`` once a shell has written a full line to it.
+
+    Polled: a shell announces nothing else (bounded by the caller's deadline).
+    """
     target = trio.Path(path)
     while True:
         if await target.exists() and (text := await target.read_text()).endswith("\n"):
