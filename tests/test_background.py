@@ -292,8 +292,7 @@ async def test_an_undelivered_inbox_item_survives_a_restart(tmp_path: Path) -> N
     # Shutdown cancelled the task; its (cancelled) result is in the inbox, unread —
     # and the next start wakes the session with it (issue 17).
     recorder.body = None
-    async with omnigent.open_runtime(db=db) as rt:
-        rt.register_harness("recorder", recorder.factory)
+    async with omnigent.open_runtime(db=db, harnesses={"recorder": recorder.factory}) as rt:
         with trio.fail_after(10):
             async with rt.subscribe(session, after=0) as events:
                 idle = 0

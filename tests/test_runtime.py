@@ -343,6 +343,18 @@ async def test_runtime_exit_cancels_running_turns(tmp_path: Any) -> None:
         assert (await rt.get_session(session.id)).status == "cancelled"
 
 
+async def test_harnesses_given_to_open_runtime_are_there_before_it_yields() -> None:
+    """Regression (issue 17): a harness a recovered turn needs at start could only be
+    registered after ``open_runtime`` yielded, racing that turn (two flaky tests)."""
+    recorder = Recorder()
+    with trio.fail_after(10):
+        async with omnigent.open_runtime(harnesses={"recorder": recorder.factory}) as rt:
+            agent = await rt.create_agent(scripted(harness="recorder"))
+            session = await rt.create_session(agent.id)
+            seen = await run_turn(rt, session.id, "hi")
+    assert statuses(seen) == ["running", "idle"]
+
+
 async def test_user_exception_from_the_runtime_block_is_not_wrapped() -> None:
     with pytest.raises(KeyError):
         async with omnigent.open_runtime():

@@ -384,8 +384,7 @@ async def test_a_shutdown_leaves_unsettled_work_for_the_next_start(tmp_path: Pat
         parent, child = await slow_child(rt, driver)
     assert rt.statistics()["sub_agent_work"] == 0
     driver.then(None)
-    async with omnigent.open_runtime(db) as rt:
-        rt.register_harness("driver", driver.factory)
+    async with omnigent.open_runtime(db, harnesses={"driver": driver.factory}) as rt:
         lines = await wait_lines(rt, parent, 1)
         assert lines == [
             (
@@ -419,8 +418,7 @@ async def test_a_restart_between_completion_and_read_loses_nothing(tmp_path: Pat
     child = handle(driver.outputs[0])["task_id"]
     # The parent's turn was cut short with the result unread: the next start wakes it
     # with the result, as the live runtime would have once that turn ended (issue 17).
-    async with omnigent.open_runtime(db) as rt:
-        rt.register_harness("driver", driver.factory)
+    async with omnigent.open_runtime(db, harnesses={"driver": driver.factory}) as rt:
         lines = await wait_lines(rt, parent, 1)
     assert lines == [(child, "completed", "w:t returned: kept across the restart")]
 
@@ -449,8 +447,7 @@ async def test_a_crash_after_the_child_finished_delivers_its_answer(tmp_path: Pa
         )
         await wait_quiet(rt)
     driver.then(None)
-    async with omnigent.open_runtime(db) as rt:
-        rt.register_harness("driver", driver.factory)
+    async with omnigent.open_runtime(db, harnesses={"driver": driver.factory}) as rt:
         lines = await wait_lines(rt, parent, 2)
         assert await rt._store.list_work() == []
     assert sorted(lines) == sorted(

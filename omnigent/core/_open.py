@@ -27,6 +27,7 @@ import trio
 from .._config import omnigent_home
 from .._ids import new_id
 from ..harnesses._processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT, open_process_manager
+from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
 from ..spec import PolicySpec, parse_policy_spec
 from ..stores import Store, cluster_of, open_store
@@ -73,6 +74,7 @@ async def open_runtime(
     harness_idle_timeout: float | None = None,
     server_id: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    harnesses: Mapping[str, HarnessFactory] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime on a store; close everything it started when the block exits.
 
@@ -123,6 +125,10 @@ async def open_runtime(
             ``HOST:PID``); ``GET /v1/servers`` lists it.
         lease_ttl: (PostgreSQL) seconds a session tree's lease outlives its holder's
             last renewal: how soon another server takes over after a crash.
+        harnesses: harness factories by name, registered before the runtime recovers
+            what a previous process left (a session whose turn resumes at start
+            needs its harness then; one registered later with
+            :meth:`Runtime.register_harness` comes too late for that turn).
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
@@ -144,9 +150,11 @@ async def open_runtime(
         trusted=[p.function for p in policies if p.function is not None],
         load_entry_points=load_entry_points,
     )
-    harnesses = HarnessRegistry()
+    registry = HarnessRegistry()
     if load_entry_points:
-        harnesses.load_entry_points()
+        registry.load_entry_points()
+    for name, factory in (harnesses or {}).items():
+        registry.register(name, factory, replace=True)
     body_error: BaseException | None = None
     rt: Runtime | None = None
     try:
@@ -173,7 +181,7 @@ async def open_runtime(
                         bus=bus,
                         nursery=nursery,
                         http=http,
-                        harnesses=harnesses,
+                        harnesses=registry,
                         place=place,
                         default_policies=policies,
                         policy_allowlist=allowlist,
