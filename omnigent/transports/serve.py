@@ -37,10 +37,11 @@ import trio
 from hypercorn.config import Config
 
 from .._config import default_db_url
-from ..core import Runtime, open_runtime
-from ..errors import BadRequest, ErrorDetail, SpecError
-from ..spec import AgentSpec, load_yaml, parse_policy_spec
+from ..core import open_runtime
+from ..errors import BadRequest
 from ._fence import Fence
+from ._serve_args import add_serve_arguments
+from ._serve_files import load_policies, register_agents
 from .http import create_app
 from .jsonrpc import MAX_MESSAGE_BYTES
 
@@ -52,74 +53,6 @@ GRACEFUL_TIMEOUT = 3.0
 _SERVER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 # Beyond Hypercorn's own graceful timeout: the most a shutdown may take.
 _SHUTDOWN_DEADLINE = GRACEFUL_TIMEOUT + 5.0
-
-
-AGENT_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-async def register_agents(runtime: Runtime, agents_dir: str | Path) -> list[str]:
-    """Register every ``*.yaml``, ``*.yml`` and ``*.json`` spec in ``agents_dir``.
-
-    Files are read in name order; an unchanged spec keeps its version, so starting
-    again on the same database registers nothing new. Returns the agent names.
-
-    Raises:
-        BadRequest: ``agents_dir`` is not a directory, or a file cannot be read.
-        SpecError: naming the file, for an invalid spec.
-    """
-    folder = Path(agents_dir)
-    if not await trio.to_thread.run_sync(folder.is_dir):
-        raise BadRequest(f"--agents {agents_dir}: no such directory")
-    names: list[str] = []
-    for path in await trio.to_thread.run_sync(_spec_files, folder):
-        spec = await trio.to_thread.run_sync(_load_spec_file, path)
-        try:
-            agent = await runtime.create_agent(spec)
-        except SpecError as exc:
-            raise SpecError(f"{path}: {exc.message}", exc.details) from exc
-        names.append(agent.name)
-    return names
-
-
-def _spec_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix in AGENT_SUFFIXES and p.is_file())
-
-
-def _load_spec_file(path: Path) -> AgentSpec:
-    try:
-        return AgentSpec.load(path)
-    except SpecError as exc:
-        raise SpecError(f"{path}: {exc.message}", exc.details) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"cannot read agent spec {path}: {exc}") from exc
-
-
-def load_policies(path: str | Path) -> list[dict[str, Any]]:
-    """The server-wide default policies in a YAML file: a list of policy specs.
-
-    Each entry is written as in an agent spec's ``policies`` list; they apply to every
-    session after its agent's own policies.
-
-    Raises:
-        SpecError: naming the file and the bad entry (``[1].tools``).
-        BadRequest: the file cannot be read.
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"cannot read the policies file {path}: {exc}") from exc
-    data = load_yaml(text, what=str(path))
-    if data is None:
-        return []
-    if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
-        detail = ErrorDetail("$", "expected a list of policies")
-        raise SpecError(f"{path}: expected a list of policies", [detail])
-    for index, policy in enumerate(data):
-        try:
-            parse_policy_spec(policy, root=f"[{index}]")
-        except SpecError as exc:
-            raise SpecError(f"{path}: {exc.message}", exc.details) from exc
-    return data
 
 
 async def serve(
@@ -280,105 +213,9 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "serve", help="HTTP + SSE server", description="Serve omnigent over HTTP + SSE."
     )
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--port", type=int, default=6767, help="port, 0 for any free one (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        default=None,
-        help="store URL (default: $OMNIGENT_DB, else sqlite:///$OMNIGENT_HOME/omnigent.db)",
-    )
-    parser.add_argument(
-        "--auth",
-        choices=("none", "header"),
-        default="none",
-        help="none: everyone is 'local'; header: the caller is the X-Forwarded-Email "
-        "header (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--agents",
-        metavar="DIR",
-        default=None,
-        help="register every *.yaml, *.yml and *.json agent spec in DIR at start (default: none)",
-    )
-    parser.add_argument(
-        "--policies",
-        default=None,
-        metavar="FILE",
-        help="YAML list of default policies applied to every session (default: none)",
-    )
-    parser.add_argument(
-        "--policy-module",
-        dest="policy_modules",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a module whose own callables agents' function policies may name; "
-        "repeatable (default: none)",
-    )
-    parser.add_argument(
-        "--allow-command",
-        dest="allowed_commands",
-        action="append",
-        default=[],
-        metavar="PROGRAM",
-        help="a program that agent specs sent by clients may name to run (an external "
-        "harness, a stdio MCP server, a terminal's command); clients choose its "
-        "arguments, so never a shell or an interpreter; repeatable (default: none)",
-    )
-    parser.add_argument(
-        "--allowed-origin",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="a web app origin (https://app.example) that may call the API, with CORS; repeatable",
-    )
-    parser.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a Host name to answer besides this server's address and localhost "
-        "(a proxy's public name; '*' for any); repeatable",
-    )
-    parser.add_argument(
-        "--shutdown-grace",
-        type=_non_negative,
-        default=5.0,
-        metavar="SECONDS",
-        help="at shutdown, how long running turns get to end before what is stuck is "
-        "abandoned (default 5)",
-    )
-    parser.add_argument(
-        "--server-id",
-        metavar="NAME",
-        default=None,
-        help="this server's name among several on one PostgreSQL database (default: HOST:PID)",
-    )
-    parser.add_argument(
-        "--lease-ttl",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="PostgreSQL: how long a server's session leases outlive it, i.e. how soon "
-        "another server takes over after a crash (default: 10)",
-    )
+    add_serve_arguments(parser)
     parser.set_defaults(func=run_serve)
     return parser
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
-    return value
 
 
 def run_serve(args: argparse.Namespace) -> int:
