@@ -90,6 +90,29 @@ async def test_library_example_with_the_loop_harness_over_a_real_socket() -> Non
     assert mock.requests[0]["messages"][-1] == {"role": "user", "content": "hello"}
 
 
+async def test_the_provider_configuration_supplies_the_endpoint(
+    omnigent_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spec naming no endpoint, an environment naming none: the provider of
+    ``$OMNIGENT_HOME/config.yaml`` that serves ``loop`` is the one asked (issue 14)."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    mock = MockLLM()
+    mock.reply_text("Hello through the gateway.")
+    with trio.fail_after(10):
+        async with mock.serve() as url:
+            gateway = {"name": "gw", "kind": "gateway", "base_url": url, "harnesses": ["loop"]}
+            (omnigent_home / "config.yaml").write_text(json.dumps({"providers": [gateway]}))
+            async with omnigent.open_runtime() as rt:
+                spec = {"name": "p", "executor": {"config": {"harness": "loop", "model": "m"}}}
+                session = await rt.create_session((await rt.create_agent(spec)).id)
+                events = await run_turn(rt, session.id, "hello")
+    assert statuses(events) == ["running", "idle"]
+    assert "".join(e.delta for e in events if isinstance(e, OutputTextDelta)) == (
+        "Hello through the gateway."
+    )
+    assert mock.requests[0]["model"] == "m"
+
+
 async def test_streams_text_and_records_the_answer(
     mock: MockLLM, mock_rt: omnigent.Runtime
 ) -> None:

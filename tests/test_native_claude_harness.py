@@ -455,3 +455,35 @@ async def test_without_a_key_the_turn_fails_saying_how_to_give_one(
             failure = next(e for e in events if isinstance(e, ResponseFailed))
             assert "ANTHROPIC_API_KEY or executor.config.api_key" in failure.error.message
             assert fake.requests == []
+
+
+async def test_the_provider_configuration_gives_the_endpoint_and_its_key(
+    workdir: Path, omnigent_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither the spec nor the environment names an endpoint or a key: the provider of
+    ``config.yaml`` that serves claude-code does (issue 14), its key read from the
+    variable it names (without a key the turn fails: see the test above)."""
+    for name in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEAM_ANTHROPIC_KEY", "sk-omnigent-fake")
+    fake = FakeAnthropic()
+    fake.reply_text("Hello through the provider.")
+    with trio.fail_after(TIMEOUT):
+        async with fake.serve() as url:
+            provider = {
+                "name": "team",
+                "kind": "key",
+                "family": "anthropic",
+                "base_url": url,
+                "api_key_env": "TEAM_ANTHROPIC_KEY",
+                "harnesses": [HARNESS],
+            }
+            (omnigent_home / "config.yaml").write_text(json.dumps({"providers": [provider]}))
+            async with omnigent.open_runtime() as rt:
+                spec = native_spec("claude", url, cwd=workdir)
+                del spec["executor"]["config"]["api_key"], spec["executor"]["config"]["base_url"]
+                sid = (await rt.create_session((await rt.create_agent(spec)).id)).id
+                events = await turn(rt, sid, "hi")
+    assert said(events) == "Hello through the provider."
+    assert statuses(events)[-1] == "idle"
+    assert len(fake.requests) == 1

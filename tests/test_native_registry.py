@@ -16,6 +16,7 @@ import omnigent
 from omnigent.harnesses import HarnessRegistry
 from omnigent.harnesses._native import CLAUDE_CLI, CODEX_CLI, model_endpoint
 from omnigent.model import ResponseFailed
+from omnigent.providers import Provider
 from omnigent.spec import AgentSpec
 
 from .conftest import run_turn, statuses
@@ -238,6 +239,42 @@ def test_the_model_endpoint_prefers_the_spec_then_the_environment() -> None:
     endpoint = model_endpoint(None, None, environ={}, **names)
     assert (endpoint.base_url, endpoint.api_key) == (None, None)
     assert "env-key" not in repr(endpoint)
+
+
+def test_the_provider_configuration_comes_after_the_spec_and_the_environment() -> None:
+    names = {"base_url_variable": "ANTHROPIC_BASE_URL", "api_key_variable": "ANTHROPIC_API_KEY"}
+    gateway = Provider("gw", "gateway", base_url="http://gw", api_key_env="GW_KEY")
+    env = {"GW_KEY": "gw-key", "ANTHROPIC_API_KEY": "env-key"}
+    # Neither the spec nor the environment names an endpoint: the provider's, its key.
+    endpoint = model_endpoint(None, None, provider=gateway, environ=env, **names)
+    assert (endpoint.base_url, endpoint.api_key) == ("http://gw", "gw-key")
+    # The environment's endpoint wins, with the environment's key.
+    env_url = {**env, "ANTHROPIC_BASE_URL": "http://env"}
+    endpoint = model_endpoint(None, None, provider=gateway, environ=env_url, **names)
+    assert (endpoint.base_url, endpoint.api_key) == ("http://env", "env-key")
+    # The spec's own endpoint gets the spec's key only, never the provider's.
+    endpoint = model_endpoint("http://spec", None, provider=gateway, environ=env, **names)
+    assert (endpoint.base_url, endpoint.api_key) == ("http://spec", None)
+    # A provider without a key variable: the environment's key stays with its own
+    # endpoint and is not sent to the gateway.
+    keyless = Provider("gw", "gateway", base_url="http://gw")
+    endpoint = model_endpoint(None, None, provider=keyless, environ=env, **names)
+    assert (endpoint.base_url, endpoint.api_key) == ("http://gw", None)
+    # A vendor key provider: the vendor's default endpoint, with the provider's key.
+    vendor = Provider("a", "key", "anthropic", api_key_env="GW_KEY")
+    endpoint = model_endpoint(
+        None,
+        None,
+        provider=vendor,
+        environ={"GW_KEY": "k"},
+        default_base_url="http://vendor",
+        **names,
+    )
+    assert (endpoint.base_url, endpoint.api_key) == ("http://vendor", "k")
+    # A subscription (the CLI's own login) changes nothing.
+    login = Provider("s", "subscription", "anthropic")
+    endpoint = model_endpoint(None, None, provider=login, environ=env, **names)
+    assert (endpoint.base_url, endpoint.api_key) == (None, "env-key")
 
 
 async def test_harness_state_is_kept_per_harness_and_deleted_with_the_session(

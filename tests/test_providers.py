@@ -170,12 +170,44 @@ def test_parsing_a_configuration() -> None:
         ),
         ({"providers": [{"name": " ", "kind": "gateway"}]}, "providers[0].name"),
         ({"default_provider": "missing"}, "default_provider"),
+        (
+            {"providers": [{"name": "g", "kind": "gateway", "api_key_env": "A KEY"}]},
+            "providers[0].api_key_env",
+        ),
+        (
+            {
+                "providers": [
+                    {
+                        "name": "s",
+                        "kind": "subscription",
+                        "family": "openai",
+                        "base_url": "http://x",
+                    }
+                ]
+            },
+            "providers[0].kind",
+        ),
     ],
 )
 def test_bad_configurations_name_the_field(data: Any, where: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_provider_config(data)
     assert where in [d.loc for d in caught.value.details], caught.value.details
+
+
+def test_the_provider_serving_a_harness_lists_it_or_is_a_catch_all_default() -> None:
+    loop_gateway = Provider("gw", "gateway", base_url="http://gw", harnesses=("loop",))
+    claude = Provider(
+        "anthropic", "key", "anthropic", api_key_env="MY_KEY", harnesses=("claude-code",)
+    )
+    config = ProviderConfig((loop_gateway, claude), default="gw")
+    assert config.serving("loop") == loop_gateway
+    assert config.serving("claude-code") == claude
+    # The default names other harnesses only: it is no endpoint for codex.
+    assert config.serving("codex") is None
+    catch_all = Provider("any", "gateway", base_url="http://any")
+    assert ProviderConfig((loop_gateway, catch_all), default="any").serving("codex") == catch_all
+    assert ProviderConfig().serving("loop") is None
 
 
 def test_loading_the_file(tmp_path: Path) -> None:

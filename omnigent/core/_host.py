@@ -18,6 +18,7 @@ import trio
 
 from ..errors import (
     AgentNotFound,
+    ConfigError,
     ErrorDetail,
     InvalidInput,
     RuntimeClosed,
@@ -27,6 +28,7 @@ from ..errors import (
 from ..harnesses.base import Harness, HarnessEnv, TurnRequest
 from ..harnesses.registry import HarnessRegistry
 from ..model import Item, MessageItem
+from ..providers import Provider, load_provider_config
 from ..spec import AgentSpec, PolicySpec
 from ..stores import SessionRow, Store
 from ..tools.terminals import TmuxServer
@@ -360,8 +362,23 @@ class ActorHost:
             working_directory=tools.cwd,
             state=StoredHarnessState(self._store, session_id, name),
             data_dir=self._place.home / "harnesses" / name,
+            provider=await self._provider_serving(name),
         )
         return self.harnesses.create(name, env), name
+
+    async def _provider_serving(self, harness: str) -> Provider | None:
+        """The provider of ``config.yaml`` whose endpoint ``harness`` uses by default.
+
+        A configuration that cannot be read is logged and treated as empty here: a
+        session whose spec or environment names its endpoint must not fail for it
+        (``sys_list_models`` reports the error to the agent).
+        """
+        try:
+            config = await trio.to_thread.run_sync(load_provider_config, self._place.home)
+        except ConfigError as exc:
+            log.warning("ignoring the provider configuration for endpoints: %s", exc.message)
+            return None
+        return config.serving(harness)
 
     async def make_tools(
         self, session_id: str, tasks: BackgroundTasks, work: ChildWork

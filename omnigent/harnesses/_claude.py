@@ -70,7 +70,10 @@ _EXIT_WAIT = 2.0
 _MAX_PENDING = 32
 _NO_CONVERSATION = "No conversation found"
 _NOT_LOGGED_IN = "Not logged in"
-_KEY_HINT = "omnigent gave it no key: set ANTHROPIC_API_KEY or executor.config.api_key"
+_KEY_HINT = (
+    "omnigent gave it no key: set ANTHROPIC_API_KEY or executor.config.api_key"
+    " (or a provider's api_key_env in config.yaml)"
+)
 
 
 class _Claude:
@@ -201,6 +204,7 @@ class ClaudeCodeHarness:
             config.api_key,
             base_url_variable="ANTHROPIC_BASE_URL",
             api_key_variable="ANTHROPIC_API_KEY",
+            provider=self._env.provider,
         )
         data_dir = self._env.data_dir or omnigent_home() / "harnesses" / HARNESS
         config_dir = data_dir / "config"

@@ -195,6 +195,7 @@ class CodexHarness:
             config.api_key,
             base_url_variable="OPENAI_BASE_URL",
             api_key_variable="OPENAI_API_KEY",
+            provider=self._env.provider,
         )
         home = (self._env.data_dir or omnigent_home() / "harnesses" / HARNESS) / "home"
         await trio.Path(home).mkdir(parents=True, exist_ok=True)

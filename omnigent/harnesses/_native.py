@@ -10,7 +10,7 @@ registry can ask it before any process exists:
 * :class:`ModelRule` is a single-vendor harness's model guard: a model of another
   family is refused up front, naming the rule (``only runs Claude models``).
 * :func:`model_endpoint` resolves where the model lives: ``executor.config`` first,
-  then the environment. It is the one place a provider config file will plug in.
+  then the environment, then the provider configuration (``config.yaml``).
 * :func:`native_spec_problems` lists the spec keys a native harness cannot honour
   (omnigent's own tools are not offered to a CLI that runs its own), so they are
   refused instead of ignored.
@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from ..errors import ErrorDetail
+from ..providers import Provider
 from ..spec import AgentSpec
 
 __all__ = [
@@ -181,26 +182,41 @@ def model_endpoint(
     base_url_variable: str,
     api_key_variable: str,
     default_base_url: str | None = None,
+    provider: Provider | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ModelEndpoint:
-    """The model endpoint: the spec's ``executor.config`` values, else the environment.
+    """The model endpoint: the spec's ``executor.config``, else the environment, else
+    the provider configuration, else ``default_base_url``.
 
     ``base_url`` / ``api_key`` are the spec's (``executor.config.base_url`` /
     ``api_key``); what they leave unset comes from ``base_url_variable`` /
     ``api_key_variable`` (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the loop and
-    Codex, ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` for Claude Code), then
-    ``default_base_url``. This is the one place a provider configuration
-    (``$OMNIGENT_HOME/config.yaml``) will slot in, between the two.
+    Codex, ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` for Claude Code), then from
+    ``provider`` — the provider of ``$OMNIGENT_HOME/config.yaml`` the session's harness
+    goes through: its ``base_url``, and the key in the variable its ``api_key_env``
+    names — then ``default_base_url``.
 
-    The environment's key goes to the environment's endpoint only: a spec naming an
-    endpoint of its own (a spec a client registered, say) gets its own ``api_key`` or
-    none, so the server's key is never sent to a URL someone else chose.
+    A key goes only to the endpoint it belongs to: the environment's key to the
+    environment's endpoint (or the vendor's default), a provider's key to that
+    provider's endpoint, and a spec naming an endpoint of its own (a spec a client
+    registered, say) gets its own ``api_key`` or none — so no operator's key is ever
+    sent to a URL someone else chose.
     """
     env = os.environ if environ is None else environ
-    operator_url = env.get(base_url_variable) or default_base_url
+    provided_url = provider.base_url if provider is not None else None
+    provided_key = None
+    if provider is not None and provider.api_key_env:
+        provided_key = env.get(provider.api_key_env) or None
+    environment_url = env.get(base_url_variable) or None
+    if environment_url is not None or (provided_url is None and provided_key is None):
+        operator_url = environment_url or default_base_url
+        operator_key = env.get(api_key_variable) or None
+    else:
+        operator_url = provided_url or default_base_url
+        operator_key = provided_key
     if base_url and _same_endpoint(base_url, operator_url):
         base_url = None
-    key = api_key if base_url else (api_key or env.get(api_key_variable) or None)
+    key = api_key if base_url else (api_key or operator_key)
     return ModelEndpoint(base_url=base_url or operator_url or None, api_key=key)
 
 

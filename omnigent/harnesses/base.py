@@ -25,6 +25,7 @@ from ..model import ElicitationParams, Event, Item, MessageItem
 from ..spec import AgentSpec, ExecutorConfig
 
 if TYPE_CHECKING:
+    from ..providers import Provider
     from ._processes import ProcessManager
 
 __all__ = [
@@ -254,6 +255,11 @@ class HarnessEnv:
         data_dir: a directory of this harness's own that outlives the runtime
             (``$OMNIGENT_HOME/harnesses/<harness name>``; created by the harness when
             it needs it), ``None`` when built outside a runtime.
+        provider: the provider of ``$OMNIGENT_HOME/config.yaml`` this harness goes
+            through for its endpoint (:meth:`~omnigent.providers.ProviderConfig.
+            serving`), ``None`` without one: where its model endpoint comes from when neither the
+            spec nor the environment names one (see
+            :func:`omnigent.harnesses._native.model_endpoint`).
     """
 
     session_id: str
@@ -265,6 +271,7 @@ class HarnessEnv:
     working_directory: Callable[[], Awaitable[Path]] = _no_working_directory
     state: HarnessState = attrs.field(factory=MemoryHarnessState)
     data_dir: Path | None = None
+    provider: Provider | None = None
 
 
 HarnessFactory = Callable[[HarnessEnv], Harness]

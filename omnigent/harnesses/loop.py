@@ -115,6 +115,7 @@ class LoopHarness:
             base_url_variable="OPENAI_BASE_URL",
             api_key_variable="OPENAI_API_KEY",
             default_base_url=DEFAULT_BASE_URL,
+            provider=env.provider,
         )
         assert endpoint.base_url is not None  # the default fills it in
         self._client = ChatCompletionsClient(

@@ -14,6 +14,7 @@ key is left to its own reader)::
       - name: anthropic
         kind: key                     # a vendor API key
         family: anthropic
+        api_key_env: ANTHROPIC_KEY    # the variable that holds it
         models: [claude-sonnet-4-6, claude-opus-4-8]
         harnesses: [claude-code]
       - name: codex-login
@@ -26,10 +27,16 @@ harness, else the one whose ``base_url`` is the worker's ``executor.config.base_
 else ``default_provider``; with none of them the provider is undetermined, and model
 ids pass to the worker untouched. Parsing is strict (unknown keys and wrong types are
 errors naming the field); a missing file is an empty configuration.
+
+The provider a session's harness goes through also supplies its model endpoint when
+neither the spec (``executor.config.base_url``) nor the environment
+(``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``) names one: its ``base_url`` and the key in
+the variable ``api_key_env`` names (:func:`omnigent.harnesses._native.model_endpoint`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -51,6 +58,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "config.yaml"
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 MAX_CONFIG_BYTES = 1 << 20
 
 ProviderKind = Literal["key", "gateway", "subscription"]
@@ -70,6 +78,9 @@ class Provider:
         model_prefix: the prefix a gateway's model ids carry (``databricks-``).
         models: the model ids it serves, as it spells them (``sys_list_models``).
         harnesses: canonical harness names that route through it.
+        api_key_env: the environment variable that holds its key (the key itself
+            never lives in the file). The key is sent only to this provider's
+            endpoint: ``base_url``, or the vendor's own when it has none.
     """
 
     name: str
@@ -79,6 +90,7 @@ class Provider:
     model_prefix: str = ""
     models: tuple[str, ...] = ()
     harnesses: tuple[str, ...] = ()
+    api_key_env: str | None = None
 
     def problems(self, at: str) -> list[ErrorDetail]:
         """The cross-field rules this provider breaks, located under ``at``."""
@@ -91,6 +103,14 @@ class Provider:
             found.append(ErrorDetail(f"{at}.family", "a gateway serves every family"))
         if self.kind != "gateway" and self.model_prefix:
             found.append(ErrorDetail(f"{at}.model_prefix", "only a gateway has a prefix"))
+        if self.api_key_env is not None and not _VARIABLE.fullmatch(self.api_key_env):
+            found.append(
+                ErrorDetail(f"{at}.api_key_env", "must name an environment variable (A_KEY)")
+            )
+        if self.kind == "subscription" and (self.base_url or self.api_key_env):
+            found.append(
+                ErrorDetail(f"{at}.kind", "a subscription is the CLI's own login: no endpoint")
+            )
         return found
 
 
@@ -133,6 +153,19 @@ class ProviderConfig:
                 if provider.base_url and provider.base_url.rstrip("/") == wanted:
                     return provider
         return self.named(self.default) if self.default else None
+
+    def serving(self, harness: str) -> Provider | None:
+        """The provider whose endpoint a harness (canonical name) uses by default.
+
+        The first that lists the harness, else the default provider when it lists
+        none (a catch-all); never one that names other harnesses only — a gateway
+        for ``loop`` is no endpoint for Claude Code.
+        """
+        for provider in self.providers:
+            if harness in provider.harnesses:
+                return provider
+        default = self.named(self.default) if self.default else None
+        return default if default is not None and not default.harnesses else None
 
 
 def parse_provider_config(data: Any, *, source: str = CONFIG_FILE) -> ProviderConfig:
