@@ -19,9 +19,14 @@ Nothing lost:
   assigns the ids. A session being deleted is sealed, and a deleted one has no row
   to count from, so nothing is published into either (``SessionNotFound``).
 
-Fairness: ``publish`` checkpoints every time (as ``MemorySendChannel.send`` does), so a
-harness streaming deltas from memory never starves other sessions, and an interrupt
-lands at its next delta.
+Fairness, cheaply: ``publish`` checks for cancellation every time and yields to the
+scheduler every :data:`YIELD_EVERY` publishes, so a harness streaming deltas from memory
+never runs more than a few of them before every other task (another session, an
+interrupt) gets the loop — without paying a scheduler round for each delta. The
+writer hands each subscriber a whole batch at once (one wake-up per batch, not per
+event), and a subscription yields every :data:`YIELD_EVERY` events it serves from one.
+Each event is encoded to JSON once (:meth:`Event.to_json`); the store and every
+subscriber's transport use that text.
 
 With several servers on one database (:mod:`._ownership`), only the server holding a
 session's tree stamps and writes its events: ``publish`` refuses a session held
@@ -32,15 +37,15 @@ tree given up (:mod:`._persist`). Events other servers write reach this bus's
 subscribers through :meth:`EventBus.deliver_remote` (the remote feed, :mod:`._fanout`).
 
 Resource handling: the queue and every subscriber buffer are bounded. ``publish``
-waits for room when the queue is full (back-pressure on the producer), but never
-while holding a half-assigned sequence number. Per-session state lives only while the
+waits for room when the queue is full, or when its session already has a couple of
+batches on their way to the store (back-pressure on the producer, fair between
+sessions), but never while holding a half-assigned sequence number. Per-session state lives only while the
 session is in use — held by an actor, subscribed to, or with events on their way to
 the store — so memory stays flat however many sessions a process touches.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import defaultdict
@@ -59,27 +64,35 @@ from ._ownership import Ownership, SoloOwnership, Tenure
 from ._persist import Persister
 from ._subscription import Live, Subscription
 
-__all__ = ["EventBus", "SessionHold", "Subscription", "encode_event"]
+__all__ = ["YIELD_EVERY", "EventBus", "SessionHold", "Subscription", "encode_event"]
 
 log = logging.getLogger(__name__)
 
 _QUEUE_SIZE = 8192
+# One session may have this many events on their way to the store: a session streaming
+# faster than the store writes waits here, leaving the rest of the queue to the others,
+# and whatever it writes next (its interrupted message, its terminal status) waits
+# behind a couple of batches, not a whole queue.
+_SESSION_IN_FLIGHT = 2048
 _BATCH_MAX = 1024
 _SUBSCRIBER_BUFFER = 2048
-_BATCH_WINDOW = 0.001
 # A batch holding this many events of one session means that session is streaming
 # faster than the writer writes: the next batch waits the window.
 _BUSY_SESSION = 16
+YIELD_EVERY = 16
+"""Publishes (and events a subscription serves) between two yields to the scheduler."""
 
 
 def encode_event(event: Event) -> str:
     """An event's wire form as strict JSON text (no ``NaN``, no foreign objects).
 
+    The text is kept on the event (:meth:`Event.to_json`): encoding it again is free.
+
     Raises:
         InvalidInput: the payload cannot be encoded.
     """
     try:
-        return json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False)
+        return event.to_json()
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"the {event.type} event cannot be stored: {exc}") from exc
 
@@ -152,6 +165,8 @@ class EventBus:
         # for room, and only publish_now() (a turn's terminal events: a handful per
         # live turn) may go past that bound, so a turn can always end.
         self._send, self._receive = trio.open_memory_channel[_Queued | _Flush](math.inf)
+        self._depth = 0  # what is in that channel (cheaper than its statistics())
+        self._unyielded = 0  # publishes since publish() last yielded
         self._room = trio.lowlevel.ParkingLot()
         self._logs: dict[str, _SessionLog] = {}
         self._live: defaultdict[str, set[Live]] = defaultdict(set)
@@ -243,8 +258,10 @@ class EventBus:
     async def publish(self, session_id: str, event: Event) -> Event:
         """Encode ``event``, stamp it with the session's next id and queue it.
 
-        Returns the stamped event. Always checkpoints; waits only while the queue is
-        full.
+        Returns the stamped event. Always a cancellation point; yields to the
+        scheduler every :data:`YIELD_EVERY` calls (fairness, see the module docstring);
+        waits only while the queue is full, or while the session has
+        :data:`_SESSION_IN_FLIGHT` events on their way to the store.
 
         Raises:
             InvalidInput: the payload cannot be encoded (nothing published, no id used).
@@ -255,17 +272,28 @@ class EventBus:
         and no id was used; once queued, the event is published and returned.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        await self._check_writable()
-        entry = await self._loaded(session_id)
-        if self._queued() >= _QUEUE_SIZE:
+        if self._records_only:
+            await self._check_writable()
+        entry = self._logs.get(session_id)
+        if (
+            entry is None
+            or entry.last_id is None
+            or session_id in self._sealed
+            or not self._owners.owns(session_id)
+        ):
+            entry = await self._loaded(session_id)  # the hot path skips it: all known
+        if self._depth >= _QUEUE_SIZE or entry.in_flight >= _SESSION_IN_FLIGHT:
             entry.users += 1
             try:
-                while self._queued() >= _QUEUE_SIZE:
+                while self._depth >= _QUEUE_SIZE or entry.in_flight >= _SESSION_IN_FLIGHT:
                     await self._room.park()
             finally:
                 entry.users -= 1
         (stamped,) = self._stamp_and_queue(session_id, entry, (event,))
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        self._unyielded += 1
+        if self._unyielded >= YIELD_EVERY:
+            self._unyielded = 0
+            await trio.lowlevel.cancel_shielded_checkpoint()
         return stamped
 
     async def publish_now(self, session_id: str, *events: Event) -> list[Event]:
@@ -308,7 +336,7 @@ class EventBus:
                 session_id,
                 stamped.event_id,
                 stamped.type,
-                encode_event(stamped),
+                encode_event(stamped),  # kept on the event for every subscriber
                 status,
                 created,
             )
@@ -322,10 +350,11 @@ class EventBus:
             if queued.row.status is not None:
                 entry.status = queued.row.status
             self._send.send_nowait(queued)
+            self._depth += 1
         return [queued.event for queued in ready]
 
     def _queued(self) -> int:
-        return self._send.statistics().current_buffer_used
+        return self._depth
 
     def status_of(self, session_id: str) -> str | None:
         """The latest status published in this process and not yet known to the store."""
@@ -343,6 +372,7 @@ class EventBus:
         while self._queued() >= _QUEUE_SIZE:
             await self._room.park()
         self._send.send_nowait(marker)
+        self._depth += 1
         await marker.done.wait()
 
     def seal(self, session_ids: Sequence[str]) -> None:
@@ -398,21 +428,26 @@ class EventBus:
                     busy = False
                     async for first in self._receive:
                         if busy and self._queued() < _BATCH_MAX and not self._closed:
-                            # A session is streaming faster than we write: a moment
-                            # for more to arrive. Producers checkpoint on every
-                            # publish, so without it such a stream would be written a
-                            # few events at a time; a trickle (short turns, however
-                            # many sessions) is written at once.
-                            await trio.sleep(_BATCH_WINDOW)
+                            # A session is streaming faster than we write: one
+                            # scheduler round for more to arrive (its producer
+                            # publishes a few between two yields), so such a stream is
+                            # written in large batches; a trickle (short turns,
+                            # however many sessions) is written at once. A round, not
+                            # a timer: under load a round is long enough, and every
+                            # stage of persist-then-publish that waits a timer adds
+                            # to every subscriber's delay.
+                            await trio.lowlevel.checkpoint()
                         batch = [first]
                         while len(batch) < _BATCH_MAX:
                             try:
                                 batch.append(self._receive.receive_nowait())
                             except (trio.WouldBlock, trio.EndOfChannel):
                                 break
+                        self._depth -= len(batch)
                         self._room.unpark_all()
                         busy = _streaming(batch)
                         await self._write(batch)
+                        self._room.unpark_all()  # sessions below their in-flight bound
             for subscribers in self._live.values():
                 for live in subscribers:
                     live.send.close()
@@ -423,25 +458,27 @@ class EventBus:
     async def _write(self, batch: list[_Queued | _Flush]) -> None:
         queued = [q for q in batch if isinstance(q, _Queued)]
         written = await self._persister.persist([q.row for q in queued]) if queued else []
-        stored = {id(q) for q, ok in zip(queued, written, strict=True) if ok}
-        touched: set[str] = set()
-        for item in batch:
-            if isinstance(item, _Flush):
-                item.done.set()
-                continue
+        # Stored events by session, in order: each subscriber gets its session's share
+        # of the batch as one tuple (one wake-up), shared by all of them.
+        stored: dict[str, list[Event]] = {}
+        for item, ok in zip(queued, written, strict=True):
             item.log.in_flight -= 1
             if not item.log.in_flight and item.log.tenure is not None:
                 item.log.tenure.release()
                 item.log.tenure = None
-            touched.add(item.row.session_id)
-            if id(item) in stored:
-                self._deliver(item.event)
-        for session_id in touched:
+            if ok:
+                stored.setdefault(item.row.session_id, []).append(item.event)
+        for session_id, events in stored.items():
+            self._deliver(session_id, tuple(events))
+        for marker in batch:
+            if isinstance(marker, _Flush):
+                marker.done.set()
+        for session_id in {q.row.session_id for q in queued}:
             self._maybe_drop(session_id)
 
     def deliver_remote(self, event: Event) -> None:
         """Deliver an event another server wrote (it is durable already)."""
-        self._deliver(event)
+        self._deliver(event.session_id, (event,))
 
     def live_position(self, session_id: str) -> int | None:
         """The lowest id delivered to a live subscriber of the session (``None``: none)."""
@@ -450,21 +487,29 @@ class EventBus:
             return None
         return min(live.position for live in subscribers)
 
-    def _deliver(self, event: Event) -> None:
-        subscribers = self._live.get(event.session_id)
+    def _deliver(self, session_id: str, events: tuple[Event, ...]) -> None:
+        subscribers = self._live.get(session_id)
         if not subscribers:
             return
+        last = events[-1].event_id
         for live in list(subscribers):
-            try:
-                live.send.send_nowait(event)
-                live.position = max(live.position, event.event_id)
-            except trio.WouldBlock:
+            if live.pending and live.pending + len(events) > _SUBSCRIBER_BUFFER:
                 # Too slow: detach it; its iterator resumes from the store.
+                live.lagging = True
+                subscribers.discard(live)
+                live.send.close()
+                continue
+            try:
+                live.send.send_nowait(events)
+            except trio.WouldBlock:  # cannot happen: the channel holds a batch per event
                 live.lagging = True
                 subscribers.discard(live)
                 live.send.close()
             except trio.BrokenResourceError:
                 subscribers.discard(live)
+            else:
+                live.pending += len(events)
+                live.position = max(live.position, last)
 
     async def close(self) -> None:
         """Stop accepting events; the writer persists what is queued, then returns."""
@@ -483,8 +528,10 @@ class EventBus:
 
     def _attach(
         self, session_id: str, position: int = 0
-    ) -> tuple[Live, trio.MemoryReceiveChannel[Event]]:
-        send, receive = trio.open_memory_channel[Event](_SUBSCRIBER_BUFFER)
+    ) -> tuple[Live, trio.MemoryReceiveChannel[tuple[Event, ...]]]:
+        # Batches of at least one event each, at most _SUBSCRIBER_BUFFER events
+        # pending (plus one batch: see _deliver), so never more batches than that.
+        send, receive = trio.open_memory_channel[tuple[Event, ...]](_SUBSCRIBER_BUFFER)
         live = Live(send, position=position)
         if self._closed:
             send.close()
@@ -518,11 +565,20 @@ class EventBus:
         """
         if after is None and not self._owners.owns(session_id):
             after = await self.last_event_id(session_id)  # written by another server
+        live_now = False
+        if after is None and not self._owners.owns(session_id):
+            after = await self.last_event_id(session_id)  # written by another server
         elif after is None:
             entry = await self._loaded(session_id)  # kept: the subscription holds it now
             assert entry.last_id is not None
-            after = entry.last_id
+            after, live_now = entry.last_id, True
         subscription = Subscription(self, session_id, after, admits=admits)
+        if live_now:
+            # No await since ``after`` was read, and this bus writes the session: every
+            # later event is still to be delivered here, so attach now and skip the
+            # store (a turn's stream would otherwise read back what its turn published
+            # before the stream's first read).
+            subscription._go_live()
         self._open[session_id].add(subscription)
         try:
             yield subscription

@@ -6,6 +6,11 @@ below the last id it yielded; an id skipped in live delivery (another server wro
 see :mod:`._fanout`) sends it back to the store, which has it. A subscriber that falls
 behind is detached by the bus rather than allowed to block the writer; its iterator
 notices and resumes from the store where it stopped, so it never loses an event.
+
+Live events arrive in batches (the writer's share of one store write for this
+session), served one by one from a local buffer; the subscription yields to the
+scheduler every :data:`YIELD_EVERY` events it serves without waiting, so a consumer
+relaying a burst of thousands stays fair to every other task.
 """
 
 from __future__ import annotations
@@ -22,16 +27,27 @@ from ..model import Event, event_from_dict
 if TYPE_CHECKING:
     from ._bus import EventBus
 
-__all__ = ["REPLAY_PAGE", "Live", "Subscription"]
+__all__ = ["REPLAY_PAGE", "YIELD_EVERY", "Live", "Subscription"]
 
 REPLAY_PAGE = 500
+YIELD_EVERY = 128
+"""Events served from a buffer (live batch or store page) between two checkpoints.
+
+More than a publisher's :data:`omnigent.core._bus.YIELD_EVERY`: a consumer must be
+able to outpace a producer sharing the loop with it, or it falls behind and is sent to
+the store (reading back is far dearer than keeping up).
+"""
 
 
 @attrs.define(eq=False)
 class Live:
-    """One subscriber's live buffer, as the writer sees it."""
+    """One subscriber's live buffer, as the writer sees it.
 
-    send: trio.MemorySendChannel[Event]
+    ``pending`` counts the events sent and not yet received (the writer's bound).
+    """
+
+    send: trio.MemorySendChannel[tuple[Event, ...]]
+    pending: int = 0
     lagging: bool = False
     position: int = 0  # the last id delivered (or where its subscription stood)
 
@@ -57,9 +73,11 @@ class Subscription:
         self._admits = admits
         # The next event, held while ``admits`` decides (so a cancel there loses nothing).
         self._held: Event | None = None
-        self._replay: deque[Event] = deque()
+        self._replay: deque[Event] = deque()  # a store page
+        self._batch: deque[Event] = deque()  # live events received, not yet served
+        self._unyielded = 0  # events served from those since the last checkpoint
         self._live: Live | None = None
-        self._receive: trio.MemoryReceiveChannel[Event] | None = None
+        self._receive: trio.MemoryReceiveChannel[tuple[Event, ...]] | None = None
         self._caught_up = False
         self._closed = False
         self.ended = False  # set when the session is deleted
@@ -95,29 +113,43 @@ class Subscription:
             if self.ended:
                 self._release()
                 raise StopAsyncIteration
+            if (self._replay or self._batch) and self._unyielded >= YIELD_EVERY:
+                self._unyielded = 0
+                await trio.lowlevel.checkpoint()  # before taking: a cancel loses nothing
+                continue
             if self._replay:
                 event = self._replay.popleft()
                 if event.event_id > self.last_event_id:
+                    self._unyielded += 1
+                    return event
+                continue
+            if self._batch:
+                event = self._batch[0]
+                if event.event_id > self.last_event_id + 1:
+                    # An id was skipped (written by another server and fed through the
+                    # store, or before this process held the session): the store has it.
+                    self._release()
+                    continue
+                self._batch.popleft()
+                if event.event_id > self.last_event_id:
+                    self._unyielded += 1
                     return event
                 continue
             if not self._caught_up:
                 await self._catch_up_step()
+                self._unyielded = 0
                 continue
-            assert self._receive is not None
+            assert self._receive is not None and self._live is not None
             try:
-                event = await self._receive.receive()
+                batch = await self._receive.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 if self._live is not None and self._live.lagging:
                     self._release()  # resume from the store where we stopped
                     continue
                 raise StopAsyncIteration from None
-            if event.event_id > self.last_event_id + 1:
-                # An id was skipped (written by another server and fed through the
-                # store, or before this process held the session): the store has it.
-                self._release()
-                continue
-            if event.event_id > self.last_event_id:
-                return event
+            self._live.pending -= len(batch)
+            self._unyielded = 0
+            self._batch.extend(batch)
 
     async def _catch_up_step(self) -> None:
         """One read of the store towards the present.
@@ -141,6 +173,12 @@ class Subscription:
         rows = await self._bus._store.read_events(self.session_id, after, REPLAY_PAGE)
         return [event_from_dict(r) for r in rows]
 
+    def _go_live(self) -> None:
+        """Attach for live delivery at once: nothing after ``last_event_id`` is stored
+        yet (the bus calls this when ``after`` was the newest id it assigned)."""
+        self._live, self._receive = self._bus._attach(self.session_id, self.last_event_id)
+        self._caught_up = True
+
     def _close(self) -> None:
         """End the subscription for good (its ``subscribe`` block exited)."""
         self._closed = True
@@ -151,6 +189,7 @@ class Subscription:
             self._bus._detach(self.session_id, self._live)
         if self._receive is not None:
             self._receive.close()
+        self._batch.clear()  # what is left of a batch comes from the store again
         self._live = None
         self._receive = None
         self._caught_up = False

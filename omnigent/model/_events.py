@@ -4,11 +4,17 @@ Every event has ``type`` (a class constant), ``event_id`` (per-session, increasi
 assigned by the bus when published), ``session_id`` and ``created_at``. A harness or
 the core builds an event without those three; the bus stamps them with
 :meth:`Event.stamped` as it sequences the event. ``to_dict()`` is the wire form,
-``event_from_dict()`` its inverse (used for replay from the store).
+``event_from_dict()`` its inverse (used for replay from the store), and ``to_json()``
+the wire form as compact JSON text, encoded once per event and kept: the bus encodes
+every event it publishes (for the store), and every subscriber's transport writes that
+same text, so 200 SSE subscribers cost one encoding, not 200.
 """
 
 from __future__ import annotations
 
+import json
+import math
+from json.encoder import encode_basestring_ascii as _quote
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -42,6 +48,10 @@ __all__ = [
     "event_from_dict",
 ]
 
+# Strict (no NaN) and compact; one encoder object, as json.dumps(**options) builds a new
+# one on every call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
 Status = Literal["launching", "running", "waiting", "idle", "failed", "cancelled"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"idle", "failed", "cancelled"})
 
@@ -70,11 +80,29 @@ class _EventBase:
     event_id: int = 0
     session_id: str = ""
     created_at: float = 0.0
+    # to_json()'s text, once computed: a cache, not part of the value (no init, no
+    # eq, no hash, not on the wire; a stamped copy starts without it).
+    _json: str | None = attrs.field(
+        default=None, init=False, eq=False, hash=False, repr=False, kw_only=True
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: ``{"type": ..., "event_id": ..., ...}``."""
         out: dict[str, Any] = converter.unstructure(self, unstructure_as=Event)
         return out
+
+    def to_json(self) -> str:
+        """The wire form as compact, strict JSON text; encoded on the first call only.
+
+        Raises:
+            ValueError: a payload value JSON cannot carry (``NaN``, infinity), or a
+                circular one. TypeError: a value that is not JSON (a ``datetime``).
+        """
+        text = self._json
+        if text is None:
+            text = _ENCODE(self.to_dict())
+            object.__setattr__(self, "_json", text)  # frozen: a cache, set once
+        return text
 
     def stamped(self, *, session_id: str, event_id: int, created_at: float) -> Any:
         """A copy carrying its place in the session's event log."""
@@ -109,6 +137,44 @@ class OutputTextDelta(_EventBase):
     response_id: str
     item_id: str
     delta: str
+
+    def stamped(self, *, session_id: str, event_id: int, created_at: float) -> Any:
+        # The hot path: a direct construction is several times cheaper than evolve().
+        return OutputTextDelta(
+            response_id=self.response_id,
+            item_id=self.item_id,
+            delta=self.delta,
+            event_id=event_id,
+            session_id=session_id,
+            created_at=created_at,
+        )
+
+    def to_json(self) -> str:
+        # The hot path, formatted directly: the very text the generic encoder makes
+        # of to_dict() (same keys, order, escaping; tests compare the two).
+        text = self._json
+        if text is None:
+            at = self.created_at
+            plain = (
+                type(self.response_id) is str
+                and type(self.item_id) is str
+                and type(self.delta) is str
+                and type(self.session_id) is str
+                and type(self.event_id) is int
+                and (type(at) is int or (type(at) is float and math.isfinite(at)))
+            )
+            if not plain:
+                return super().to_json()  # the generic encoder (and its errors)
+            text = (
+                '{"type":"response.output_text.delta","response_id":'
+                f"{_quote(self.response_id)},"
+                f'"item_id":{_quote(self.item_id)},"delta":{_quote(self.delta)},'
+                f'"event_id":{int.__repr__(self.event_id)},'
+                f'"session_id":{_quote(self.session_id)},'
+                f'"created_at":{at!r}}}'
+            )
+            object.__setattr__(self, "_json", text)
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {

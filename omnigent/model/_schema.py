@@ -257,7 +257,7 @@ class SchemaBuilder:
     def _hints(self, cls: type) -> dict[str, Any]:
         """Each field's type as described: its annotation, or its ``wire_as`` type."""
         annotations = typing.get_type_hints(cls)
-        return {f.name: f.metadata.get(TYPE_KEY, annotations[f.name]) for f in attrs.fields(cls)}
+        return {f.name: f.metadata.get(TYPE_KEY, annotations[f.name]) for f in _wire_fields(cls)}
 
     def _describe(self, component: _Component) -> None:
         cls = component.cls
@@ -270,7 +270,7 @@ class SchemaBuilder:
             properties["type"] = {"const": tag}
             component.request_required.append("type")
             component.response_required.append("type")
-        for field in attrs.fields(cls):
+        for field in _wire_fields(cls):
             hint = hints[field.name]
             schema = self._schema(hint, None)
             fragment = getattr(rules.get(field.name), "json_schema", None)
@@ -322,3 +322,9 @@ def _required_for(component: _Component) -> list[str]:
     if component.directions == {"response"}:
         return component.response_required
     return [n for n in component.request_required if n in component.response_required]
+
+
+def _wire_fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
+    """A class's fields on the wire: not those with ``init=False`` (caches, derived
+    values), which the converter neither reads nor writes."""
+    return tuple(f for f in attrs.fields(cls) if f.init)

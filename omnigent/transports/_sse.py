@@ -22,11 +22,12 @@ generator, and that choice carries the design:
   attach loses the page it read), so a timeout must never be put around it. A memory
   channel's ``receive`` is cancel-safe, so the consumer side can time out freely.
 * **Coalescing.** ``__anext__`` waits for one frame (at most ``ping_interval``; on
-  timeout it answers a ``: ping`` comment), then sleeps a short window (2 ms) and
-  drains every frame that is ready with ``receive_nowait`` into ONE chunk. Each
-  chunk costs a full trip through Quart and Hypercorn (~150 µs), so a 20,000-delta
-  turn goes out in a few hundred chunks instead of 20,000; a lone frame waits only the
-  window.
+  timeout it answers a ``: ping`` comment) and drains every frame that is ready with
+  ``receive_nowait`` into ONE chunk; if that is only a trickle (under 16 KiB) it
+  sleeps a short window (2 ms) first and drains again, while a backlog goes out at
+  once. Each chunk costs a full trip through Quart and Hypercorn (~150 µs), so a
+  20,000-delta turn goes out in a few dozen chunks instead of 20,000; a lone frame
+  waits only the window.
 * **Ending.** The stream ends when the source ends (the pump closes the channel; the
   consumer sees ``EndOfChannel``), when the server is stopping, or when the client
   goes away (Quart cancels the request task; ``__aexit__`` cancels the pump, whose
@@ -58,7 +59,16 @@ from ..errors import OmnigentError
 from ..model import Event
 from ._http_errors import INTERNAL_MESSAGE, envelope
 
-__all__ = ["PING", "SETTLE_TIMEOUT", "SSEBody", "Settle", "Source", "encode_event", "encode_frame"]
+__all__ = [
+    "PING",
+    "SETTLE_TIMEOUT",
+    "SSEBody",
+    "Settle",
+    "Source",
+    "encode_event",
+    "encode_frame",
+    "send_frame",
+]
 
 log = logging.getLogger("omnigent.transports.http")
 
@@ -72,16 +82,34 @@ Settle = Callable[[], Awaitable[None]]
 """Returns once a stopping server's stream has forwarded all it should."""
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def encode_frame(event_type: str, data: Any, event_id: int | None = None) -> bytes:
     """One SSE frame; ``data`` is JSON-encoded on a single line."""
-    payload = json.dumps(data, separators=(",", ":"))
     head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event_type}\ndata: {payload}\n\n".encode()
+    return f"{head}event: {event_type}\ndata: {_ENCODE(data)}\n\n".encode()
 
 
 def encode_event(event: Event) -> bytes:
-    """The frame of a session event: its ``event_id``, ``type`` and wire form."""
-    return encode_frame(event.type, event.to_dict(), event.event_id)
+    """The frame of a session event: its ``event_id``, ``type`` and wire form.
+
+    The JSON is the event's own, encoded once when it was published
+    (:meth:`~omnigent.model.Event.to_json`), not once per subscriber.
+    """
+    return f"id: {event.event_id}\nevent: {event.type}\ndata: {event.to_json()}\n\n".encode()
+
+
+async def send_frame(send: trio.MemorySendChannel[bytes], frame: bytes) -> None:
+    """Send ``frame`` into the relay's channel, yielding only when it is full.
+
+    The source's own iterator is the checkpoint (a subscription yields at least every
+    few events): a scheduler round per frame here would cost more than the frame.
+    """
+    try:
+        send.send_nowait(frame)
+    except trio.WouldBlock:
+        await send.send(frame)
 
 
 class SSEBody(ResponseBody):
@@ -97,6 +125,7 @@ class SSEBody(ResponseBody):
         ping_interval: seconds of silence before a ``: ping`` comment.
         window: seconds to wait after the first ready frame for more to coalesce.
         max_chunk: bytes at which a chunk is sent without draining further.
+        backlog: bytes ready at once that are sent without waiting the window.
 
     Resource handling: the pump task and whatever the source holds live in a nursery
     opened by ``__aenter__`` and closed (pump cancelled first) by ``__aexit__``.
@@ -111,7 +140,8 @@ class SSEBody(ResponseBody):
         ping_interval: float = 15.0,
         window: float = 0.002,
         buffer: int = 1024,
-        max_chunk: int = 1 << 16,
+        max_chunk: int = 1 << 18,
+        backlog: int = 1 << 14,
     ) -> None:
         self._source = source
         self._stopping = stopping
@@ -120,6 +150,7 @@ class SSEBody(ResponseBody):
         self._ping_interval = ping_interval
         self._window = window
         self._max_chunk = max_chunk
+        self._backlog = backlog
         self._send, self._receive = trio.open_memory_channel[bytes](buffer)
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
@@ -162,9 +193,17 @@ class SSEBody(ResponseBody):
                 raise StopAsyncIteration from None
         if first is None:
             return PING
-        await trio.sleep(self._window)
         chunk = [first]
-        size = len(first)
+        size = self._drain(chunk, len(first))
+        if size < self._backlog:
+            # A trickle: a moment for more frames to join this chunk. A backlog goes
+            # out at once (waiting would only let it grow).
+            await trio.sleep(self._window)
+            size = self._drain(chunk, size)
+        return b"".join(chunk)
+
+    def _drain(self, chunk: list[bytes], size: int) -> int:
+        """Append the frames that are ready to ``chunk``, up to ``max_chunk`` bytes."""
         while size < self._max_chunk:
             try:
                 frame = self._receive.receive_nowait()
@@ -172,7 +211,7 @@ class SSEBody(ResponseBody):
                 break
             chunk.append(frame)
             size += len(frame)
-        return b"".join(chunk)
+        return size
 
     async def _watch_stopping(self) -> None:
         await self._stopping.wait()

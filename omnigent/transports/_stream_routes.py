@@ -18,7 +18,7 @@ from ..core import Runtime, Subscription, parse_event
 from ..errors import InvalidInput
 from ._access import EDIT, READ, session_access, viewer
 from ._params import EventBody, parse_int, query_bool, state, structured_body
-from ._sse import Settle, Source, SSEBody, encode_event
+from ._sse import Settle, Source, SSEBody, encode_event, send_frame
 
 __all__ = ["blueprint", "sse_response"]
 
@@ -63,7 +63,7 @@ async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
         turn = runtime.open_turn_stream(session_id, event.content, role=event.role, viewer=who)
         async with turn as (_accepted, events):
             async for item in events:
-                await send.send(encode_event(item))
+                await send_frame(send, encode_event(item))
 
     return sse_response(turn_frames)
 
@@ -97,7 +97,7 @@ class _SessionStream:
         async with subscription as events:
             self._events = events
             async for event in events:
-                await send.send(encode_event(event))
+                await send_frame(send, encode_event(event))
                 self._progress.unpark_all()
 
     def _seen(self) -> int:

@@ -1,0 +1,84 @@
+"""Shared by the benchmarks: servers in their own processes, and small statistics.
+
+A benchmark that compares two servers runs each in its own process, so neither
+shares a Python interpreter (or its GIL) with the client measuring it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+
+HERE = Path(__file__).parent
+OMNIGENT = [sys.executable, "-m", "omnigent"]
+
+
+@asynccontextmanager
+async def served(
+    argv: Sequence[str], marker: str, *, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[str, int]]:
+    """Run ``argv`` until it prints a line containing ``marker`` followed by a URL.
+
+    Yields ``(url, pid)``; on exit the process gets SIGTERM, then SIGKILL after 5 s.
+    """
+    process = await trio.lowlevel.open_process(
+        list(argv),
+        stdout=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        buffer = b""
+        with trio.fail_after(30):
+            while marker.encode() not in buffer or not buffer.endswith(b"\n"):
+                chunk = await process.stdout.receive_some()
+                if not chunk:
+                    raise RuntimeError(f"{argv[:3]} exited before it was ready")
+                buffer += chunk
+        line = next(x for x in buffer.decode().splitlines() if marker in x)
+        yield line.split(marker, 1)[1].split()[0], process.pid
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                with trio.move_on_after(5):
+                    await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            if process.stdout is not None:
+                await process.stdout.aclose()
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The ``fraction`` percentile (0..1) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set size of process ``pid`` in KiB (Linux ``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
