@@ -13,8 +13,10 @@ client. Each round reads, in turn:
 (b) the floor's relay of it;
 (c) omnigent: ``POST /v1/sessions/{id}/events?stream=true`` on a new session.
 
-Every read is timed from the request to the end of the stream, checked for all
-``--deltas`` deltas, and the medians and the ratios are printed.
+Every read is timed from the request to the end of the stream and checked for all
+``--deltas`` words; the medians, the ratios and the relaying server's CPU time (from
+``/proc``) are printed, with how many delta frames carried the words (the ``loop``
+harness writes the deltas of one network read as one event).
 """
 
 from __future__ import annotations
@@ -41,16 +43,20 @@ def word(i: int) -> str:
 
 async def read_frames(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], marker: bytes
-) -> tuple[float, int]:
-    """(seconds, frames holding ``marker``) for one streamed POST read to its end."""
-    count, buffer = 0, b""
+) -> tuple[float, int, int]:
+    """(seconds, frames holding ``marker``, words in them) for one streamed POST."""
+    count = words = 0
+    buffer = b""
     started = time.perf_counter()
     async with client.stream("POST", url, json=body) as response:
         assert response.status_code == 200, response.status_code
         async for chunk in response.aiter_raw():
             *frames, buffer = (buffer + chunk).split(b"\n\n")
-            count += sum(marker in frame for frame in frames)
-    return time.perf_counter() - started, count
+            for frame in frames:
+                if marker in frame:
+                    count += 1
+                    words += frame.count(b"w0")
+    return time.perf_counter() - started, count, words
 
 
 async def main(deltas: int, rounds: int) -> None:
@@ -81,13 +87,13 @@ async def main(deltas: int, rounds: int) -> None:
             assert answer.status_code == 201, answer.text
             agent_id = answer.json()["id"]
 
-            async def direct() -> tuple[float, int]:
+            async def direct() -> tuple[float, int, int]:
                 return await read_frames(client, f"{model}/chat/completions", chat, b"data: {")
 
-            async def floor_relay() -> tuple[float, int]:
+            async def floor_relay() -> tuple[float, int, int]:
                 return await read_frames(client, f"{floor}/relay", chat, DELTA)
 
-            async def omnigent_relay() -> tuple[float, int]:
+            async def omnigent_relay() -> tuple[float, int, int]:
                 created = await client.post(f"{omni}/v1/sessions", json={"agent_id": agent_id})
                 session = created.json()["id"]
                 url = f"{omni}/v1/sessions/{session}/events?stream=true"
@@ -97,24 +103,24 @@ async def main(deltas: int, rounds: int) -> None:
             pids = {"direct": model_pid, "floor": floor_pid, "omnigent": omni_pid}
             times: dict[str, list[float]] = {name: [] for name in sides}
             cpu: dict[str, list[float]] = {name: [] for name in sides}
+            frames: dict[str, list[int]] = {name: [] for name in sides}
             for number in range(rounds + 1):  # round 0 warms everything up
                 order = list(sides) if number % 2 else list(reversed(sides))
                 for name in order:
                     used = cpu_seconds(pids[name])
-                    seconds, count = await sides[name]()
+                    seconds, count, words = await sides[name]()
                     used = cpu_seconds(pids[name]) - used
-                    # The direct read also counts the role chunk and the finish chunk.
-                    expected = deltas + 1 if name == "direct" else deltas
-                    assert count in (expected, expected + 1), (name, count)
+                    assert words == deltas, (name, words)
                     if number:
                         times[name].append(seconds)
                         cpu[name].append(used)
+                        frames[name].append(count)
     print(f"relay of a {deltas}-delta model stream, {rounds} rounds (median, then each round):")
     for name, values in times.items():
         each = " / ".join(f"{v:.2f}" for v in values)
         print(
             f"  {name:<9} {median(values):.3f} s  ({each})  {deltas / median(values):,.0f}/s;"
-            f"  server CPU {median(cpu[name]):.2f} s"
+            f"  server CPU {median(cpu[name]):.2f} s; {median(frames[name]):.0f} delta frames"
         )
     ratio = [o / f for o, f in zip(times["omnigent"], times["floor"], strict=True)]
     to_direct = [o / d for o, d in zip(times["omnigent"], times["direct"], strict=True)]

@@ -116,13 +116,12 @@ async def test_the_provider_configuration_supplies_the_endpoint(
 async def test_streams_text_and_records_the_answer(
     mock: MockLLM, mock_rt: omnigent.Runtime
 ) -> None:
-    mock.reply_text("The answer is 42.", chunk_size=4)
+    mock.reply_text("The answer is 42.", chunk_size=4, delay=0.001)  # one read each
     session = await new_session(mock_rt)
     events = await run_turn(mock_rt, session, "question")
     assert statuses(events) == ["running", "idle"]
     deltas = [e.delta for e in events if isinstance(e, OutputTextDelta)]
-    assert "".join(deltas) == "The answer is 42."
-    assert len(deltas) > 1
+    assert deltas == ["The ", "answ", "er i", "s 42", "."]
     request = mock.requests[0]
     assert request["model"] == "mock-model"
     assert request["stream"] is True
@@ -130,6 +129,19 @@ async def test_streams_text_and_records_the_answer(
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "question"},
     ]
+
+
+async def test_the_deltas_of_one_read_are_one_event(
+    mock: MockLLM, mock_rt: omnigent.Runtime
+) -> None:
+    """A burst (the whole answer in one network read, as a buffering gateway sends
+    it) is one ``output_text.delta``, not one per model chunk."""
+    text = "".join(f"w{i} " for i in range(500))
+    mock.reply_text(text, chunk_size=3)  # no delay: one write of ~170 frames
+    session = await new_session(mock_rt)
+    events = await run_turn(mock_rt, session, "question")
+    assert statuses(events) == ["running", "idle"]
+    assert [e.delta for e in events if isinstance(e, OutputTextDelta)] == [text]
 
 
 async def test_tool_calls_run_and_feed_back(mock: MockLLM, mock_rt: omnigent.Runtime) -> None:

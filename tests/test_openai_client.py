@@ -66,6 +66,20 @@ async def test_text_streams_as_deltas_then_one_completion(endpoint: Endpoint) ->
     ]
 
 
+async def test_the_deltas_that_arrived_together_can_be_taken_at_once() -> None:
+    mock = MockLLM()
+    mock.reply_text("Hello world", chunk_size=3)  # one write: every delta in one read
+    async with httpx.AsyncClient(transport=mock.transport()) as http:
+        client = ChatCompletionsClient(http, base_url="http://mock/v1", api_key=None)
+        with trio.fail_after(5):
+            async with client.open_stream(model="m", messages=MESSAGES) as stream:
+                first = await stream.__anext__()
+                assert first == TextDelta("Hel")
+                assert stream.take_ready_text() == "lo world"
+                assert stream.take_ready_text() == ""
+                assert [event async for event in stream] == [Completion("Hello world", (), "stop")]
+
+
 async def test_tool_calls_are_assembled_from_fragments(endpoint: Endpoint) -> None:
     endpoint.mock.reply_tool_calls([("add", {"a": 1, "b": 2}), ("mul", {"x": 3})], text="Sure")
     *deltas, completion = await collect(endpoint.client())

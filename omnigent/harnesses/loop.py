@@ -1,7 +1,8 @@
 """The ``loop`` harness: model ⇄ tools until the model stops, over Chat Completions.
 
 Each turn rebuilds the conversation from the request (system prompt, the whole
-history, the new input), streams the model's answer into an assistant message, runs
+history, the new input), streams the model's answer into an assistant message (the
+deltas of one network read as one ``response.output_text.delta``), runs
 the tool calls it asks for through the core (policies included), feeds their outputs
 back, and repeats until the model answers without calling a tool, or
 ``config.max_steps`` model calls have been made (then the turn fails
@@ -173,7 +174,9 @@ class LoopHarness:
         ):
             async for event in stream:
                 if isinstance(event, TextDelta):
-                    await writer.write(event.text)
+                    # The deltas that arrived together are one event: a burst from a
+                    # buffering gateway costs one event, not thousands.
+                    await writer.write(event.text + stream.take_ready_text())
                 else:
                     return event
         raise HarnessError("the model stream ended without a completion")

@@ -134,6 +134,19 @@ class ChatStream:
                 self._parse(chunk)
         return self._ready.popleft()
 
+    def take_ready_text(self) -> str:
+        """The text of the deltas already read and waiting, taken now ("" if none).
+
+        No I/O: these arrived with the delta just yielded (in the same network
+        read). A relay that writes ``delta.text + stream.take_ready_text()`` sends a
+        burst as one piece, however finely the endpoint split it; the iterator then
+        goes on after them.
+        """
+        parts = []
+        while self._ready and isinstance(self._ready[0], TextDelta):
+            parts.append(self._ready.popleft().text)
+        return "".join(parts)
+
     def _parse(self, chunk: bytes) -> None:
         for payload in self._frames.feed(chunk):
             if payload == b"[DONE]":
