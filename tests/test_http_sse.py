@@ -38,7 +38,7 @@ async def test_ready_frames_coalesce_and_a_lone_frame_is_not_delayed(
         await send.send(b"lone")
 
     with trio.fail_after(5):
-        async with SSEBody(source, stopping=trio.Event()) as body:
+        async with SSEBody(source, stopping=trio.Event(), window=0.002) as body:
             chunk = await body.__anext__()
             assert chunk.count(b"event: x") == 50
             go.set()
@@ -47,6 +47,29 @@ async def test_ready_frames_coalesce_and_a_lone_frame_is_not_delayed(
             assert trio.current_time() - started <= 0.002 + 1e-9
             with pytest.raises(StopAsyncIteration):
                 await body.__anext__()
+
+
+async def test_without_a_window_what_is_ready_goes_out_at_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The default: no timer per chunk (a session's stream gets its events in batches
+    already); the frames that are ready are one chunk, and nothing waits."""
+    go = trio.Event()
+
+    async def source(send: trio.MemorySendChannel[bytes]) -> None:
+        for i in range(50):
+            send.send_nowait(encode_frame("x", {"i": i}, i))
+        await go.wait()
+        await send.send(b"lone")
+
+    with trio.fail_after(5):
+        async with SSEBody(source, stopping=trio.Event()) as body:
+            await trio.sleep(0.01)
+            started = trio.current_time()
+            assert (await body.__anext__()).count(b"event: x") == 50
+            go.set()
+            assert await body.__anext__() == b"lone"
+            assert trio.current_time() == started
 
 
 async def test_pings_stopping_and_cleanup(autojump_clock: trio.abc.Clock) -> None:

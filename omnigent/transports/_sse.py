@@ -21,13 +21,16 @@ generator, and that choice carries the design:
   while it catches up from the store (a cancel between its store read and its live
   attach loses the page it read), so a timeout must never be put around it. A memory
   channel's ``receive`` is cancel-safe, so the consumer side can time out freely.
-* **Coalescing.** ``__anext__`` waits for one frame (at most ``ping_interval``; on
-  timeout it answers a ``: ping`` comment) and drains every frame that is ready with
-  ``receive_nowait`` into ONE chunk; if that is only a trickle (under 16 KiB) it
-  sleeps a short window (2 ms) first and drains again, while a backlog goes out at
-  once. Each chunk costs a full trip through Quart and Hypercorn (~150 µs), so a
-  20,000-delta turn goes out in a few dozen chunks instead of 20,000; a lone frame
-  waits only the window.
+* **Coalescing.** ``__anext__`` takes one frame (waiting at most ``ping_interval``;
+  on timeout it answers a ``: ping`` comment) and drains every frame that is ready
+  with ``receive_nowait`` into ONE chunk. Each chunk costs a full trip through Quart
+  and Hypercorn (~150 µs), so a 20,000-delta turn goes out in a few dozen chunks
+  instead of 20,000. A session's events come from the bus in batches (one per store
+  write), so what belongs together is ready together: by default nothing waits for
+  more, as a timer per chunk, with hundreds of streams open, costs more than the
+  writes it saves and adds a scheduler round to every frame's way out. With a
+  ``window``, a trickle (under 16 KiB ready) waits that long for more first; a
+  backlog never waits.
 * **Ending.** The stream ends when the source ends (the pump closes the channel; the
   consumer sees ``EndOfChannel``), when the server is stopping, or when the client
   goes away (Quart cancels the request task; ``__aexit__`` cancels the pump, whose
@@ -123,7 +126,8 @@ class SSEBody(ResponseBody):
         settle: awaited once ``stopping`` is set; the stream ends when it returns.
             ``None``: the source is expected to end by itself.
         ping_interval: seconds of silence before a ``: ping`` comment.
-        window: seconds to wait after the first ready frame for more to coalesce.
+        window: seconds a trickle waits after its first frame for more to coalesce
+            (0: none, the default; see the module docstring).
         max_chunk: bytes at which a chunk is sent without draining further.
         backlog: bytes ready at once that are sent without waiting the window.
 
@@ -138,7 +142,7 @@ class SSEBody(ResponseBody):
         stopping: trio.Event,
         settle: Settle | None = None,
         ping_interval: float = 15.0,
-        window: float = 0.002,
+        window: float = 0.0,
         buffer: int = 1024,
         max_chunk: int = 1 << 18,
         backlog: int = 1 << 14,
@@ -185,19 +189,25 @@ class SSEBody(ResponseBody):
         return self
 
     async def __anext__(self) -> bytes:
-        first: bytes | None = None
-        with trio.move_on_after(self._ping_interval):
-            try:
-                first = await self._receive.receive()
-            except trio.EndOfChannel:
-                raise StopAsyncIteration from None
-        if first is None:
-            return PING
+        try:
+            # Frames waiting already (a busy stream): no timer to set up for the ping.
+            first: bytes | None = self._receive.receive_nowait()
+        except trio.WouldBlock:
+            first = None
+            with trio.move_on_after(self._ping_interval):
+                try:
+                    first = await self._receive.receive()
+                except trio.EndOfChannel:
+                    raise StopAsyncIteration from None
+            if first is None:
+                return PING
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
         chunk = [first]
         size = self._drain(chunk, len(first))
-        if size < self._backlog:
+        if self._window and size < self._backlog:
             # A trickle: a moment for more frames to join this chunk. A backlog goes
-            # out at once (waiting would only let it grow).
+            # out at once: waiting would only let it grow.
             await trio.sleep(self._window)
             size = self._drain(chunk, size)
         return b"".join(chunk)
