@@ -191,16 +191,17 @@ class SSEBody(ResponseBody):
     async def __anext__(self) -> bytes:
         try:
             # Frames waiting already (a busy stream): no timer to set up for the ping.
-            first: bytes | None = self._receive.receive_nowait()
+            first = self._receive.receive_nowait()
         except trio.WouldBlock:
-            first = None
+            waited: bytes | None = None
             with trio.move_on_after(self._ping_interval):
                 try:
-                    first = await self._receive.receive()
+                    waited = await self._receive.receive()
                 except trio.EndOfChannel:
                     raise StopAsyncIteration from None
-            if first is None:
+            if waited is None:
                 return PING
+            first = waited
         except trio.EndOfChannel:
             raise StopAsyncIteration from None
         chunk = [first]
