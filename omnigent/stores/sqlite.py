@@ -9,13 +9,17 @@ An in-memory store (``path=None``) has a single connection for both.
 A thread hop costs 150–200 µs: hot paths (events) write in batches
 (:meth:`SQLiteStore.append_events`), never one row per call.
 
+Writes that wait for the writer at the same time are committed together, one thread
+hop and one transaction for all of them, each in its own savepoint
+(:mod:`._sqlite_commit`): a burst of small writes costs one commit, not one each.
+
 Cancellation: a thread call cannot be interrupted; a cancelled caller waits for the
-statement it started to finish (bounded by SQLite's busy timeout) and gets its result,
-then sees ``trio.Cancelled`` at its next checkpoint. Nothing is left half-written: each
-method is one transaction. A shutdown past its grace calls :meth:`SQLiteStore.abandon`:
-callers stop waiting (they get ``RuntimeClosed``) while their statements finish in
-their threads, and each connection is closed by the last thread that used it, never
-under it.
+statement it started (or queued) to finish (bounded by SQLite's busy timeout) and gets
+its result, then sees ``trio.Cancelled`` at its next checkpoint. Nothing is left
+half-written: each method's writes are all committed or none. A shutdown past its
+grace calls :meth:`SQLiteStore.abandon`: callers stop waiting (they get
+``RuntimeClosed``) while their statements finish in their threads, and each
+connection is closed by the last thread that used it, never under it.
 
 This module owns the connections, migrations and thread plumbing; the methods come
 from one mixin per table family (``_sqlite_agents``, ``_sqlite_sessions``,
@@ -32,14 +36,16 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import trio
 
 from ..errors import RuntimeClosed, StoreBusy
 from ._schema import MIGRATIONS
 from ._sqlite_agents import AgentsMixin
+from ._sqlite_commit import MAX_BATCH, WriteJob, run_batch
 from ._sqlite_extras import ExtrasMixin
 from ._sqlite_harness import HarnessStateMixin
 from ._sqlite_log import LogMixin
@@ -98,6 +104,11 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
         self._closed = False
         self._abandoned = False
         self._waits: set[trio.CancelScope] = set()
+        # Group commit (see _write): writes waiting for the writer, whether a batch is
+        # being committed, and where the waiters park meanwhile.
+        self._queued: list[WriteJob] = []
+        self._committing = False
+        self._committed = trio.lowlevel.ParkingLot()
 
     async def owner_info(self) -> str | None:
         """Who owns the database file (``pid N on HOST``), for error messages."""
@@ -179,20 +190,45 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
         raise RuntimeClosed("the store stopped waiting for the database at shutdown")
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def run(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                # Also when COMMIT itself failed (disk full, I/O error): a transaction
-                # left open would make every later BEGIN fail.
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            return result
+        """Run ``fn`` in a write transaction, shared with the writes queued meanwhile.
 
-        return await self._in_thread(self._writer, run, self._write_limiter)
+        See :mod:`._sqlite_commit`: the caller that finds the writer free runs every
+        queued write in one thread hop and one transaction (each in a savepoint);
+        the others wait for it — shielded, as :meth:`_in_thread` — and get their own
+        result or error.
+        """
+        if self._abandoned:
+            raise RuntimeClosed("the store stopped waiting for the database at shutdown")
+        job = WriteJob(fn)
+        self._queued.append(job)
+        with trio.CancelScope(shield=True) as wait:
+            self._waits.add(wait)
+            try:
+                while job.result is None:
+                    if self._committing:
+                        await self._committed.park()
+                        continue
+                    batch = self._queued[:MAX_BATCH]
+                    del self._queued[:MAX_BATCH]
+                    self._committing = True
+                    try:
+                        results = await trio.to_thread.run_sync(
+                            self._use,
+                            self._writer,
+                            partial(run_batch, jobs=batch),
+                            limiter=self._write_limiter,
+                            abandon_on_cancel=True,
+                        )
+                    finally:
+                        self._committing = False
+                        self._committed.unpark_all()
+                    for queued, result in zip(batch, results, strict=True):
+                        queued.result = result
+            finally:
+                self._waits.discard(wait)
+        if job.result is None:  # abandoned while waiting
+            raise RuntimeClosed("the store stopped waiting for the database at shutdown")
+        return cast(T, job.result.unwrap())
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if not self._readers:

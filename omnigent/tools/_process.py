@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -44,6 +47,8 @@ __all__ = [
 ]
 
 _POLL_INTERVAL = 0.02
+_SCAN_AFTER = 0.002
+_SIGKILL_WAIT = 1.0
 _RECORD_TIMEOUT = 5.0
 
 
@@ -191,16 +196,66 @@ def _members(field: int, ident: int) -> list[int] | None:
     return found
 
 
-def _live_members(pgid: int) -> bool:
-    """Whether process group ``pgid`` has a member that is not a zombie."""
+def _exists(pgid: int) -> bool:
+    """Whether process group ``pgid`` has any member at all (zombies included).
+
+    One system call, no thread: the common answer after a kill (the group is gone, its
+    leader reaped) costs microseconds.
+    """
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def _live_members(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a member that is not a zombie (scans /proc)."""
+    if not _exists(pgid):
+        return False
     members = _members(_PGRP, pgid)
     return True if members is None else bool(members)
+
+
+# One /proc scan answers for every group being waited on: a stop that kills a hundred
+# groups at once would otherwise scan a hundred times per poll. Plain data behind a
+# thread lock (the scans run in worker threads): when a scan began, and the groups it
+# saw with a live member.
+_scan_lock = threading.Lock()
+_last_scan: tuple[float, frozenset[int] | None] = (-math.inf, None)
+
+
+def _scan_since(asked: float) -> tuple[float, frozenset[int] | None]:
+    """A scan begun at or after ``asked`` (``time.monotonic()``): the last one if it
+    qualifies, else a new one. ``None`` for the groups where there is no ``/proc``."""
+    global _last_scan
+    with _scan_lock:
+        if _last_scan[0] >= asked:
+            return _last_scan
+        began = time.monotonic()
+        _last_scan = (began, _scan_groups())
+        return _last_scan
+
+
+def _scan_groups() -> frozenset[int] | None:
+    """The process groups that have a member which is not a zombie."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    alive = set()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > _PGRP and fields[0] != "Z":
+            alive.add(int(fields[_PGRP]))
+    return frozenset(alive)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -208,23 +263,60 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+async def _wait_gone(pgid: int, killed_at: float) -> None:
+    """Return once group ``pgid`` (signalled at ``killed_at``) has no live member.
+
+    Polling, because nothing notifies "the group is empty": a pidfd or wait() covers
+    one process, and the grandchildren are not ours to wait for. The poll starts at
+    1 ms and doubles to :data:`_POLL_INTERVAL`, checking with one ``killpg(pgid, 0)``:
+    a killed group whose members are all reaped is gone at the first look. One that
+    still answers after :data:`_SCAN_AFTER` may hold only zombies — common: an
+    orphaned grandchild (the ``sleep`` of ``sh -c "sleep 9"``) is reparented to PID 1
+    when the shell dies, and some inits reap only every few seconds — which cannot be
+    killed and hold nothing; from then on a scan of ``/proc`` decides. A scan begun
+    after the kill answers for every group killed before it began, so a hundred groups
+    killed together share one (and most need no thread hop at all).
+    """
+    delay, waited, wanted = 0.001, 0.0, killed_at
+    while _exists(pgid):
+        if waited >= _SCAN_AFTER:
+            scan = _last_scan  # read without the lock: a tuple is replaced whole
+            if scan[0] < wanted:
+                scan = await trio.to_thread.run_sync(_scan_since, wanted)
+            began, alive = scan
+            if alive is not None and pgid not in alive:
+                return  # zombies only, if anything
+            wanted = began + 1e-9  # next time, a newer scan than this one
+        await trio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, _POLL_INTERVAL)
+
+
 async def kill_group(pgid: int, *, grace: float) -> None:
     """SIGTERM the group, wait up to ``grace`` seconds, then SIGKILL what is left.
 
-    Cancellation: shielded — once started it finishes (within ``grace`` plus a poll),
-    so a cancelled caller never leaves the group running.
+    Many groups killed at once (a stop of a session with a hundred background shells)
+    are killed in parallel, each in its caller's task: no thread, and no wait longer
+    than the group takes to go, unless it outlives the first few polls.
+
+    Cancellation: shielded — once started it finishes (within ``grace`` plus a poll,
+    and after a SIGKILL the moment the kernel takes to end the group), so a cancelled
+    caller never leaves the group running.
     """
     with trio.CancelScope(shield=True):
-        if not await trio.to_thread.run_sync(_live_members, pgid):
-            return
+        if not _exists(pgid):
+            return  # gone already
+        killed_at = time.monotonic()
         _signal_group(pgid, signal.SIGTERM)
         with trio.move_on_after(grace):
-            # Polling, because nothing notifies "the group is empty": a pidfd or
-            # wait() covers one process, and the grandchildren are not ours to wait for.
-            while await trio.to_thread.run_sync(_live_members, pgid):  # noqa: ASYNC110
-                await trio.sleep(_POLL_INTERVAL)
+            await _wait_gone(pgid, killed_at)
             return
+        killed_at = time.monotonic()
         _signal_group(pgid, signal.SIGKILL)
+        # SIGKILL cannot be ignored, but dying takes the kernel a moment: return once
+        # it is done (bounded, for a process stuck in uninterruptible sleep).
+        with trio.move_on_after(_SIGKILL_WAIT):
+            await _wait_gone(pgid, killed_at)
 
 
 def _signal_each(pids: list[int], sig: signal.Signals) -> None:
@@ -268,11 +360,31 @@ async def _drain(stream: trio.abc.ReceiveStream, buffer: _CappedBuffer) -> None:
             buffer.add(chunk)
 
 
-async def _reap_after_exit(proc: trio.Process, grace: float) -> None:
+@attrs.define(eq=False)
+class _Group:
+    """One command's process group, killed at most once (whichever way out comes first).
+
+    A killed group can keep answering ``killpg(pgid, 0)`` for seconds (an orphaned
+    zombie waiting for PID 1): a second kill would signal it again and wait it out
+    again for nothing.
+    """
+
+    pgid: int
+    grace: float
+    gone: bool = False
+
+    async def kill(self) -> None:
+        """Kill the group (see :func:`kill_group`) unless that was done already."""
+        if not self.gone:
+            await kill_group(self.pgid, grace=self.grace)
+            self.gone = True
+
+
+async def _reap_after_exit(proc: trio.Process, group: _Group) -> None:
     # Background jobs the command left behind would hold our pipes open (and outlive
     # the call); once the shell is gone, so is its group.
     await proc.wait()
-    await kill_group(proc.pid, grace=grace)
+    await group.kill()
 
 
 async def run_in_group(
@@ -302,6 +414,11 @@ async def run_in_group(
     """
     stdout = _CappedBuffer(output_cap)
     stderr = _CappedBuffer(output_cap)
+    group: _Group | None = None
+
+    async def deliver_cancel(proc: trio.Process) -> None:
+        await (group or _Group(proc.pid, grace)).kill()
+
     run = functools.partial(
         trio.run_process,
         ["/bin/sh", "-c", command],
@@ -311,32 +428,29 @@ async def run_in_group(
         stderr=subprocess.PIPE,
         check=False,
         start_new_session=True,
-        deliver_cancel=functools.partial(_deliver_cancel, grace=grace),
+        deliver_cancel=deliver_cancel,
     )
     proc: trio.Process | None = None
     try:
         with trio.move_on_after(timeout) as deadline:
             async with trio.open_nursery() as nursery:
                 proc = await nursery.start(run)
+                group = _Group(proc.pid, grace)
                 if tracker is not None:
                     with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
                         await tracker.started(proc.pid)
                 assert proc.stdout is not None and proc.stderr is not None
                 nursery.start_soon(_drain, proc.stdout, stdout)
                 nursery.start_soon(_drain, proc.stderr, stderr)
-                nursery.start_soon(_reap_after_exit, proc, grace)
+                nursery.start_soon(_reap_after_exit, proc, group)
     finally:
         # Normally a no-op (every path above already killed the group); this covers
         # an unexpected error in a reader task.
         if proc is not None:
-            await kill_group(proc.pid, grace=grace)
+            await (group or _Group(proc.pid, grace)).kill()
             if tracker is not None:
                 with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
                     await tracker.ended(proc.pid)
     timed_out = deadline.cancelled_caught
     exit_code = None if timed_out or proc is None else proc.returncode
     return ShellOutcome(stdout.text(), stderr.text(), exit_code, timed_out)
-
-
-async def _deliver_cancel(proc: trio.Process, *, grace: float) -> None:
-    await kill_group(proc.pid, grace=grace)
