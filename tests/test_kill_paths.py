@@ -157,3 +157,32 @@ async def test_writes_waiting_together_are_one_transaction(
         assert sorted(counts) == list(range(1, 51))  # each saw its own write committed
         assert await rt._store.inbox_count(session.id) == 50
     assert sum(batches[:3]) >= 49 and len(batches) < 10, batches
+
+
+async def test_a_stop_terminates_every_recorded_group_at_once(tmp_path: Path) -> None:
+    """``RecordedGroups.terminate`` (what a stop calls before cancelling the session's
+    tasks) signals each live recorded group, and never a leader whose start time is
+    not the one recorded (its pid may have been reused)."""
+    from omnigent.core._groups import RecordedGroups
+
+    async with omnigent.open_runtime(f"sqlite:///{tmp_path / 'db.sqlite'}") as rt:
+        session = await rt.create_session((await rt.create_agent({"name": "plain"})).id)
+        groups = RecordedGroups(rt._store, session.id)
+        procs = [
+            await trio.lowlevel.open_process(["sleep", "300"], start_new_session=True)
+            for _ in range(3)
+        ]
+        try:
+            for proc in procs:
+                await groups.started(proc.pid)
+            groups._started[procs[2].pid] += 1  # as if the pid now named another process
+            assert groups.terminate() == 2
+            with trio.fail_after(5):
+                assert await procs[0].wait() == -signal.SIGTERM
+                assert await procs[1].wait() == -signal.SIGTERM
+            assert procs[2].returncode is None
+        finally:
+            for proc in procs:
+                if proc.returncode is None:
+                    proc.kill()
+                await proc.wait()

@@ -8,12 +8,21 @@ forgets it when it is gone. Recovery (:mod:`._recovery`) kills what is still rec
 
 Recording is best effort: a store that fails to take a record is logged, and the tool
 runs on.
+
+A stop uses the record too: :meth:`RecordedGroups.terminate` sends SIGTERM to every
+group the session has running *before* its tasks are cancelled, so a hundred shells
+die together while their tasks unwind, instead of each waiting for its task's turn to
+be cancelled and kill it. (Each task still kills its own group as before — SIGTERM,
+the grace, SIGKILL — and finds it dying or gone.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
+import signal
 
 import trio
 
@@ -58,3 +67,19 @@ class RecordedGroups:
             await self._store.delete_process_group(pgid, start)
         except Exception:
             log.warning("could not forget process group %d", pgid, exc_info=True)
+
+    def terminate(self) -> int:
+        """SIGTERM every group still recorded as running; returns how many.
+
+        Each leader is checked against its recorded start time first, so a group whose
+        leader has just been reaped (and its pid perhaps reused) is never signalled.
+        Synchronous: one small ``/proc`` read and one signal per group.
+        """
+        signalled = 0
+        for pgid, start in list(self._started.items()):
+            if process_start_time(pgid) != start:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+                signalled += 1
+        return signalled

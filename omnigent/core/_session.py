@@ -28,6 +28,7 @@ from ..errors import Conflict, HarnessError
 from ..harnesses.base import Harness, ToolSchema, TurnRequest
 from ..model import ElicitationParams, InputText, Item, MessageItem, unstructure
 from ._dispatch import SessionTools
+from ._groups import RecordedGroups
 from ._held_calls import EXPIRED, HeldToolCall
 from ._history import History, HistoryCache
 from ._subagents import ChildWork
@@ -201,6 +202,9 @@ class SessionActor:
         # the session's entry until then, so the successor can find it.
         self.leaving = True
         self._stopped = True
+        groups = self._tools.groups if self._tools is not None else None
+        if isinstance(groups, RecordedGroups):
+            groups.terminate()  # every shell at once, before the tasks unwind
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
         return [m.id for m in dropped]

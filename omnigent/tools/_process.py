@@ -277,16 +277,17 @@ async def _wait_gone(pgid: int, killed_at: float) -> None:
     after the kill answers for every group killed before it began, so a hundred groups
     killed together share one (and most need no thread hop at all).
     """
-    delay, waited, wanted = 0.001, 0.0, killed_at
+    delay, waited, wanted, scan_at = 0.001, 0.0, killed_at, _SCAN_AFTER
     while _exists(pgid):
-        if waited >= _SCAN_AFTER:
+        if waited >= scan_at:
             scan = _last_scan  # read without the lock: a tuple is replaced whole
             if scan[0] < wanted:
                 scan = await trio.to_thread.run_sync(_scan_since, wanted)
             began, alive = scan
             if alive is not None and pgid not in alive:
                 return  # zombies only, if anything
-            wanted = began + 1e-9  # next time, a newer scan than this one
+            # Still alive: the next scan a poll interval on, and a newer one than this.
+            wanted, scan_at = began + 1e-9, waited + _POLL_INTERVAL
         await trio.sleep(delay)
         waited += delay
         delay = min(delay * 2, _POLL_INTERVAL)
