@@ -39,9 +39,10 @@ subscribers through :meth:`EventBus.deliver_remote` (the remote feed, :mod:`._fa
 Resource handling: the queue and every subscriber buffer are bounded. ``publish``
 waits for room when the queue is full, or when its session already has a couple of
 batches on their way to the store (back-pressure on the producer, fair between
-sessions), but never while holding a half-assigned sequence number. Per-session state lives only while the
-session is in use — held by an actor, subscribed to, or with events on their way to
-the store — so memory stays flat however many sessions a process touches.
+sessions), but never while holding a half-assigned sequence number. Per-session state
+lives only while the session is in use — held by an actor, subscribed to, or with
+events on their way to the store — so memory stays flat however many sessions a
+process touches.
 """
 
 from __future__ import annotations
@@ -563,8 +564,6 @@ class EventBus:
 
         Resource handling: the live registration is released when the block exits.
         """
-        if after is None and not self._owners.owns(session_id):
-            after = await self.last_event_id(session_id)  # written by another server
         live_now = False
         if after is None and not self._owners.owns(session_id):
             after = await self.last_event_id(session_id)  # written by another server
