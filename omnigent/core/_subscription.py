@@ -39,6 +39,9 @@ the store (reading back is far dearer than keeping up).
 """
 
 
+_EMPTY: deque[Event] = deque(maxlen=0)  # shared, and never appended to
+
+
 @attrs.define(eq=False)
 class Live:
     """One subscriber's live buffer, as the writer sees it.
@@ -73,8 +76,10 @@ class Subscription:
         self._admits = admits
         # The next event, held while ``admits`` decides (so a cancel there loses nothing).
         self._held: Event | None = None
-        self._replay: deque[Event] = deque()  # a store page
-        self._batch: deque[Event] = deque()  # live events received, not yet served
+        # A store page, and live events received but not yet served. Made when first
+        # needed: an idle subscription (a thousand open streams) holds neither.
+        self._replay: deque[Event] = _EMPTY
+        self._batch: deque[Event] = _EMPTY
         self._unyielded = 0  # events served from those since the last checkpoint
         self._live: Live | None = None
         self._receive: trio.MemoryReceiveChannel[tuple[Event, ...]] | None = None
@@ -149,7 +154,10 @@ class Subscription:
                 raise StopAsyncIteration from None
             self._live.pending -= len(batch)
             self._unyielded = 0
-            self._batch.extend(batch)
+            if self._batch is _EMPTY:
+                self._batch = deque(batch)
+            else:
+                self._batch.extend(batch)
 
     async def _catch_up_step(self) -> None:
         """One read of the store towards the present.
@@ -160,7 +168,10 @@ class Subscription:
         delivered live (or both, and then skipped by id) — and go live.
         """
         page = await self._read_page(self.last_event_id)
-        self._replay.extend(page)
+        if self._replay is _EMPTY:
+            self._replay = deque(page)
+        else:
+            self._replay.extend(page)
         if len(page) == REPLAY_PAGE:
             return
         if self._receive is None:
@@ -189,7 +200,8 @@ class Subscription:
             self._bus._detach(self.session_id, self._live)
         if self._receive is not None:
             self._receive.close()
-        self._batch.clear()  # what is left of a batch comes from the store again
+        if self._batch:
+            self._batch.clear()  # what is left of a batch comes from the store again
         self._live = None
         self._receive = None
         self._caught_up = False
