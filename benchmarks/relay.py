@@ -11,7 +11,10 @@ client. Each round reads, in turn:
 
 (a) the model stream directly (what reading it costs at all);
 (b) the floor's relay of it;
-(c) omnigent: ``POST /v1/sessions/{id}/events?stream=true`` on a new session.
+(c) omnigent: ``POST /v1/sessions/{id}/events?stream=true`` on a new session — on a
+    SQLite file, and (unless ``--no-postgres``) on PostgreSQL: a second ``omnigent
+    serve`` on a private cluster started from the machine's binaries, as the test
+    suite starts one.
 
 Every read is timed from the request to the end of the stream and checked for all
 ``--deltas`` words; the medians, the ratios and the relaying server's CPU time (from
@@ -22,6 +25,7 @@ harness writes the deltas of one network read as one event).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -32,6 +36,8 @@ from typing import Any
 import httpx
 import trio
 from _procs import HERE, OMNIGENT, cpu_seconds, median, served
+
+sys.path.insert(0, str(HERE.parent))  # tests.pg_cluster
 
 DELTA = b"event: response.output_text.delta"
 
@@ -59,33 +65,47 @@ async def read_frames(
     return time.perf_counter() - started, count, words
 
 
-async def main(deltas: int, rounds: int) -> None:
+async def main(deltas: int, rounds: int, postgres: bool) -> None:
     text = "".join(word(i) for i in range(deltas))
     chat = {"model": "mock-model", "stream": True, "messages": [{"role": "user", "content": "go"}]}
     message = {"type": "message", "data": {"content": [{"type": "input_text", "text": "go"}]}}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as cleanup:
+        databases = {"omnigent": f"sqlite:///{tmp}/relay.db"}
+        if postgres:
+            from tests.pg_cluster import PgCluster, find_bindir
+
+            bindir = find_bindir()
+            if bindir is None:
+                print("no PostgreSQL binaries on this machine: SQLite only")
+            else:
+                cluster = PgCluster(bindir)
+                cleanup.callback(cluster.destroy)
+                databases["omnigent-pg"] = cluster.url(cluster.create_database())
         script = Path(tmp) / "script.json"
-        turns = 3 * (rounds + 1)
+        turns = (2 + len(databases)) * (rounds + 1)
         script.write_text(json.dumps([{"text": text, "chunk_size": len(word(0))}] * turns))
         model_argv = [*OMNIGENT, "mock-llm", "--port", "0", "--script", str(script)]
-        serve_argv = [*OMNIGENT, "serve", "--port", "0", "--db", f"sqlite:///{tmp}/relay.db"]
-        async with (
-            served(model_argv, "serving on ") as (model, model_pid),
-            served(
-                [sys.executable, str(HERE / "bare.py"), "floor", "--model", model], "serving on "
-            ) as (floor, floor_pid),
-            served(serve_argv, "omnigent serving on ") as (omni, omni_pid),
-            httpx.AsyncClient(timeout=120) as client,
-        ):
-            spec = {
-                "name": "relay",
-                "executor": {
-                    "config": {"harness": "loop", "model": "mock-model", "base_url": model}
-                },
-            }
-            answer = await client.post(f"{omni}/v1/agents", json=spec)
-            assert answer.status_code == 201, answer.text
-            agent_id = answer.json()["id"]
+        floor_argv = [sys.executable, str(HERE / "bare.py"), "floor", "--model", "MODEL"]
+        async with contextlib.AsyncExitStack() as stack:
+            model, model_pid = await stack.enter_async_context(served(model_argv, "serving on "))
+            floor_argv[-1] = model
+            floor, floor_pid = await stack.enter_async_context(served(floor_argv, "serving on "))
+            client = await stack.enter_async_context(httpx.AsyncClient(timeout=120))
+            servers: dict[str, tuple[str, int, str]] = {}
+            for name, db in databases.items():
+                serve_argv = [*OMNIGENT, "serve", "--port", "0", "--db", db]
+                url, pid = await stack.enter_async_context(
+                    served(serve_argv, "omnigent serving on ")
+                )
+                spec = {
+                    "name": "relay",
+                    "executor": {
+                        "config": {"harness": "loop", "model": "mock-model", "base_url": model}
+                    },
+                }
+                answer = await client.post(f"{url}/v1/agents", json=spec)
+                assert answer.status_code == 201, answer.text
+                servers[name] = (url, pid, answer.json()["id"])
 
             async def direct() -> tuple[float, int, int]:
                 return await read_frames(client, f"{model}/chat/completions", chat, b"data: {")
@@ -93,14 +113,20 @@ async def main(deltas: int, rounds: int) -> None:
             async def floor_relay() -> tuple[float, int, int]:
                 return await read_frames(client, f"{floor}/relay", chat, DELTA)
 
-            async def omnigent_relay() -> tuple[float, int, int]:
-                created = await client.post(f"{omni}/v1/sessions", json={"agent_id": agent_id})
-                session = created.json()["id"]
-                url = f"{omni}/v1/sessions/{session}/events?stream=true"
-                return await read_frames(client, url, message, DELTA)
+            def omnigent_relay(name: str) -> Any:
+                url, _pid, agent_id = servers[name]
 
-            sides = {"direct": direct, "floor": floor_relay, "omnigent": omnigent_relay}
-            pids = {"direct": model_pid, "floor": floor_pid, "omnigent": omni_pid}
+                async def relay() -> tuple[float, int, int]:
+                    created = await client.post(f"{url}/v1/sessions", json={"agent_id": agent_id})
+                    stream = f"{url}/v1/sessions/{created.json()['id']}/events?stream=true"
+                    return await read_frames(client, stream, message, DELTA)
+
+                return relay
+
+            sides = {"direct": direct, "floor": floor_relay}
+            sides.update({name: omnigent_relay(name) for name in servers})
+            pids = {"direct": model_pid, "floor": floor_pid}
+            pids.update({name: pid for name, (_url, pid, _agent) in servers.items()})
             times: dict[str, list[float]] = {name: [] for name in sides}
             cpu: dict[str, list[float]] = {name: [] for name in sides}
             frames: dict[str, list[int]] = {name: [] for name in sides}
@@ -119,24 +145,24 @@ async def main(deltas: int, rounds: int) -> None:
     for name, values in times.items():
         each = " / ".join(f"{v:.2f}" for v in values)
         print(
-            f"  {name:<9} {median(values):.3f} s  ({each})  {deltas / median(values):,.0f}/s;"
+            f"  {name:<11} {median(values):.3f} s  ({each})  {deltas / median(values):,.0f}/s;"
             f"  server CPU {median(cpu[name]):.2f} s; {median(frames[name]):.0f} delta frames"
         )
-    ratio = [o / f for o, f in zip(times["omnigent"], times["floor"], strict=True)]
-    to_direct = [o / d for o, d in zip(times["omnigent"], times["direct"], strict=True)]
-    print(
-        f"  omnigent / floor:  {median(ratio):.2f}x  (each round: "
-        + " / ".join(f"{r:.2f}" for r in ratio)
-        + ")"
-    )
-    print(f"  omnigent / direct: {median(to_direct):.2f}x")
-    print(f"  floor / direct:    {median(times['floor']) / median(times['direct']):.2f}x")
-    print(f"  server CPU, omnigent / floor: {median(cpu['omnigent']) / median(cpu['floor']):.2f}x")
+    for name in servers:
+        ratio = [o / f for o, f in zip(times[name], times["floor"], strict=True)]
+        to_direct = [o / d for o, d in zip(times[name], times["direct"], strict=True)]
+        each = " / ".join(f"{r:.2f}" for r in ratio)
+        print(f"  {name} / floor:  {median(ratio):.2f}x  (each round: {each})")
+        print(f"  {name} / direct: {median(to_direct):.2f}x")
+        cpu_ratio = median(cpu[name]) / median(cpu["floor"])
+        print(f"  server CPU, {name} / floor: {cpu_ratio:.2f}x")
+    print(f"  floor / direct: {median(times['floor']) / median(times['direct']):.2f}x")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
-    trio.run(main, args.deltas, args.rounds)
+    trio.run(main, args.deltas, args.rounds, not args.no_postgres)
