@@ -77,9 +77,6 @@ _QUEUE_SIZE = 8192
 _SESSION_IN_FLIGHT = 2048
 _BATCH_MAX = 1024
 _SUBSCRIBER_BUFFER = 2048
-# A batch holding this many events of one session means that session is streaming
-# faster than the writer writes: the next batch waits the window.
-_BUSY_SESSION = 16
 YIELD_EVERY = 16
 """Publishes (and events a subscription serves) between two yields to the scheduler."""
 
@@ -131,20 +128,6 @@ class _Flush:
     """A marker in the queue: set once everything queued before it is published."""
 
     done: trio.Event = attrs.field(factory=trio.Event)
-
-
-def _streaming(batch: list[_Queued | _Flush]) -> bool:
-    """Whether one session has at least :data:`_BUSY_SESSION` events in ``batch``."""
-    if len(batch) < _BUSY_SESSION:
-        return False
-    counts: dict[str, int] = {}
-    for item in batch:
-        if isinstance(item, _Queued):
-            sid = item.row.session_id
-            counts[sid] = counts.get(sid, 0) + 1
-            if counts[sid] >= _BUSY_SESSION:
-                return True
-    return False
 
 
 class EventBus:
@@ -426,18 +409,12 @@ class EventBus:
         try:
             with trio.CancelScope(shield=True):
                 async with self._receive:
-                    busy = False
                     async for first in self._receive:
-                        if busy and self._queued() < _BATCH_MAX and not self._closed:
-                            # A session is streaming faster than we write: one
-                            # scheduler round for more to arrive (its producer
-                            # publishes a few between two yields), so such a stream is
-                            # written in large batches; a trickle (short turns,
-                            # however many sessions) is written at once. A round, not
-                            # a timer: under load a round is long enough, and every
-                            # stage of persist-then-publish that waits a timer adds
-                            # to every subscriber's delay.
-                            await trio.lowlevel.checkpoint()
+                        # No wait for more to arrive: what a streaming session publishes
+                        # while a batch is being written is the next batch. Under load
+                        # (two hundred subscribers to serve) a scheduler round is long,
+                        # and every stage of persist-then-publish that waits one adds
+                        # to every subscriber's delay.
                         batch = [first]
                         while len(batch) < _BATCH_MAX:
                             try:
@@ -446,7 +423,6 @@ class EventBus:
                                 break
                         self._depth -= len(batch)
                         self._room.unpark_all()
-                        busy = _streaming(batch)
                         await self._write(batch)
                         self._room.unpark_all()  # sessions below their in-flight bound
             for subscribers in self._live.values():

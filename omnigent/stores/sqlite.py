@@ -193,7 +193,7 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
         """Run ``fn`` in a write transaction, shared with the writes queued meanwhile.
 
         See :mod:`._sqlite_commit`: the caller that finds the writer free runs every
-        queued write in one thread hop and one transaction (each in a savepoint);
+        queued write in one thread hop and one transaction (one rerun alone if any fails);
         the others wait for it — shielded, as :meth:`_in_thread` — and get their own
         result or error.
         """

@@ -98,7 +98,8 @@ class _SessionStream:
             self._events = events
             async for event in events:
                 await send_frame(send, encode_event(event))
-                self._progress.unpark_all()
+                if self._progress:  # only a settling stream waits here: no work per event
+                    self._progress.unpark_all()
 
     def _seen(self) -> int:
         # The subscription's own position: it also moves past events this viewer may
