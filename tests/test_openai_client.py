@@ -316,6 +316,7 @@ async def test_sse_frames_split_at_odd_byte_boundaries(piece: int | None) -> Non
     ("body", "match"),
     [
         (b"data: {not json\n\n", "malformed stream"),
+        (b'data: {"choices": [{"delta": {"content": "\xff"}}]}\n\n', "malformed stream"),
         (b'data: {"error": {"message": "overloaded"}}\n\n', "mid-stream: overloaded"),
         (f"data: {chunk({'content': 'x'})}\n\n".encode(), "before the answer was complete"),
     ],
