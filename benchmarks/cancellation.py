@@ -6,9 +6,10 @@ A scripted orchestrator on a real SQLite file starts ``--tasks`` background task
 (``sys_call_async`` of ``sys_os_shell`` running ``sleep``) and dispatches to
 ``--children`` sub-agents (``sys_session_send``), each of which runs ``sleep`` through
 ``sys_os_shell`` too, then waits in its turn. Once every ``sleep`` process is running,
-``stop_session`` is timed until (a) it returns, (b) no ``sleep`` process is left, and
-(c) every child session is ``cancelled`` and every background task has written its
-inbox item.
+``stop_session`` is timed until (a) it returns, (b) no ``sleep`` process is left (the
+end of the first ``/proc`` scan that finds none; how many the scan begun as it returned
+found is printed too), and (c) every child session is ``cancelled`` and every background
+task has written its inbox item.
 
 Baseline, in the same run: the same number of ``sleep`` processes, each in its own
 process group, killed directly (``killpg`` SIGTERM to every group at once) and reaped:
@@ -85,6 +86,7 @@ async def stop_run(db: str, tasks: int, children: int) -> dict[str, float]:
         await rt.stop_session(session.id)
         returned = time.perf_counter() - started
         left = await trio.to_thread.run_sync(sleepers)
+        at_return = len(left)  # a scan of /proc (~2-10 ms here) begun as stop returned
         while left:
             await trio.sleep(0.001)
             left = await trio.to_thread.run_sync(sleepers)
@@ -93,7 +95,7 @@ async def stop_run(db: str, tasks: int, children: int) -> dict[str, float]:
         inbox = await rt._store.inbox_count(session.id)
         assert all(s == "cancelled" for s in statuses), statuses
         assert inbox >= tasks, inbox
-        return {"returned": returned, "gone": gone}
+        return {"returned": returned, "gone": gone, "left": at_return}
 
 
 def baseline(count: int) -> float:
@@ -135,6 +137,8 @@ async def main(tasks: int, children: int, runs: int) -> None:
         f"  every process gone:    median {median(gone):.0f} ms "
         f"({' / '.join(f'{x:.0f}' for x in gone)})"
     )
+    left = [int(r["left"]) for r in results]
+    print(f"  sleep processes left as it returned: {' / '.join(map(str, left))}")
     print(
         f"  baseline (killpg {tasks + children} groups, reap): median {median(floors) * ms:.1f} ms"
     )
