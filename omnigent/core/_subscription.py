@@ -76,10 +76,12 @@ class Subscription:
         self._admits = admits
         # The next event, held while ``admits`` decides (so a cancel there loses nothing).
         self._held: Event | None = None
-        # A store page, and live events received but not yet served. Made when first
-        # needed: an idle subscription (a thousand open streams) holds neither.
+        # A store page, and the live batch being served (the bus's tuple, read in place
+        # by every subscriber). Both let go before waiting for the next batch: an idle
+        # subscription (a thousand open streams) holds neither.
         self._replay: deque[Event] = _EMPTY
-        self._batch: deque[Event] = _EMPTY
+        self._batch: tuple[Event, ...] = ()
+        self._at = 0  # the next event of ``_batch`` to serve
         self._unyielded = 0  # events served from those since the last checkpoint
         self._live: Live | None = None
         self._receive: trio.MemoryReceiveChannel[tuple[Event, ...]] | None = None
@@ -118,7 +120,8 @@ class Subscription:
             if self.ended:
                 self._release()
                 raise StopAsyncIteration
-            if (self._replay or self._batch) and self._unyielded >= YIELD_EVERY:
+            batched = self._at < len(self._batch)
+            if (self._replay or batched) and self._unyielded >= YIELD_EVERY:
                 self._unyielded = 0
                 await trio.lowlevel.checkpoint()  # before taking: a cancel loses nothing
                 continue
@@ -128,14 +131,14 @@ class Subscription:
                     self._unyielded += 1
                     return event
                 continue
-            if self._batch:
-                event = self._batch[0]
+            if batched:
+                event = self._batch[self._at]
                 if event.event_id > self.last_event_id + 1:
                     # An id was skipped (written by another server and fed through the
                     # store, or before this process held the session): the store has it.
                     self._release()
                     continue
-                self._batch.popleft()
+                self._at += 1
                 if event.event_id > self.last_event_id:
                     self._unyielded += 1
                     return event
@@ -145,6 +148,8 @@ class Subscription:
                 self._unyielded = 0
                 continue
             assert self._receive is not None and self._live is not None
+            # Nothing is kept while waiting: an idle stream holds no events or buffers.
+            self._replay, self._batch, self._at = _EMPTY, (), 0
             try:
                 batch = await self._receive.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
@@ -154,10 +159,8 @@ class Subscription:
                 raise StopAsyncIteration from None
             self._live.pending -= len(batch)
             self._unyielded = 0
-            if self._batch is _EMPTY:
-                self._batch = deque(batch)
-            else:
-                self._batch.extend(batch)
+            # Served in place (only an empty one is ever replaced): no copy per subscriber.
+            self._batch, self._at = batch, 0
 
     async def _catch_up_step(self) -> None:
         """One read of the store towards the present.
@@ -169,7 +172,8 @@ class Subscription:
         """
         page = await self._read_page(self.last_event_id)
         if self._replay is _EMPTY:
-            self._replay = deque(page)
+            if page:  # an empty page (an idle session) makes no deque: 760 bytes each
+                self._replay = deque(page)
         else:
             self._replay.extend(page)
         if len(page) == REPLAY_PAGE:
@@ -200,8 +204,7 @@ class Subscription:
             self._bus._detach(self.session_id, self._live)
         if self._receive is not None:
             self._receive.close()
-        if self._batch:
-            self._batch.clear()  # what is left of a batch comes from the store again
+        self._batch, self._at = (), 0  # what is left of a batch comes from the store again
         self._live = None
         self._receive = None
         self._caught_up = False
