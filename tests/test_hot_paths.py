@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import omnigent
 from omnigent.core import _bus as bus_module
+from omnigent.core import _subscription as subscription_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import OutputTextDelta, SessionStatus
 from omnigent.model._events import _ENCODE
@@ -180,3 +181,36 @@ async def test_a_backlog_is_sent_without_waiting_the_window(
             chunk = await body.__anext__()
             assert trio.current_time() == started
             assert chunk == frame * 64
+
+
+async def test_a_waiting_subscription_holds_no_events(rt: omnigent.Runtime) -> None:
+    """Regression (scale): a stream kept its replayed page's and last batch's buffers.
+
+    A thousand idle streams each held a deque (and the events of the last batch) long
+    after serving them: while waiting for the next batch a subscription keeps nothing.
+    """
+    agent = await rt.create_agent(scripted(script=[{"say": "a b c"}]))
+    session = await rt.create_session(agent.id)
+    with trio.fail_after(10):
+        async with rt.subscribe(session.id) as first:
+            await rt.send_message(session.id, "one")
+            await collect_turn(first)  # a page to replay
+        async with rt.subscribe(session.id, after=0) as events:
+            waiting = trio.Event()
+            async with trio.open_nursery() as nursery:
+
+                async def read_two_turns() -> None:
+                    idle = 0
+                    async for event in events:
+                        if isinstance(event, SessionStatus) and event.status == "idle":
+                            idle += 1
+                            if idle == 2:
+                                waiting.set()  # and on to wait for a next batch
+
+                nursery.start_soon(read_two_turns)
+                await rt.send_message(session.id, "two")  # live batches
+                await waiting.wait()
+                await trio.testing.wait_all_tasks_blocked()  # the reader waits in __anext__
+                # The shared empty placeholders: no deque, no batch of its own.
+                assert events._replay is subscription_module._EMPTY and events._batch == ()
+                nursery.cancel_scope.cancel()
