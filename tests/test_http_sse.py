@@ -91,6 +91,26 @@ async def test_pings_stopping_and_cleanup(autojump_clock: trio.abc.Clock) -> Non
         assert released.is_set()
 
 
+async def test_a_ping_comes_only_after_an_interval_without_a_chunk(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def source(send: trio.MemorySendChannel[bytes]) -> None:
+        for _ in range(3):
+            await trio.sleep(10)
+            await send.send(b"frame")
+        await trio.sleep_forever()
+
+    with trio.fail_after(100):
+        async with SSEBody(source, stopping=trio.Event(), ping_interval=15) as body:
+            started = trio.current_time()
+            got = []
+            for _ in range(5):
+                chunk = await body.__anext__()
+                got.append((chunk, trio.current_time() - started))
+    # Frames 10 s apart keep it quiet; then a ping every 15 s of silence.
+    assert got == [(b"frame", 10), (b"frame", 20), (b"frame", 30), (PING, 45), (PING, 60)]
+
+
 async def test_leaving_early_cancels_the_source() -> None:
     released = trio.Event()
 

@@ -21,8 +21,7 @@ generator, and that choice carries the design:
   while it catches up from the store (a cancel between its store read and its live
   attach loses the page it read), so a timeout must never be put around it. A memory
   channel's ``receive`` is cancel-safe, so the consumer side can time out freely.
-* **Coalescing.** ``__anext__`` takes one frame (waiting at most ``ping_interval``;
-  on timeout it answers a ``: ping`` comment) and drains every frame that is ready
+* **Coalescing.** ``__anext__`` takes one frame and drains every frame that is ready
   with ``receive_nowait`` into ONE chunk. Each chunk costs a full trip through Quart
   and Hypercorn (~150 µs), so a 20,000-delta turn goes out in a few dozen chunks
   instead of 20,000. A session's events come from the bus in batches (one per store
@@ -41,6 +40,11 @@ generator, and that choice carries the design:
   a turn stream runs to its own end, a session stream forwards everything up to the
   session's last event — for at most :data:`SETTLE_TIMEOUT`, and only then cancels
   the pump, so the stream ends before Hypercorn's graceful timeout.
+* **Pings.** The same watcher sends a ``: ping`` comment through the channel when no
+  chunk has gone out for ``ping_interval`` (unless frames are already waiting): one
+  timer per stream per interval, not a cancel scope around every wait for a frame
+  (with two hundred streams each waiting once per batch, those were a few percent of
+  the server's CPU).
 
 Error handling: errors the source raises after the headers went out cannot become a
 status code; the pump logs unexpected ones and ends the stream with one ``event:
@@ -159,12 +163,14 @@ class SSEBody(ResponseBody):
         self._nursery_manager: Any = None
         self._nursery: trio.Nursery | None = None
         self._pump_scope = trio.CancelScope()
+        self._sent_at = 0.0  # when the last chunk went out (trio's clock)
 
     async def __aenter__(self) -> SSEBody:
+        self._sent_at = trio.current_time()
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self._pump, name="sse pump")
-        self._nursery.start_soon(self._watch_stopping, name="sse stopping watcher")
+        self._nursery.start_soon(self._watch, name="sse ping and stopping watcher")
         return self
 
     async def __aexit__(
@@ -190,18 +196,14 @@ class SSEBody(ResponseBody):
 
     async def __anext__(self) -> bytes:
         try:
-            # Frames waiting already (a busy stream): no timer to set up for the ping.
             first = self._receive.receive_nowait()
         except trio.WouldBlock:
-            waited: bytes | None = None
-            with trio.move_on_after(self._ping_interval):
-                try:
-                    waited = await self._receive.receive()
-                except trio.EndOfChannel:
-                    raise StopAsyncIteration from None
-            if waited is None:
-                return PING
-            first = waited
+            # No timer here (one per chunk, times hundreds of streams, is not free):
+            # the watcher sends a silent stream its ping through the channel.
+            try:
+                first = await self._receive.receive()
+            except trio.EndOfChannel:
+                raise StopAsyncIteration from None
         except trio.EndOfChannel:
             raise StopAsyncIteration from None
         chunk = [first]
@@ -211,6 +213,7 @@ class SSEBody(ResponseBody):
             # out at once: waiting would only let it grow.
             await trio.sleep(self._window)
             size = self._drain(chunk, size)
+        self._sent_at = trio.current_time()
         return b"".join(chunk)
 
     def _drain(self, chunk: list[bytes], size: int) -> int:
@@ -224,7 +227,20 @@ class SSEBody(ResponseBody):
             size += len(frame)
         return size
 
-    async def _watch_stopping(self) -> None:
+    async def _watch(self) -> None:
+        """Ping the stream after ``ping_interval`` without a chunk; settle it once stopping."""
+        while not self._stopping.is_set():
+            with trio.move_on_at(self._sent_at + self._ping_interval):
+                await self._stopping.wait()
+            if trio.current_time() < self._sent_at + self._ping_interval:
+                continue  # stopping, or a chunk went out meanwhile
+            self._sent_at = trio.current_time()
+            try:
+                self._send.send_nowait(PING)
+            except trio.WouldBlock:
+                pass  # frames are waiting: they are the sign of life
+            except trio.ClosedResourceError:
+                break  # the source has ended, and so will the stream
         await self._stopping.wait()
         with trio.move_on_after(SETTLE_TIMEOUT):
             if self._settle is not None:
