@@ -94,10 +94,10 @@ def _counting_detaches(counter: list[int]) -> Any:
     """``EventBus._deliver``, counting the subscribers it detaches (too slow)."""
     deliver = EventBus._deliver
 
-    def counting(self: EventBus, event: Event) -> None:
-        before = len(self._live.get(event.session_id, ()))
-        deliver(self, event)
-        counter[0] += before - len(self._live.get(event.session_id, ()))
+    def counting(self: EventBus, session_id: str, events: tuple[Event, ...]) -> None:
+        before = len(self._live.get(session_id, ()))
+        deliver(self, session_id, events)
+        counter[0] += before - len(self._live.get(session_id, ()))
 
     return counting
 
