@@ -18,6 +18,7 @@ import trio
 import trio.testing
 
 import omnigent
+from omnigent.transports._acp_mcp import ClientMcpMode
 from omnigent.transports._rpc_connection import NdjsonStream, RpcConnection
 from omnigent.transports.acp import AcpAgent, serve_acp
 from omnigent.transports.jsonrpc import RpcError
@@ -171,6 +172,7 @@ async def open_acp(
     user: str = "local",
     check_access: bool = False,
     initialize: bool = True,
+    client_mcp: ClientMcpMode = "off",
     **caps: Any,
 ) -> AsyncIterator[Editor]:
     """An editor connected to an ACP agent over ``rt`` (``agent_name``: the agent used)."""
@@ -193,6 +195,7 @@ async def open_acp(
                 resolve,
                 user=user,
                 check_access=check_access,
+                client_mcp=client_mcp,
                 task_status=task_status,
             )
         )

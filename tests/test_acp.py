@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import json
 from pathlib import Path
 from typing import Any
@@ -616,9 +618,10 @@ async def test_bad_params_are_invalid_params_naming_the_field(
             assert await editor.prompt(sid) == {"stopReason": "end_turn"}
 
 
-async def test_mcp_servers_from_the_client_are_left_out_and_named(
+async def test_with_client_mcp_off_the_servers_are_left_out_and_named(
     rt: omnigent.Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, "omnigent.transports.acp")
     name = await agent(rt, "plain", [{"say": "hi"}])
     servers = [{"name": "github", "command": "gh-mcp", "args": [], "env": []}]
     with trio.fail_after(5):

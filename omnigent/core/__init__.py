@@ -6,6 +6,7 @@ it are private. :func:`open_runtime` is the way in: it yields a :class:`Runtime`
 """
 
 from ._bus import Subscription
+from ._client_mcp import ClientMcpReport, url_prefix_problem
 from ._elicitations import ACTIONS as ELICITATION_ACTIONS
 from ._elicitations import Resolution, elicitation_params, wants_content
 from ._files import MAX_FILE_BYTES
@@ -58,6 +59,7 @@ __all__ = [
     "PUBLIC",
     "READ",
     "Agent",
+    "ClientMcpReport",
     "ElicitationHeld",
     "ElicitationInfo",
     "EventAccepted",
@@ -91,5 +93,6 @@ __all__ = [
     "open_runtime",
     "parse_event",
     "parse_policy_event",
+    "url_prefix_problem",
     "wants_content",
 ]

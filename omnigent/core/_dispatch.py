@@ -37,6 +37,7 @@ from ..tools import os as os_tools
 from ..tools import terminals as terminal_tools
 from ..tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
 from ._bus import EventBus
+from ._client_mcp import ClientMcp
 from ._elicitations import Elicitations, elicitation_params
 from ._permissions import Permissions
 from ._policies import (
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from ._orchestration import Orchestration
     from ._subagents import ChildWork
 
-__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
+__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools", "working_directory"]
 
 CHANGED_FILES_WINDOW = 2.0
 ASYNC_TOOLS = ("sys_call_async", "sys_read_inbox", "sys_cancel_async")
@@ -114,6 +115,32 @@ class ToolPlace:
     default_cwd: Path | None = None
 
 
+async def working_directory(
+    spec: AgentSpec, session_cwd: Path | None, place: ToolPlace, session_id: str
+) -> Path:
+    """Where a session's OS tools act (and the MCP servers it starts run), resolved.
+
+    An absolute ``os_env.cwd`` is used as is; a relative one (``.`` included) is
+    relative to the session's own directory (``create_session(cwd=...)``) if it has
+    one, else to the directory the runtime was started in. Without ``os_env.cwd``
+    the session works in its own directory, else in the runtime's ``default_cwd``
+    if it has one, else in a workspace under ``$OMNIGENT_HOME/workspaces``. A
+    session's own directory belongs to its client and is never created here (a
+    tool then reports it missing); the others are created.
+    """
+    os_env = spec.os_env
+    base = session_cwd
+    if os_env is not None and os_env.cwd:
+        target = Path(os_env.cwd)
+        if not target.is_absolute():
+            target = (base or place.workspace) / target
+    else:
+        target = base or place.default_cwd or workspace_for(place.home, session_id)
+    if target != base:
+        await os_tools.ensure_dir(target)
+    return await trio.to_thread.run_sync(target.resolve)
+
+
 def _only_keys(args: Mapping[str, Any], tool: str, allowed: set[str]) -> str | None:
     extra = sorted(set(args) - allowed)
     if extra:
@@ -140,6 +167,7 @@ class SessionTools:
         tmux: terminal_tools.TmuxServer | None = None,
         session_cwd: str | None = None,
         providers: ToolProviders | None = None,
+        client_mcp: ClientMcp | None = None,
         work: ChildWork | None = None,
         orchestration: Orchestration | None = None,
         groups: TrackedGroups | None = None,
@@ -147,6 +175,8 @@ class SessionTools:
         self.session_id = session_id
         self._session_cwd = Path(session_cwd) if session_cwd is not None else None
         self._providers = providers
+        # MCP servers clients supply for this session while connected (ACP's).
+        self._client_mcp = client_mcp
         # The session's dispatches to its children, and what the orchestration
         # tools act through (both absent for tools made outside an actor).
         self.work = work
@@ -214,33 +244,49 @@ class SessionTools:
         )
 
     def schemas(self) -> tuple[ToolSchema, ...]:
-        """Every tool this session offers: built-ins, registered tools, MCP tools."""
-        return (
+        """Every tool this session offers: built-ins, registered tools, MCP tools (the
+        spec's, then those of servers a connected client supplies)."""
+        own = (
             *(schema for schema, _ in self._builtins.values()),
             *(s for s in self._registry.schemas() if s.name not in self._builtins),
             *(self._mcp.schemas() if self._mcp is not None else ()),
         )
+        if self._client_mcp is None:
+            return own
+        taken = {s.name for s in own}
+        return (*own, *self._client_mcp.schemas(self.session_id, taken))
 
     def offers(self, name: str) -> bool:
         return (
             name in self._builtins
             or self._registry.get(name) is not None
             or (self._mcp is not None and self._mcp.offers(name))
+            or self._client_server(name) is not None
         )
+
+    def _client_server(self, name: str) -> McpServers | None:
+        if self._client_mcp is None:
+            return None
+        return self._client_mcp.server_for(self.session_id, name)
 
     # -- services: the spec's MCP servers ----------------------------------------------
 
     async def start_services(self, nursery: trio.Nursery) -> None:
         """Connect the spec's MCP servers, once, in ``nursery`` (the session's).
 
-        Called as the session's first turn is prepared, so their tools are offered to
-        it; the connections stay open until :meth:`close_services`.
+        Called as each turn is prepared (the spec's servers connect on the first), so
+        their tools are offered to it; the connections stay open until
+        :meth:`close_services`. Servers a client supplies that a stop of the session
+        closed are connected again here (a failure there only leaves their tools out).
 
         Raises:
-            McpServerFailed: a server did not start (its name and stderr tail said).
+            McpServerFailed: a server of the spec did not start (its name and stderr
+                tail said).
         """
         if self._mcp is not None:
             await self._mcp.start(nursery)
+        if self._client_mcp is not None:
+            await self._client_mcp.resume(self.session_id)
 
     @property
     def services_running(self) -> int:
@@ -259,30 +305,12 @@ class SessionTools:
     async def cwd(self) -> Path:
         """The working directory of the OS tools, created on first use.
 
-        An absolute ``os_env.cwd`` is used as is; a relative one (``.`` included) is
-        relative to the session's own directory (``create_session(cwd=...)``) if it has
-        one, else to the directory the runtime was started in. Without ``os_env.cwd``
-        the session works in its own directory, else in the runtime's ``default_cwd``
-        if it has one, else in a workspace under ``$OMNIGENT_HOME/workspaces``. A
-        session's own directory belongs to its client and is never created here (a
-        tool then reports it missing).
+        See :func:`working_directory`.
         """
         if self._cwd is None:
-            os_env = self.spec.os_env
-            base = self._session_cwd
-            if os_env is not None and os_env.cwd:
-                target = Path(os_env.cwd)
-                if not target.is_absolute():
-                    target = (base or self._place.workspace) / target
-            else:
-                target = (
-                    base
-                    or self._place.default_cwd
-                    or workspace_for(self._place.home, self.session_id)
-                )
-            if target != base:
-                await os_tools.ensure_dir(target)
-            self._cwd = await trio.to_thread.run_sync(target.resolve)
+            self._cwd = await working_directory(
+                self.spec, self._session_cwd, self._place, self.session_id
+            )
         return self._cwd
 
     # -- one call ----------------------------------------------------------------------
@@ -389,6 +417,9 @@ class SessionTools:
         elif builtin is None:
             if self._mcp is not None and self._mcp.offers(name):
                 return await self._mcp.call(name, args, in_turn=in_turn)
+            client = self._client_server(name) if self._registry.get(name) is None else None
+            if client is not None:
+                return await client.call(name, args, in_turn=in_turn)
             return await self._registry.invoke(name, args)
         else:
             output = await builtin[1](self, args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -33,7 +34,8 @@ from ..spec import AgentSpec, PolicySpec
 from ..stores import SessionRow, Store
 from ..tools.terminals import TmuxServer
 from ._bus import EventBus
-from ._dispatch import SessionTools, ToolPlace
+from ._client_mcp import ClientMcp
+from ._dispatch import SessionTools, ToolPlace, working_directory
 from ._elicitations import Elicitations
 from ._files import FileService
 from ._groups import RecordedGroups
@@ -142,6 +144,8 @@ class ActorHost:
         self._specs: dict[tuple[str, int], AgentSpec] = {}
         # Tool implementations clients supply for their sessions (ACP's fs/terminal).
         self.providers = ToolProviders()
+        # MCP servers clients supply for their sessions while connected (ACP's).
+        self.client_mcp = ClientMcp()
         # One engine per agent version (and sub-agent), so function references resolve
         # once.
         self._engines: dict[tuple[str, int, str | None], PolicyEngine] = {}
@@ -316,6 +320,12 @@ class ActorHost:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
         return row, spec
 
+    async def workdir(self, session_id: str) -> Path:
+        """Where the session's OS tools act (see :func:`._dispatch.working_directory`)."""
+        row, spec = await self.session_spec(session_id)
+        session_cwd = Path(row.cwd) if row.cwd is not None else None
+        return await working_directory(spec, session_cwd, self._place, session_id)
+
     async def agent_spec(self, agent_id: str, version: int | None) -> AgentSpec:
         """An agent version's spec; a known version is served without a store read."""
         if version is not None and (agent_id, version) in self._specs:
@@ -398,6 +408,7 @@ class ActorHost:
             tmux=self._tmux,
             session_cwd=row.cwd,
             providers=self.providers,
+            client_mcp=self.client_mcp,
             work=work,
             orchestration=self.orchestration,
             groups=RecordedGroups(self._store, session_id),

@@ -26,6 +26,7 @@ import trio
 
 from .._config import omnigent_home
 from .._ids import new_id
+from ..errors import InvalidInput
 from ..harnesses._processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT, open_process_manager
 from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry
@@ -33,6 +34,7 @@ from ..spec import PolicySpec, parse_policy_spec
 from ..stores import Store, cluster_of, open_store
 from ..tools.terminals import TmuxServer, open_tmux_server
 from ._bus import EventBus
+from ._client_mcp import url_prefix_problem
 from ._cluster import (
     DEFAULT_LEASE_TTL,
     SharedOwnership,
@@ -69,6 +71,7 @@ async def open_runtime(
     policy_functions: PolicyFunctions | None = None,
     policy_modules: Iterable[str] = (),
     allowed_commands: Iterable[str] = (),
+    allowed_mcp_urls: Iterable[str] = (),
     exclusive: bool = True,
     shutdown_grace: float = DEFAULT_GRACE,
     harness_idle_timeout: float | None = None,
@@ -108,7 +111,12 @@ async def open_runtime(
             HTTP API's) may name to run — an external harness's or a stdio MCP
             server's ``command``, a terminal's ``command`` (``serve --allow-command``).
             By default a client's spec may name none; the operator's own specs may
-            name any.
+            name any. The same list says which stdio MCP servers a remote client may
+            supply (:meth:`Runtime.open_client_mcp_servers` with ``from_client``).
+        allowed_mcp_urls: URL prefixes (``https://mcp.example/``) under which a remote
+            client may supply HTTP MCP servers for its sessions (``serve
+            --allow-mcp-url``); by default none — the server fetching URLs a client
+            chose would let it reach what only the server can.
         exclusive: own the database (the default). One process at a time may run
             turns on a database file: their event logs and recovery would collide.
             ``False`` opens it beside a running owner for records only — agents,
@@ -132,7 +140,8 @@ async def open_runtime(
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
-        InvalidInput: a bad ``policy_modules`` name or ``policy_functions`` entry.
+        InvalidInput: a bad ``policy_modules`` name or ``policy_functions`` entry, or
+            an ``allowed_mcp_urls`` entry that is not an http(s) URL prefix.
 
     Cancellation: cancelling the block cancels every turn; each still publishes its
     terminal status before the store closes.
@@ -143,6 +152,11 @@ async def open_runtime(
         default_cwd=Path(default_cwd) if default_cwd is not None else None,
     )
     idle_timeout = _idle_timeout(harness_idle_timeout)
+    mcp_urls = tuple(allowed_mcp_urls)
+    for index, prefix in enumerate(mcp_urls):
+        problem = url_prefix_problem(prefix) if isinstance(prefix, str) else "expected a string"
+        if problem is not None:
+            raise InvalidInput.at(f"allowed_mcp_urls[{index}]", problem)
     policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
     allowlist = PolicyAllowlist(
         functions=policy_functions,
@@ -186,6 +200,7 @@ async def open_runtime(
                         default_policies=policies,
                         policy_allowlist=allowlist,
                         allowed_commands=tuple(allowed_commands),
+                        allowed_mcp_urls=mcp_urls,
                         records_only=not exclusive,
                         processes=processes,
                         tmux=tmux,

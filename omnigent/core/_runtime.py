@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import httpx
@@ -34,17 +35,28 @@ import trio
 
 from .._ids import now
 from ..errors import (
+    ConfigError,
     ErrorDetail,
     InvalidInput,
 )
+from ..harnesses._processes import base_environment
 from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry, ModelRule
-from ..spec import AgentSpec, PolicySpec
+from ..mcp import INSTALL_HINT as MCP_INSTALL_HINT
+from ..mcp import mcp_installed
+from ..model import ElicitationParams
+from ..spec import AgentSpec, McpServerSpec, PolicySpec
 from ..stores import Store
 from ..tools.terminals import TmuxServer
 from ._agents import AgentCatalog
 from ._asking import Asking
 from ._bus import EventBus
+from ._client_mcp import (
+    ClientMcpReport,
+    check_client_servers,
+    client_server_refusal,
+    open_server_set,
+)
 from ._cluster import SharedOwnership
 from ._dispatch import ToolPlace
 from ._elicitations import Elicitations
@@ -103,6 +115,7 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         default_policies: Sequence[PolicySpec] = (),
         policy_allowlist: PolicyAllowlist | None = None,
         allowed_commands: Collection[str] = (),
+        allowed_mcp_urls: Sequence[str] = (),
         records_only: bool = False,
         processes: ProcessManager | None = None,
         tmux: TmuxServer | None = None,
@@ -114,6 +127,7 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         self._started_at = now()
         self._processes = processes
         self.records_only = records_only
+        self._allowed_mcp_urls = tuple(allowed_mcp_urls)
         self._store = store
         self._bus = bus
         self._harnesses = harnesses
@@ -223,6 +237,11 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
             await self._bus.flush()
 
     @property
+    def allowed_mcp_urls(self) -> tuple[str, ...]:
+        """URL prefixes a remote client's HTTP MCP servers may be under (``open_runtime``)."""
+        return self._allowed_mcp_urls
+
+    @property
     def server_id(self) -> str:
         """This server's name (``serve --server-id``; default ``HOST:PID``)."""
         return self._ownership.server_name
@@ -298,6 +317,70 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         with self._host.providers.provide(session_id, tools):
             yield
 
+    @asynccontextmanager
+    async def open_client_mcp_servers(
+        self,
+        session_id: str,
+        servers: Sequence[McpServerSpec],
+        *,
+        from_client: bool = False,
+        connect_timeout: float = 30.0,
+    ) -> AsyncIterator[ClientMcpReport]:
+        """Connect MCP servers a client supplies to one session while the block runs.
+
+        What an ACP connection does with the ``mcpServers`` of ``session/new`` and
+        ``session/load``: the servers' tools (``mcp__<name>__<tool>``) are offered to
+        every turn of the session that starts while the block is open, through the
+        session's policies like a spec's own MCP servers'; their processes end when
+        the block exits, or when the session is stopped (a later turn starts them
+        again) or deleted. Nothing about them is stored. See
+        :mod:`omnigent.core._client_mcp`.
+
+        Args:
+            session_id: the session.
+            servers: the servers (names must differ); a stdio one runs in the
+                session's working directory with its ``env`` merged onto the
+                non-secret basics of this process's environment.
+            from_client: the servers come from a remote client (the WebSocket
+                transport), not the operator: a stdio server is connected only if its
+                program is in ``open_runtime(allowed_commands=...)``, an HTTP one only
+                if its URL is under one of ``allowed_mcp_urls``; the rest are refused.
+            connect_timeout: seconds each server may take to start.
+
+        Yields:
+            What was done with each server: connected, refused (never started), or
+            failed to start (the block goes on without it).
+
+        Raises:
+            SessionNotFound. InvalidInput at ``servers`` (more than 32, or two of one
+            name). ConfigError: the ``mcp`` extra is not installed.
+            RuntimeClosed, StoreBusy: the runtime cannot run work.
+
+        Cancellation: leaving the block stops every server (shielded, bounded).
+        """
+        await self._working()
+        await self._sessions.row(session_id)
+        check_client_servers(servers)
+        if not mcp_installed():
+            raise ConfigError(f"MCP servers need the mcp extra: {MCP_INSTALL_HINT}")
+        host = self._host
+        connect = _client_connection(host, session_id)
+
+        def refuse(server: McpServerSpec) -> str | None:
+            if not from_client:
+                return None
+            return client_server_refusal(server, host.allowed_commands, self._allowed_mcp_urls)
+
+        async with open_server_set(
+            host.client_mcp,
+            session_id,
+            servers,
+            connect=connect,
+            refuse=refuse,
+            timeout=connect_timeout,
+        ) as report:
+            yield report
+
     def register_harness(
         self,
         name: str,
@@ -326,3 +409,20 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
             check_spec=check_spec,
             accepts_model=accepts_model,
         )
+
+
+def _client_connection(host: ActorHost, session_id: str) -> Any:
+    """How one client server of the session is connected (the ``mcp`` SDK's client)."""
+    from ..mcp._client import McpServers  # the optional `mcp` extra
+
+    async def ask(params: ElicitationParams, mark_waiting: bool) -> tuple[str, Any]:
+        answer = await host.services.elicitations.ask(session_id, params, mark_waiting=mark_waiting)
+        return answer.action, answer.content
+
+    async def cwd() -> Path:
+        return await host.workdir(session_id)
+
+    def connect(spec: McpServerSpec) -> McpServers:
+        return McpServers((spec,), ask=ask, cwd=cwd, base_env=base_environment())
+
+    return connect

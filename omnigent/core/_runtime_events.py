@@ -187,6 +187,9 @@ class EventsAPI(AskingAPI):
         waiters = self._elicitations.withdraw(set(withdraw or session_ids))
         for actor in actors:
             await actor.done.wait()
+        # MCP servers a connected client supplies: stopped too (the next turn on that
+        # connection starts them again; a deleted session has none).
+        await self._host.client_mcp.stop(session_ids)
         if self._processes is not None:
             # A native coding agent's process serves this session only: a stop or a
             # delete leaves none behind (an idle session's included).

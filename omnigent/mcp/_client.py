@@ -99,14 +99,18 @@ class McpServers:
         ask: Ask,
         cwd: Callable[[], Awaitable[Path]],
         client_name: str = "omnigent",
+        base_env: Mapping[str, str] | None = None,
     ) -> None:
         self._servers = [_Server(spec) for spec in servers]
+        # What a stdio server's env is merged onto (besides the SDK's own basics).
+        self._base_env = dict(base_env or {})
         self._ask = ask
         self._cwd = cwd
         self._client_name = client_name
         self._tools: dict[str, _Tool] = {}
         self._scope: trio.CancelScope | None = None
         self._started = False
+        self._closed = trio.Event()
         self._in_turn = 0
 
     @property
@@ -136,17 +140,40 @@ class McpServers:
         if self._scope is not None:
             self._scope.cancel()
 
+    async def aclose(self) -> None:
+        """Close every connection and wait until the holding task has ended.
+
+        A stdio server is stopped as the SDK does it (stdin closed, then SIGTERM to its
+        process group, then SIGKILL, each after a bounded grace), so when this returns
+        its processes are gone.
+
+        Cancellation: the close itself is shielded and bounded; the wait is not.
+        """
+        self.close()
+        if self._started:
+            await self._closed.wait()
+
     async def _hold(self, task_status: trio.TaskStatus[None]) -> None:
-        stack = AsyncExitStack()
         connected = False
         try:
-            with trio.CancelScope() as scope:
-                self._scope = scope
-                for server in self._servers:
-                    await self._connect(stack, server)
-                task_status.started()
-                connected = True
-                await trio.sleep_forever()
+            with trio.CancelScope() as life:
+                self._scope = life
+                # The SDK's task groups are entered inside ``guard`` and must exit in
+                # it too: a scope opened around the close instead (a shielded
+                # move_on_after) would interleave with theirs and corrupt trio's
+                # scope stack. So the close is bounded and shielded by ``guard``.
+                with trio.CancelScope() as guard:
+                    stack = AsyncExitStack()
+                    try:
+                        for server in self._servers:
+                            await self._connect(stack, server)
+                        task_status.started()
+                        connected = True
+                        await trio.sleep_forever()
+                    finally:
+                        guard.shield = True
+                        guard.deadline = trio.current_time() + _CLOSE_TIMEOUT
+                        await stack.aclose()
         except Exception as exc:
             if not connected:
                 raise  # start() raises it: the turn fails with it
@@ -155,14 +182,10 @@ class McpServers:
             for server in self._servers:
                 server.failure = server.failure or f"the connection failed: {exc}"
         finally:
-            with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-                try:
-                    await stack.aclose()
-                except Exception:
-                    log.warning("closing MCP connections failed", exc_info=True)
             for server in self._servers:
                 if server.stderr is not None:
                     server.stderr.close()
+            self._closed.set()
 
     async def _connect(self, stack: AsyncExitStack, server: _Server) -> None:
         spec = server.spec
@@ -197,7 +220,7 @@ class McpServers:
             params = StdioServerParameters(
                 command=spec.command[0],
                 args=list(spec.command[1:]),
-                env=dict(spec.env),
+                env={**self._base_env, **spec.env},
                 cwd=await self._cwd(),
             )
             return stdio_client(params, errlog=server.stderr)

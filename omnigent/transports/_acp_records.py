@@ -1,4 +1,4 @@
-"""ACP's views of session records: config options, session lists, histories, MCP notices.
+"""ACP's views of session records: config options, session lists, histories.
 
 Plain functions of a :class:`~omnigent.Runtime` behind :class:`~.acp.AcpAgent`'s
 ``session/list``, ``session/load``, ``session/set_config_option`` and the
@@ -7,7 +7,6 @@ Plain functions of a :class:`~omnigent.Runtime` behind :class:`~.acp.AcpAgent`'s
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..core import Runtime, SessionSnapshot
@@ -18,15 +17,11 @@ from ._acp_params import Params, invalid
 
 __all__ = [
     "LIST_PAGE",
-    "client_mcp_servers",
     "config_options",
     "history",
-    "mcp_notice",
     "model_override",
     "session_list",
 ]
-
-log = logging.getLogger("omnigent.transports.acp")
 
 LIST_PAGE = 50
 
@@ -120,29 +115,3 @@ async def history(runtime: Runtime, session_id: str) -> list[Item]:
         if not page.has_more:
             return items
         after = page.last_id
-
-
-def client_mcp_servers(params: Params) -> list[str]:
-    """The names of the MCP servers the client offered (which omnigent cannot use yet).
-
-    Editors forward every MCP server the user installed in them (Zed does) to every
-    agent; refusing the session would make omnigent unusable there, so they are left
-    out — logged, and named in the answer's ``_meta`` — and the agent keeps the MCP
-    servers of its own spec.
-    """
-    servers = params.array("mcpServers", required=False, max_len=100)
-    names = [str(s.get("name", "?")) if isinstance(s, dict) else "?" for s in servers]
-    if names:
-        log.warning(
-            "the client offered MCP servers omnigent does not connect yet (%s); "
-            "list them in the agent spec's mcp_servers instead",
-            ", ".join(names),
-        )
-    return names
-
-
-def mcp_notice(names: list[str]) -> dict[str, Any]:
-    """The ``_meta`` of an answer that left client MCP servers out (nothing if none)."""
-    if not names:
-        return {}
-    return {"_meta": {"omnigent": {"ignoredMcpServers": names}}}

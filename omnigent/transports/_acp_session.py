@@ -9,8 +9,10 @@ elicitation of the session *and of its descendants* (their requests are mirrored
 this session's stream) into a ``session/request_permission`` request to the client.
 
 The relay is also where the connection's tool implementations live
-(:meth:`~omnigent.Runtime.open_tool_provider`: the editor's files and terminal), so
-they are withdrawn the moment the connection ends.
+(:meth:`~omnigent.Runtime.open_tool_provider`: the editor's files and terminal) and
+the MCP servers the client passed for the session
+(:meth:`~omnigent.Runtime.open_client_mcp_servers`), so they are withdrawn — the
+servers' processes stopped — the moment the connection ends.
 
 Permission requests
     Each is a task in the connection's nursery, in its own cancel scope. The answer
@@ -33,15 +35,16 @@ turn's updates before its ``stopReason``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
 import trio
 
-from ..core import ProvidedTool, Runtime, wants_content
+from ..core import ClientMcpReport, ProvidedTool, Runtime, wants_content
 from ..errors import OmnigentError
 from ..model import ElicitationRequest, Event, OutputTextDelta
+from ..spec import McpServerSpec
 from ._acp_updates import Ask, Translator, Update, Withdraw
 from ._rpc_connection import ConnectionClosed, RpcConnection
 from .jsonrpc import RpcError
@@ -117,26 +120,40 @@ class SessionRelay:
         self.relayed_through = 0
         self._progress = trio.Event()
         self._ended = False
+        # What became of the client's MCP servers (None: it passed none on).
+        self.mcp_report: ClientMcpReport | None = None
 
     async def run(
         self,
         after: int,
         providers: Mapping[str, ProvidedTool],
+        mcp: tuple[Sequence[McpServerSpec], bool] = ((), False),
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Relay events with ``event_id > after`` until cancelled (or the session ends).
 
-        Cancellation: the subscription and the tool providers are released.
+        ``mcp`` is the client's MCP servers and whether they come from a remote
+        client (``from_client``); started once they are connected (or failed).
+
+        Cancellation: the subscription and the tool providers are released, and the
+        MCP servers stopped.
         """
         self.relayed_through = after
         send, receive = trio.open_memory_channel[Event](_BUFFER)
         try:
             async with AsyncExitStack() as stack:
+                runtime = self._ctx.runtime
                 if providers:
-                    runtime = self._ctx.runtime
                     await stack.enter_async_context(
                         runtime.open_tool_provider(self.session_id, providers)
+                    )
+                servers, from_client = mcp
+                if servers:
+                    self.mcp_report = await stack.enter_async_context(
+                        runtime.open_client_mcp_servers(
+                            self.session_id, servers, from_client=from_client
+                        )
                     )
                 async with trio.open_nursery() as nursery:
                     # A pump, because a subscription is not cancel-safe while it catches

@@ -60,6 +60,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "arguments, so never a shell or an interpreter; repeatable (default: none)",
     )
     parser.add_argument(
+        "--allow-mcp-url",
+        dest="allowed_mcp_urls",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a URL prefix (https://mcp.example/) under which HTTP MCP servers that "
+        "/v1/ws clients pass are connected; repeatable (default: none, they are ignored)",
+    )
+    parser.add_argument(
         "--allowed-origin",
         action="append",
         default=[],

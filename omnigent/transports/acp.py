@@ -12,7 +12,8 @@ ACP                                core
 ``initialize``                     capabilities both ways (``loadSession``, images and
                                    embedded context, ``session/list``; the client's
                                    ``fs`` and ``terminal``)
-``session/new {cwd, mcpServers}``  ``create_session(agent, cwd=cwd)``
+``session/new {cwd, mcpServers}``  ``create_session(agent, cwd=cwd)``, and
+                                   ``open_client_mcp_servers`` for the connection
 ``session/load``                   the history replayed as ``session/update``
 ``session/list {cwd?, cursor?}``   ``list_sessions(agent_name, cwd=…)``, top level only
 ``session/prompt``                 ``open_turn_stream``; ``stopReason`` from its end
@@ -27,7 +28,9 @@ Sessions opened on a connection (new or load) are relayed by a
 :class:`~._acp_session.SessionRelay` each, which also asks the client about every
 elicitation. The connection's nursery owns the relays, the permission requests and
 the prompts; when the connection ends they are all cancelled, and a prompt cancelled
-that way interrupts its turn, which ends ``cancelled``.
+that way interrupts its turn, which ends ``cancelled``. Each relay also holds the MCP
+servers the client passed for its session (:mod:`._acp_mcp` says which are run), so
+they stop when the connection ends.
 
 The helpers, each with one job: ``_acp_params`` (reading params), ``_acp_content``
 (prompt blocks), ``_acp_updates`` (events as updates), ``_acp_outcomes`` (errors and
@@ -51,19 +54,14 @@ import trio
 from .. import __version__
 from ..core import Agent, Runtime, SessionSnapshot
 from ..errors import OmnigentError
+from ..mcp import mcp_installed
 from ..model import Event
 from ._acp_client_tools import ClientCapabilities, client_tools
 from ._acp_content import prompt_content, prompt_title
+from ._acp_mcp import ClientMcpMode, McpOffer, mcp_notice, offered_servers
 from ._acp_outcomes import REFUSED, is_terminal, iso, rpc_error, stop_reason
 from ._acp_params import Params, invalid
-from ._acp_records import (
-    client_mcp_servers,
-    config_options,
-    history,
-    mcp_notice,
-    model_override,
-    session_list,
-)
+from ._acp_records import config_options, history, model_override, session_list
 from ._acp_session import SessionRelay
 from ._acp_updates import replay_items
 from ._rpc_connection import ConnectionClosed, MessageStream, RpcConnection
@@ -90,6 +88,10 @@ class AcpAgent:
             so an agent registered later is found).
         user: who the connection acts as.
         check_access: check ``user``'s level on every session it touches.
+        client_mcp: what becomes of the MCP servers the client passes (see
+            :mod:`._acp_mcp`): ``operator`` connects them (stdio: the editor started
+            omnigent), ``client`` only those the runtime's allowlists name (a remote
+            client), ``off`` none (all named in ``_meta.omnigent.ignoredMcpServers``).
     """
 
     methods = frozenset(
@@ -115,8 +117,10 @@ class AcpAgent:
         *,
         user: str = "local",
         check_access: bool = False,
+        client_mcp: ClientMcpMode = "off",
     ) -> None:
         self.runtime = runtime
+        self.client_mcp: ClientMcpMode = client_mcp
         self._resolve_agent = resolve_agent
         self.user = user
         self._check_access = check_access
@@ -227,13 +231,21 @@ class AcpAgent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": self._mcp_http(), "sse": False},
                 "sessionCapabilities": {"list": {}},
                 "_meta": {"omnigent": {"methods": sorted(m for m in self.methods if m[0] == "_")}},
             },
             "agentInfo": {"name": "omnigent", "title": "omnigent", "version": __version__},
             "authMethods": [],
         }
+
+    def _mcp_http(self) -> bool:
+        """Whether HTTP MCP servers the client passes can be connected at all."""
+        if self.client_mcp == "operator":
+            return mcp_installed()
+        if self.client_mcp == "client":
+            return mcp_installed() and bool(self.runtime.allowed_mcp_urls)
+        return False
 
     async def _authenticate(self, params: Params) -> dict[str, Any]:
         """Nothing to do: omnigent advertises no auth methods (identity is the transport's).
@@ -247,23 +259,32 @@ class AcpAgent:
 
     async def _new(self, params: Params) -> dict[str, Any]:
         cwd = params.absolute_path("cwd")
-        ignored = client_mcp_servers(params)
+        offer = offered_servers(params, self.client_mcp)
         if len(self._relays) >= _MAX_SESSIONS:
             raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
         agent = await self._resolve_agent()
         session = await self.runtime.create_session(agent.id, owner=self.user, cwd=cwd)
-        await self._open(session)
+        relay = await self._open(session, offer=offer)
         options = await config_options(self.runtime, session)
-        return {"sessionId": session.id, "configOptions": options, **mcp_notice(ignored)}
+        notice = mcp_notice(offer, relay.mcp_report)
+        return {"sessionId": session.id, "configOptions": options, **notice}
 
-    async def _open(self, snapshot: SessionSnapshot, cwd: str | None = None) -> SessionRelay:
+    async def _open(
+        self, snapshot: SessionSnapshot, cwd: str | None = None, *, offer: McpOffer
+    ) -> SessionRelay:
+        """The session's relay on this connection, started now if it has none.
+
+        A new relay connects the client's MCP servers of ``offer`` for as long as it
+        runs; a session already open here keeps the servers it was opened with.
+        """
         relay = self._relays.get(snapshot.id)
         if relay is not None:
             return relay
         assert self._client is not None
         relay = SessionRelay(self, snapshot.id, snapshot.cwd or cwd)
         providers = client_tools(self.connection, relay, self._client)
-        await self.connection.nursery.start(relay.run, snapshot.last_event_id, providers)
+        servers = offer.servers, self.client_mcp == "client"
+        await self.connection.nursery.start(relay.run, snapshot.last_event_id, providers, servers)
         self._relays[snapshot.id] = relay
         for request in snapshot.pending_elicitations:
             relay.ask(request)
@@ -272,7 +293,7 @@ class AcpAgent:
     async def _load(self, params: Params) -> dict[str, Any]:
         session_id = params.session_id()
         cwd = params.absolute_path("cwd")
-        ignored = client_mcp_servers(params)
+        offer = offered_servers(params, self.client_mcp)
         snapshot = await self._require(session_id, _READ)
         if session_id not in self._relays and len(self._relays) >= _MAX_SESSIONS:
             raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
@@ -281,10 +302,11 @@ class AcpAgent:
             await self.connection.notify(
                 "session/update", {"sessionId": session_id, "update": update}
             )
-        await self._open(snapshot, cwd)
+        opened = session_id not in self._relays
+        relay = await self._open(snapshot, cwd, offer=offer)
         return {
             "configOptions": await config_options(self.runtime, snapshot),
-            **mcp_notice(ignored),
+            **mcp_notice(offer, relay.mcp_report if opened else None),
         }
 
     async def _list(self, params: Params) -> dict[str, Any]:
@@ -386,14 +408,17 @@ async def serve_acp(
     *,
     user: str = "local",
     check_access: bool = False,
+    client_mcp: ClientMcpMode = "off",
     task_status: trio.TaskStatus[AcpAgent] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ACP over ``stream`` until it ends; see :class:`AcpAgent` for the options.
 
     Cancellation: everything the connection started is cancelled with it; prompts in
-    flight interrupt their turns.
+    flight interrupt their turns, and the client's MCP servers are stopped.
     """
-    agent = AcpAgent(runtime, resolve_agent, user=user, check_access=check_access)
+    agent = AcpAgent(
+        runtime, resolve_agent, user=user, check_access=check_access, client_mcp=client_mcp
+    )
     connection = RpcConnection(stream, agent)
     agent.bind(connection)
 

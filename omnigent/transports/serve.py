@@ -37,7 +37,7 @@ import trio
 from hypercorn.config import Config
 
 from .._config import default_db_url
-from ..core import open_runtime
+from ..core import open_runtime, url_prefix_problem
 from ..errors import BadRequest
 from ._fence import Fence
 from ._serve_args import add_serve_arguments
@@ -65,6 +65,7 @@ async def serve(
     policies: Sequence[Mapping[str, Any]] = (),
     policy_modules: Sequence[str] = (),
     allowed_commands: Sequence[str] = (),
+    allowed_mcp_urls: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     allowed_hosts: Sequence[str] = (),
     server_id: str | None = None,
@@ -86,7 +87,9 @@ async def serve(
             (``open_runtime(policy_modules=...)``).
         allowed_commands: programs a client's spec (``POST /v1/agents``) may name to
             run (``--allow-command``); the ``--agents`` specs are the operator's and
-            may name any.
+            may name any. Also the stdio MCP servers a ``/v1/ws`` client may pass.
+        allowed_mcp_urls: URL prefixes under which a ``/v1/ws`` client's HTTP MCP
+            servers are connected (``--allow-mcp-url``; default none).
         allowed_origins: web app origins admitted with CORS (``--allowed-origin``).
         allowed_hosts: ``Host`` names answered besides the server's own address
             (``--allowed-host``); see ``docs/security.md``.
@@ -112,6 +115,7 @@ async def serve(
         "default_policies": policies,
         "policy_modules": policy_modules,
         "allowed_commands": allowed_commands,
+        "allowed_mcp_urls": allowed_mcp_urls,
         "shutdown_grace": shutdown_grace,
         "server_id": server_id,
     }
@@ -236,6 +240,10 @@ def run_serve(args: argparse.Namespace) -> int:
     policies = load_policies(args.policies) if getattr(args, "policies", None) else []
     modules = tuple(getattr(args, "policy_modules", None) or ())
     commands = tuple(getattr(args, "allowed_commands", None) or ())
+    mcp_urls = tuple(getattr(args, "allowed_mcp_urls", None) or ())
+    for prefix in mcp_urls:
+        if (problem := url_prefix_problem(prefix)) is not None:
+            raise BadRequest(f"--allow-mcp-url {problem}")
     origins: list[str] = getattr(args, "allowed_origin", None) or []
     hosts: list[str] = getattr(args, "allowed_host", None) or []
     try:
@@ -260,6 +268,7 @@ def run_serve(args: argparse.Namespace) -> int:
             policies,
             modules,
             commands,
+            mcp_urls,
             origins,
             hosts,
             grace,
@@ -279,6 +288,7 @@ async def _main(
     policies: list[dict[str, Any]],
     policy_modules: Sequence[str],
     commands: Sequence[str],
+    mcp_urls: Sequence[str],
     origins: Sequence[str],
     hosts: Sequence[str],
     grace: float,
@@ -299,6 +309,7 @@ async def _main(
                 policies=policies,
                 policy_modules=policy_modules,
                 allowed_commands=commands,
+                allowed_mcp_urls=mcp_urls,
                 allowed_origins=origins,
                 allowed_hosts=hosts,
                 server_id=server_id,

@@ -15,6 +15,12 @@ The CLI wires it with::
     from omnigent.transports.stdio import add_stdio_parser, run_stdio
     add_stdio_parser(subparsers)          # sets func=run_stdio on the sub-parser
 
+The editor started this process and is its operator: the MCP servers it passes with
+``session/new`` and ``session/load`` are connected for as long as it stays connected
+(stdio ones run in the session's directory; see :mod:`._acp_mcp`).
+``--no-client-mcp`` refuses them (they are ignored and named in the answer's
+``_meta.omnigent.ignoredMcpServers``).
+
 An unreadable or invalid spec raises before the runtime opens (the CLI prints one
 ``Error: …`` on stderr and exits 2). The spec file is the operator's own, so the
 ``function`` policies it names are allowed (as ``omnigent run`` allows them). The
@@ -31,6 +37,7 @@ import signal
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +96,7 @@ async def serve_stdio(
     send_stream: trio.abc.SendStream,
     *,
     policy_functions: Mapping[str, PolicyFunction] | None = None,
+    client_mcp: bool = True,
     task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Register ``spec`` and serve ACP over the two streams until input ends.
@@ -98,6 +106,7 @@ async def serve_stdio(
         db: the store URL (``None``: in memory).
         receive_stream, send_stream: the protocol's input and output.
         policy_functions: callables the spec's ``function`` policies may name.
+        client_mcp: connect the MCP servers the editor passes (``False``: ignore them).
         task_status: started with the registered agent.
 
     Cancellation: every turn ends ``cancelled`` and the store closes.
@@ -111,7 +120,12 @@ async def serve_stdio(
 
         stream = NdjsonStream(receive_stream, send_stream)
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve_acp, runtime, stream, resolve)
+            await nursery.start(
+                partial(serve_acp, client_mcp="operator" if client_mcp else "off"),
+                runtime,
+                stream,
+                resolve,
+            )
             task_status.started(agent)
         log.info("the client closed stdin: shutting down")
 
@@ -130,6 +144,12 @@ def add_stdio_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="database URL (default: $OMNIGENT_DB, else sqlite:///$OMNIGENT_HOME/omnigent.db)",
     )
+    parser.add_argument(
+        "--no-client-mcp",
+        dest="client_mcp",
+        action="store_false",
+        help="ignore the MCP servers the editor passes (default: run them for the session)",
+    )
     parser.set_defaults(func=run_stdio)
     return parser
 
@@ -147,7 +167,8 @@ def run_stdio(args: argparse.Namespace) -> int:
     if db.startswith("sqlite:///"):
         Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     with _protocol_fds() as (fd_in, fd_out):
-        trio.run(_main, spec, db, functions, fd_in, fd_out)
+        client_mcp = bool(getattr(args, "client_mcp", True))
+        trio.run(_main, spec, db, functions, client_mcp, fd_in, fd_out)
     return 0
 
 
@@ -155,6 +176,7 @@ async def _main(
     spec: AgentSpec,
     db: str,
     functions: dict[str, PolicyFunction],
+    client_mcp: bool,
     fd_in: int,
     fd_out: int,
 ) -> None:
@@ -165,7 +187,14 @@ async def _main(
             async with trio.open_nursery() as nursery:
 
                 async def serve() -> None:
-                    await serve_stdio(spec, db, stdin, stdout, policy_functions=functions)
+                    await serve_stdio(
+                        spec,
+                        db,
+                        stdin,
+                        stdout,
+                        policy_functions=functions,
+                        client_mcp=client_mcp,
+                    )
                     nursery.cancel_scope.cancel()  # input ended: stop watching signals
 
                 nursery.start_soon(serve)

@@ -13,6 +13,11 @@ the port, the runtime and the identity rules of the HTTP API:
   nor an ``--allowed-origin`` — or, without ``Origin``, ``Sec-Fetch-Site: cross-site``
   — is ``403 cross_site_request``: a web page the user visits must not drive an agent
   over a socket.
+* MCP servers the client passes (``session/new``'s ``mcpServers``) are connected only
+  where the operator allowed them — a stdio server's program with
+  ``serve --allow-command``, an HTTP server's URL with ``serve --allow-mcp-url`` —
+  and otherwise ignored (named in ``_meta.omnigent.ignoredMcpServers``): a remote
+  client may not make the server run programs or fetch URLs of its choosing.
 * ``?agent=NAME`` picks the agent ``session/new`` uses; without it, the agent named
   ``default``, else the only registered agent (looked up at each ``session/new``,
   so agents registered later count).
@@ -140,6 +145,7 @@ def install_websocket(app: Quart) -> None:
                 resolve,
                 user=user,
                 check_access=state.auth == "header",
+                client_mcp="client",
             )
             nursery.cancel_scope.cancel()
         return None

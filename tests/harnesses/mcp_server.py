@@ -1,7 +1,8 @@
 """A stdio MCP server for tests, built on the mcp SDK's MCPServer.
 
 Tools: ``add(a, b)``; ``confirm(what)``, which asks the user (an elicitation) before
-answering; ``boom()``, which fails. With ``--fail`` it writes to stderr and exits
+answering; ``boom()``, which fails; ``where(name)``, its working directory and the
+value of one environment variable (``-`` if unset). With ``--fail`` it writes to stderr and exits
 before speaking MCP. ``$MCP_PID_FILE`` (if set) gets the server's pid.
 """
 
@@ -38,6 +39,12 @@ def confirm(what: str, answer: Annotated[ElicitationResult[Ok], Resolve(ask)]) -
     """Do something after the user confirms it."""
     data = getattr(answer, "data", None)
     return f"{answer.action}: {what} ({data.ok if data else None})"
+
+
+@app.tool()
+def where(name: str) -> str:
+    """Where the server runs: its working directory and one variable of its environment."""
+    return f"{os.getcwd()} {os.environ.get(name, '-')}"
 
 
 @app.tool()
