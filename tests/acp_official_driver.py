@@ -28,7 +28,9 @@ from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
     DeniedOutcome,
+    EnvVariable,
     FileSystemCapabilities,
+    McpServerStdio,
     RequestPermissionResponse,
 )
 
@@ -80,9 +82,11 @@ Opener = Callable[[Editor, str], Any]
 
 
 @asynccontextmanager
-async def stdio_agent(editor: Editor, spec: str, config: dict[str, Any]) -> AsyncIterator[Any]:
+async def stdio_agent(
+    editor: Editor, spec: str, config: dict[str, Any], *options: str
+) -> AsyncIterator[Any]:
     env = {"OMNIGENT_HOME": config["home"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    command = ["-m", "omnigent", "stdio", "--agent", spec, "--db", config["db"]]
+    command = ["-m", "omnigent", "stdio", "--agent", spec, "--db", config["db"], *options]
     async with spawn_agent_process(
         editor, sys.executable, *command, env=env, transport_kwargs={"stderr": None}
     ) as (conn, _process):
@@ -196,7 +200,41 @@ async def run(kind: str, config: dict[str, Any]) -> dict[str, Any]:
             "stopReason": answer.stop_reason,
             "seconds": time.perf_counter() - started,
         }
+    if "mcp" in config:
+        await mcp_flows(config, report)
     return report
+
+
+async def mcp_flows(config: dict[str, Any], report: dict[str, Any]) -> None:
+    """The editor passes a stdio MCP server: used by the agent; refused with the switch."""
+    mcp = config["mcp"]
+
+    def server(pid_file: str) -> McpServerStdio:
+        env = [EnvVariable(name="MCP_PID_FILE", value=pid_file)]
+        return McpServerStdio(name="Calc", command=mcp["command"], args=mcp["args"], env=env)
+
+    editor = Editor()
+    async with stdio_agent(editor, config["specs"]["adder"], config) as conn:
+        await initialize(conn, report)
+        report["mcp_capabilities"] = report["initialize"]["agentCapabilities"]["mcpCapabilities"]
+        session = await conn.new_session(cwd=config["cwd"], mcp_servers=[server(mcp["pid"])])
+        sid = session.session_id
+        answer = await conn.prompt(session_id=sid, prompt=[text_block("add")])
+        report["mcp"] = {
+            "stopReason": answer.stop_reason,
+            "meta": session.field_meta,
+            "tool": editor.of(sid, "tool_call_update"),
+        }
+    editor = Editor()
+    async with stdio_agent(editor, config["specs"]["adder"], config, "--no-client-mcp") as conn:
+        await initialize(conn, report)
+        off = await conn.new_session(cwd=config["cwd"], mcp_servers=[server(mcp["pid_off"])])
+        answer = await conn.prompt(session_id=off.session_id, prompt=[text_block("add")])
+        report["mcp_off"] = {
+            "stopReason": answer.stop_reason,
+            "meta": off.field_meta,
+            "capabilities": report["initialize"]["agentCapabilities"]["mcpCapabilities"],
+        }
 
 
 def main() -> None:

@@ -20,6 +20,8 @@ import yaml
 
 import omnigent
 
+from .external_helpers import wait_gone
+
 DRIVER = Path(__file__).with_name("acp_official_driver.py")
 ASK_SHELL = [{"name": "ask_shell", "type": "ask_tools", "tools": ["sys_os_shell"], "reason": "ok?"}]
 
@@ -42,6 +44,7 @@ def write_specs(folder: Path) -> dict[str, str]:
             [{"call": "sys_os_shell", "args": {"command": "echo approved"}}],
             policies=ASK_SHELL,
         ),
+        "adder": _spec("adder", [{"call": "mcp__calc__add", "args": {"a": 40, "b": 2}}]),
     }
     paths = {}
     for name, spec in specs.items():
@@ -74,8 +77,14 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "db": f"sqlite:///{root / 'acp.db'}",
         "home": str(root / "home"),
         "cwd": str(work),
+        "mcp": {
+            "command": sys.executable,
+            "args": [str(Path(__file__).parent / "harnesses" / "mcp_server.py")],
+            "pid": str(root / "mcp.pid"),
+            "pid_off": str(root / "mcp-off.pid"),
+        },
     }
-    return run_driver("stdio", config)
+    return {**run_driver("stdio", config), "config": config}
 
 
 def test_initialize_over_stdio(report: dict[str, Any]) -> None:
@@ -130,6 +139,31 @@ def test_cancel_withdraws_a_pending_permission_request(report: dict[str, Any]) -
     cancel = report["cancel_while_asking"]
     assert cancel["stopReason"] == "cancelled"
     assert cancel["seconds"] < 0.5, cancel
+
+
+def test_the_editors_stdio_mcp_server_serves_the_session(report: dict[str, Any]) -> None:
+    mcp = report["mcp"]
+    caps = report["mcp_capabilities"]
+    assert (caps["http"], caps["sse"]) == (True, False)
+    assert mcp["stopReason"] == "end_turn"
+    assert mcp["meta"] is None  # nothing ignored
+    done = [u for u in mcp["tool"] if u.get("status") == "completed"]
+    assert done and '"42"' in json.dumps(done), mcp["tool"]
+
+
+async def test_the_mcp_server_is_gone_once_the_editor_disconnected(
+    report: dict[str, Any],
+) -> None:
+    pid = int(Path(report["config"]["mcp"]["pid"]).read_text())
+    await wait_gone(pid, timeout=0.1)  # omnigent stopped it before it exited
+
+
+def test_with_no_client_mcp_the_servers_are_ignored_and_named(report: dict[str, Any]) -> None:
+    off = report["mcp_off"]
+    assert off["meta"] == {"omnigent": {"ignoredMcpServers": ["Calc"]}}
+    assert (off["capabilities"]["http"], off["capabilities"]["sse"]) == (False, False)
+    assert off["stopReason"] == "end_turn"
+    assert not Path(report["config"]["mcp"]["pid_off"]).exists()  # never started
 
 
 # -- the process itself ---------------------------------------------------------------

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +26,7 @@ from omnigent.transports import jsonrpc as rpc
 from omnigent.transports.websocket import origin_allowed
 
 from .conftest import all_tasks, scripted, wait_quiet
+from .external_helpers import wait_gone
 from .http_helpers import open_server
 from .test_acp_stdio import run_driver, write_specs
 
@@ -246,3 +248,30 @@ async def test_a_stopping_server_closes_its_sockets() -> None:
                     while True:
                         await client.list_sessions()
                         await trio.sleep(0.01)
+
+
+async def test_the_editors_mcp_servers_run_only_if_the_operator_listed_the_program(
+    tmp_path: Path,
+) -> None:
+    server_script = str(Path(__file__).parent / "harnesses" / "mcp_server.py")
+    pid_file = tmp_path / "pid"
+    env = [{"name": "MCP_PID_FILE", "value": str(pid_file)}]
+    listed = {"name": "calc", "command": sys.executable, "args": [server_script], "env": env}
+    unlisted = {"name": "shell", "command": "/bin/sh", "args": ["-c", "true"], "env": []}
+    script = [{"call": "mcp__calc__add", "args": {"a": 1, "b": 2}}]
+    options = {"allowed_commands": [sys.executable]}
+    updates: list[dict[str, Any]] = []
+    async with open_server(runtime_options=options) as server:
+        await server.agent(scripted("adder", script))
+        with trio.fail_after(60):
+            async with open_acp_websocket(
+                _ws(server.url, "?agent=adder"), on_update=lambda _sid, u: updates.append(u)
+            ) as client:
+                params = {"cwd": str(tmp_path), "mcpServers": [listed, unlisted]}
+                result = await client.call("session/new", params)
+                assert result["_meta"] == {"omnigent": {"ignoredMcpServers": ["shell"]}}
+                assert (await client.prompt(result["sessionId"], "add")).stop_reason == "end_turn"
+                pid = int(pid_file.read_text())
+            await wait_gone(pid)  # the socket closed: the server went with it
+    outputs = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    assert '"3"' in json.dumps(outputs)
