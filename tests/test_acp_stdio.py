@@ -154,8 +154,12 @@ def test_the_editors_stdio_mcp_server_serves_the_session(report: dict[str, Any])
 async def test_the_mcp_server_is_gone_once_the_editor_disconnected(
     report: dict[str, Any],
 ) -> None:
-    pid = int(Path(report["config"]["mcp"]["pid"]).read_text())
+    pid = _read_pid(report["config"]["mcp"]["pid"])
     await wait_gone(pid, timeout=0.1)  # omnigent stopped it before it exited
+
+
+def _read_pid(path: str) -> int:
+    return int(Path(path).read_text())
 
 
 def test_with_no_client_mcp_the_servers_are_ignored_and_named(report: dict[str, Any]) -> None:
