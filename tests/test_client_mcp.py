@@ -124,7 +124,7 @@ async def test_the_server_runs_in_the_session_directory_with_a_minimal_environme
         sid = await session(rt, where, tmp_path)
         async with rt.open_client_mcp_servers(sid, [calc(env={"GREETING": "hello"})]):
             events = await run_turn(rt, sid)
-    here = os.path.realpath(tmp_path)
+    here = await trio.to_thread.run_sync(os.path.realpath, tmp_path)
     assert outputs(events) == [f"{here} -", f"{here} hello"]
 
 
