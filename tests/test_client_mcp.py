@@ -16,10 +16,10 @@ import trio
 import omnigent
 from omnigent.core._client_mcp import _url_allowed
 from omnigent.errors import InvalidInput
-from omnigent.model import FunctionCallOutputItem
+from omnigent.model import ElicitationRequest, FunctionCallOutputItem
 from omnigent.spec import McpServerSpec
 
-from .conftest import run_turn, scripted, statuses
+from .conftest import collect_turn, run_turn, scripted, statuses
 from .external_helpers import HARNESSES, alive, wait_gone
 
 SERVER = (sys.executable, str(HARNESSES / "mcp_server.py"))
@@ -193,3 +193,19 @@ async def test_bad_arguments_are_refused(rt: omnigent.Runtime, tmp_path: Path) -
         async with omnigent.open_runtime(allowed_mcp_urls=["ftp://x"]):
             pass
     assert bad_prefix.value.details[0].loc == "allowed_mcp_urls[0]"
+
+
+async def test_the_servers_elicitations_reach_the_session(
+    rt: omnigent.Runtime, tmp_path: Path
+) -> None:
+    with trio.fail_after(60):
+        sid = await session(rt, [{"call": "mcp__calc__confirm", "args": {"what": "x"}}], tmp_path)
+        async with rt.open_client_mcp_servers(sid, [calc()]), rt.subscribe(sid) as events:
+            await rt.send_message(sid, "go")
+            async for event in events:
+                if isinstance(event, ElicitationRequest):
+                    break
+            assert event.params.phase == "mcp_elicitation"
+            assert await rt.resolve_elicitation(sid, event.elicitation_id, "accept", {"ok": True})
+            rest = await collect_turn(events)
+    assert outputs(rest) == ["accept: x (True)"]

@@ -34,18 +34,22 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
 import trio
 
 from ..errors import InvalidInput, OmnigentError
+from ..harnesses._processes import base_environment
 from ..harnesses.base import ToolSchema
+from ..model import ElicitationParams
 from ..spec import McpServerSpec
 
 if TYPE_CHECKING:
     from ..mcp._client import McpServers
+    from ._host import ActorHost
 
 __all__ = [
     "MAX_CLIENT_SERVERS",
@@ -54,6 +58,7 @@ __all__ = [
     "ClientMcpReport",
     "ClientServerSet",
     "check_client_servers",
+    "client_connection",
     "client_server_refusal",
     "open_server_set",
     "url_prefix_problem",
@@ -356,3 +361,20 @@ async def open_server_set(
             with trio.move_on_after(_CLOSE_GRACE, shield=True):
                 await server_set.close()
             nursery.cancel_scope.cancel()
+
+
+def client_connection(host: ActorHost, session_id: str) -> Connect:
+    """How one client server of the session is connected (the ``mcp`` SDK's client)."""
+    from ..mcp._client import McpServers  # the optional `mcp` extra
+
+    async def ask(params: ElicitationParams, mark_waiting: bool) -> tuple[str, Any]:
+        answer = await host.services.elicitations.ask(session_id, params, mark_waiting=mark_waiting)
+        return answer.action, answer.content
+
+    async def cwd() -> Path:
+        return await host.workdir(session_id)
+
+    def connect(spec: McpServerSpec) -> McpServers:
+        return McpServers((spec,), ask=ask, cwd=cwd, base_env=base_environment())
+
+    return connect

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import httpx
@@ -39,12 +38,10 @@ from ..errors import (
     ErrorDetail,
     InvalidInput,
 )
-from ..harnesses._processes import base_environment
 from ..harnesses.base import HarnessFactory
 from ..harnesses.registry import HarnessRegistry, ModelRule
 from ..mcp import INSTALL_HINT as MCP_INSTALL_HINT
 from ..mcp import mcp_installed
-from ..model import ElicitationParams
 from ..spec import AgentSpec, McpServerSpec, PolicySpec
 from ..stores import Store
 from ..tools.terminals import TmuxServer
@@ -54,6 +51,7 @@ from ._bus import EventBus
 from ._client_mcp import (
     ClientMcpReport,
     check_client_servers,
+    client_connection,
     client_server_refusal,
     open_server_set,
 )
@@ -364,7 +362,7 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         if not mcp_installed():
             raise ConfigError(f"MCP servers need the mcp extra: {MCP_INSTALL_HINT}")
         host = self._host
-        connect = _client_connection(host, session_id)
+        connect = client_connection(host, session_id)
 
         def refuse(server: McpServerSpec) -> str | None:
             if not from_client:
@@ -409,20 +407,3 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
             check_spec=check_spec,
             accepts_model=accepts_model,
         )
-
-
-def _client_connection(host: ActorHost, session_id: str) -> Any:
-    """How one client server of the session is connected (the ``mcp`` SDK's client)."""
-    from ..mcp._client import McpServers  # the optional `mcp` extra
-
-    async def ask(params: ElicitationParams, mark_waiting: bool) -> tuple[str, Any]:
-        answer = await host.services.elicitations.ask(session_id, params, mark_waiting=mark_waiting)
-        return answer.action, answer.content
-
-    async def cwd() -> Path:
-        return await host.workdir(session_id)
-
-    def connect(spec: McpServerSpec) -> McpServers:
-        return McpServers((spec,), ask=ask, cwd=cwd, base_env=base_environment())
-
-    return connect
