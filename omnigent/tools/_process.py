@@ -1,15 +1,16 @@
 """Run a shell command in its own process group, and kill the whole group.
 
-``trio.run_process`` kills only the direct child on cancel; a grandchild (``sleep &``,
-a test runner's workers) would survive and keep the output pipes open. So the command
-runs in a new session (``start_new_session=True``: its own process group, with the
-child's pid as the group id) and every way out of :func:`run_in_group` — normal exit,
-timeout, cancellation — ends with the group gone: SIGTERM to the group, then SIGKILL
-to the group if anything is still alive after a grace period.
+Killing only the direct child on cancel (what ``trio.run_process`` does) would let a
+grandchild (``sleep &``, a test runner's workers) survive and keep the output pipes
+open. So the command runs in a new session (``start_new_session=True``: its own
+process group, with the child's pid as the group id) and every way out of
+:func:`run_in_group` — normal exit, timeout, cancellation — ends with the group gone:
+SIGTERM to the group, then SIGKILL to the group if anything is still alive after a
+grace period.
 
-Why the kill is shielded: ``run_process`` cancels its ``deliver_cancel`` as soon as the
-*direct* child exits. A shell that dies on SIGTERM while its grandchild ignores it
-would otherwise cancel the SIGKILL step and leak the grandchild.
+Why the kill is shielded: a shell that dies on SIGTERM while its grandchild ignores it
+must not end the wait early, or the SIGKILL step would be skipped and the grandchild
+leaked.
 
 After a crash: a process killed with ``kill -9`` runs no ``finally``, so its groups
 would live on. A :class:`TrackedGroups` records each group when it starts (its id, and
@@ -22,12 +23,10 @@ boot), so a recycled pid is never signalled.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -220,23 +219,51 @@ def _live_members(pgid: int) -> bool:
 
 
 # One /proc scan answers for every group being waited on: a stop that kills a hundred
-# groups at once would otherwise scan a hundred times per poll. Plain data behind a
-# thread lock (the scans run in worker threads): when a scan began, and the groups it
-# saw with a live member.
-_scan_lock = threading.Lock()
-_last_scan: tuple[float, frozenset[int] | None] = (-math.inf, None)
+# groups at once would otherwise scan a hundred times per poll — or hop to a worker
+# thread a hundred times only to find a scan already made. Per Trio run (a RunVar):
+# the last scan (when it began, and the groups it saw with a live member), and the
+# one in flight, which every waiter shares.
+_Scan = tuple[float, "frozenset[int] | None"]
 
 
-def _scan_since(asked: float) -> tuple[float, frozenset[int] | None]:
-    """A scan begun at or after ``asked`` (``time.monotonic()``): the last one if it
-    qualifies, else a new one. ``None`` for the groups where there is no ``/proc``."""
-    global _last_scan
-    with _scan_lock:
-        if _last_scan[0] >= asked:
-            return _last_scan
-        began = time.monotonic()
-        _last_scan = (began, _scan_groups())
-        return _last_scan
+@attrs.define(eq=False)
+class _Scans:
+    """The ``/proc`` scans of one Trio run: one at a time, each shared by its waiters."""
+
+    last: _Scan = (-math.inf, None)
+    running: trio.Event | None = None
+
+    async def since(self, asked: float) -> _Scan:
+        """A scan begun at or after ``asked`` (``time.monotonic()``): the last one if
+        it qualifies, else the next (at most one thread hop for all who ask)."""
+        while self.last[0] < asked:
+            if self.running is not None:
+                await self.running.wait()  # maybe begun too early for us: look again
+                continue
+            done = self.running = trio.Event()
+            try:
+                self.last = await trio.to_thread.run_sync(_scan_now)
+            finally:
+                self.running = None
+                done.set()
+        return self.last
+
+
+_scans: trio.lowlevel.RunVar[_Scans] = trio.lowlevel.RunVar("omnigent_proc_scans")
+
+
+def _run_scans() -> _Scans:
+    try:
+        return _scans.get()
+    except LookupError:
+        scans = _Scans()
+        _scans.set(scans)
+        return scans
+
+
+def _scan_now() -> _Scan:
+    began = time.monotonic()
+    return began, _scan_groups()
 
 
 def _scan_groups() -> frozenset[int] | None:
@@ -263,8 +290,11 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-async def _wait_gone(pgid: int, killed_at: float) -> None:
+async def _wait_gone(pgid: int, killed_at: float, leader: trio.Process | None = None) -> None:
     """Return once group ``pgid`` (signalled at ``killed_at``) has no live member.
+
+    ``leader`` (our child, the group's leader) is waited for first: one wake-up when
+    it exits, and it is reaped (a zombie leader keeps the group answering).
 
     Polling, because nothing notifies "the group is empty": a pidfd or wait() covers
     one process, and the grandchildren are not ours to wait for. The poll starts at
@@ -277,13 +307,12 @@ async def _wait_gone(pgid: int, killed_at: float) -> None:
     after the kill answers for every group killed before it began, so a hundred groups
     killed together share one (and most need no thread hop at all).
     """
+    if leader is not None:
+        await leader.wait()
     delay, waited, wanted, scan_at = 0.001, 0.0, killed_at, _SCAN_AFTER
     while _exists(pgid):
         if waited >= scan_at:
-            scan = _last_scan  # read without the lock: a tuple is replaced whole
-            if scan[0] < wanted:
-                scan = await trio.to_thread.run_sync(_scan_since, wanted)
-            began, alive = scan
+            began, alive = await _run_scans().since(wanted)
             if alive is not None and pgid not in alive:
                 return  # zombies only, if anything
             # Still alive: the next scan a poll interval on, and a newer one than this.
@@ -293,12 +322,19 @@ async def _wait_gone(pgid: int, killed_at: float) -> None:
         delay = min(delay * 2, _POLL_INTERVAL)
 
 
-async def kill_group(pgid: int, *, grace: float) -> None:
+async def kill_group(pgid: int, *, grace: float, leader: trio.Process | None = None) -> None:
     """SIGTERM the group, wait up to ``grace`` seconds, then SIGKILL what is left.
 
     Many groups killed at once (a stop of a session with a hundred background shells)
     are killed in parallel, each in its caller's task: no thread, and no wait longer
     than the group takes to go, unless it outlives the first few polls.
+
+    Args:
+        pgid: the group (its leader's pid).
+        grace: seconds between SIGTERM and SIGKILL.
+        leader: the group's leader, when it is our child: it is waited for (and
+            reaped) first, woken by the kernel rather than polled — the usual group
+            is its leader alone, gone the moment the wait returns.
 
     Cancellation: shielded — once started it finishes (within ``grace`` plus a poll,
     and after a SIGKILL the moment the kernel takes to end the group), so a cancelled
@@ -310,14 +346,14 @@ async def kill_group(pgid: int, *, grace: float) -> None:
         killed_at = time.monotonic()
         _signal_group(pgid, signal.SIGTERM)
         with trio.move_on_after(grace):
-            await _wait_gone(pgid, killed_at)
+            await _wait_gone(pgid, killed_at, leader)
             return
         killed_at = time.monotonic()
         _signal_group(pgid, signal.SIGKILL)
         # SIGKILL cannot be ignored, but dying takes the kernel a moment: return once
         # it is done (bounded, for a process stuck in uninterruptible sleep).
         with trio.move_on_after(_SIGKILL_WAIT):
-            await _wait_gone(pgid, killed_at)
+            await _wait_gone(pgid, killed_at, leader)
 
 
 def _signal_each(pids: list[int], sig: signal.Signals) -> None:
@@ -356,9 +392,21 @@ async def kill_session(sid: int, *, grace: float) -> None:
 
 
 async def _drain(stream: trio.abc.ReceiveStream, buffer: _CappedBuffer) -> None:
-    async with stream:
-        async for chunk in stream:
-            buffer.add(chunk)
+    async for chunk in stream:
+        buffer.add(chunk)
+
+
+async def _close(stream: trio.abc.ReceiveStream) -> None:
+    """Close one of the shell's pipes (the caller has stopped reading it).
+
+    A pipe (:class:`trio.lowlevel.FdStream`) is closed at once: ``aclose`` would add
+    a checkpoint per pipe — two scheduler rounds per pipe for a cancelled caller.
+    """
+    if isinstance(stream, trio.lowlevel.FdStream):
+        stream.close()
+    else:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
 
 
 @attrs.define(eq=False)
@@ -370,22 +418,15 @@ class _Group:
     again for nothing.
     """
 
-    pgid: int
+    leader: trio.Process
     grace: float
     gone: bool = False
 
     async def kill(self) -> None:
         """Kill the group (see :func:`kill_group`) unless that was done already."""
         if not self.gone:
-            await kill_group(self.pgid, grace=self.grace)
+            await kill_group(self.leader.pid, grace=self.grace, leader=self.leader)
             self.gone = True
-
-
-async def _reap_after_exit(proc: trio.Process, group: _Group) -> None:
-    # Background jobs the command left behind would hold our pipes open (and outlive
-    # the call); once the shell is gone, so is its group.
-    await proc.wait()
-    await group.kill()
 
 
 async def run_in_group(
@@ -411,47 +452,46 @@ async def run_in_group(
         OSError: the shell could not be started.
 
     Cancellation: the whole process group is killed (SIGTERM, SIGKILL after
-    ``grace`` seconds) before ``trio.Cancelled`` propagates.
+    ``grace`` seconds) and the shell reaped before ``trio.Cancelled`` propagates.
+
+    Why not ``trio.run_process``: its task, its ``deliver_cancel`` task and a task
+    waiting for the shell to exit (to kill what it left behind) made three tasks per
+    command on top of the two pipe readers, each unwound on a cancel — a stop of a
+    session with a hundred background shells spent most of its CPU there. Here the
+    calling task waits for the shell itself and kills the group on every way out.
     """
     stdout = _CappedBuffer(output_cap)
     stderr = _CappedBuffer(output_cap)
-    group: _Group | None = None
-
-    async def deliver_cancel(proc: trio.Process) -> None:
-        await (group or _Group(proc.pid, grace)).kill()
-
-    run = functools.partial(
-        trio.run_process,
+    proc = await trio.lowlevel.open_process(
         ["/bin/sh", "-c", command],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        check=False,
         start_new_session=True,
-        deliver_cancel=deliver_cancel,
     )
-    proc: trio.Process | None = None
+    assert proc.stdout is not None and proc.stderr is not None
+    group = _Group(proc, grace)
     try:
+        if tracker is not None:
+            with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
+                await tracker.started(proc.pid)
         with trio.move_on_after(timeout) as deadline:
             async with trio.open_nursery() as nursery:
-                proc = await nursery.start(run)
-                group = _Group(proc.pid, grace)
-                if tracker is not None:
-                    with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
-                        await tracker.started(proc.pid)
-                assert proc.stdout is not None and proc.stderr is not None
                 nursery.start_soon(_drain, proc.stdout, stdout)
                 nursery.start_soon(_drain, proc.stderr, stderr)
-                nursery.start_soon(_reap_after_exit, proc, group)
+                await proc.wait()
+                # Background jobs the command left behind would hold our pipes open
+                # (and outlive the call); once the shell is gone, so is its group.
+                await group.kill()
     finally:
-        # Normally a no-op (every path above already killed the group); this covers
-        # an unexpected error in a reader task.
-        if proc is not None:
-            await (group or _Group(proc.pid, grace)).kill()
-            if tracker is not None:
-                with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
-                    await tracker.ended(proc.pid)
+        # A timeout, a cancel or an error in a reader: kill (and reap) what runs.
+        await group.kill()
+        await _close(proc.stdout)
+        await _close(proc.stderr)
+        if tracker is not None:
+            with trio.move_on_after(_RECORD_TIMEOUT, shield=True):
+                await tracker.ended(proc.pid)
     timed_out = deadline.cancelled_caught
-    exit_code = None if timed_out or proc is None else proc.returncode
+    exit_code = None if timed_out else proc.returncode
     return ShellOutcome(stdout.text(), stderr.text(), exit_code, timed_out)
