@@ -388,10 +388,20 @@ class SessionRecords:
         return "completed" if row is not None and row.turn_count > 0 else None
 
     async def _preview(self, session_id: str) -> str | None:
-        """The last assistant text of a session, truncated; None if it has none."""
-        page = await self.items(session_id, order="desc", limit=50)
-        for item in page.data:
-            if isinstance(item, MessageItem) and item.role == "assistant":
+        """The last assistant text of a session, truncated; None if it has none.
+
+        Read straight from the store (the caller holds the row: no second read of it),
+        and only assistant messages are structured — every child's turn end and
+        conclusion announces a summary, so a stop of ten children did this twenty times.
+        """
+        if session_id in self._host.deleting:
+            raise SessionNotFound(session_id)
+        page = await self._store.list_items(session_id, order="desc", limit=50)
+        for data in page.rows:
+            if not _assistant_message(data):
+                continue
+            item = structure(data, Item)
+            if isinstance(item, MessageItem):
                 text = item_text(item)
                 if text:
                     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
@@ -407,6 +417,11 @@ class SessionRecords:
             return
         summary = await self.child_summary(await self.snapshot(row))
         await self._bus.publish(row.parent_session_id, ChildSessionUpdated(child=summary))
+
+
+def _assistant_message(data: Any) -> bool:
+    """Whether a stored item's wire form is an assistant message (without structuring it)."""
+    return isinstance(data, dict) and data.get("type") == "message" and data.get("role") == "assistant"
 
 
 _UPDATABLE = ("title", "labels", "model_override")
