@@ -175,3 +175,26 @@ async def test_a_cancelled_catch_up_loses_nothing(rt: omnigent.Runtime) -> None:
                 rest.append(await events.__anext__())
     ids = [e.event_id for e in rest]
     assert ids == list(range(first_batch_seen + 1, reference[-1].event_id + 1))
+
+
+async def test_next_ready_takes_what_is_at_hand_and_never_waits(rt: omnigent.Runtime) -> None:
+    """What a session stream coalesces into one chunk: the first event waited for,
+    then every event at hand; together, every event once and in order."""
+    agent = await rt.create_agent(long_say(1000))
+    session = await rt.create_session(agent.id)
+    with trio.fail_after(10):
+        async with rt.subscribe(session.id) as events:
+            assert await events.next_ready() is None  # nothing yet: no wait either
+            await rt.send_message(session.id, "go")
+            ids: list[int] = []
+            chunks = 0
+            while True:
+                chunk = [await events.__anext__()]
+                while (more := await events.next_ready()) is not None:
+                    chunk.append(more)
+                chunks += 1
+                ids += [e.event_id for e in chunk]
+                if any(isinstance(e, SessionStatus) and e.status == "idle" for e in chunk):
+                    break
+    assert ids == list(range(ids[0], ids[0] + len(ids)))
+    assert len(ids) > 1000 and chunks < len(ids) / 10

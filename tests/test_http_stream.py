@@ -150,7 +150,9 @@ async def test_client_disconnect_mid_stream_frees_the_subscription_and_tasks() -
                 await server.message(session_id)
                 await r.read_until(lambda f: f.event == "response.output_item.done")
                 assert bus.statistics()["subscribers"] == 1
-                assert any("sse pump" in t.name for t in all_tasks())
+                names = [t.name for t in all_tasks()]
+                assert any(name.startswith("sse ") for name in names)  # the body's watcher
+                assert not any("sse pump" in name for name in names)  # served in place
             await wait_for(lambda: bus.statistics()["subscribers"] == 0)
             await wait_for(lambda: not any(t.name.startswith("sse ") for t in all_tasks()))
             # The turn itself is untouched by the client leaving; stop it.

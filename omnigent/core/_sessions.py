@@ -421,7 +421,9 @@ class SessionRecords:
 
 def _assistant_message(data: Any) -> bool:
     """Whether a stored item's wire form is an assistant message (without structuring it)."""
-    return isinstance(data, dict) and data.get("type") == "message" and data.get("role") == "assistant"
+    if not isinstance(data, dict):
+        return False
+    return data.get("type") == "message" and data.get("role") == "assistant"
 
 
 _UPDATABLE = ("title", "labels", "model_override")

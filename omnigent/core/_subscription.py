@@ -102,9 +102,27 @@ class Subscription:
         Raises:
             trio.ClosedResourceError: the subscription's block has exited.
         """
+        event = await self._next_admitted(wait=True)
+        assert event is not None
+        return event
+
+    async def next_ready(self) -> Event | None:
+        """The next event if one is at hand, else ``None``: never waits for a new batch.
+
+        At hand: the rest of the batch being served, a store page (a subscriber
+        catching up reads the store), or a batch the bus has already delivered — what
+        a consumer coalescing a burst into one write takes after its first event.
+
+        Cancellation and errors: as :meth:`__anext__`; ``StopAsyncIteration`` at the end.
+        """
+        return await self._next_admitted(wait=False)
+
+    async def _next_admitted(self, *, wait: bool) -> Event | None:
         while True:
             if self._held is None:
-                self._held = await self._next_event()
+                self._held = await self._next_event(wait=wait)
+                if self._held is None:
+                    return None
             event = self._held
             admitted = self._admits is None or await self._admits(event)
             self._held = None
@@ -112,8 +130,9 @@ class Subscription:
             if admitted:
                 return event
 
-    async def _next_event(self) -> Event:
-        """The next event after ``last_event_id``, from the store or live."""
+    async def _next_event(self, *, wait: bool) -> Event | None:
+        """The next event after ``last_event_id``, from the store or live (``None``:
+        ``wait`` is false and the next would have to be waited for)."""
         while True:
             if self._closed:
                 raise trio.ClosedResourceError("this subscription was released")
@@ -151,14 +170,17 @@ class Subscription:
             # Nothing is kept while waiting: an idle stream holds no events or buffers.
             self._replay, self._batch, self._at = _EMPTY, (), 0
             try:
-                batch = await self._receive.receive()
+                batch = await self._receive.receive() if wait else self._receive.receive_nowait()
+            except trio.WouldBlock:
+                return None
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 if self._live is not None and self._live.lagging:
                     self._release()  # resume from the store where we stopped
                     continue
                 raise StopAsyncIteration from None
             self._live.pending -= len(batch)
-            self._unyielded = 0
+            if wait:  # a batch taken without waiting is no checkpoint
+                self._unyielded = 0
             # Served in place (only an empty one is ever replaced): no copy per subscriber.
             self._batch, self._at = batch, 0
 

@@ -9,6 +9,8 @@ ends the stream with an ``event: error`` frame (see :mod:`._sse`).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -16,11 +18,13 @@ from quart import Blueprint, Response, request
 
 from ..core import Runtime, Subscription, parse_event
 from ..errors import InvalidInput
+from ..model import Event
 from ._access import EDIT, READ, session_access, viewer
 from ._params import EventBody, parse_int, query_bool, state, structured_body
 from ._sse import Settle, Source, SSEBody, encode_event, send_frame
+from ._sse_pull import FrameSource, PulledSSEBody
 
-__all__ = ["blueprint", "sse_response"]
+__all__ = ["blueprint", "pulled_sse_response", "sse_response"]
 
 blueprint = Blueprint("omnigent_streams", __name__)
 
@@ -36,6 +40,18 @@ def sse_response(source: Source, settle: Settle | None = None) -> Response:
     body = SSEBody(
         source, stopping=app_state.stopping, settle=settle, ping_interval=app_state.ping_interval
     )
+    return _event_stream(body)
+
+
+def pulled_sse_response(source: FrameSource) -> Response:
+    """A ``200 text/event-stream`` response serving a cancel-safe ``source`` from the
+    response task itself (see :mod:`._sse_pull`); never timed out."""
+    app_state = state()
+    body = PulledSSEBody(source, stopping=app_state.stopping, ping_interval=app_state.ping_interval)
+    return _event_stream(body)
+
+
+def _event_stream(body: SSEBody | PulledSSEBody) -> Response:
     response = Response(body, status=200, content_type="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
@@ -76,11 +92,15 @@ async def stream(session_id: str) -> Response:
     who = viewer()
 
     stream = _SessionStream(runtime, session_id, after, who)
-    return sse_response(stream.frames, stream.settle)
+    return pulled_sse_response(stream)
 
 
 class _SessionStream:
-    """``GET …/stream``: a session's events; at shutdown, up to its last one."""
+    """``GET …/stream``: a session's events; at shutdown, up to its last one.
+
+    A :class:`~._sse_pull.FrameSource`: the response task pulls the subscription
+    itself (cancel-safe), one wake-up per batch.
+    """
 
     def __init__(self, runtime: Runtime, session_id: str, after: int, who: str | None) -> None:
         self._runtime = runtime
@@ -90,16 +110,29 @@ class _SessionStream:
         self._events: Subscription | None = None
         self._progress = trio.lowlevel.ParkingLot()
 
-    async def frames(self, send: trio.MemorySendChannel[bytes]) -> None:
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Subscription]:
         subscription = self._runtime.subscribe(
             self._session_id, after=self._after, viewer=self._viewer
         )
         async with subscription as events:
             self._events = events
-            async for event in events:
-                await send_frame(send, encode_event(event))
-                if self._progress:  # only a settling stream waits here: no work per event
-                    self._progress.unpark_all()
+            try:
+                yield events
+            finally:
+                self._events = None
+                self._after = events.last_event_id
+
+    async def next_frame(self, *, wait: bool) -> bytes | None:
+        if self._events is None:
+            raise StopAsyncIteration
+        if wait:
+            event: Event | None = await self._events.__anext__()
+        else:
+            event = await self._events.next_ready()
+        if self._progress:  # only a settling stream waits here: no work per event
+            self._progress.unpark_all()
+        return None if event is None else encode_event(event)
 
     def _seen(self) -> int:
         # The subscription's own position: it also moves past events this viewer may
