@@ -15,10 +15,12 @@ costs two more.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
+
+from ._sql import POSTGRES, Dialect, SQLBase, SQLConn
 
 __all__ = ["Conn", "PGBase"]
 
@@ -28,8 +30,14 @@ T = TypeVar("T")
 Conn = psycopg.Connection[TupleRow]
 
 
-class PGBase:
-    """The calls a table mixin may make; :class:`~.postgres.PostgresStore` defines them."""
+class PGBase(SQLBase):
+    """The calls a table mixin may make; :class:`~.postgres.PostgresStore` defines them.
+
+    The shared mixins' hooks (:class:`~._sql.SQLBase`) run on them: reads and
+    one-statement writes autocommitted, several statements in one transaction.
+    """
+
+    dialect: ClassVar[Dialect] = POSTGRES
 
     #: This process's instance key when it is a cluster member (writes are fenced by
     #: its leases), ``None`` for a plain store (tests, records-only runtimes).
@@ -45,3 +53,12 @@ class PGBase:
     async def _transaction(self, fn: Callable[[Conn], T]) -> T:
         """Run ``fn`` on a pooled connection inside one transaction."""
         raise NotImplementedError
+
+    async def _sql_read(self, fn: Callable[[SQLConn], T]) -> T:
+        return await self._run(fn)
+
+    async def _sql_write_one(self, fn: Callable[[SQLConn], T]) -> T:
+        return await self._run(fn)
+
+    async def _sql_write(self, fn: Callable[[SQLConn], T]) -> T:
+        return await self._transaction(fn)

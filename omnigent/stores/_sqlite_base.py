@@ -11,15 +11,23 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
+
+from ._sql import SQLITE, Dialect, SQLBase, SQLConn
 
 __all__ = ["SQLiteBase"]
 
 T = TypeVar("T")
 
 
-class SQLiteBase:
-    """The two calls a table mixin may make; :class:`~.sqlite.SQLiteStore` defines them."""
+class SQLiteBase(SQLBase):
+    """The two calls a table mixin may make; :class:`~.sqlite.SQLiteStore` defines them.
+
+    The shared mixins' hooks (:class:`~._sql.SQLBase`) run on them: a read on a reader,
+    every write in the writer's transaction.
+    """
+
+    dialect: ClassVar[Dialect] = SQLITE
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on the writer connection inside one ``BEGIN IMMEDIATE`` transaction."""
@@ -28,3 +36,12 @@ class SQLiteBase:
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on a reader connection (beside the writer, under WAL)."""
         raise NotImplementedError
+
+    async def _sql_read(self, fn: Callable[[SQLConn], T]) -> T:
+        return await self._read(fn)
+
+    async def _sql_write_one(self, fn: Callable[[SQLConn], T]) -> T:
+        return await self._write(fn)
+
+    async def _sql_write(self, fn: Callable[[SQLConn], T]) -> T:
+        return await self._write(fn)
