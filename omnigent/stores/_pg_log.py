@@ -27,7 +27,8 @@ import psycopg
 from .._ids import now
 from ._cluster import EVENTS_CHANNEL, LeaseLost
 from ._pg_base import Conn, PGBase
-from ._rows import Page, PendingItem, StoredEvent
+from ._rows import StoredEvent
+from ._sql_log import SQLLogMixin, require_session
 
 __all__ = ["LogMixin", "insert_items"]
 
@@ -76,12 +77,7 @@ def insert_items(
     )
 
 
-def _require_session(c: Conn, session_id: str) -> None:
-    if c.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is None:
-        raise LookupError(session_id)
-
-
-class LogMixin(PGBase):
+class LogMixin(SQLLogMixin, PGBase):
     """Item and event methods of :class:`~.postgres.PostgresStore`."""
 
     # -- items -----------------------------------------------------------------------
@@ -98,7 +94,7 @@ class LogMixin(PGBase):
         """
 
         def write(c: Conn) -> None:
-            _require_session(c, session_id)
+            require_session(c, self.dialect, session_id)
             insert_items(c, session_id, items, pending=pending)
 
         await self._transaction(write)
@@ -139,16 +135,6 @@ class LogMixin(PGBase):
             )
         )
 
-    async def item_taken_by(self, session_id: str, item_id: str) -> str | None:
-        def read(c: Conn) -> str | None:
-            r = c.execute(
-                "SELECT taken_by FROM items WHERE id = %s AND session_id = %s",
-                (item_id, session_id),
-            ).fetchone()
-            return None if r is None else r[0]
-
-        return await self._run(read)
-
     async def delete_items(self, session_id: str, item_ids: Sequence[str]) -> None:
         """Remove items from a session's history (a message the runtime refused)."""
         if not item_ids:
@@ -159,62 +145,6 @@ class LogMixin(PGBase):
                 (session_id, list(item_ids)),
             )
         )
-
-    async def pending_items(self, session_ids: Sequence[str] | None = None) -> list[PendingItem]:
-        """Every message no turn has taken yet (of ``session_ids``), oldest first."""
-
-        def read(c: Conn) -> list[PendingItem]:
-            if session_ids is None:
-                rows = c.execute("SELECT session_id, data FROM items WHERE pending ORDER BY seq")
-            else:
-                rows = c.execute(
-                    "SELECT session_id, data FROM items WHERE pending AND session_id = ANY(%s) "
-                    "ORDER BY seq",
-                    (list(session_ids),),
-                )
-            return [PendingItem(r[0], json.loads(r[1])) for r in rows]
-
-        return await self._run(read)
-
-    async def list_items(
-        self,
-        session_id: str,
-        *,
-        order: str = "asc",
-        limit: int | None = None,
-        after: str | None = None,
-        include_pending: bool = True,
-    ) -> Page:
-        """Items of a session in order; ``after`` is an item id (exclusive cursor).
-
-        ``include_pending=False`` leaves out messages no turn has taken yet.
-
-        Raises:
-            LookupError: ``after`` is not an item of the session.
-        """
-        direction, compare = ("ASC", ">") if order == "asc" else ("DESC", "<")
-
-        def read(c: Conn) -> Page:
-            where, args = "session_id = %s", [session_id]
-            if not include_pending:
-                where += " AND NOT pending"
-            if after is not None:
-                cursor = c.execute(
-                    "SELECT seq FROM items WHERE id = %s AND session_id = %s", (after, session_id)
-                ).fetchone()
-                if cursor is None:
-                    raise LookupError(after)
-                where += f" AND seq {compare} %s"
-                args.append(cursor[0])
-            query = f"SELECT data FROM items WHERE {where} ORDER BY seq {direction}"
-            if limit is not None:
-                query += f" LIMIT {int(limit) + 1}"
-            rows = [json.loads(r[0]) for r in c.execute(query, args)]
-            if limit is not None and len(rows) > limit:
-                return Page(rows[:limit], True)
-            return Page(rows, False)
-
-        return await self._run(read)
 
     # -- events ----------------------------------------------------------------------
 
@@ -271,34 +201,6 @@ class LogMixin(PGBase):
         refused = await self._run(write)
         if refused:
             raise LeaseLost(sorted(refused))
-
-    async def read_events(
-        self, session_id: str, after: int, limit: int = 1000
-    ) -> list[dict[str, Any]]:
-        """Events with ``event_id > after``, oldest first, wire form."""
-
-        def read(c: Conn) -> list[dict[str, Any]]:
-            rows = c.execute(
-                "SELECT data FROM events WHERE session_id = %s AND event_id > %s "
-                "ORDER BY event_id LIMIT %s",
-                (session_id, after, limit),
-            )
-            return [json.loads(r[0]) for r in rows]
-
-        return await self._run(read)
-
-    async def newest_event(self, session_id: str, types: Sequence[str]) -> dict[str, Any] | None:
-        """The session's newest stored event of one of ``types`` (wire form), if any."""
-
-        def read(c: Conn) -> dict[str, Any] | None:
-            r = c.execute(
-                "SELECT data FROM events WHERE session_id = %s AND type = ANY(%s) "
-                "ORDER BY event_id DESC LIMIT 1",
-                (session_id, list(types)),
-            ).fetchone()
-            return None if r is None else dict(json.loads(r[0]))
-
-        return await self._run(read)
 
     async def max_event_id(self, session_id: str) -> int | None:
         """The newest stored event id of the session (0 if none); ``None``: no such session."""

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._ids import now
-from ._rows import Page, PendingItem, StoredEvent
+from ._rows import StoredEvent
+from ._sql_log import SQLLogMixin, require_session
 from ._sqlite_base import SQLiteBase
 
 __all__ = ["LogMixin", "insert_items"]
@@ -39,12 +40,7 @@ def insert_items(
     )
 
 
-def _require_session(c: sqlite3.Connection, session_id: str) -> None:
-    if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-        raise LookupError(session_id)
-
-
-class LogMixin(SQLiteBase):
+class LogMixin(SQLLogMixin, SQLiteBase):
     """Item and event methods of :class:`~.sqlite.SQLiteStore`."""
 
     # -- items -----------------------------------------------------------------------
@@ -62,7 +58,7 @@ class LogMixin(SQLiteBase):
         """
 
         def write(c: sqlite3.Connection) -> None:
-            _require_session(c, session_id)
+            require_session(c, self.dialect, session_id)
             insert_items(c, session_id, items, pending=pending)
 
         await self._write(write)
@@ -99,17 +95,6 @@ class LogMixin(SQLiteBase):
 
         await self._write(write)
 
-    async def item_taken_by(self, session_id: str, item_id: str) -> str | None:
-        """Which turn took a message (``""``: a stop dropped it; ``None``: not yet)."""
-
-        def read(c: sqlite3.Connection) -> str | None:
-            r = c.execute(
-                "SELECT taken_by FROM items WHERE id = ? AND session_id = ?", (item_id, session_id)
-            ).fetchone()
-            return None if r is None else r[0]
-
-        return await self._read(read)
-
     async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
         """Mark pending messages settled where they are (a stop dropped them): taken by
         no turn."""
@@ -133,59 +118,6 @@ class LogMixin(SQLiteBase):
                 [(item_id, session_id) for item_id in item_ids],
             )
         )
-
-    async def pending_items(self, session_ids: Sequence[str] | None = None) -> list[PendingItem]:
-        """Every message no turn has taken yet (of ``session_ids``), oldest first."""
-
-        def read(c: sqlite3.Connection) -> list[PendingItem]:
-            sql, args = "SELECT session_id, data FROM items WHERE pending = 1", list[Any]()
-            if session_ids is not None:
-                sql += f" AND session_id IN ({', '.join('?' * len(session_ids))})"
-                args += session_ids
-            rows = c.execute(sql + " ORDER BY seq", args).fetchall()
-            return [PendingItem(r[0], json.loads(r[1])) for r in rows]
-
-        return await self._read(read)
-
-    async def list_items(
-        self,
-        session_id: str,
-        *,
-        order: str = "asc",
-        limit: int | None = None,
-        after: str | None = None,
-        include_pending: bool = True,
-    ) -> Page:
-        """Items of a session in order; ``after`` is an item id (exclusive cursor).
-
-        ``include_pending=False`` leaves out messages no turn has taken yet.
-
-        Raises:
-            LookupError: ``after`` is not an item of the session.
-        """
-        direction, compare = ("ASC", ">") if order == "asc" else ("DESC", "<")
-
-        def read(c: sqlite3.Connection) -> Page:
-            where, args = "session_id = ?", list[Any]([session_id])
-            if not include_pending:
-                where += " AND pending = 0"
-            if after is not None:
-                cursor = c.execute(
-                    "SELECT seq FROM items WHERE id = ? AND session_id = ?", (after, session_id)
-                ).fetchone()
-                if cursor is None:
-                    raise LookupError(after)
-                where += f" AND seq {compare} ?"
-                args.append(cursor[0])
-            sql = f"SELECT data FROM items WHERE {where} ORDER BY seq {direction}"
-            if limit is not None:
-                sql += f" LIMIT {int(limit) + 1}"
-            rows = [json.loads(r[0]) for r in c.execute(sql, args)]
-            if limit is not None and len(rows) > limit:
-                return Page(rows[:limit], True)
-            return Page(rows, False)
-
-        return await self._read(read)
 
     # -- events ----------------------------------------------------------------------
 
@@ -222,35 +154,6 @@ class LogMixin(SQLiteBase):
             )
 
         await self._write(write)
-
-    async def read_events(
-        self, session_id: str, after: int, limit: int = 1000
-    ) -> list[dict[str, Any]]:
-        """Events with ``event_id > after``, oldest first, wire form."""
-
-        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
-            rows = c.execute(
-                "SELECT data FROM events WHERE session_id = ? AND event_id > ? "
-                "ORDER BY event_id LIMIT ?",
-                (session_id, after, limit),
-            )
-            return [json.loads(r[0]) for r in rows]
-
-        return await self._read(read)
-
-    async def newest_event(self, session_id: str, types: Sequence[str]) -> dict[str, Any] | None:
-        """The session's newest stored event of one of ``types`` (wire form), if any."""
-        marks = ", ".join("?" * len(types))
-
-        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
-            r = c.execute(
-                f"SELECT data FROM events WHERE session_id = ? AND type IN ({marks}) "
-                "ORDER BY event_id DESC LIMIT 1",
-                (session_id, *types),
-            ).fetchone()
-            return None if r is None else dict(json.loads(r[0]))
-
-        return await self._read(read)
 
     async def max_event_id(self, session_id: str) -> int | None:
         """The newest stored event id of the session (0 if none); ``None``: no such session."""
