@@ -8,26 +8,17 @@ gets the same rows back instead of losing them.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
-from typing import Any
 
 from .._ids import now
 from ._pg_base import Conn, PGBase
-from ._rows import FileRow, ProcessGroupRow, RunningTask
+from ._rows import FileRow, ProcessGroupRow
+from ._sql_extras import SQLExtrasMixin, SQLHarnessStateMixin
+from ._sql_work import undelivered
 
 __all__ = ["ExtrasMixin"]
 
-_ELICITATION_COLUMNS = ("id", "session_id", "status", "request", "action", "created_at")
 
-
-def _undelivered(c: Conn, session_id: str) -> int:
-    r = c.execute(
-        "SELECT count(*) FROM inbox WHERE session_id = %s AND NOT delivered", (session_id,)
-    ).fetchone()
-    return 0 if r is None else int(r[0])
-
-
-class ExtrasMixin(PGBase):
+class ExtrasMixin(SQLExtrasMixin, SQLHarnessStateMixin, PGBase):
     """Inbox, elicitation, harness state and file methods of :class:`~.postgres.PostgresStore`."""
 
     # -- inbox -----------------------------------------------------------------------
@@ -49,7 +40,7 @@ class ExtrasMixin(PGBase):
             )
             if task_id is not None:
                 c.execute("DELETE FROM running_tasks WHERE handle_id = %s", (task_id,))
-            return _undelivered(c, session_id)
+            return undelivered(c, self.dialect, session_id)
 
         return await self._transaction(write)
 
@@ -63,24 +54,6 @@ class ExtrasMixin(PGBase):
             )
         )
 
-    async def running_tasks(self, session_ids: Sequence[str] | None = None) -> list[RunningTask]:
-        """Every task recorded as running (of ``session_ids``), oldest first."""
-
-        def read(c: Conn) -> list[RunningTask]:
-            if session_ids is None:
-                rows = c.execute(
-                    "SELECT session_id, handle_id, tool FROM running_tasks ORDER BY started_at"
-                )
-            else:
-                rows = c.execute(
-                    "SELECT session_id, handle_id, tool FROM running_tasks "
-                    "WHERE session_id = ANY(%s) ORDER BY started_at",
-                    (list(session_ids),),
-                )
-            return [RunningTask(r[0], r[1], r[2]) for r in rows]
-
-        return await self._run(read)
-
     # -- process groups ---------------------------------------------------------------
 
     async def put_process_group(self, row: ProcessGroupRow) -> None:
@@ -93,32 +66,6 @@ class ExtrasMixin(PGBase):
                 (row.pgid, row.start_time, row.boot_id, row.session_id, now()),
             )
         )
-
-    async def delete_process_group(self, pgid: int, start_time: int) -> None:
-        await self._run(
-            lambda c: c.execute(
-                "DELETE FROM process_groups WHERE pgid = %s AND start_time = %s",
-                (pgid, start_time),
-            )
-        )
-
-    async def process_groups(
-        self, session_ids: Sequence[str] | None = None
-    ) -> list[ProcessGroupRow]:
-        """Every recorded process group (of ``session_ids``), for recovery."""
-
-        def read(c: Conn) -> list[ProcessGroupRow]:
-            if session_ids is None:
-                rows = c.execute("SELECT pgid, start_time, boot_id, session_id FROM process_groups")
-            else:
-                rows = c.execute(
-                    "SELECT pgid, start_time, boot_id, session_id FROM process_groups "
-                    "WHERE session_id = ANY(%s)",
-                    (list(session_ids),),
-                )
-            return [ProcessGroupRow(int(r[0]), int(r[1]), r[2], r[3]) for r in rows]
-
-        return await self._run(read)
 
     async def drain_inbox(self, session_id: str) -> list[tuple[str, str]]:
         """Take every undelivered item ``(id, data)``, oldest first, marking it delivered."""
@@ -134,9 +81,6 @@ class ExtrasMixin(PGBase):
 
         return await self._run(write)
 
-    async def inbox_count(self, session_id: str) -> int:
-        return await self._run(lambda c: _undelivered(c, session_id))
-
     # -- elicitations ---------------------------------------------------------------
 
     async def insert_elicitation(self, elicitation_id: str, session_id: str, request: str) -> None:
@@ -147,79 +91,6 @@ class ExtrasMixin(PGBase):
                 (elicitation_id, session_id, request, now()),
             )
         )
-
-    async def finish_elicitation(self, elicitation_id: str, status: str, action: str) -> None:
-        await self._run(
-            lambda c: c.execute(
-                "UPDATE elicitations SET status = %s, action = %s, resolved_at = %s WHERE id = %s",
-                (status, action, now(), elicitation_id),
-            )
-        )
-
-    async def get_elicitation(self, elicitation_id: str) -> dict[str, Any] | None:
-        def read(c: Conn) -> dict[str, Any] | None:
-            r = c.execute(
-                "SELECT id, session_id, status, request, action, created_at, resolved_at "
-                "FROM elicitations WHERE id = %s",
-                (elicitation_id,),
-            ).fetchone()
-            if r is None:
-                return None
-            return dict(zip((*_ELICITATION_COLUMNS, "resolved_at"), r, strict=True))
-
-        return await self._run(read)
-
-    async def expire_pending_elicitations(self, session_ids: Sequence[str] | None = None) -> int:
-        """Mark pending elicitations expired (their waiters died with a process).
-
-        Every one, or only those of ``session_ids``.
-        """
-
-        def write(c: Conn) -> int:
-            sql = (
-                "UPDATE elicitations SET status = 'expired', action = 'expired', "
-                "resolved_at = %s WHERE status = 'pending'"
-            )
-            if session_ids is None:
-                return c.execute(sql, (now(),)).rowcount
-            return c.execute(sql + " AND session_id = ANY(%s)", (now(), list(session_ids))).rowcount
-
-        return await self._run(write)
-
-    # -- harness state ---------------------------------------------------------------
-
-    async def get_harness_state(self, session_id: str, harness: str) -> dict[str, str]:
-        """What ``harness`` keeps on the session (``{}`` if nothing)."""
-
-        def read(c: Conn) -> dict[str, str]:
-            rows = c.execute(
-                "SELECT key, value FROM harness_state WHERE session_id = %s AND harness = %s",
-                (session_id, harness),
-            )
-            return {r[0]: r[1] for r in rows}
-
-        return await self._run(read)
-
-    async def put_harness_state(
-        self, session_id: str, harness: str, key: str, value: str | None
-    ) -> None:
-        """Store one value (``None`` deletes it); a deleted session keeps nothing."""
-
-        def write(c: Conn) -> None:
-            if value is None:
-                c.execute(
-                    "DELETE FROM harness_state WHERE session_id = %s AND harness = %s AND key = %s",
-                    (session_id, harness, key),
-                )
-                return
-            c.execute(
-                "INSERT INTO harness_state (session_id, harness, key, value) "
-                "SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM sessions WHERE id = %s) "
-                "ON CONFLICT (session_id, harness, key) DO UPDATE SET value = EXCLUDED.value",
-                (session_id, harness, key, value, session_id),
-            )
-
-        await self._run(write)
 
     # -- files -----------------------------------------------------------------------
 
@@ -238,21 +109,3 @@ class ExtrasMixin(PGBase):
                 ),
             )
         )
-
-    async def get_file(self, file_id: str) -> FileRow | None:
-        def read(c: Conn) -> FileRow | None:
-            r = c.execute(
-                "SELECT id, filename, content_type, bytes, owner, created_at FROM files "
-                "WHERE id = %s",
-                (file_id,),
-            ).fetchone()
-            return None if r is None else FileRow(*r)
-
-        return await self._run(read)
-
-    async def get_file_content(self, file_id: str) -> bytes | None:
-        def read(c: Conn) -> bytes | None:
-            r = c.execute("SELECT content FROM files WHERE id = %s", (file_id,)).fetchone()
-            return None if r is None else bytes(r[0])
-
-        return await self._run(read)
