@@ -21,14 +21,11 @@ killed with its group. The pure half is :mod:`._claude_protocol`.
 
 from __future__ import annotations
 
-import itertools
-import signal
 import uuid
 from typing import Any
 
 import trio
 
-from .._config import omnigent_home
 from ..errors import HarnessError, HarnessUnavailable
 from ._claude_protocol import (
     HOOK_ID,
@@ -53,20 +50,19 @@ from ._claude_stream import (
 )
 from ._native import CLAUDE_CLI, CLAUDE_MODELS, model_endpoint
 from ._native_input import preamble
+from ._native_process import NativeHarness, NativeProcess, drive_turn
 from ._native_relay import Finished, ItemRelay
-from ._ndjson import ChannelClosed, LineChannel
-from ._processes import ManagedProcess, ProcessManager, ProcessSpec, base_environment
+from ._ndjson import ChannelClosed
+from ._processes import ManagedProcess, base_environment
 from .base import HarnessEnv, TurnContext, TurnRequest
 
 __all__ = ["INTERRUPT_GRACE", "ClaudeCodeHarness"]
 
 HARNESS = "claude-code"
 STATE_KEY = "session_id"
-DEFAULT_STARTUP_TIMEOUT = 30.0
 INTERRUPT_GRACE = 3.0
 """Seconds Claude Code gets to end an interrupted turn before its group is killed."""
 _CONTROL_TIMEOUT = 10.0
-_EXIT_WAIT = 2.0
 _MAX_PENDING = 32
 _NO_CONVERSATION = "No conversation found"
 _NOT_LOGGED_IN = "Not logged in"
@@ -76,16 +72,13 @@ _KEY_HINT = (
 )
 
 
-class _Claude:
+class _Claude(NativeProcess):
     """One live Claude Code process and what omnigent knows about it (kept on it)."""
 
     def __init__(self, process: ManagedProcess, model: str | None) -> None:
-        self.process = process
-        self.channel = LineChannel(process, name="Claude Code")
+        super().__init__(process, "Claude Code")
         self.model = model
-        self.fresh = False  # the next turn is a new conversation's first
         self.keyless = False  # started without a model key
-        self._ids = itertools.count(1)
 
     def next_id(self) -> str:
         return f"omnigent_{next(self._ids)}"
@@ -108,48 +101,25 @@ class _Claude:
                 if isinstance(message, ControlRequest):
                     await self.channel.send(control_error(message.request_id, "not in a turn"))
 
-    async def kill(self) -> None:
-        """SIGKILL the group and wait for the exit. Shielded, bounded."""
-        with trio.move_on_after(_EXIT_WAIT + 5, shield=True):
-            self.process.signal_group(signal.SIGKILL)
-            await self.process.exited.wait()
 
-
-class ClaudeCodeHarness:
+class ClaudeCodeHarness(NativeHarness):
     """The runtime's side of one session's Claude Code (see the module docstring)."""
 
     def __init__(self, env: HarnessEnv) -> None:
-        if env.processes is None:
-            raise HarnessError(f"harness {HARNESS!r} needs a runtime's process manager")
-        self._env = env
-        self._processes: ProcessManager = env.processes
-        self._key = f"{HARNESS}:{env.session_id}"
-        option = env.config.options.get("startup_timeout")
-        self._startup_timeout = (
-            float(option) if isinstance(option, int | float) and option > 0 else None
-        ) or DEFAULT_STARTUP_TIMEOUT
-
-    async def aclose(self) -> None:
-        """Nothing to close: the process stays for the session's next turn."""
+        super().__init__(env, HARNESS)
 
     async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
         if request.model and (refusal := CLAUDE_MODELS.refusal(HARNESS, request.model)):
             raise HarnessError(refusal)
         claude = await self._connect(request, ctx)
-        with claude.process.in_use():
-            turn = _Turn(claude, request, ctx, self._env)
-            try:
-                if request.model and request.model != claude.model:
-                    await self._set_model(claude, request.model)
-                await turn.run()
-            except BaseException as exc:
-                if _cancelled(exc):
-                    await turn.interrupt()
-                else:
-                    # The conversation with the process is in an unknown state: the
-                    # next turn starts a new one (and resumes the conversation).
-                    await claude.kill()
-                raise
+        turn = _Turn(claude, request, ctx, self._env)
+
+        async def run() -> None:
+            if request.model and request.model != claude.model:
+                await self._set_model(claude, request.model)
+            await turn.run()
+
+        await drive_turn(claude, run, turn.interrupt)
 
     async def _set_model(self, claude: _Claude, model: str) -> None:
         """Switch the running process to ``model`` (a new ``model_override``).
@@ -206,29 +176,18 @@ class ClaudeCodeHarness:
             api_key_variable="ANTHROPIC_API_KEY",
             provider=self._env.provider,
         )
-        data_dir = self._env.data_dir or omnigent_home() / "harnesses" / HARNESS
-        config_dir = data_dir / "config"
-        await trio.Path(config_dir).mkdir(parents=True, exist_ok=True)
-        spec = ProcessSpec(
-            argv=claude_argv(
-                str(binary),
-                conversation=conversation,
-                resume=resume,
-                model=request.model,
-                instructions=request.instructions,
-            ),
-            env=claude_environment(
-                base_environment(), config_dir=config_dir, endpoint=endpoint, extra=config.env
-            ),
-            key=self._key,
-            cwd=await self._env.working_directory(),
-            pipes=True,
-            session_id=self._env.session_id,
+        config_dir = await self._data_dir("config")
+        argv = claude_argv(
+            str(binary),
+            conversation=conversation,
+            resume=resume,
+            model=request.model,
+            instructions=request.instructions,
         )
-        try:
-            process = await self._processes.spawn(spec)
-        except OSError as exc:
-            raise HarnessError(f"cannot start Claude Code ({binary}): {exc}") from exc
+        environment = claude_environment(
+            base_environment(), config_dir=config_dir, endpoint=endpoint, extra=config.env
+        )
+        process = await self._spawn("Claude Code", binary, argv, environment)
         claude = _Claude(process, request.model)
         claude.keyless = endpoint.api_key is None
         process.owner_state = claude
@@ -236,8 +195,7 @@ class ClaudeCodeHarness:
             with trio.fail_after(self._startup_timeout):
                 await claude.call(initialize_body())
         except ChannelClosed:
-            with trio.move_on_after(_EXIT_WAIT):
-                await process.exited.wait()
+            await claude.wait_exit()
             if resume and _NO_CONVERSATION in process.stderr_tail():
                 return None
             raise HarnessError(
@@ -252,12 +210,6 @@ class ClaudeCodeHarness:
             await claude.kill()
             raise
         return claude
-
-
-def _cancelled(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[0] is not None
-    return isinstance(exc, trio.Cancelled)
 
 
 class _Turn:
@@ -286,7 +238,7 @@ class _Turn:
                 try:
                     batch = await claude.channel.receive_batch()
                 except ChannelClosed:
-                    raise await self._died() from None
+                    raise await claude.died() from None
                 for message in self._reader.feed(batch):
                     await self._handle(message, relay, nursery)
             nursery.cancel_scope.cancel()  # nothing should be pending after a result
@@ -295,12 +247,6 @@ class _Turn:
             if claude.keyless and _NOT_LOGGED_IN in error:
                 error += f" ({_KEY_HINT})"
             self._ctx.report_response_status("failed", error)
-
-    async def _died(self) -> HarnessError:
-        process = self._claude.process
-        with trio.move_on_after(_EXIT_WAIT):
-            await process.exited.wait()
-        return HarnessError(f"Claude Code {process.describe_exit()} during the turn")
 
     async def _handle(self, message: Any, relay: ItemRelay, nursery: trio.Nursery) -> None:
         if isinstance(message, Finished):

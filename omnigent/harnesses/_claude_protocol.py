@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ErrorDetail
-from ..model import ElicitationParams, InputImage, InputText, MessageItem, OutputText
+from ..model import ElicitationParams, MessageItem
 from ..spec import AgentSpec
 from ._native import ModelEndpoint, native_spec_problems, positive_number
-from ._native_input import split_data_url
+from ._native_input import input_blocks, split_data_url
 
 __all__ = [
     "ASK_USER_QUESTION_PHASE",
@@ -172,18 +172,7 @@ def control_error(request_id: str, message: str) -> dict[str, Any]:
 
 def user_message(messages: Sequence[MessageItem], preamble: str | None) -> dict[str, Any]:
     """One user turn: the messages' text and images as Messages-API content blocks."""
-    blocks: list[dict[str, Any]] = []
-    if preamble:
-        blocks.append({"type": "text", "text": preamble})
-    for message in messages:
-        for block in message.content:
-            if isinstance(block, InputText | OutputText):
-                if block.text:
-                    blocks.append({"type": "text", "text": block.text})
-            elif isinstance(block, InputImage) and block.image_url:
-                blocks.append(_image_block(block.image_url))
-    if not blocks:
-        blocks.append({"type": "text", "text": ""})
+    blocks = input_blocks(messages, preamble, _image_block)
     return {
         "type": "user",
         "message": {"role": "user", "content": blocks},

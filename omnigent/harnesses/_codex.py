@@ -22,15 +22,12 @@ JSON, ids of our own, server requests answered by id).
 
 from __future__ import annotations
 
-import itertools
 import logging
-import signal
 from collections import deque
 from typing import Any
 
 import trio
 
-from .._config import omnigent_home
 from ..errors import HarnessError, HarnessUnavailable
 from ._codex_protocol import (
     COMMAND_APPROVAL,
@@ -50,9 +47,10 @@ from ._codex_protocol import (
 from ._codex_stream import CodexReader, Response, ServerRequest, Withdrawn, read_message
 from ._native import CODEX_CLI, OPENAI_MODELS, model_endpoint
 from ._native_input import preamble
+from ._native_process import NativeHarness, NativeProcess, drive_turn
 from ._native_relay import Finished, ItemRelay
-from ._ndjson import ChannelClosed, LineChannel
-from ._processes import ManagedProcess, ProcessManager, ProcessSpec, base_environment
+from ._ndjson import ChannelClosed
+from ._processes import ManagedProcess, base_environment
 from .base import HarnessEnv, TurnContext, TurnRequest
 
 __all__ = ["INTERRUPT_GRACE", "CodexHarness"]
@@ -61,11 +59,9 @@ log = logging.getLogger(__name__)
 
 HARNESS = "codex"
 STATE_KEY = "thread_id"
-DEFAULT_STARTUP_TIMEOUT = 30.0
 DEFAULT_SANDBOX = "workspace-write"
 INTERRUPT_GRACE = 3.0
 """Seconds Codex gets to end an interrupted turn before its group is killed."""
-_EXIT_WAIT = 2.0
 _MAX_PENDING = 32
 
 
@@ -73,16 +69,13 @@ class _RpcFailed(Exception):
     """Codex answered one of our requests with an error."""
 
 
-class _Codex:
+class _Codex(NativeProcess):
     """One live app-server process and what omnigent knows about it (kept on it)."""
 
     def __init__(self, process: ManagedProcess) -> None:
-        self.process = process
-        self.channel = LineChannel(process, name="Codex")
+        super().__init__(process, "Codex")
         self.thread_id = ""
-        self.fresh = False  # the next turn is a new thread's first
         self.past_turns: deque[str] = deque(maxlen=8)
-        self._ids = itertools.count(1)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -105,49 +98,21 @@ class _Codex:
                 if isinstance(message, ServerRequest):
                     await self.channel.send(error_response(message.id, "not in a turn"))
 
-    async def kill(self) -> None:
-        """SIGKILL the group and wait for the exit. Shielded, bounded."""
-        with trio.move_on_after(_EXIT_WAIT + 5, shield=True):
-            self.process.signal_group(signal.SIGKILL)
-            await self.process.exited.wait()
 
-
-class CodexHarness:
+class CodexHarness(NativeHarness):
     """The runtime's side of one session's Codex (see the module docstring)."""
 
     def __init__(self, env: HarnessEnv) -> None:
-        if env.processes is None:
-            raise HarnessError(f"harness {HARNESS!r} needs a runtime's process manager")
-        self._env = env
-        self._processes: ProcessManager = env.processes
-        self._key = f"{HARNESS}:{env.session_id}"
-        options = env.config.options
-        timeout = options.get("startup_timeout")
-        self._startup_timeout = (
-            float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
-        ) or DEFAULT_STARTUP_TIMEOUT
-        sandbox = options.get("sandbox")
+        super().__init__(env, HARNESS)
+        sandbox = env.config.options.get("sandbox")
         self._sandbox = sandbox if isinstance(sandbox, str) else DEFAULT_SANDBOX
-
-    async def aclose(self) -> None:
-        """Nothing to close: the process stays for the session's next turn."""
 
     async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
         if request.model and (refusal := OPENAI_MODELS.refusal(HARNESS, request.model)):
             raise HarnessError(refusal)
         codex = await self._connect(request, ctx)
-        with codex.process.in_use():
-            turn = _Turn(codex, request, ctx)
-            try:
-                await turn.run()
-            except BaseException as exc:
-                if _cancelled(exc):
-                    await turn.interrupt()
-                else:
-                    # The conversation with the process is in an unknown state: the
-                    # next turn starts a new one (and resumes the conversation).
-                    await codex.kill()
-                raise
+        turn = _Turn(codex, request, ctx)
+        await drive_turn(codex, turn.run, turn.interrupt)
 
     # -- the process -------------------------------------------------------------------
 
@@ -162,7 +127,7 @@ class CodexHarness:
         if missing is not None:
             raise HarnessUnavailable(HARNESS, missing)
         async with ctx.launching():
-            codex = await self._spawn(request)
+            codex = await self._spawn_codex(request)
             try:
                 with trio.fail_after(self._startup_timeout):
                     await self._open_thread(codex, request)
@@ -172,8 +137,7 @@ class CodexHarness:
                     f"Codex did not start within {self._startup_timeout:g} s"
                 ) from None
             except ChannelClosed:
-                with trio.move_on_after(_EXIT_WAIT):
-                    await codex.process.exited.wait()
+                await codex.wait_exit()
                 raise HarnessError(
                     f"Codex exited before it was ready: {codex.process.describe_exit()}"
                 ) from None
@@ -185,7 +149,7 @@ class CodexHarness:
                 raise
         return codex
 
-    async def _spawn(self, request: TurnRequest) -> _Codex:
+    async def _spawn_codex(self, request: TurnRequest) -> _Codex:
         binary = CODEX_CLI.find()
         if binary is None:
             raise HarnessUnavailable(HARNESS, CODEX_CLI.missing() or "Codex is missing")
@@ -197,22 +161,12 @@ class CodexHarness:
             api_key_variable="OPENAI_API_KEY",
             provider=self._env.provider,
         )
-        home = (self._env.data_dir or omnigent_home() / "harnesses" / HARNESS) / "home"
-        await trio.Path(home).mkdir(parents=True, exist_ok=True)
-        spec = ProcessSpec(
-            argv=codex_argv(str(binary), endpoint=endpoint, model=request.model),
-            env=codex_environment(
-                base_environment(), home=home, endpoint=endpoint, extra=config.env
-            ),
-            key=self._key,
-            cwd=await self._env.working_directory(),
-            pipes=True,
-            session_id=self._env.session_id,
+        home = await self._data_dir("home")
+        argv = codex_argv(str(binary), endpoint=endpoint, model=request.model)
+        environment = codex_environment(
+            base_environment(), home=home, endpoint=endpoint, extra=config.env
         )
-        try:
-            process = await self._processes.spawn(spec)
-        except OSError as exc:
-            raise HarnessError(f"cannot start Codex ({binary}): {exc}") from exc
+        process = await self._spawn("Codex", binary, argv, environment)
         codex = _Codex(process)
         process.owner_state = codex
         return codex
@@ -263,12 +217,6 @@ def _turn_of(message: dict[str, Any]) -> Any:
     return params.get("turnId") if isinstance(params, dict) else None
 
 
-def _cancelled(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[0] is not None
-    return isinstance(exc, trio.Cancelled)
-
-
 class _Turn:
     """One Codex turn: ``turn/start``, then the thread's notifications until it ends."""
 
@@ -308,10 +256,7 @@ class _Turn:
         try:
             batch = await self._codex.channel.receive_batch()
         except ChannelClosed:
-            process = self._codex.process
-            with trio.move_on_after(_EXIT_WAIT):
-                await process.exited.wait()
-            raise HarnessError(f"Codex {process.describe_exit()} during the turn") from None
+            raise await self._codex.died() from None
         past = set(self._codex.past_turns)
         return self._reader.feed([m for m in batch if _turn_of(m) not in past])
 

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ErrorDetail
-from ..model import ElicitationParams, InputImage, InputText, MessageItem, OutputText
+from ..model import ElicitationParams, MessageItem
 from ..spec import AgentSpec
 from ._codex_stream import COMMAND_TOOL, FILE_TOOL, CodexReader, ServerRequest
 from ._native import ModelEndpoint, OptionCheck, native_spec_problems, positive_number
+from ._native_input import input_blocks
 
 __all__ = [
     "COMMAND_APPROVAL",
@@ -166,17 +167,7 @@ def thread_params(
 
 def turn_input(messages: Sequence[MessageItem], preamble: str | None) -> list[dict[str, Any]]:
     """``turn/start`` input: the messages' text and images (``data:`` URLs included)."""
-    out: list[dict[str, Any]] = []
-    if preamble:
-        out.append({"type": "text", "text": preamble})
-    for message in messages:
-        for block in message.content:
-            if isinstance(block, InputText | OutputText):
-                if block.text:
-                    out.append({"type": "text", "text": block.text})
-            elif isinstance(block, InputImage) and block.image_url:
-                out.append({"type": "image", "url": block.image_url})
-    return out or [{"type": "text", "text": ""}]
+    return input_blocks(messages, preamble, lambda url: {"type": "image", "url": url})
 
 
 # -- approvals ---------------------------------------------------------------------------

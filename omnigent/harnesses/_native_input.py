@@ -9,11 +9,21 @@ text, bounded, so the agent answers with what came before. Pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from ..model import FunctionCallItem, FunctionCallOutputItem, Item, MessageItem, item_text
+from ..model import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputImage,
+    InputText,
+    Item,
+    MessageItem,
+    OutputText,
+    item_text,
+)
 
-__all__ = ["MAX_PREAMBLE", "preamble", "split_data_url"]
+__all__ = ["MAX_PREAMBLE", "input_blocks", "preamble", "split_data_url"]
 
 MAX_PREAMBLE = 100_000
 """At most this many characters of earlier conversation (the newest are kept)."""
@@ -56,3 +66,29 @@ def split_data_url(url: str) -> tuple[str, str] | None:
         return None
     media_type = head.removesuffix(";base64") or "application/octet-stream"
     return media_type, data
+
+
+def input_blocks(
+    messages: Sequence[MessageItem],
+    preamble: str | None,
+    image: Callable[[str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """A turn's new input as content blocks: the preamble, then each message's text
+    and images, in order; never empty (one empty text block if there is nothing).
+
+    Args:
+        messages: the turn's new messages.
+        preamble: the earlier conversation's text (:func:`preamble`), if any.
+        image: the CLI's block for an image URL (``data:`` URLs included).
+    """
+    blocks: list[dict[str, Any]] = []
+    if preamble:
+        blocks.append({"type": "text", "text": preamble})
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, InputText | OutputText):
+                if block.text:
+                    blocks.append({"type": "text", "text": block.text})
+            elif isinstance(block, InputImage) and block.image_url:
+                blocks.append(image(block.image_url))
+    return blocks or [{"type": "text", "text": ""}]
