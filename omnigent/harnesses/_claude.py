@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from ..errors import HarnessError, HarnessUnavailable
+from ..errors import HarnessError
 from ._claude_protocol import (
     HOOK_ID,
     claude_argv,
@@ -48,7 +48,7 @@ from ._claude_stream import (
     SessionStarted,
     StreamReader,
 )
-from ._native import CLAUDE_CLI, CLAUDE_MODELS, model_endpoint
+from ._native import CLAUDE_CLI, CLAUDE_MODELS
 from ._native_input import preamble
 from ._native_process import NativeHarness, NativeProcess, drive_turn
 from ._native_relay import Finished, ItemRelay
@@ -106,7 +106,7 @@ class ClaudeCodeHarness(NativeHarness):
     """The runtime's side of one session's Claude Code (see the module docstring)."""
 
     def __init__(self, env: HarnessEnv) -> None:
-        super().__init__(env, HARNESS)
+        super().__init__(env, CLAUDE_CLI)
 
     async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
         if request.model and (refusal := CLAUDE_MODELS.refusal(HARNESS, request.model)):
@@ -142,9 +142,7 @@ class ClaudeCodeHarness(NativeHarness):
         process = self._processes.get(self._key)
         if process is not None and isinstance(process.owner_state, _Claude):
             return process.owner_state
-        missing = CLAUDE_CLI.missing()
-        if missing is not None:
-            raise HarnessUnavailable(HARNESS, missing)
+        self._check_installed()
         async with ctx.launching():
             stored = await self._env.state.get(STATE_KEY)
             claude = await self._start(request, stored, resume=True) if stored else None
@@ -165,16 +163,9 @@ class ClaudeCodeHarness(NativeHarness):
         Raises:
             HarnessError: it could not be started, or exited or stalled while starting.
         """
-        binary = CLAUDE_CLI.find()
-        if binary is None:
-            raise HarnessUnavailable(HARNESS, CLAUDE_CLI.missing() or "Claude Code is missing")
-        config = self._env.config
-        endpoint = model_endpoint(
-            config.base_url,
-            config.api_key,
-            base_url_variable="ANTHROPIC_BASE_URL",
-            api_key_variable="ANTHROPIC_API_KEY",
-            provider=self._env.provider,
+        binary = self._binary()
+        endpoint = self._endpoint(
+            base_url_variable="ANTHROPIC_BASE_URL", api_key_variable="ANTHROPIC_API_KEY"
         )
         config_dir = await self._data_dir("config")
         argv = claude_argv(
@@ -185,9 +176,9 @@ class ClaudeCodeHarness(NativeHarness):
             instructions=request.instructions,
         )
         environment = claude_environment(
-            base_environment(), config_dir=config_dir, endpoint=endpoint, extra=config.env
+            base_environment(), config_dir=config_dir, endpoint=endpoint, extra=self._env.config.env
         )
-        process = await self._spawn("Claude Code", binary, argv, environment)
+        process = await self._spawn(binary, argv, environment)
         claude = _Claude(process, request.model)
         claude.keyless = endpoint.api_key is None
         process.owner_state = claude

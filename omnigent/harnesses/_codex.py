@@ -28,7 +28,7 @@ from typing import Any
 
 import trio
 
-from ..errors import HarnessError, HarnessUnavailable
+from ..errors import HarnessError
 from ._codex_protocol import (
     COMMAND_APPROVAL,
     FILE_APPROVAL,
@@ -45,7 +45,7 @@ from ._codex_protocol import (
     turn_input,
 )
 from ._codex_stream import CodexReader, Response, ServerRequest, Withdrawn, read_message
-from ._native import CODEX_CLI, OPENAI_MODELS, model_endpoint
+from ._native import CODEX_CLI, OPENAI_MODELS
 from ._native_input import preamble
 from ._native_process import NativeHarness, NativeProcess, drive_turn
 from ._native_relay import Finished, ItemRelay
@@ -103,7 +103,7 @@ class CodexHarness(NativeHarness):
     """The runtime's side of one session's Codex (see the module docstring)."""
 
     def __init__(self, env: HarnessEnv) -> None:
-        super().__init__(env, HARNESS)
+        super().__init__(env, CODEX_CLI)
         sandbox = env.config.options.get("sandbox")
         self._sandbox = sandbox if isinstance(sandbox, str) else DEFAULT_SANDBOX
 
@@ -123,9 +123,7 @@ class CodexHarness(NativeHarness):
             if codex.thread_id:
                 return codex
             await codex.kill()  # it never got a thread: start over
-        missing = CODEX_CLI.missing()
-        if missing is not None:
-            raise HarnessUnavailable(HARNESS, missing)
+        self._check_installed()
         async with ctx.launching():
             codex = await self._spawn_codex(request)
             try:
@@ -150,23 +148,16 @@ class CodexHarness(NativeHarness):
         return codex
 
     async def _spawn_codex(self, request: TurnRequest) -> _Codex:
-        binary = CODEX_CLI.find()
-        if binary is None:
-            raise HarnessUnavailable(HARNESS, CODEX_CLI.missing() or "Codex is missing")
-        config = self._env.config
-        endpoint = model_endpoint(
-            config.base_url,
-            config.api_key,
-            base_url_variable="OPENAI_BASE_URL",
-            api_key_variable="OPENAI_API_KEY",
-            provider=self._env.provider,
+        binary = self._binary()
+        endpoint = self._endpoint(
+            base_url_variable="OPENAI_BASE_URL", api_key_variable="OPENAI_API_KEY"
         )
         home = await self._data_dir("home")
         argv = codex_argv(str(binary), endpoint=endpoint, model=request.model)
         environment = codex_environment(
-            base_environment(), home=home, endpoint=endpoint, extra=config.env
+            base_environment(), home=home, endpoint=endpoint, extra=self._env.config.env
         )
-        process = await self._spawn("Codex", binary, argv, environment)
+        process = await self._spawn(binary, argv, environment)
         codex = _Codex(process)
         process.owner_state = codex
         return codex

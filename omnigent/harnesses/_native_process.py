@@ -18,7 +18,8 @@ from pathlib import Path
 import trio
 
 from .._config import omnigent_home
-from ..errors import HarnessError
+from ..errors import HarnessError, HarnessUnavailable
+from ._native import ModelEndpoint, NativeCli, model_endpoint
 from ._ndjson import LineChannel
 from ._processes import ManagedProcess, ProcessManager, ProcessSpec
 from .base import HarnessEnv
@@ -76,10 +77,12 @@ class NativeHarness:
         HarnessError: (constructing) the runtime has no process manager.
     """
 
-    def __init__(self, env: HarnessEnv, harness: str) -> None:
+    def __init__(self, env: HarnessEnv, cli: NativeCli) -> None:
+        harness = cli.harness
         if env.processes is None:
             raise HarnessError(f"harness {harness!r} needs a runtime's process manager")
         self._env = env
+        self._cli = cli
         self._harness = harness
         self._processes: ProcessManager = env.processes
         self._key = f"{harness}:{env.session_id}"
@@ -91,6 +94,35 @@ class NativeHarness:
     async def aclose(self) -> None:
         """Nothing to close: the process stays for the session's next turn."""
 
+    def _check_installed(self) -> None:
+        """Raise :class:`HarnessUnavailable` (what to install) if the CLI is missing."""
+        missing = self._cli.missing()
+        if missing is not None:
+            raise HarnessUnavailable(self._harness, missing)
+
+    def _binary(self) -> Path:
+        """The CLI's executable.
+
+        Raises:
+            HarnessUnavailable: it is missing (with what to install).
+        """
+        binary = self._cli.find()
+        if binary is None:
+            missing = self._cli.missing() or f"{self._cli.title} is missing"
+            raise HarnessUnavailable(self._harness, missing)
+        return binary
+
+    def _endpoint(self, *, base_url_variable: str, api_key_variable: str) -> ModelEndpoint:
+        """The model endpoint (:func:`~._native.model_endpoint`) for this session."""
+        config = self._env.config
+        return model_endpoint(
+            config.base_url,
+            config.api_key,
+            base_url_variable=base_url_variable,
+            api_key_variable=api_key_variable,
+            provider=self._env.provider,
+        )
+
     async def _data_dir(self, name: str) -> Path:
         """The harness's directory ``name`` under its data dir, created if need be."""
         path = (self._env.data_dir or omnigent_home() / "harnesses" / self._harness) / name
@@ -98,7 +130,7 @@ class NativeHarness:
         return path
 
     async def _spawn(
-        self, title: str, binary: Path, argv: tuple[str, ...], environment: Mapping[str, str]
+        self, binary: Path, argv: tuple[str, ...], environment: Mapping[str, str]
     ) -> ManagedProcess:
         """Spawn the session's process (piped, in the session's working directory).
 
@@ -116,7 +148,7 @@ class NativeHarness:
         try:
             return await self._processes.spawn(spec)
         except OSError as exc:
-            raise HarnessError(f"cannot start {title} ({binary}): {exc}") from exc
+            raise HarnessError(f"cannot start {self._cli.title} ({binary}): {exc}") from exc
 
 
 def cancelled(exc: BaseException) -> bool:
