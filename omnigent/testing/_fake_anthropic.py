@@ -20,10 +20,10 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
-from omnigent.testing._mockllm import ErrorReply, HangReply
+from omnigent.testing._mockllm import ErrorReply
 from omnigent.testing._script import FakeShell, FakeToolResult, FakeToolUse, FakeTurn, ScriptedFake
-from omnigent.testing._serve import JSON_HEADERS, SSE_HEADERS, Rendered, json_rendered
-from omnigent.testing._wire import fragments, parse_object, timed_parts
+from omnigent.testing._serve import Rendered, error_rendered, json_rendered
+from omnigent.testing._wire import fragments
 
 __all__ = ["FakeAnthropic"]
 
@@ -60,6 +60,8 @@ class FakeAnthropic(ScriptedFake):
     models: ClassVar[tuple[str, ...]] = _MODELS
     """What ``GET /v1/models`` lists. Requests may name any model; it is echoed."""
 
+    _name: ClassVar[str] = "FakeAnthropic"
+
     def _base_url(self, root: str) -> str:
         return root
 
@@ -73,48 +75,42 @@ class FakeAnthropic(ScriptedFake):
             name = path.removeprefix("/v1/models/")
             if name in self.models:
                 return json_rendered(200, _model(name))
-            return _error(ErrorReply(404, f"model: {name}"))
+            return self._error(ErrorReply(404, f"model: {name}"))
         if method != "POST" or path not in ("/v1/messages", "/v1/messages/count_tokens"):
-            return _error(ErrorReply(404, f"FakeAnthropic: no route for {method} {path}"))
-        parsed = parse_object(raw_body)
-        if isinstance(parsed, str):
-            return _error(ErrorReply(400, f"FakeAnthropic: {parsed}"))
+            return self._no_route(method, path)
+        parsed = self._read_body(raw_body)
+        if isinstance(parsed, Rendered):
+            return parsed
         if path.endswith("/count_tokens"):
             return json_rendered(200, {"input_tokens": _estimate_tokens(raw_body)})
         return self._answer(parsed, len(raw_body))
 
-    def _answer(self, body: dict[str, Any], size: int) -> Rendered:
-        """The next scripted reply to one Messages request, rendered."""
-        reply = self._take(body)
-        if reply is None:
-            return _error(ErrorReply(400, "FakeAnthropic: no scripted reply left"))
-        if isinstance(reply, ErrorReply):
-            return _error(reply)
-        stream = body.get("stream") is True
-        if isinstance(reply, HangReply):
-            return Rendered(200, SSE_HEADERS if stream else JSON_HEADERS, (), hang=True)
-        blocks = self._blocks(reply, body)
+    def _answer_body(self, turn: FakeTurn, body: dict[str, Any], size: int) -> dict[str, Any] | str:
+        """The Messages ``message`` object for ``turn``."""
+        blocks = self._blocks(turn, body)
         if isinstance(blocks, str):
-            return _error(ErrorReply(400, f"FakeAnthropic: {blocks}"))
-        message = {
+            return blocks
+        return {
             "id": f"msg_fake{self._next_id('message')}",
             "type": "message",
             "role": "assistant",
             "model": str(body.get("model")),
             "content": blocks,
-            "stop_reason": "tool_use" if reply.tools else "end_turn",
+            "stop_reason": "tool_use" if turn.tools else "end_turn",
             "stop_sequence": None,
             "usage": _usage(max(1, size // 4), blocks),
         }
-        if not stream:
-            if reply.stall:
-                return Rendered(200, JSON_HEADERS, (), hang=True)
-            return json_rendered(200, message)
-        events = list(_stream_events(message, reply.chunk_size))
-        if reply.stall:
+
+    def _frames(self, answer: dict[str, Any], chunk_size: int, *, stall: bool) -> list[bytes]:
+        events = list(_stream_events(answer, chunk_size))
+        if stall:
             events = events[:-2]  # no message_delta, no message_stop
-        parts = timed_parts([_sse(event) for event in events], reply.delay)
-        return Rendered(200, SSE_HEADERS, parts, hang=reply.stall)
+        return [_sse(event) for event in events]
+
+    def _error(self, reply: ErrorReply) -> Rendered:
+        kind = _ERROR_TYPES.get(reply.status, "api_error")
+        body = {"type": "error", "error": {"type": kind, "message": reply.message}}
+        return error_rendered(reply.status, body, reply.retry_after)
 
     def _blocks(self, turn: FakeTurn, body: dict[str, Any]) -> list[dict[str, Any]] | str:
         blocks: list[dict[str, Any]] = []
@@ -132,9 +128,6 @@ class FakeAnthropic(ScriptedFake):
                 {"type": "tool_use", "id": call_id, "name": tool.name, "input": dict(tool.input)}
             )
         return blocks
-
-    def _too_large(self) -> Rendered:
-        return _error(ErrorReply(413, "FakeAnthropic: the request body is too large"))
 
     def _tool_results_in(self, body: dict[str, Any]) -> Iterable[FakeToolResult]:
         for message in _as_list(body.get("messages")):
@@ -223,13 +216,3 @@ def _text_of(content: Any) -> str:
         for part in _as_list(content)
         if isinstance(part, dict) and part.get("type") == "text"
     )
-
-
-def _error(reply: ErrorReply) -> Rendered:
-    kind = _ERROR_TYPES.get(reply.status, "api_error")
-    body = {"type": "error", "error": {"type": kind, "message": reply.message}}
-    rendered = json_rendered(reply.status, body)
-    if reply.retry_after is None:
-        return rendered
-    retry_after = ("retry-after", f"{reply.retry_after:g}")
-    return Rendered(rendered.status, (*rendered.headers, retry_after), rendered.parts)

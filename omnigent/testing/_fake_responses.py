@@ -23,10 +23,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
-from omnigent.testing._mockllm import ErrorReply, HangReply
+from omnigent.testing._mockllm import ErrorReply
 from omnigent.testing._script import FakeShell, FakeToolResult, FakeToolUse, FakeTurn, ScriptedFake
-from omnigent.testing._serve import JSON_HEADERS, SSE_HEADERS, Rendered, json_rendered
-from omnigent.testing._wire import fragments, parse_object, timed_parts
+from omnigent.testing._serve import Rendered, error_rendered, json_rendered
+from omnigent.testing._wire import fragments
 
 __all__ = ["FakeResponses"]
 
@@ -67,6 +67,8 @@ class FakeResponses(ScriptedFake):
     models: ClassVar[tuple[str, ...]] = _MODELS
     """What ``GET /v1/models`` lists. Requests may name any model; it is echoed."""
 
+    _name: ClassVar[str] = "FakeResponses"
+
     def _base_url(self, root: str) -> str:
         return f"{root}/v1"
 
@@ -79,26 +81,18 @@ class FakeResponses(ScriptedFake):
             ]
             return json_rendered(200, {"object": "list", "data": data})
         if method != "POST" or path != "/v1/responses":
-            return _error(ErrorReply(404, f"FakeResponses: no route for {method} {path}"))
-        parsed = parse_object(raw_body)
-        if isinstance(parsed, str):
-            return _error(ErrorReply(400, f"FakeResponses: {parsed}"))
+            return self._no_route(method, path)
+        parsed = self._read_body(raw_body)
+        if isinstance(parsed, Rendered):
+            return parsed
         return self._answer(parsed, len(raw_body))
 
-    def _answer(self, body: dict[str, Any], size: int) -> Rendered:
-        """The next scripted reply to one Responses request, rendered."""
-        reply = self._take(body)
-        if reply is None:
-            return _error(ErrorReply(400, "FakeResponses: no scripted reply left"))
-        if isinstance(reply, ErrorReply):
-            return _error(reply)
-        stream = body.get("stream") is True
-        if isinstance(reply, HangReply):
-            return Rendered(200, SSE_HEADERS if stream else JSON_HEADERS, (), hang=True)
-        output = self._output(reply, body)
+    def _answer_body(self, turn: FakeTurn, body: dict[str, Any], size: int) -> dict[str, Any] | str:
+        """The Responses ``response`` object for ``turn``."""
+        output = self._output(turn, body)
         if isinstance(output, str):
-            return _error(ErrorReply(400, f"FakeResponses: {output}"))
-        response = {
+            return output
+        return {
             "id": f"resp_fake{self._next_id('response')}",
             "object": "response",
             "created_at": int(time.time()),
@@ -112,15 +106,18 @@ class FakeResponses(ScriptedFake):
             "tools": [],
             "usage": _usage(size // 4, output),
         }
-        if not stream:
-            if reply.stall:
-                return Rendered(200, JSON_HEADERS, (), hang=True)
-            return json_rendered(200, response)
-        events = list(_stream_events(response, reply.chunk_size))
-        if reply.stall:
+
+    def _frames(self, answer: dict[str, Any], chunk_size: int, *, stall: bool) -> list[bytes]:
+        events = list(_stream_events(answer, chunk_size))
+        if stall:
             events = events[:-1]  # no response.completed
-        frames = [_sse(number, event) for number, event in enumerate(events)]
-        return Rendered(200, SSE_HEADERS, timed_parts(frames, reply.delay), hang=reply.stall)
+        return [_sse(number, event) for number, event in enumerate(events)]
+
+    def _error(self, reply: ErrorReply) -> Rendered:
+        status = reply.status
+        kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "api_error")
+        body = {"error": {"message": reply.message, "type": kind, "param": None, "code": kind}}
+        return error_rendered(status, body, reply.retry_after)
 
     def _output(self, turn: FakeTurn, body: dict[str, Any]) -> list[dict[str, Any]] | str:
         output: list[dict[str, Any]] = []
@@ -166,9 +163,6 @@ class FakeResponses(ScriptedFake):
             "arguments": text,
             "status": "completed",
         }
-
-    def _too_large(self) -> Rendered:
-        return _error(ErrorReply(413, "FakeResponses: the request body is too large"))
 
     def _tool_results_in(self, body: dict[str, Any]) -> Iterable[FakeToolResult]:
         items = body.get("input")
@@ -263,13 +257,3 @@ def _text_of(output: Any) -> str:
         for part in output
         if isinstance(part, dict) and part.get("type") in ("input_text", "output_text")
     )
-
-
-def _error(reply: ErrorReply) -> Rendered:
-    kind = _ERROR_TYPES.get(reply.status, "server_error" if reply.status >= 500 else "api_error")
-    body = {"error": {"message": reply.message, "type": kind, "param": None, "code": kind}}
-    rendered = json_rendered(reply.status, body)
-    if reply.retry_after is None:
-        return rendered
-    retry_after = ("retry-after", f"{reply.retry_after:g}")
-    return Rendered(rendered.status, (*rendered.headers, retry_after), rendered.parts)

@@ -22,8 +22,8 @@ import httpx
 from omnigent.testing._serve import JSON_HEADERS as _JSON_HEADERS
 from omnigent.testing._serve import SSE_HEADERS as _SSE_HEADERS
 from omnigent.testing._serve import Rendered as _Rendered
+from omnigent.testing._serve import error_rendered, mock_transport, serve_http
 from omnigent.testing._serve import json_rendered as _json
-from omnigent.testing._serve import mock_transport, serve_http
 
 __all__ = [
     "ErrorReply",
@@ -326,8 +326,4 @@ _ERROR_TYPES = {
 def _error(reply: ErrorReply) -> _Rendered:
     kind = _ERROR_TYPES.get(reply.status, "server_error" if reply.status >= 500 else "api_error")
     body = {"error": {"message": reply.message, "type": kind, "code": kind}}
-    rendered = _json(reply.status, body)
-    if reply.retry_after is None:
-        return rendered
-    retry_after = ("retry-after", f"{reply.retry_after:g}")
-    return attrs.evolve(rendered, headers=(*rendered.headers, retry_after))
+    return error_rendered(reply.status, body, reply.retry_after)

@@ -8,7 +8,8 @@ Codex ``exec_command``), so one script serves either CLI. :class:`ErrorReply` an
 
 :class:`ScriptedFake` is the base of :class:`~omnigent.testing.FakeAnthropic` and
 :class:`~omnigent.testing.FakeResponses`: the queue, the request log, the wait for a
-request, and the two deliveries (in memory and over loopback).
+request, how a scripted reply becomes an answer (an error, a hang, one JSON body or a
+stream), and the two deliveries (in memory and over loopback).
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ import abc
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 import httpx
 import trio
 
 from omnigent.testing._mockllm import ErrorReply, HangReply
-from omnigent.testing._serve import Rendered, mock_transport, serve_http
+from omnigent.testing._serve import (
+    JSON_HEADERS,
+    SSE_HEADERS,
+    Rendered,
+    json_rendered,
+    mock_transport,
+    serve_http,
+)
+from omnigent.testing._wire import parse_object, timed_parts
 
 __all__ = [
     "FakeReply",
@@ -125,8 +134,12 @@ class ScriptedFake(abc.ABC):
     (400, not 5xx, because both CLIs retry server errors for a minute before giving
     up). Every model request's JSON body is appended to :attr:`requests`.
 
-    Subclasses render the vendor's wire format; this class holds the script.
+    Subclasses render the vendor's wire format (its answer body, its stream events, its
+    error body); this class holds the script and turns each reply into an answer.
     """
+
+    _name: ClassVar[str]
+    """What the fake calls itself in the messages of its error answers."""
 
     def __init__(self, turns: Iterable[_Scripted] = ()) -> None:
         self._queue: deque[_Scripted] = deque(turns)
@@ -218,11 +231,60 @@ class ScriptedFake(abc.ABC):
         self._ids[kind] = self._ids.get(kind, 0) + 1
         return self._ids[kind]
 
+    def _read_body(self, raw_body: bytes) -> dict[str, Any] | Rendered:
+        """A model request's body as a JSON object, or the 400 that says why it is not."""
+        parsed = parse_object(raw_body)
+        if isinstance(parsed, str):
+            return self._error(ErrorReply(400, f"{self._name}: {parsed}"))
+        return parsed
+
+    def _no_route(self, method: str, path: str) -> Rendered:
+        """The 404 for a route the vendor's API does not have."""
+        return self._error(ErrorReply(404, f"{self._name}: no route for {method} {path}"))
+
+    def _too_large(self) -> Rendered:
+        """The 413 for a request body over :data:`~._serve.MAX_BODY_BYTES`."""
+        return self._error(ErrorReply(413, f"{self._name}: the request body is too large"))
+
+    def _answer(self, body: dict[str, Any], size: int) -> Rendered:
+        """The next scripted reply to one model request (``size`` bytes), rendered.
+
+        An empty script and a reply the request cannot take are 400s; a
+        :class:`FakeTurn` is one JSON body, or streamed when the request asks
+        (``"stream": true``); a stalled turn never ends its answer.
+        """
+        reply = self._take(body)
+        if reply is None:
+            return self._error(ErrorReply(400, f"{self._name}: no scripted reply left"))
+        if isinstance(reply, ErrorReply):
+            return self._error(reply)
+        stream = body.get("stream") is True
+        if isinstance(reply, HangReply):
+            return Rendered(200, SSE_HEADERS if stream else JSON_HEADERS, (), hang=True)
+        answer = self._answer_body(reply, body, size)
+        if isinstance(answer, str):
+            return self._error(ErrorReply(400, f"{self._name}: {answer}"))
+        if not stream:
+            if reply.stall:
+                return Rendered(200, JSON_HEADERS, (), hang=True)
+            return json_rendered(200, answer)
+        frames = self._frames(answer, reply.chunk_size, stall=reply.stall)
+        return Rendered(200, SSE_HEADERS, timed_parts(frames, reply.delay), hang=reply.stall)
+
     @abc.abstractmethod
     def _respond(self, method: str, path: str, raw_body: bytes) -> Rendered: ...
 
     @abc.abstractmethod
-    def _too_large(self) -> Rendered: ...
+    def _error(self, reply: ErrorReply) -> Rendered:
+        """``reply`` as the vendor's error answer."""
+
+    @abc.abstractmethod
+    def _answer_body(self, turn: FakeTurn, body: dict[str, Any], size: int) -> dict[str, Any] | str:
+        """The whole answer object for ``turn``, or why the request cannot take it."""
+
+    @abc.abstractmethod
+    def _frames(self, answer: dict[str, Any], chunk_size: int, *, stall: bool) -> list[bytes]:
+        """``answer`` as the vendor's SSE frames; ``stall``: without those that end it."""
 
     @abc.abstractmethod
     def _tool_results_in(self, body: dict[str, Any]) -> Iterable[FakeToolResult]: ...

@@ -58,6 +58,14 @@ def json_rendered(status: int, body: Any) -> Rendered:
     return Rendered(status, JSON_HEADERS, ((0.0, json.dumps(body).encode()),))
 
 
+def error_rendered(status: int, body: Any, retry_after: float | None) -> Rendered:
+    """A JSON error answer; ``retry_after`` (seconds), if given, as its header."""
+    rendered = json_rendered(status, body)
+    if retry_after is None:
+        return rendered
+    return attrs.evolve(rendered, headers=(*rendered.headers, ("retry-after", f"{retry_after:g}")))
+
+
 # -- in memory ------------------------------------------------------------------------
 
 
