@@ -33,7 +33,7 @@ from ._bus import EventBus
 from ._elicitations import Elicitations
 from ._files import FileService
 from ._host import ActorHost, sub_agent_spec
-from ._records import ItemPage, SessionPage, SessionSnapshot
+from ._records import ItemPage, Resource, SessionPage, SessionSnapshot
 
 __all__ = ["MODEL_OVERRIDE_PATTERN", "PREVIEW_CHARS", "InitialItem", "SessionRecords"]
 
@@ -224,54 +224,28 @@ class SessionRecords:
         if row.sub_agent is not None:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
         if not self._host.ownership.owns(row.id):
-            return await self._remote_snapshot(row, spec)
+            # Not held here (by another server, or by none): what the store says, and
+            # the holder's pending elicitations.
+            return _snapshot(
+                row,
+                spec,
+                status=row.status,
+                harness=self._host.harness_of(spec, row.harness_override, strict=False),
+                busy=row.status in _ACTIVE,
+                pending=await self.pending_elsewhere(row),
+                last_event_id=row.last_event_id,
+                resources=(),
+            )
         actor = self._host.actors.get(row.id)
-        pending = tuple(self._elicitations.pending_for(row.id))
-        return SessionSnapshot(
-            id=row.id,
-            agent_id=row.agent_id,
-            agent_name=spec.name,
-            title=row.title,
+        return _snapshot(
+            row,
+            spec,
             status=self._bus.status_of(row.id) or row.status,
             harness=self._host.harness_of(spec, row.harness_override, strict=False),
-            model=row.model_override or spec.model,
-            harness_override=row.harness_override,
-            model_override=row.model_override,
-            parent_session_id=row.parent_session_id,
-            root_session_id=row.root_session_id,
-            labels=row.labels,
             busy=actor is not None and actor.busy,
-            pending_elicitations=pending,
+            pending=tuple(self._elicitations.pending_for(row.id)),
             last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
-            created_at=row.created_at,
             resources=tuple(self._host.resources_of(row.id)),
-            cwd=row.cwd,
-            updated_at=row.updated_at,
-        )
-
-    async def _remote_snapshot(self, row: SessionRow, spec: Any) -> SessionSnapshot:
-        """The snapshot of a session whose tree is not held here (by another server, or
-        by none): what the store says, and the holder's pending elicitations."""
-        return SessionSnapshot(
-            id=row.id,
-            agent_id=row.agent_id,
-            agent_name=spec.name,
-            title=row.title,
-            status=row.status,
-            harness=self._host.harness_of(spec, row.harness_override, strict=False),
-            model=row.model_override or spec.model,
-            harness_override=row.harness_override,
-            model_override=row.model_override,
-            parent_session_id=row.parent_session_id,
-            root_session_id=row.root_session_id,
-            labels=row.labels,
-            busy=row.status in _ACTIVE,
-            pending_elicitations=await self.pending_elsewhere(row),
-            last_event_id=row.last_event_id,
-            created_at=row.created_at,
-            resources=(),
-            cwd=row.cwd,
-            updated_at=row.updated_at,
         )
 
     async def list(
@@ -432,3 +406,39 @@ _ACTIVE = ("launching", "running", "waiting")
 
 async def _no_pending(row: SessionRow) -> tuple[ElicitationRequest, ...]:
     return ()
+
+
+def _snapshot(
+    row: SessionRow,
+    spec: Any,
+    *,
+    status: str,
+    harness: str,
+    busy: bool,
+    pending: tuple[ElicitationRequest, ...],
+    last_event_id: int,
+    resources: tuple[Resource, ...],
+) -> SessionSnapshot:
+    """A session's snapshot: its row and agent spec, with what only its holder knows
+    (live status, whether a turn runs, open elicitations, newest event, resources)."""
+    return SessionSnapshot(
+        id=row.id,
+        agent_id=row.agent_id,
+        agent_name=spec.name,
+        title=row.title,
+        status=status,
+        harness=harness,
+        model=row.model_override or spec.model,
+        harness_override=row.harness_override,
+        model_override=row.model_override,
+        parent_session_id=row.parent_session_id,
+        root_session_id=row.root_session_id,
+        labels=row.labels,
+        busy=busy,
+        pending_elicitations=pending,
+        last_event_id=last_event_id,
+        created_at=row.created_at,
+        resources=resources,
+        cwd=row.cwd,
+        updated_at=row.updated_at,
+    )
