@@ -7,6 +7,8 @@ resuming a thread in a new process.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,13 @@ import pytest
 import trio
 
 from omnigent.testing import FakeResponses, FakeTurn
-from tests.codex_driver import CODEX_MODEL, CodexRpcError, items, open_codex_app_server
+from tests.codex_driver import (
+    CODEX_MODEL,
+    CodexAppServer,
+    CodexRpcError,
+    items,
+    open_codex_app_server,
+)
 from tests.native_helpers import codex_binary, group_alive, require
 
 CODEX = codex_binary()
@@ -27,6 +35,25 @@ def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()
     return path
+
+
+@contextlib.asynccontextmanager
+async def codex_serving(
+    fake: FakeResponses, tmp_path: Path, workdir: Path
+) -> AsyncIterator[CodexAppServer]:
+    """``fake`` on loopback, and a Codex app-server in ``workdir`` that uses it."""
+    assert CODEX is not None
+    async with (
+        fake.serve() as base_url,
+        open_codex_app_server(
+            CODEX,
+            base_url=base_url,
+            home=tmp_path / "codex",
+            cwd=workdir,
+            stderr_to=tmp_path / "stderr",
+        ) as codex,
+    ):
+        yield codex
 
 
 def accept(decisions: list[str], seen: list[dict[str, Any]] | None = None) -> Any:
@@ -45,16 +72,7 @@ async def test_a_turn_streams_the_scripted_text(tmp_path: Path, workdir: Path) -
     assert CODEX is not None
     fake = FakeResponses([FakeTurn("Hello from the fake model.", chunk_size=6)])
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             thread_id = await codex.start_thread(workdir)
             turn, seen = await codex.turn(thread_id, "Say hello")
     assert turn["status"] == "completed"
@@ -78,23 +96,13 @@ async def test_a_turn_streams_the_scripted_text(tmp_path: Path, workdir: Path) -
 async def test_untrusted_asks_for_every_command_and_output_reaches_the_model(
     tmp_path: Path, workdir: Path
 ) -> None:
-    assert CODEX is not None
     fake = FakeResponses()
     fake.reply_shell("pwd")
     fake.reply_shell("ls")  # read-only commands are asked about too
     fake.reply_text("You are in the work directory.")
     asked: list[dict[str, Any]] = []
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             thread_id = await codex.start_thread(workdir)
             turn, seen = await codex.turn(
                 thread_id, "where am I?", answer=accept(["accept", "accept"], asked)
@@ -123,21 +131,11 @@ async def test_untrusted_asks_for_every_command_and_output_reaches_the_model(
 async def test_declined_command_does_not_run_and_the_model_is_told(
     tmp_path: Path, workdir: Path
 ) -> None:
-    assert CODEX is not None
     fake = FakeResponses()
     fake.reply_shell("touch declined.txt")
     fake.reply_text("OK, I will not.")
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             thread_id = await codex.start_thread(workdir)
             turn, seen = await codex.turn(thread_id, "touch it", answer=accept(["decline"]))
     assert turn["status"] == "completed"  # decline continues the turn; "cancel" would end it
@@ -149,23 +147,13 @@ async def test_declined_command_does_not_run_and_the_model_is_told(
 
 
 async def test_file_changes_ask_for_approval(tmp_path: Path, workdir: Path) -> None:
-    assert CODEX is not None
     patch = "*** Begin Patch\n*** Add File: hello.txt\n+hi there\n*** End Patch\n"
     fake = FakeResponses()
     fake.reply_tool_use("apply_patch", patch)
     fake.reply_text("Written.")
     asked: list[dict[str, Any]] = []
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             thread_id = await codex.start_thread(workdir)
             turn, seen = await codex.turn(thread_id, "write it", answer=accept(["accept"], asked))
     assert turn["status"] == "completed"
@@ -186,19 +174,9 @@ async def test_file_changes_ask_for_approval(tmp_path: Path, workdir: Path) -> N
 async def test_interrupt_ends_the_turn_and_the_thread_goes_on(
     tmp_path: Path, workdir: Path
 ) -> None:
-    assert CODEX is not None
     fake = FakeResponses([FakeTurn("partial", stall=True), FakeTurn("second turn")])
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             thread_id = await codex.start_thread(workdir)
             acks: list[dict[str, Any]] = []
 
@@ -218,20 +196,10 @@ async def test_interrupt_ends_the_turn_and_the_thread_goes_on(
 
 
 async def test_interrupt_kills_a_running_command(tmp_path: Path, workdir: Path) -> None:
-    assert CODEX is not None
     fake = FakeResponses()
     fake.reply_shell("sleep 60")
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             thread_id = await codex.start_thread(workdir)
             turn_ids: list[str] = []
 
@@ -272,20 +240,10 @@ def sleep_running(workdir: Path) -> bool:
 
 
 async def test_interrupt_withdraws_a_pending_approval(tmp_path: Path, workdir: Path) -> None:
-    assert CODEX is not None
     fake = FakeResponses()
     fake.reply_shell("touch never.txt")
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             thread_id = await codex.start_thread(workdir)
             params = {"threadId": thread_id, "input": [{"type": "text", "text": "go"}]}
             turn_id = (await codex.request("turn/start", params))["turn"]["id"]
@@ -346,19 +304,9 @@ async def test_a_thread_resumes_in_a_new_process(tmp_path: Path, workdir: Path) 
 
 
 async def test_resuming_an_unknown_thread_is_an_error(tmp_path: Path, workdir: Path) -> None:
-    assert CODEX is not None
     fake = FakeResponses()
     with trio.fail_after(TIMEOUT):
-        async with (
-            fake.serve() as base_url,
-            open_codex_app_server(
-                CODEX,
-                base_url=base_url,
-                home=tmp_path / "codex",
-                cwd=workdir,
-                stderr_to=tmp_path / "stderr",
-            ) as codex,
-        ):
+        async with codex_serving(fake, tmp_path, workdir) as codex:
             with pytest.raises(CodexRpcError) as caught:
                 params = {"threadId": "01a230c3-0000-7000-8000-000000000000"}
                 await codex.request("thread/resume", params)
