@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import trio
 
 from omnigent.testing import FakeAnthropic, FakeToolUse, FakeTurn
 from tests.claude_driver import (
+    ClaudeSession,
     claude_env,
     claude_print,
     of_type,
@@ -57,6 +60,30 @@ def workdir(tmp_path: Path) -> Path:
     return path
 
 
+async def print_over(
+    fake: FakeAnthropic, tmp_path: Path, workdir: Path, prompt: str, *args: str
+) -> tuple[int, list[dict[str, Any]]]:
+    """``claude -p PROMPT ARGS`` in ``workdir`` against ``fake`` (served on loopback)."""
+    assert CLAUDE is not None
+    async with fake.serve() as base_url:
+        env = claude_env(base_url, tmp_path)
+        return await claude_print(CLAUDE, prompt, *args, cwd=workdir, env=env)
+
+
+@asynccontextmanager
+async def session_over(
+    fake: FakeAnthropic, tmp_path: Path, workdir: Path
+) -> AsyncIterator[ClaudeSession]:
+    """A stream-json ``claude`` session in ``workdir`` against ``fake`` (on loopback)."""
+    assert CLAUDE is not None
+    async with fake.serve() as base_url:
+        env = claude_env(base_url, tmp_path)
+        async with open_claude_session(
+            CLAUDE, cwd=workdir, env=env, stderr_to=tmp_path / "stderr"
+        ) as claude:
+            yield claude
+
+
 def command_hook(tmp_path: Path, event: str, decision: str) -> tuple[Path, Path]:
     """A `--settings` file with a command hook for `event`; returns it and the hook's log."""
     script = tmp_path / "hook.py"
@@ -80,14 +107,11 @@ def result_of(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def test_print_streams_a_scripted_text_answer(tmp_path: Path, workdir: Path) -> None:
-    assert CLAUDE is not None
     fake = FakeAnthropic([FakeTurn("Hello from the fake model.", chunk_size=5)])
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            code, lines = await claude_print(
-                CLAUDE, "Say hello", "--include-partial-messages", cwd=workdir, env=env
-            )
+        code, lines = await print_over(
+            fake, tmp_path, workdir, "Say hello", "--include-partial-messages"
+        )
     assert code == 0
     init = lines[0]
     assert (init["type"], init["subtype"]) == ("system", "init")
@@ -117,17 +141,14 @@ async def test_print_streams_a_scripted_text_answer(tmp_path: Path, workdir: Pat
 async def test_pretooluse_command_hook_sees_even_read_only_commands(
     tmp_path: Path, workdir: Path
 ) -> None:
-    assert CLAUDE is not None
     fake = FakeAnthropic()
     fake.reply_shell("echo hi-from-bash")  # read-only: Claude Code would not ask anyone
     fake.reply_text("It printed hi.")
     settings, log = command_hook(tmp_path, "PreToolUse", "allow")
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            code, lines = await claude_print(
-                CLAUDE, "run it", "--settings", str(settings), cwd=workdir, env=env
-            )
+        code, lines = await print_over(
+            fake, tmp_path, workdir, "run it", "--settings", str(settings)
+        )
     assert code == 0
     [call] = hook_calls(log)
     assert call["hook_event_name"] == "PreToolUse"
@@ -141,17 +162,14 @@ async def test_pretooluse_command_hook_sees_even_read_only_commands(
 
 
 async def test_pretooluse_deny_refuses_and_tells_the_model(tmp_path: Path, workdir: Path) -> None:
-    assert CLAUDE is not None
     fake = FakeAnthropic()
     fake.reply_shell("touch refused.txt")
     fake.reply_text("Understood.")
     settings, log = command_hook(tmp_path, "PreToolUse", "deny")
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            code, lines = await claude_print(
-                CLAUDE, "run it", "--settings", str(settings), cwd=workdir, env=env
-            )
+        code, lines = await print_over(
+            fake, tmp_path, workdir, "run it", "--settings", str(settings)
+        )
     assert code == 0
     assert len(hook_calls(log)) == 1
     assert not (workdir / "refused.txt").exists()
@@ -170,18 +188,13 @@ async def test_pretooluse_deny_refuses_and_tells_the_model(tmp_path: Path, workd
 async def test_permission_request_hook_sees_only_what_claude_asks_about(
     tmp_path: Path, workdir: Path
 ) -> None:
-    assert CLAUDE is not None
     fake = FakeAnthropic()
     fake.reply_shell("echo read-only")
     fake.reply_shell("touch made.txt")
     fake.reply_text("Done.")
     settings, log = command_hook(tmp_path, "PermissionRequest", "allow")
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            code, _ = await claude_print(
-                CLAUDE, "run both", "--settings", str(settings), cwd=workdir, env=env
-            )
+        code, _ = await print_over(fake, tmp_path, workdir, "run both", "--settings", str(settings))
     assert code == 0
     calls = hook_calls(log)
     # `echo` ran without asking: this path does not see every call
@@ -196,22 +209,18 @@ async def test_permission_request_hook_sees_only_what_claude_asks_about(
 
 
 async def test_permission_request_hook_deny(tmp_path: Path, workdir: Path) -> None:
-    assert CLAUDE is not None
     fake = FakeAnthropic()
     fake.reply_shell("touch denied.txt")
     fake.reply_text("OK.")
     settings, _ = command_hook(tmp_path, "PermissionRequest", "deny")
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            await claude_print(CLAUDE, "go", "--settings", str(settings), cwd=workdir, env=env)
+        await print_over(fake, tmp_path, workdir, "go", "--settings", str(settings))
     assert not (workdir / "denied.txt").exists()
     [result] = fake.tool_results()
     assert (result.output, result.is_error) == ("the hook says deny", True)
 
 
 async def test_can_use_tool_asks_only_what_claude_would_ask(tmp_path: Path, workdir: Path) -> None:
-    assert CLAUDE is not None
     fake = FakeAnthropic()
     fake.reply_shell("echo not-asked")
     fake.reply_shell("touch asked.txt")
@@ -223,13 +232,9 @@ async def test_can_use_tool_asks_only_what_claude_would_ask(tmp_path: Path, work
         return {"behavior": "deny", "message": "omnigent says no"}
 
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            async with open_claude_session(
-                CLAUDE, cwd=workdir, env=env, stderr_to=tmp_path / "stderr"
-            ) as claude:
-                await claude.initialize()
-                messages = await claude.turn("go", answer=answer)
+        async with session_over(fake, tmp_path, workdir) as claude:
+            await claude.initialize()
+            messages = await claude.turn("go", answer=answer)
     [request] = asked
     assert request["subtype"] == "can_use_tool"
     assert request["tool_name"] == "Bash"
@@ -248,7 +253,6 @@ async def test_sdk_pretooluse_callback_sees_every_call_and_ask_defers(
     tmp_path: Path, workdir: Path
 ) -> None:
     """The recommended path: a PreToolUse hook callback registered at initialize."""
-    assert CLAUDE is not None
     fake = FakeAnthropic()
     fake.reply_shell("echo one")  # allowed by the hook
     fake.reply_shell("echo two")  # denied by the hook
@@ -271,13 +275,9 @@ async def test_sdk_pretooluse_callback_sees_every_call_and_ask_defers(
 
     hooks = {"PreToolUse": [{"matcher": None, "hookCallbackIds": ["omnigent_pre_tool_use"]}]}
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            async with open_claude_session(
-                CLAUDE, cwd=workdir, env=env, stderr_to=tmp_path / "stderr"
-            ) as claude:
-                await claude.initialize(hooks)
-                messages = await claude.turn("go", answer=answer)
+        async with session_over(fake, tmp_path, workdir) as claude:
+            await claude.initialize(hooks)
+            messages = await claude.turn("go", answer=answer)
     assert [(r["subtype"], r.get("callback_id")) for r in requests] == [
         ("hook_callback", "omnigent_pre_tool_use"),
         ("hook_callback", "omnigent_pre_tool_use"),
@@ -301,7 +301,6 @@ async def test_sdk_pretooluse_callback_sees_every_call_and_ask_defers(
 async def test_ask_user_question_is_answered_through_can_use_tool(
     tmp_path: Path, workdir: Path
 ) -> None:
-    assert CLAUDE is not None
     question = {
         "question": "Which color?",
         "header": "Color",
@@ -322,13 +321,9 @@ async def test_ask_user_question_is_answered_through_can_use_tool(
         return {"behavior": "allow", "updatedInput": {**request["input"], "answers": answers}}
 
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            async with open_claude_session(
-                CLAUDE, cwd=workdir, env=env, stderr_to=tmp_path / "stderr"
-            ) as claude:
-                await claude.initialize()
-                await claude.turn("ask me", answer=answer)
+        async with session_over(fake, tmp_path, workdir) as claude:
+            await claude.initialize()
+            await claude.turn("ask me", answer=answer)
     [request] = asked
     assert request["tool_name"] == "AskUserQuestion"
     assert request["requires_user_interaction"] is True
@@ -408,25 +403,20 @@ async def test_sigint_ends_a_print_turn(tmp_path: Path, workdir: Path) -> None:
 async def test_control_interrupt_ends_the_turn_and_the_process_stays(
     tmp_path: Path, workdir: Path
 ) -> None:
-    assert CLAUDE is not None
     fake = FakeAnthropic([FakeTurn("partial answer", stall=True), FakeTurn("second turn")])
     interrupts: list[str] = []
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            async with open_claude_session(
-                CLAUDE, cwd=workdir, env=env, stderr_to=tmp_path / "stderr"
-            ) as claude:
-                await claude.initialize()
+        async with session_over(fake, tmp_path, workdir) as claude:
+            await claude.initialize()
 
-                async def interrupt_on_text(message: dict[str, Any]) -> None:
-                    if message["type"] == "assistant" and not interrupts:
-                        interrupts.append(await claude.control({"subtype": "interrupt"}))
+            async def interrupt_on_text(message: dict[str, Any]) -> None:
+                if message["type"] == "assistant" and not interrupts:
+                    interrupts.append(await claude.control({"subtype": "interrupt"}))
 
-                started = trio.current_time()
-                first = await claude.turn("one", watch=interrupt_on_text)
-                took = trio.current_time() - started
-                second = await claude.turn("two")
+            started = trio.current_time()
+            first = await claude.turn("one", watch=interrupt_on_text)
+            took = trio.current_time() - started
+            second = await claude.turn("two")
     [request_id] = interrupts
     [ack] = [m for m in first if m["type"] == "control_response"]
     assert ack["response"]["request_id"] == request_id
@@ -449,23 +439,19 @@ async def test_interrupt_withdraws_a_pending_hook_callback(tmp_path: Path, workd
 
     hooks = {"PreToolUse": [{"matcher": None, "hookCallbackIds": ["pre"]}]}
     with trio.fail_after(TIMEOUT):
-        async with fake.serve() as base_url:
-            env = claude_env(base_url, tmp_path)
-            async with open_claude_session(
-                CLAUDE, cwd=workdir, env=env, stderr_to=tmp_path / "stderr"
-            ) as claude:
-                await claude.initialize(hooks)
-                user = {"role": "user", "content": "go"}
-                await claude.send({"type": "user", "message": user, "parent_tool_use_id": None})
-                seen: list[dict[str, Any]] = []
-                while True:  # the hook callback is left unanswered, as a person thinks
-                    message = await claude.receive()
-                    seen.append(message)
-                    if message["type"] == "control_request" and pending is None:
-                        pending = message["request_id"]
-                        await claude.control({"subtype": "interrupt"})
-                    if message["type"] == "result":
-                        break
+        async with session_over(fake, tmp_path, workdir) as claude:
+            await claude.initialize(hooks)
+            user = {"role": "user", "content": "go"}
+            await claude.send({"type": "user", "message": user, "parent_tool_use_id": None})
+            seen: list[dict[str, Any]] = []
+            while True:  # the hook callback is left unanswered, as a person thinks
+                message = await claude.receive()
+                seen.append(message)
+                if message["type"] == "control_request" and pending is None:
+                    pending = message["request_id"]
+                    await claude.control({"subtype": "interrupt"})
+                if message["type"] == "result":
+                    break
     cancels = [m for m in seen if m["type"] == "control_cancel_request"]
     assert cancels == [{"type": "control_cancel_request", "request_id": pending}]
     assert result_of(seen)["terminal_reason"] == "aborted_tools"
