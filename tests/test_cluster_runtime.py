@@ -258,6 +258,33 @@ async def test_work_that_cannot_be_relayed_names_the_holder(
         assert await b.session_tools(session)  # nobody holds it now: b takes it
 
 
+async def test_a_routed_stop_returns_once_the_holder_gave_the_tree_back(
+    pair: tuple[omnigent.Runtime, omnigent.Runtime],
+) -> None:
+    """Regression: the holder answered a forwarded stop before its lease release had
+    reached the store, so work started on the caller's server right after a stop was
+    refused as held elsewhere (flaky under load). The store's release is slowed here
+    (fault injection) so the answer would otherwise come first."""
+    a, b = pair
+    order: list[str] = []
+    store: Any = a._ownership._store  # type: ignore[attr-defined]
+    release = store.release
+
+    async def slow_release(root_id: str) -> Any:
+        await trio.sleep(0.3)
+        result = await release(root_id)
+        order.append("released")
+        return result
+
+    with trio.fail_after(30):
+        session = await start_slow_turn(a, b)
+        store.release = slow_release
+        await b.stop_session(session)
+        order.append("stop returned")
+        assert order == ["released", "stop returned"]
+        assert await b.session_tools(session)  # nobody holds it: b takes it at once
+
+
 async def test_a_lost_lease_stops_the_work_and_the_other_server_recovers(
     pg_url: str,
 ) -> None:

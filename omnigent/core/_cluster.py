@@ -118,6 +118,7 @@ class SharedOwnership:
         self._trees: dict[str, _Tree] = {}
         self._roots: dict[str, str] = {}  # session id -> root, for sessions of held trees
         self._locks = _KeyedLocks()
+        self._letting_go: dict[str, trio.Event] = {}  # root -> set once its let-go ends
         self.commands = CommandChannel(
             store, self.instance, nursery, ttl, lambda: self.hooks.handlers, lambda: self.closing
         )
@@ -217,17 +218,29 @@ class SharedOwnership:
             return  # lost meanwhile
         tree.refs -= 1
         if tree.refs == 0:
-            self._nursery.start_soon(self._let_go, tree)
+            done = self._letting_go.setdefault(tree.root_id, trio.Event())
+            self._nursery.start_soon(self._let_go, tree, done)
 
-    async def _let_go(self, tree: _Tree) -> None:
-        async with self._locks(tree.root_id):
-            if tree.refs or self._trees.get(tree.root_id) is not tree:
-                return
-            self._forget(tree)
-            try:
-                await self._store.release(tree.root_id)
-            except Exception:
-                log.warning("could not release %s (it expires)", tree.root_id, exc_info=True)
+    async def _let_go(self, tree: _Tree, done: trio.Event) -> None:
+        try:
+            async with self._locks(tree.root_id):
+                if tree.refs or self._trees.get(tree.root_id) is not tree:
+                    return
+                self._forget(tree)
+                try:
+                    await self._store.release(tree.root_id)
+                except Exception:
+                    log.warning("could not release %s (it expires)", tree.root_id, exc_info=True)
+        finally:
+            if self._letting_go.get(tree.root_id) is done:
+                del self._letting_go[tree.root_id]
+            done.set()
+
+    async def settled(self, root_id: str) -> None:
+        """See :meth:`Ownership.settled`."""
+        done = self._letting_go.get(root_id)
+        if done is not None:
+            await done.wait()
 
     def _forget(self, tree: _Tree) -> None:
         del self._trees[tree.root_id]

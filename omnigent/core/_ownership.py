@@ -136,6 +136,11 @@ class Ownership(Protocol):
         """
         ...
 
+    async def settled(self, root_id: str) -> None:
+        """Return once a let-go of ``root_id``'s tree begun here (its last tenure was
+        released) has given the lease back, so another server may take it at once."""
+        ...
+
     def lost(self, session_ids: tuple[str, ...]) -> None:
         """The store refused writes for these sessions: their trees are not ours any more."""
         ...
@@ -177,6 +182,9 @@ class SoloOwnership:
         timeout: float | None = 30.0,
     ) -> Any:
         raise AssertionError("a process that owns its database forwards nothing")
+
+    async def settled(self, root_id: str) -> None:
+        return None
 
     def lost(self, session_ids: tuple[str, ...]) -> None:
         return None

@@ -67,8 +67,8 @@ class PlacedCalls:
         register = self.router.register
         register("message", self._enqueue, claim=True)
         register("interrupt", self._interrupt, claim=False)
-        register("stop", self._stop, claim=False)
-        register("stop_tree", self._stop_tree, claim=False)
+        register("stop", self._stop, claim=False, settle=True)
+        register("stop_tree", self._stop_tree, claim=False, settle=True)
         register("resolve", self._resolve, claim=False)
         register("hold_elicitation", self._hold, claim=True)
         register("elicit", self._elicit, claim=True)

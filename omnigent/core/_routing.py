@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import trio
 
 from ..errors import OwnerUnavailable
-from ._ownership import Elsewhere, Moved, Ownership
+from ._ownership import Elsewhere, Moved, Ownership, Tenure
 
 __all__ = ["PLACE_TIMEOUT", "LocalCall", "Router"]
 
@@ -45,10 +45,18 @@ class Router:
     def __init__(self, ownership: Ownership) -> None:
         self.ownership = ownership
         self._calls: dict[str, tuple[LocalCall, bool]] = {}
+        self._settling: set[str] = set()
 
-    def register(self, kind: str, local: LocalCall, *, claim: bool) -> None:
-        """Make ``kind`` routable; ``claim``: it starts work (takes a free tree here)."""
+    def register(self, kind: str, local: LocalCall, *, claim: bool, settle: bool = False) -> None:
+        """Make ``kind`` routable; ``claim``: it starts work (takes a free tree here).
+
+        ``settle``: the call ends work (a stop), so it returns only once the hold it
+        may have left without a user is given back (:meth:`Ownership.settled`) — the
+        caller may then start the session's work anywhere.
+        """
         self._calls[kind] = (local, claim)
+        if settle:
+            self._settling.add(kind)
 
     async def call(
         self,
@@ -90,10 +98,7 @@ class Router:
             else:
                 if tenure is None:
                     return idle
-                try:
-                    return await local(session_id, payload)
-                finally:
-                    tenure.release()
+                return await self._run(kind, local, session_id, root_id, payload, tenure)
             if trio.current_time() + backoff > deadline:
                 raise OwnerUnavailable(session_id, owner)
             await trio.sleep(backoff)
@@ -119,7 +124,22 @@ class Router:
         tenure = await self.ownership.enter(session_id, root_id, claim=False)
         if tenure is None:
             raise Moved()
+        return await self._run(kind, local, session_id, root_id, payload, tenure)
+
+    async def _run(
+        self,
+        kind: str,
+        local: LocalCall,
+        session_id: str,
+        root_id: str,
+        payload: dict[str, Any],
+        tenure: Tenure,
+    ) -> Any:
+        """Run a call here under ``tenure``; a settling call waits for the let-go too."""
         try:
-            return await local(session_id, payload)
+            result = await local(session_id, payload)
         finally:
             tenure.release()
+        if kind in self._settling:
+            await self.ownership.settled(root_id)
+        return result

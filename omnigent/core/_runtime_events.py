@@ -149,6 +149,9 @@ class EventsAPI(AskingAPI):
         Buffered messages are dropped, and what is pending on the session and its
         descendants is withdrawn: a hook request or policy ASK held by a caller
         outside the session is answered ``cancel`` (a hook answers deny) at once.
+        It returns once the session's end is stored and — on a database several
+        servers share — the holder has given the tree back if nothing else of it
+        runs, so the next message may start its work on any server.
         """
         await self._working()
         await self._placed.stop(await self._sessions.row(session_id))
@@ -166,12 +169,17 @@ class EventsAPI(AskingAPI):
         self._host.histories.drop(session_id)  # dropped messages stay in the history
         with trio.move_on_after(_WITHDRAW_WAIT, shield=True):
             await self._store.settle_items(session_id, dropped)
+            # The stop's terminal events are stored before it answers; their queued
+            # writes also hold the tree, which is let go once they are written.
+            await self._bus.flush()
 
     async def _stop_tree_here(self, session_id: str, doomed: list[str]) -> None:
         """What a delete stops, where the tree is held: every doomed session's work."""
         await self._stop_and_withdraw(doomed)
         # A deleted child's dispatch is delivered to its (surviving) parent first.
         await self._host.subagents.wait_concluded(doomed)
+        with trio.move_on_after(_WITHDRAW_WAIT, shield=True):
+            await self._bus.flush()
 
     async def _stop_and_wait(self, session_id: str) -> None:
         """Stop one session (what a sub-agent watcher stops its child with)."""
