@@ -3,7 +3,8 @@
 :class:`SessionTools` is built once per session actor. It offers the built-in
 ``sys_*`` tools the spec grants (the OS tools always; the three async tools with
 ``async_enabled``; the five terminal tools when it declares ``terminals``) and every
-tool registered on the runtime. :meth:`SessionTools.call`
+tool registered on the runtime (the built-ins' adapters are in :mod:`._builtin_tools`,
+where they act in :mod:`._tool_place`). :meth:`SessionTools.call`
 is the one path every tool call takes, from a turn or a background task:
 
 1. decode the arguments (an object, or JSON text);
@@ -32,10 +33,21 @@ from ..harnesses.base import ToolSchema
 from ..model import ChangedFilesInvalidated, ElicitationParams, ElicitationRequest, InboxUpdated
 from ..spec import AgentSpec
 from ..stores import Store
-from ..tools import TrackedGroups, workspace_for
+from ..tools import TrackedGroups
 from ..tools import os as os_tools
 from ..tools import terminals as terminal_tools
 from ..tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
+from ._builtin_tools import (
+    ASYNC_TOOLS,
+    SESSION_TOOL_SCHEMAS,
+    Builtin,
+    call_async,
+    cancel_async,
+    orchestrated,
+    os_tool,
+    read_inbox,
+    terminal_tool,
+)
 from ._bus import EventBus
 from ._client_mcp import ClientMcp
 from ._elicitations import Elicitations, elicitation_params
@@ -51,6 +63,7 @@ from ._policies import (
 from ._providers import ToolProviders, run_provided
 from ._tasks import BackgroundTasks, format_inbox, vet_inbox
 from ._terminals import SessionTerminals
+from ._tool_place import ToolPlace, working_directory
 from ._tools import ToolRegistry, decode_arguments
 
 if TYPE_CHECKING:
@@ -58,94 +71,11 @@ if TYPE_CHECKING:
     from ._orchestration import Orchestration
     from ._subagents import ChildWork
 
-__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools", "working_directory"]
+__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
 
 CHANGED_FILES_WINDOW = 2.0
-ASYNC_TOOLS = ("sys_call_async", "sys_read_inbox", "sys_cancel_async")
 
-_SESSION_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
-    "sys_call_async": {
-        "description": (
-            "Start a tool in the background and return a handle at once; its result "
-            "arrives in the inbox (read it with sys_read_inbox)."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "tool": {"type": "string", "description": "The tool to run."},
-                "args": {
-                    "type": ["object", "string"],
-                    "description": "The tool's arguments (an object or JSON text).",
-                },
-            },
-            "required": ["tool"],
-            "additionalProperties": False,
-        },
-    },
-    "sys_read_inbox": {
-        "description": "Read (and clear) the results of finished background tasks.",
-        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-    },
-    "sys_cancel_async": {
-        "description": "Cancel a running background task by its handle id.",
-        "parameters": {
-            "type": "object",
-            "properties": {"handle_id": {"type": "string"}},
-            "required": ["handle_id"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-Builtin = Callable[["SessionTools", dict[str, Any]], Awaitable[str]]
 OnAsk = Callable[[ElicitationRequest | None], None]
-
-
-@attrs.frozen
-class ToolPlace:
-    """Where a session's OS tools act: the runtime's start directory and home.
-
-    ``default_cwd``, when set, is where the OS tools of an agent whose spec names no
-    ``os_env.cwd`` act, instead of a per-session workspace (``omnigent run``: the
-    directory it was run in).
-    """
-
-    workspace: Path
-    home: Path
-    default_cwd: Path | None = None
-
-
-async def working_directory(
-    spec: AgentSpec, session_cwd: Path | None, place: ToolPlace, session_id: str
-) -> Path:
-    """Where a session's OS tools act (and the MCP servers it starts run), resolved.
-
-    An absolute ``os_env.cwd`` is used as is; a relative one (``.`` included) is
-    relative to the session's own directory (``create_session(cwd=...)``) if it has
-    one, else to the directory the runtime was started in. Without ``os_env.cwd``
-    the session works in its own directory, else in the runtime's ``default_cwd``
-    if it has one, else in a workspace under ``$OMNIGENT_HOME/workspaces``. A
-    session's own directory belongs to its client and is never created here (a
-    tool then reports it missing); the others are created.
-    """
-    os_env = spec.os_env
-    base = session_cwd
-    if os_env is not None and os_env.cwd:
-        target = Path(os_env.cwd)
-        if not target.is_absolute():
-            target = (base or place.workspace) / target
-    else:
-        target = base or place.default_cwd or workspace_for(place.home, session_id)
-    if target != base:
-        await os_tools.ensure_dir(target)
-    return await trio.to_thread.run_sync(target.resolve)
-
-
-def _only_keys(args: Mapping[str, Any], tool: str, allowed: set[str]) -> str | None:
-    extra = sorted(set(args) - allowed)
-    if extra:
-        return f"Error: invalid arguments for {tool}: unknown argument {extra[0]!r}"
-    return None
 
 
 class SessionTools:
@@ -201,13 +131,13 @@ class SessionTools:
             self._mcp = McpServers(spec.mcp_servers, ask=self._ask_person, cwd=self.cwd)
         self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
-            self._add(name, schema, _os_tool(name))
+            self._add(name, schema, os_tool(name))
         if orchestration is not None:
             self._add_orchestration(spec)
         if spec.async_enabled:
-            self._add("sys_call_async", _SESSION_TOOL_SCHEMAS["sys_call_async"], _call_async)
-            self._add("sys_read_inbox", _SESSION_TOOL_SCHEMAS["sys_read_inbox"], _read_inbox)
-            self._add("sys_cancel_async", _SESSION_TOOL_SCHEMAS["sys_cancel_async"], _cancel_async)
+            self._add("sys_call_async", SESSION_TOOL_SCHEMAS["sys_call_async"], call_async)
+            self._add("sys_read_inbox", SESSION_TOOL_SCHEMAS["sys_read_inbox"], read_inbox)
+            self._add("sys_cancel_async", SESSION_TOOL_SCHEMAS["sys_cancel_async"], cancel_async)
         self.terminals: SessionTerminals | None = None
         if spec.terminals and tmux is not None:
             self.terminals = SessionTerminals(
@@ -219,7 +149,7 @@ class SessionTools:
                 workdir=self.cwd,
             )
             for name, schema in terminal_tools.TERMINAL_TOOL_SCHEMAS.items():
-                self._add(name, schema, _terminal_tool(name))
+                self._add(name, schema, terminal_tool(name))
 
     def _add_orchestration(self, spec: AgentSpec) -> None:
         from ._orchestration import granted_sub_agents
@@ -232,10 +162,10 @@ class SessionTools:
                 schema = send_schema(about)
             else:
                 schema = AGENT_TOOL_SCHEMAS[name]
-            self._add(name, schema, _orchestrated(TOOLS[name]))
+            self._add(name, schema, orchestrated(TOOLS[name]))
             if name == "sys_session_send":
                 # Results arrive in the inbox: reading it comes with dispatching.
-                self._add("sys_read_inbox", _SESSION_TOOL_SCHEMAS["sys_read_inbox"], _read_inbox)
+                self._add("sys_read_inbox", SESSION_TOOL_SCHEMAS["sys_read_inbox"], read_inbox)
 
     def _add(self, name: str, schema: Mapping[str, Any], run: Builtin) -> None:
         self._builtins[name] = (
@@ -487,77 +417,3 @@ class SessionTools:
             },
         )
         return await self._policies.evaluate(event)
-
-
-def _orchestrated(run: Any) -> Builtin:
-    async def call(tools: SessionTools, args: dict[str, Any]) -> str:
-        assert tools.orchestration is not None
-        output: str = await run(tools.orchestration, tools, args)
-        return output
-
-    return call
-
-
-def _os_tool(name: str) -> Builtin:
-    tool = getattr(os_tools, name)
-
-    async def run(tools: SessionTools, args: dict[str, Any]) -> str:
-        if name == "sys_os_shell":  # the one that starts processes: record their group
-            shell: str = await tool(await tools.cwd(), args, tracker=tools.groups)
-            return shell
-        output: str = await tool(await tools.cwd(), args)
-        return output
-
-    return run
-
-
-def _terminal_tool(name: str) -> Builtin:
-    tool = getattr(terminal_tools, name)
-
-    async def run(tools: SessionTools, args: dict[str, Any]) -> str:
-        assert tools.terminals is not None  # offered only with terminals
-        output: str = await tool(tools.terminals, args)
-        return output
-
-    return run
-
-
-async def _call_async(tools: SessionTools, args: dict[str, Any]) -> str:
-    problem = _only_keys(args, "sys_call_async", {"tool", "args"})
-    if problem:
-        return problem
-    tool = args.get("tool")
-    if not isinstance(tool, str) or not tool:
-        return "Error: invalid arguments for sys_call_async: 'tool' must be a tool name"
-    if tool in ASYNC_TOOLS:
-        return f"Error: {tool} cannot run in the background"
-    if not tools.offers(tool):
-        return f"Error: unknown tool {tool!r}; call one of the tools you were offered"
-    inner = decode_arguments(args.get("args") or {})
-    if isinstance(inner, str):
-        return inner.replace("Error: arguments", "Error: 'args'", 1)
-    try:
-        handle_id = tools.start_background(tool, inner)
-    except OverflowError as exc:
-        return f"Error: {exc}; wait for some to finish or cancel them"
-    return json.dumps({"handle_id": handle_id, "tool": tool, "status": "running"})
-
-
-async def _read_inbox(tools: SessionTools, args: dict[str, Any]) -> str:
-    problem = _only_keys(args, "sys_read_inbox", set())
-    if problem:
-        return problem
-    lines = await tools.drain_inbox()
-    return "\n".join(lines) if lines else "The inbox is empty."
-
-
-async def _cancel_async(tools: SessionTools, args: dict[str, Any]) -> str:
-    problem = _only_keys(args, "sys_cancel_async", {"handle_id"})
-    if problem:
-        return problem
-    handle_id = args.get("handle_id")
-    if not isinstance(handle_id, str):
-        return "Error: invalid arguments for sys_cancel_async: 'handle_id' must be a string"
-    if not tools.cancel_background(handle_id):
-        return f"Error: no running background task {handle_id!r}"
-    return json.dumps({"handle_id": handle_id, "status": "cancelling"})

@@ -35,7 +35,7 @@ from ..stores import SessionRow, Store
 from ..tools.terminals import TmuxServer
 from ._bus import EventBus
 from ._client_mcp import ClientMcp
-from ._dispatch import SessionTools, ToolPlace, working_directory
+from ._dispatch import SessionTools
 from ._elicitations import Elicitations
 from ._files import FileService
 from ._groups import RecordedGroups
@@ -52,6 +52,7 @@ from ._subagents import ChildWork, SubAgents
 from ._tasks import BackgroundTasks
 from ._terminals import SessionTerminals
 from ._threads import BlockingCalls
+from ._tool_place import ToolPlace, working_directory
 from ._tools import ToolRegistry
 from ._turn import TurnOutcome, TurnServices, only_exceptions, split_cancellation
 
@@ -321,7 +322,7 @@ class ActorHost:
         return row, spec
 
     async def workdir(self, session_id: str) -> Path:
-        """Where the session's OS tools act (see :func:`._dispatch.working_directory`)."""
+        """Where the session's OS tools act (see :func:`._tool_place.working_directory`)."""
         row, spec = await self.session_spec(session_id)
         session_cwd = Path(row.cwd) if row.cwd is not None else None
         return await working_directory(spec, session_cwd, self._place, session_id)

@@ -42,13 +42,13 @@ from ._cluster import (
     default_server_name,
     open_shared_ownership,
 )
-from ._dispatch import ToolPlace
 from ._fanout import RemoteFeed
 from ._ownership import Ownership, SoloOwnership
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
 from ._subagents import recover_work
+from ._tool_place import ToolPlace
 
 __all__ = ["open_runtime"]
 

@@ -56,7 +56,6 @@ from ._client_mcp import (
     open_server_set,
 )
 from ._cluster import SharedOwnership
-from ._dispatch import ToolPlace
 from ._elicitations import Elicitations
 from ._files import FileService
 from ._host import ActorHost
@@ -77,6 +76,7 @@ from ._runtime_records import RecordsAPI
 from ._sessions import SessionRecords
 from ._shutdown import AFTER_GRACE, Stopping
 from ._threads import BlockingCalls
+from ._tool_place import ToolPlace
 from ._tools import Tool, ToolRegistry
 from ._visibility import Visibility
 
