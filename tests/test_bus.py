@@ -9,7 +9,7 @@ import trio
 import trio.lowlevel
 
 import omnigent
-from omnigent.core import _bus as bus_module
+from omnigent.core import _live as live_module
 from omnigent.core import _subscription as subscription_module
 from omnigent.model import Event, OutputTextDelta, SessionStatus
 
@@ -79,7 +79,7 @@ async def test_live_only_subscription_starts_after_the_present(rt: omnigent.Runt
 async def test_slow_subscriber_never_blocks_the_writer_and_loses_nothing(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bus_module, "_SUBSCRIBER_BUFFER", 4)
+    monkeypatch.setattr(live_module, "SUBSCRIBER_BUFFER", 4)
     agent = await rt.create_agent(long_say(200))
     session = await rt.create_session(agent.id)
     async with rt.subscribe(session.id, after=0) as slow, rt.subscribe(session.id) as fast:

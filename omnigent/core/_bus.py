@@ -61,6 +61,7 @@ from .._ids import now
 from ..errors import InvalidInput, SessionElsewhere, SessionNotFound, StoreBusy
 from ..model import Event, SessionStatus
 from ..stores import Store, StoredEvent
+from ._live import LiveSubscribers
 from ._ownership import Ownership, SoloOwnership, Tenure
 from ._persist import Persister
 from ._subscription import Live, Subscription
@@ -76,7 +77,6 @@ _QUEUE_SIZE = 8192
 # behind a couple of batches, not a whole queue.
 _SESSION_IN_FLIGHT = 2048
 _BATCH_MAX = 1024
-_SUBSCRIBER_BUFFER = 2048
 YIELD_EVERY = 16
 """Publishes (and events a subscription serves) between two yields to the scheduler."""
 
@@ -153,7 +153,7 @@ class EventBus:
         self._unyielded = 0  # publishes since publish() last yielded
         self._room = trio.lowlevel.ParkingLot()
         self._logs: dict[str, _SessionLog] = {}
-        self._live: defaultdict[str, set[Live]] = defaultdict(set)
+        self._live = LiveSubscribers()
         # Open subscriptions by session (entries live as long as their block), so a
         # delete can end even those still catching up from the store.
         self._open: defaultdict[str, set[Subscription]] = defaultdict(set)
@@ -388,8 +388,7 @@ class EventBus:
         """End every subscription of a deleted session and drop what is kept for it."""
         for subscription in self._open.get(session_id, ()):
             subscription.ended = True
-        for live in self._live.pop(session_id, set()):
-            live.send.close()
+        self._live.end_session(session_id)
         entry = self._logs.pop(session_id, None)
         if entry is not None:
             entry.gone = True
@@ -425,10 +424,7 @@ class EventBus:
                         self._room.unpark_all()
                         await self._write(batch)
                         self._room.unpark_all()  # sessions below their in-flight bound
-            for subscribers in self._live.values():
-                for live in subscribers:
-                    live.send.close()
-            self._live.clear()
+            self._live.close_all()
         finally:
             self.drained.set()
 
@@ -459,34 +455,10 @@ class EventBus:
 
     def live_position(self, session_id: str) -> int | None:
         """The lowest id delivered to a live subscriber of the session (``None``: none)."""
-        subscribers = self._live.get(session_id)
-        if not subscribers:
-            return None
-        return min(live.position for live in subscribers)
+        return self._live.position(session_id)
 
     def _deliver(self, session_id: str, events: tuple[Event, ...]) -> None:
-        subscribers = self._live.get(session_id)
-        if not subscribers:
-            return
-        last = events[-1].event_id
-        for live in list(subscribers):
-            if live.pending and live.pending + len(events) > _SUBSCRIBER_BUFFER:
-                # Too slow: detach it; its iterator resumes from the store.
-                live.lagging = True
-                subscribers.discard(live)
-                live.send.close()
-                continue
-            try:
-                live.send.send_nowait(events)
-            except trio.WouldBlock:  # cannot happen: the channel holds a batch per event
-                live.lagging = True
-                subscribers.discard(live)
-                live.send.close()
-            except trio.BrokenResourceError:
-                subscribers.discard(live)
-            else:
-                live.pending += len(events)
-                live.position = max(live.position, last)
+        self._live.deliver(session_id, events)
 
     async def close(self) -> None:
         """Stop accepting events; the writer persists what is queued, then returns."""
@@ -506,24 +478,11 @@ class EventBus:
     def _attach(
         self, session_id: str, position: int = 0
     ) -> tuple[Live, trio.MemoryReceiveChannel[tuple[Event, ...]]]:
-        # Batches of at least one event each, at most _SUBSCRIBER_BUFFER events
-        # pending (plus one batch: see _deliver), so never more batches than that.
-        send, receive = trio.open_memory_channel[tuple[Event, ...]](_SUBSCRIBER_BUFFER)
-        live = Live(send, position=position)
-        if self._closed:
-            send.close()
-        else:
-            self._live[session_id].add(live)
-        return live, receive
+        return self._live.attach(session_id, position, closed=self._closed)
 
     def _detach(self, session_id: str, live: Live) -> None:
-        subscribers = self._live.get(session_id)
-        if subscribers is not None:
-            subscribers.discard(live)
-            if not subscribers:
-                del self._live[session_id]
-                self._maybe_drop(session_id)
-        live.send.close()
+        if self._live.detach(session_id, live):
+            self._maybe_drop(session_id)
 
     @asynccontextmanager
     async def subscribe(
@@ -569,6 +528,6 @@ class EventBus:
         """Queue depth, subscriber counts and sessions kept, for tests and monitoring."""
         return {
             "queued": self._queued(),
-            "subscribers": sum(len(s) for s in self._live.values()),
+            "subscribers": self._live.count(),
             "sessions": len(self._logs),
         }

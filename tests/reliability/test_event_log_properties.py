@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 import omnigent
 from omnigent.core import _bus as bus_module
+from omnigent.core import _live as live_module
 from omnigent.core import _subscription as subscription_module
 from omnigent.core._bus import EventBus
 from omnigent.model import Event, OutputTextDelta, event_from_dict
@@ -83,7 +84,7 @@ async def limited(limit: dict[str, int], detached: list[int]) -> AsyncIterator[N
     """The bus's limits set to ``limit``; counts the subscribers it detaches."""
     with (
         mock.patch.object(subscription_module, "REPLAY_PAGE", limit["page"]),
-        mock.patch.object(bus_module, "_SUBSCRIBER_BUFFER", limit["buffer"]),
+        mock.patch.object(live_module, "SUBSCRIBER_BUFFER", limit["buffer"]),
         mock.patch.object(bus_module, "_QUEUE_SIZE", limit["queue"]),
         mock.patch.object(EventBus, "_deliver", _counting_detaches(detached)),
     ):
@@ -95,9 +96,9 @@ def _counting_detaches(counter: list[int]) -> Any:
     deliver = EventBus._deliver
 
     def counting(self: EventBus, session_id: str, events: tuple[Event, ...]) -> None:
-        before = len(self._live.get(session_id, ()))
+        before = self._live.count(session_id)
         deliver(self, session_id, events)
-        counter[0] += before - len(self._live.get(session_id, ()))
+        counter[0] += before - self._live.count(session_id)
 
     return counting
 
