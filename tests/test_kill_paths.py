@@ -24,6 +24,7 @@ import pytest
 import trio
 
 import omnigent
+from omnigent import _procfs as procfs
 from omnigent.stores import _sqlite_commit
 from omnigent.stores._sqlite_commit import WriteJob, run_batch
 from omnigent.tools import _process
@@ -55,14 +56,14 @@ async def test_groups_holding_only_zombies_are_done_and_share_their_scans(
     it), so ``killpg(pgid, 0)`` answers after the kill: only /proc can say the group
     is gone, and one scan must answer for all of them."""
     scans = 0
-    original = _process._scan_groups
+    original = procfs.scan_groups
 
     def counting() -> frozenset[int] | None:
         nonlocal scans
         scans += 1
         return original()
 
-    monkeypatch.setattr(_process, "_scan_groups", counting)
+    monkeypatch.setattr(procfs, "scan_groups", counting)
     leaders, zombies = await trio.to_thread.run_sync(_groups_with_a_zombie, 20)
     try:
         with trio.fail_after(10):

@@ -46,7 +46,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from ._proc import process_start_time
+from .._procfs import process_start_time
 from ._socket_dirs import SocketDir, sweep_socket_dirs
 
 __all__ = [

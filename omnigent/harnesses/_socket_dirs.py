@@ -24,7 +24,7 @@ from pathlib import Path
 
 import trio
 
-from ._proc import process_start_time
+from .._procfs import process_start_time
 
 __all__ = ["SocketDir", "sweep_socket_dirs"]
 

@@ -34,6 +34,9 @@ from typing import Protocol
 import attrs
 import trio
 
+from .. import _procfs as procfs
+from .._procfs import boot_id, process_start_time
+
 __all__ = [
     "ShellOutcome",
     "TrackedGroups",
@@ -89,7 +92,6 @@ class _CappedBuffer:
 
 
 # Fields of /proc/<pid>/stat after "pid (comm) ": state ppid pgrp session …
-_PGRP, _SESSION = 2, 3
 
 
 class TrackedGroups(Protocol):
@@ -104,47 +106,6 @@ class TrackedGroups(Protocol):
         ...
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """``/proc/PID/stat`` after the command name (field 3 onwards), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
-        return None
-    # "pid (comm) state ppid pgrp session …"; comm may contain spaces and parentheses.
-    return stat[stat.rfind(")") + 2 :].split()
-
-
-def process_start_time(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (None: no such process)."""
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 20:
-        return None
-    return int(fields[19])  # field 22 of stat: starttime
-
-
-def boot_id() -> str:
-    """The kernel's id for this boot (start times count from it)."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
-def _orphans_of(pgid: int, started_after: int) -> list[int]:
-    """Members of group ``pgid`` (in its session) that started after its leader did."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(int(entry.name))
-        if fields is None or len(fields) < 20 or fields[0] == "Z":
-            continue
-        in_group = int(fields[_PGRP]) == pgid and int(fields[_SESSION]) == pgid
-        if in_group and int(fields[19]) >= started_after:
-            found.append(int(entry.name))
-    return found
-
-
 async def kill_orphaned_group(pgid: int, start_time: int, boot: str, *, grace: float) -> bool:
     """Kill a group a dead runtime started, if it is still the same group.
 
@@ -155,44 +116,19 @@ async def kill_orphaned_group(pgid: int, start_time: int, boot: str, *, grace: f
 
     Cancellation: shielded (as :func:`kill_group`).
     """
-    if boot != boot_id():
+    if boot != procfs.boot_id():
         return False  # a reboot took every process of that boot with it
-    leader = await trio.to_thread.run_sync(process_start_time, pgid)
+    leader = await trio.to_thread.run_sync(procfs.process_start_time, pgid)
     if leader == start_time:
         await kill_group(pgid, grace=grace)
         return True
     if leader is not None:
         return False  # the pid was recycled: not ours
-    members = await trio.to_thread.run_sync(_orphans_of, pgid, start_time)
+    members = await trio.to_thread.run_sync(procfs.orphans_of, pgid, start_time)
     for pid in members:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return bool(members)
-
-
-def _members(field: int, ident: int) -> list[int] | None:
-    """Pids of the non-zombie processes whose ``field`` (pgrp or session) is ``ident``.
-
-    ``None`` where there is no ``/proc`` to look in. A zombie cannot be killed and
-    holds no pipes; counting one as alive would only make us wait out the grace
-    period (orphans whose reaper is slow stay zombies).
-    """
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # exited while we looked
-        # comm may contain spaces and parentheses: split after the last ")".
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > field and int(fields[field]) == ident and fields[0] != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def _exists(pgid: int) -> bool:
@@ -214,7 +150,7 @@ def _live_members(pgid: int) -> bool:
     """Whether process group ``pgid`` has a member that is not a zombie (scans /proc)."""
     if not _exists(pgid):
         return False
-    members = _members(_PGRP, pgid)
+    members = procfs.members(procfs.PGRP, pgid)
     return True if members is None else bool(members)
 
 
@@ -263,26 +199,7 @@ def _run_scans() -> _Scans:
 
 def _scan_now() -> _Scan:
     began = time.monotonic()
-    return began, _scan_groups()
-
-
-def _scan_groups() -> frozenset[int] | None:
-    """The process groups that have a member which is not a zombie."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    alive = set()
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # exited while we looked
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > _PGRP and fields[0] != "Z":
-            alive.add(int(fields[_PGRP]))
-    return frozenset(alive)
+    return began, procfs.scan_groups()
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -375,7 +292,7 @@ async def kill_session(sid: int, *, grace: float) -> None:
     Cancellation: shielded — once started it finishes (within ``grace`` plus a poll).
     """
     with trio.CancelScope(shield=True):
-        members = await trio.to_thread.run_sync(_members, _SESSION, sid)
+        members = await trio.to_thread.run_sync(procfs.members, procfs.SESSION, sid)
         if members is None:
             await kill_group(sid, grace=grace)
             return
@@ -384,10 +301,10 @@ async def kill_session(sid: int, *, grace: float) -> None:
         _signal_each(members, signal.SIGTERM)
         _signal_each(members, signal.SIGCONT)
         with trio.move_on_after(grace):
-            while await trio.to_thread.run_sync(_members, _SESSION, sid):  # noqa: ASYNC110
+            while await trio.to_thread.run_sync(procfs.members, procfs.SESSION, sid):  # noqa: ASYNC110
                 await trio.sleep(_POLL_INTERVAL)
             return
-        left = await trio.to_thread.run_sync(_members, _SESSION, sid)
+        left = await trio.to_thread.run_sync(procfs.members, procfs.SESSION, sid)
         _signal_each(left or [], signal.SIGKILL)
 
 
