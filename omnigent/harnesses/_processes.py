@@ -33,20 +33,20 @@ bounded tail (:meth:`ManagedProcess.stderr_tail`) and otherwise discarded.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import attrs
 import trio
 
 from .._procfs import process_start_time
+from ._pid_files import PidFiles, killpg
 from ._socket_dirs import SocketDir, sweep_socket_dirs
 
 __all__ = [
@@ -156,7 +156,7 @@ class ManagedProcess:
 
     def signal_group(self, signum: int) -> None:
         """Send ``signum`` to the process group (nothing if it is gone)."""
-        _killpg(self.pid, signum)
+        killpg(self.pid, signum)
 
     async def terminate(self, grace: float = DEFAULT_GRACE) -> None:
         """SIGTERM the group, SIGKILL it after ``grace`` seconds; wait for the exit.
@@ -236,7 +236,7 @@ class ProcessManager:
         self._by_key: dict[str, ManagedProcess] = {}
         self._all: set[ManagedProcess] = set()
         self._closing = False
-        self._owner = (os.getpid(), process_start_time(os.getpid()))
+        self._pid_files = PidFiles(pid_dir, (os.getpid(), process_start_time(os.getpid())))
 
     # -- spawning and finding ----------------------------------------------------------
 
@@ -304,22 +304,7 @@ class ProcessManager:
                 del self._by_key[key]
 
     def _write_pid_file(self, pid: int, spec: ProcessSpec) -> Path | None:
-        record = {
-            "pid": pid,
-            "start_time": process_start_time(pid),
-            "argv": list(spec.argv),
-            "key": spec.key,
-            "owner_pid": self._owner[0],
-            "owner_start_time": self._owner[1],
-        }
-        path = self.pid_dir / f"{pid}.json"
-        try:
-            self.pid_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(record), encoding="utf-8")
-        except OSError:
-            log.warning("could not write the pid file %s", path, exc_info=True)
-            return None
-        return path
+        return self._pid_files.write(pid, spec.argv, spec.key)
 
     # -- ending ----------------------------------------------------------------------
 
@@ -375,62 +360,7 @@ class ProcessManager:
         still the same process (same start time), SIGTERM its group, SIGKILL after
         the grace; then remove the file. Files of a live runtime are left alone.
         """
-        swept = 0
-        paths = await trio.to_thread.run_sync(lambda: sorted(self.pid_dir.glob("*.json")))
-        for path in paths:
-            record = _read_record(path)
-            if record is None:
-                path.unlink(missing_ok=True)
-                continue
-            owner_pid, owner_start = record.get("owner_pid"), record.get("owner_start_time")
-            if (
-                isinstance(owner_pid, int)
-                and owner_start is not None
-                and process_start_time(owner_pid) == owner_start
-            ):
-                continue  # its runtime is alive: not an orphan
-            pid, start = record.get("pid"), record.get("start_time")
-            if isinstance(pid, int) and start is not None and process_start_time(pid) == start:
-                log.warning("ending orphaned process group %s (%s)", pid, record.get("argv"))
-                await _end_orphan(pid, start, self.grace)
-                swept += 1
-            path.unlink(missing_ok=True)
-        return swept
-
-
-def _read_record(path: Path) -> dict[str, object] | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
-async def _end_orphan(pid: int, start: object, grace: float) -> None:
-    """SIGTERM the group led by ``pid``; SIGKILL it if the leader outlives ``grace``.
-
-    The leader is not our child, so its exit is watched through a pidfd (opened after
-    the start time matched: it pins that very process, whatever happens to the pid).
-    """
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        return  # gone already
-    try:
-        if process_start_time(pid) != start:
-            return  # the pid was recycled between the check and the open
-        _killpg(pid, signal.SIGTERM)
-        with trio.move_on_after(grace):
-            await trio.lowlevel.wait_readable(pidfd)
-            return
-        _killpg(pid, signal.SIGKILL)
-    finally:
-        os.close(pidfd)
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+        return await self._pid_files.sweep(self.grace)
 
 
 @asynccontextmanager
