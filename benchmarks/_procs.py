@@ -1,4 +1,5 @@
-"""Shared by the benchmarks: servers in their own processes, and small statistics.
+"""Shared by the benchmarks: servers in their own processes, small statistics, and
+a bare session row for the store-level benchmarks.
 
 A benchmark that compares two servers runs each in its own process, so neither
 shares a Python interpreter (or its GIL) with the client measuring it.
@@ -16,6 +17,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
+
+from omnigent.stores import SessionRow
 
 HERE = Path(__file__).parent
 OMNIGENT = [sys.executable, "-m", "omnigent"]
@@ -82,3 +85,23 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def session_row(session_id: str) -> SessionRow:
+    """A session with nothing in it, for benchmarks that write to a store directly."""
+    return SessionRow(
+        id=session_id,
+        agent_id="agent_x",
+        agent_version=1,
+        owner="local",
+        title=None,
+        parent_session_id=None,
+        root_session_id=session_id,
+        harness_override=None,
+        model_override=None,
+        labels={},
+        status="idle",
+        last_event_id=0,
+        turn_count=0,
+        created_at=0.0,
+    )

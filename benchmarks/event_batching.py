@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 
 import trio
+from _procs import session_row
 
 import omnigent
 from omnigent.core._bus import encode_event
 from omnigent.model import OutputTextDelta, SessionStatus
-from omnigent.stores import SessionRow, StoredEvent, open_store
+from omnigent.stores import StoredEvent, open_store
 
 
 async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
@@ -62,22 +63,7 @@ async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
 
 async def one_write_per_event(path: Path, n: int) -> float:
     async with open_store(str(path)) as store:
-        session = SessionRow(
-            id="conv_x",
-            agent_id="agent_x",
-            agent_version=1,
-            owner="local",
-            title=None,
-            parent_session_id=None,
-            root_session_id="conv_x",
-            harness_override=None,
-            model_override=None,
-            labels={},
-            status="idle",
-            last_event_id=0,
-            turn_count=0,
-            created_at=0.0,
-        )
+        session = session_row("conv_x")
         await store.insert_session(session)
         start = time.perf_counter()
         for i in range(n):

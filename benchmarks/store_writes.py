@@ -23,34 +23,15 @@ import time
 from typing import Any
 
 import trio
-from _procs import HERE
+from _procs import HERE, session_row
 
 from omnigent.core._bus import encode_event
 from omnigent.model import OutputTextDelta
-from omnigent.stores import SessionRow, Store, StoredEvent, open_store
+from omnigent.stores import Store, StoredEvent, open_store
 
 sys.path.insert(0, str(HERE.parent))
 
 BATCH = 1024
-
-
-def session_row(session_id: str) -> SessionRow:
-    return SessionRow(
-        id=session_id,
-        agent_id="agent_x",
-        agent_version=1,
-        owner="local",
-        title=None,
-        parent_session_id=None,
-        root_session_id=session_id,
-        harness_override=None,
-        model_override=None,
-        labels={},
-        status="idle",
-        last_event_id=0,
-        turn_count=0,
-        created_at=0.0,
-    )
 
 
 def rows(session_id: str, first: int, count: int) -> list[StoredEvent]:
