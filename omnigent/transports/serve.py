@@ -37,6 +37,7 @@ import trio
 from hypercorn.config import Config
 
 from .._config import default_db_url
+from .._gc import settle_after_startup
 from ..core import open_runtime, url_prefix_problem
 from ..errors import BadRequest
 from ._fence import Fence
@@ -318,6 +319,7 @@ async def _main(
                 shutdown_grace=grace,
             )
             url = await nursery.start(run)
+            settle_after_startup()  # a server from now on: see omnigent._gc
             print(f"omnigent serving on {url}", flush=True)
             async for signum in signals:
                 log.info("signal %s: shutting down", signum)

@@ -44,6 +44,7 @@ from typing import Any
 import trio
 
 from .._config import default_db_url
+from .._gc import settle_after_startup
 from ..core import Agent, PolicyFunction, open_runtime
 from ..core import load_policy_function as load_function
 from ..errors import BadRequest, SpecError
@@ -187,7 +188,8 @@ async def _main(
             async with trio.open_nursery() as nursery:
 
                 async def serve() -> None:
-                    await serve_stdio(
+                    run = partial(
+                        serve_stdio,
                         spec,
                         db,
                         stdin,
@@ -195,6 +197,9 @@ async def _main(
                         policy_functions=functions,
                         client_mcp=client_mcp,
                     )
+                    async with trio.open_nursery() as serving:
+                        await serving.start(run)
+                        settle_after_startup()  # a server from now on: see omnigent._gc
                     nursery.cancel_scope.cancel()  # input ended: stop watching signals
 
                 nursery.start_soon(serve)

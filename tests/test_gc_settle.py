@@ -1,0 +1,125 @@
+"""The collector set for a server once it is up (``omnigent._gc``), and who sets it.
+
+``omnigent serve`` and ``omnigent stdio`` call it after startup; the library never
+does. Each test puts the process's collector back as it found it.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+import omnigent
+from omnigent import _gc
+from omnigent.transports import serve as serve_module
+from omnigent.transports import stdio as stdio_module
+
+
+class _Cycle:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def collector_restored() -> Iterator[None]:
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+def test_settle_freezes_what_startup_made_and_spaces_the_full_passes(
+    collector_restored: None,
+) -> None:
+    before = _Cycle()
+    garbage = weakref.ref(before)
+    del before  # garbage from before the freeze is collected, not frozen
+    young, middle, _ = gc.get_threshold()
+
+    _gc.settle_after_startup()
+
+    assert garbage() is None
+    assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == (young, middle, _gc.FULL_PASS_EVERY)
+    after = _Cycle()
+    made_later = weakref.ref(after)
+    del after
+    gc.collect()
+    assert made_later() is None  # what is made after the freeze is collected as ever
+
+
+async def test_the_library_leaves_the_collector_alone(tmp_path: Path) -> None:
+    threshold = gc.get_threshold()
+    frozen = gc.get_freeze_count()
+    async with omnigent.open_runtime(f"sqlite:///{tmp_path}/lib.db"):
+        pass
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
+
+
+async def test_serve_settles_the_collector_once_it_is_listening(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collector_restored: None
+) -> None:
+    seen: list[int] = []
+
+    def settled() -> None:
+        _gc.settle_after_startup()
+        seen.append(gc.get_freeze_count())
+        os.kill(os.getpid(), signal.SIGINT)  # then stop, as a user would
+
+    monkeypatch.setattr(serve_module, "settle_after_startup", settled)
+    with trio.fail_after(30):
+        await serve_module._main(
+            f"sqlite:///{tmp_path}/serve.db",
+            "127.0.0.1",
+            0,
+            None,
+            "none",
+            [],
+            (),
+            (),
+            (),
+            [],
+            [],
+            1.0,
+            None,
+            None,
+        )
+    assert len(seen) == 1 and seen[0] > 0
+
+
+async def test_stdio_settles_the_collector_once_it_is_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collector_restored: None
+) -> None:
+    spec_path = tmp_path / "talker.yaml"
+    spec_path.write_text(
+        "name: talker\nexecutor:\n  config:\n    harness: scripted\n    script: [{say: hi}]\n"
+    )
+    spec = stdio_module.load_agent_spec(spec_path)
+    to_agent, from_client = os.pipe()
+    from_agent, to_client = os.pipe()
+    seen: list[int] = []
+
+    def settled() -> None:
+        _gc.settle_after_startup()
+        seen.append(gc.get_freeze_count())
+        os.close(from_client)  # the editor goes away: input ends, the agent stops
+
+    monkeypatch.setattr(stdio_module, "settle_after_startup", settled)
+    try:
+        with trio.fail_after(30):
+            await stdio_module._main(
+                spec, f"sqlite:///{tmp_path}/stdio.db", {}, False, to_agent, to_client
+            )
+    finally:
+        for fd in (to_agent, from_agent, to_client):
+            os.close(fd)
+    assert len(seen) == 1 and seen[0] > 0
