@@ -27,6 +27,7 @@ Run one role per process; each prints ``… serving on URL`` when ready:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
 from collections.abc import AsyncIterator
@@ -181,7 +182,9 @@ def fanout_app() -> QuartTrio:
     return app
 
 
-async def _serve(app: QuartTrio, role: str, http: httpx.AsyncClient | None = None) -> None:
+async def _serve(
+    app: QuartTrio, role: str, http: httpx.AsyncClient | None = None, *, settle_gc: bool = False
+) -> None:
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
@@ -189,6 +192,10 @@ async def _serve(app: QuartTrio, role: str, http: httpx.AsyncClient | None = Non
     config.backlog = 2048
     async with trio.open_nursery() as nursery:
         urls = await nursery.start(partial(hypercorn.trio.serve, app, config))
+        if settle_gc:  # what omnigent._gc.settle_after_startup does, without omnigent
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(*gc.get_threshold()[:2], 100)
         print(f"{role} serving on {urls[0]}", flush=True)
 
 
@@ -199,7 +206,7 @@ async def main(args: argparse.Namespace) -> None:
     elif args.role == "model":
         await _serve(model_app(args.deltas, args.interval), "model")
     else:
-        await _serve(fanout_app(), "fanout")
+        await _serve(fanout_app(), "fanout", settle_gc=args.settled_gc)
 
 
 if __name__ == "__main__":
@@ -209,5 +216,10 @@ if __name__ == "__main__":
     model = roles.add_parser("model")
     model.add_argument("--deltas", type=int, default=500)
     model.add_argument("--interval", type=float, default=0.002)
-    roles.add_parser("fanout")
+    fanout = roles.add_parser("fanout")
+    fanout.add_argument(
+        "--settled-gc",
+        action="store_true",
+        help="once up, set the collector as omnigent serve does (omnigent/_gc.py)",
+    )
     trio.run(main, parser.parse_args())

@@ -10,7 +10,10 @@ fanout``: one broadcast, each frame built once and sent to every open stream), a
 this client.
 
 (a) bare: ``--subscribers`` streams on the bare server, then ``--turns`` broadcasts
-    of ``--deltas`` frames paced the same way;
+    of ``--deltas`` frames paced the same way; then the same on a second bare server
+    with ``--settled-gc`` ("bare, gc"): its garbage collector set once it is up as
+    ``omnigent serve`` sets its own (``omnigent/_gc.py``), so the comparison is also
+    made with the collector's stops taken out of both sides;
 (b) omnigent: ``--subscribers`` streams ``GET /v1/sessions/{id}/stream``, then
     ``--turns`` messages, one after the other (each turn the model's ``--deltas``).
 
@@ -109,6 +112,25 @@ def report(name: str, watchers: list[Watcher], cpu: float) -> float:
     return p99
 
 
+async def bare_broadcasts(
+    client: httpx.AsyncClient, args: argparse.Namespace, *extra: str
+) -> tuple[list[Watcher], float]:
+    """The baseline: ``args.turns`` broadcasts on a bare server; its watchers and CPU."""
+    async with served([*BARE, "fanout", *extra], "serving on ") as (bare, bare_pid):
+
+        async def drive_bare(watchers: list[Watcher]) -> None:
+            assert (await client.get(f"{bare}/count")).json()["streams"] == args.subscribers
+            for _ in range(args.turns):
+                query = f"deltas={args.deltas}&interval={args.interval}"
+                answer = await client.post(f"{bare}/start?{query}", timeout=None)
+                assert answer.json()["streams"] == args.subscribers
+
+        used = cpu_seconds(bare_pid)
+        expected = args.turns * args.deltas
+        run = await watch_all(client, f"{bare}/stream", args.subscribers, expected, drive_bare)
+        return run, cpu_seconds(bare_pid) - used
+
+
 async def main(args: argparse.Namespace) -> None:
     expected = args.turns * args.deltas
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -117,25 +139,14 @@ async def main(args: argparse.Namespace) -> None:
         serve_argv = [*OMNIGENT, "serve", "--port", "0", "--db", f"sqlite:///{tmp}/fanout.db"]
         async with (
             served(model_argv, "serving on ") as (model, _),
-            served([*BARE, "fanout"], "serving on ") as (bare, bare_pid),
             served(serve_argv, "omnigent serving on ") as (omni, omni_pid),
             httpx.AsyncClient(timeout=httpx.Timeout(30, read=None), limits=limits) as client,
         ):
-
-            async def drive_bare(watchers: list[Watcher]) -> None:
-                assert (await client.get(f"{bare}/count")).json()["streams"] == args.subscribers
-                for _ in range(args.turns):
-                    query = f"deltas={args.deltas}&interval={args.interval}"
-                    answer = await client.post(f"{bare}/start?{query}", timeout=None)
-                    assert answer.json()["streams"] == args.subscribers
-
-            used = cpu_seconds(bare_pid)
-            bare_run = None
+            baselines: dict[str, tuple[list[Watcher], float]] = {}
             if not args.omnigent_only:
-                bare_run = await watch_all(
-                    client, f"{bare}/stream", args.subscribers, expected, drive_bare
-                )
-            bare_cpu = cpu_seconds(bare_pid) - used
+                baselines["bare"] = await bare_broadcasts(client, args)
+                # The same server with its collector set as omnigent serve sets its own.
+                baselines["bare, gc"] = await bare_broadcasts(client, args, "--settled-gc")
 
             spec = {
                 "name": "fanout",
@@ -171,11 +182,10 @@ async def main(args: argparse.Namespace) -> None:
         f"fan-out: {args.subscribers} subscribers, {args.turns} turns of {args.deltas} deltas "
         f"{args.interval * 1000:g} ms apart:"
     )
-    if bare_run is not None:
-        bare_p99 = report("bare", bare_run, bare_cpu)
+    bare_p99 = {name: report(name, *run) for name, run in baselines.items()}
     omni_p99 = report("omnigent", omni_run, omni_cpu)
-    if bare_run is not None:
-        print(f"  p99 omnigent / bare: {omni_p99 / bare_p99:.2f}x")
+    for name, p99 in bare_p99.items():
+        print(f"  p99 omnigent / {name}: {omni_p99 / p99:.2f}x")
 
 
 if __name__ == "__main__":
@@ -184,5 +194,5 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--deltas", type=int, default=500)
     parser.add_argument("--interval", type=float, default=0.002)
-    parser.add_argument("--omnigent-only", action="store_true", help="skip the baseline")
+    parser.add_argument("--omnigent-only", action="store_true", help="skip the baselines")
     trio.run(main, parser.parse_args())
