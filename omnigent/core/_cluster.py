@@ -3,8 +3,10 @@
 :class:`SharedOwnership` implements :class:`~._ownership.Ownership` over a
 :class:`~omnigent.stores.ClusterStore`. A tree is held here while any
 :class:`~._ownership.Tenure` on it is out; the lease row is claimed on the first and
-released after the last. Its background tasks, all in the nursery of
-:func:`open_shared_ownership`:
+released after the last. This module claims (and takes over) leases and keeps them;
+which trees are held here and how many tenures are out on each is the bookkeeping of
+its base, :class:`~._cluster_trees.HeldTrees`. The background tasks, all in the
+nursery of :func:`open_shared_ownership`:
 
 * **renewer** — every ``ttl / 3`` extends the heartbeat and every live lease in one
   statement. A tree whose lease is gone is *lost*: the runtime stops its work (events
@@ -30,7 +32,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import trio
@@ -39,11 +41,10 @@ from ..errors import Conflict
 from ..stores import (
     COMMANDS_CHANNEL,
     EVENTS_CHANNEL,
-    ClusterStore,
     ServerRow,
-    Store,
 )
 from ._cluster_commands import FORWARD_TIMEOUT, CommandChannel, Handler
+from ._cluster_trees import HeldTree, HeldTrees, SharedStore
 from ._ownership import Elsewhere, Moved, Tenure
 
 __all__ = ["DEFAULT_LEASE_TTL", "SharedOwnership", "SharedStore", "open_shared_ownership"]
@@ -53,18 +54,6 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_TTL = 10.0
 _GC_EVERY = 300.0
 _GC_AGE = 3600.0
-
-
-class SharedStore(Store, ClusterStore, Protocol):
-    """A store that is also a cluster store (PostgreSQL)."""
-
-
-@attrs.define(eq=False)
-class _Tree:
-    root_id: str
-    since: float  # trio time of the claim: a renewal older than it may not list it
-    refs: int = 0
-    sessions: set[str] = attrs.field(factory=set)
 
 
 @attrs.define(eq=False)
@@ -82,43 +71,19 @@ class Hooks:
     events: Callable[[str], None] = lambda payload: None
 
 
-class _KeyedLocks:
-    """One ``trio.Lock`` per key, kept only while someone holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[trio.Lock, list[int]]] = {}
-
-    @asynccontextmanager
-    async def __call__(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.setdefault(key, (trio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._locks[key]
-
-
-class SharedOwnership:
+class SharedOwnership(HeldTrees):
     """Ownership of session trees under leases (see the module docstring)."""
 
     shared = True
 
     def __init__(self, store: SharedStore, name: str, nursery: trio.Nursery, ttl: float) -> None:
         assert store.instance is not None
-        self._store = store
+        super().__init__(store, nursery)
         self.instance = store.instance
         self.server_name = name
         self.ttl = ttl
         self.hooks = Hooks()
         self.closing = False
-        self._nursery = nursery
-        self._trees: dict[str, _Tree] = {}
-        self._roots: dict[str, str] = {}  # session id -> root, for sessions of held trees
-        self._locks = _KeyedLocks()
-        self._letting_go: dict[str, trio.Event] = {}  # root -> set once its let-go ends
         self.commands = CommandChannel(
             store, self.instance, nursery, ttl, lambda: self.hooks.handlers, lambda: self.closing
         )
@@ -151,7 +116,7 @@ class SharedOwnership:
                 if not result.instance:
                     raise Moved()
                 raise Elsewhere(session_id, root_id, result.instance, result.server)
-            tree = self._trees[root_id] = _Tree(root_id, since)
+            tree = self._trees[root_id] = HeldTree(root_id, since)
             tenure = self._take(session_id, root_id)
             assert tenure is not None
             await self._register(tree)
@@ -159,39 +124,6 @@ class SharedOwnership:
                 log.warning("took over %s from %s: recovering it", root_id, result.taken_from)
                 await self._recover(tree)
             return tenure
-
-    def _take(self, session_id: str, root_id: str) -> Tenure | None:
-        tree = self._trees.get(root_id)
-        if tree is None:
-            return None
-        tree.refs += 1
-        if session_id not in tree.sessions:
-            tree.sessions.add(session_id)
-            self._roots[session_id] = root_id
-        return Tenure(root_id, self._release)
-
-    async def _register(self, tree: _Tree) -> None:
-        """Know every session of a tree just claimed, so its work can start without a
-        store read (a sub-agent's child included)."""
-        for session_id in await self._store.descendant_ids(tree.root_id):
-            if self._trees.get(tree.root_id) is tree and session_id not in tree.sessions:
-                tree.sessions.add(session_id)
-                self._roots[session_id] = tree.root_id
-
-    def note(self, session_id: str, root_id: str) -> None:
-        """A session was just created in ``root_id``'s tree: known if the tree is held."""
-        tree = self._trees.get(root_id)
-        if tree is not None:
-            tree.sessions.add(session_id)
-            self._roots[session_id] = root_id
-
-    def retain(self, session_id: str) -> Tenure | None:
-        root = self._roots.get(session_id)
-        return None if root is None else self._take(session_id, root)
-
-    def owns(self, session_id: str) -> bool:
-        root = self._roots.get(session_id)
-        return root is not None and root in self._trees
 
     async def admit(self, session_id: str) -> bool:
         if self.owns(session_id):
@@ -211,54 +143,6 @@ class SharedOwnership:
     def close(self) -> None:
         """Take no tree any more; forwarded calls are answered "moved"."""
         self.closing = True
-
-    def _release(self, tenure: Tenure) -> None:
-        tree = self._trees.get(tenure.root_id)
-        if tree is None:
-            return  # lost meanwhile
-        tree.refs -= 1
-        if tree.refs == 0:
-            done = self._letting_go.setdefault(tree.root_id, trio.Event())
-            self._nursery.start_soon(self._let_go, tree, done)
-
-    async def _let_go(self, tree: _Tree, done: trio.Event) -> None:
-        try:
-            async with self._locks(tree.root_id):
-                if tree.refs or self._trees.get(tree.root_id) is not tree:
-                    return
-                self._forget(tree)
-                try:
-                    await self._store.release(tree.root_id)
-                except Exception:
-                    log.warning("could not release %s (it expires)", tree.root_id, exc_info=True)
-        finally:
-            if self._letting_go.get(tree.root_id) is done:
-                del self._letting_go[tree.root_id]
-            done.set()
-
-    async def settled(self, root_id: str) -> None:
-        """See :meth:`Ownership.settled`."""
-        done = self._letting_go.get(root_id)
-        if done is not None:
-            await done.wait()
-
-    def _forget(self, tree: _Tree) -> None:
-        del self._trees[tree.root_id]
-        for session_id in tree.sessions:
-            self._roots.pop(session_id, None)
-        self.hooks.released(tree.sessions)
-
-    def _lose(self, roots: set[str], why: str) -> None:
-        sessions: set[str] = set()
-        for root in roots:
-            tree = self._trees.get(root)
-            if tree is None:
-                continue
-            log.error("lost the lease of %s (%s): stopping its work", root, why)
-            sessions |= tree.sessions
-            self._forget(tree)
-        if sessions:
-            self.hooks.lost(sessions)
 
     # -- forwarding --------------------------------------------------------------------
 
@@ -367,7 +251,7 @@ class SharedOwnership:
                 if result.instance != self.instance:
                     return
                 log.warning("adopting %s (unfinished work, no lease): recovering it", root_id)
-            tree = self._trees[root_id] = _Tree(root_id, since)
+            tree = self._trees[root_id] = HeldTree(root_id, since)
             tenure = self._take(root_id, root_id)
             assert tenure is not None
             await self._register(tree)
@@ -376,7 +260,7 @@ class SharedOwnership:
         finally:
             tenure.release()
 
-    async def _recover(self, tree: _Tree) -> None:
+    async def _recover(self, tree: HeldTree) -> None:
         if self.hooks.recover is None:
             return
         try:

@@ -2,26 +2,24 @@
 
 :class:`ActorHost` implements :class:`~omnigent.core._session.SessionHost`. It keeps the
 actors of sessions that have work (an actor removes itself the moment it decides to
-leave), the cache of parsed agent specs, and the table of messages an open turn
-stream is waiting on; and it builds a session's harness, tools and turn requests.
+leave) and the table of messages an open turn stream is waiting on; and it builds a
+session's harness, tools and turn requests. Which spec a session runs — the cache of
+parsed agent specs and policy engines, the harness choice and its checks — is its
+base, :class:`~._host_specs.HostSpecs`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import httpx
 import trio
 
 from ..errors import (
-    AgentNotFound,
     ConfigError,
-    ErrorDetail,
-    InvalidInput,
     RuntimeClosed,
     SessionElsewhere,
     SessionNotFound,
@@ -30,8 +28,8 @@ from ..harnesses.base import Harness, HarnessEnv, TurnRequest
 from ..harnesses.registry import HarnessRegistry
 from ..model import Item, MessageItem
 from ..providers import Provider, load_provider_config
-from ..spec import AgentSpec, PolicySpec
-from ..stores import SessionRow, Store
+from ..spec import PolicySpec
+from ..stores import Store
 from ..tools.terminals import TmuxServer
 from ._bus import EventBus
 from ._client_mcp import ClientMcp
@@ -41,9 +39,9 @@ from ._files import FileService
 from ._groups import RecordedGroups
 from ._harness_state import StoredHarnessState
 from ._history import HistoryCache
+from ._host_specs import HostSpecs, sub_agent_spec
 from ._ownership import Ownership, SoloOwnership, Tenure
 from ._permissions import Permissions
-from ._policies import PolicyEngine
 from ._policy_allowlist import PolicyAllowlist
 from ._providers import ToolProviders
 from ._records import Resource
@@ -52,7 +50,7 @@ from ._subagents import ChildWork, SubAgents
 from ._tasks import BackgroundTasks
 from ._terminals import SessionTerminals
 from ._threads import BlockingCalls
-from ._tool_place import ToolPlace, working_directory
+from ._tool_place import ToolPlace
 from ._tools import ToolRegistry
 from ._turn import TurnOutcome, TurnServices, only_exceptions, split_cancellation
 
@@ -70,22 +68,7 @@ async def _nothing(session_id: str) -> None:
 log = logging.getLogger(__name__)
 
 
-def sub_agent_spec(spec: AgentSpec, path: str, agent_id: str = "") -> AgentSpec:
-    """The spec of the sub-agent at ``path`` (``lead/researcher``) inside ``spec``.
-
-    Raises:
-        AgentNotFound: no sub-agent at that path.
-    """
-    current = spec
-    for name in path.split("/"):
-        found = next((s for s in current.sub_agents if s.name == name), None)
-        if found is None:
-            raise AgentNotFound(f"{agent_id}/{path}" if agent_id else path)
-        current = found
-    return current
-
-
-class ActorHost:
+class ActorHost(HostSpecs):
     """Starts session actors and serves them. Owned by the ``Runtime``."""
 
     def __init__(
@@ -109,6 +92,14 @@ class ActorHost:
         tmux: TmuxServer | None = None,
         ownership: Ownership | None = None,
     ) -> None:
+        super().__init__(
+            store=store,
+            harnesses=harnesses,
+            place=place,
+            threads=threads,
+            default_policies=default_policies,
+            policy_allowlist=policy_allowlist,
+        )
         self.services = TurnServices(store, bus, elicitations)
         self.subagents = SubAgents(store, bus, lambda: self.closing)
         # Set by the runtime: what the orchestration tools act through.
@@ -128,28 +119,18 @@ class ActorHost:
         # turn that took it ("" when a stop dropped it). Entries live with the stream.
         self.watched: dict[str, str | None] = {}
         self._nursery = nursery
-        self._store = store
         self._http = http
-        self.harnesses = harnesses
         self._tools = tools
         self._files = files
         self._elicitations = elicitations
-        self._place = place
         self._permissions = permissions
         self._tmux = tmux
-        self._threads = threads
-        self._default_policies = tuple(default_policies)
-        self.policy_allowlist = policy_allowlist
         # Programs a client's spec may name (see omnigent.spec._trust).
         self.allowed_commands = frozenset(allowed_commands)
-        self._specs: dict[tuple[str, int], AgentSpec] = {}
         # Tool implementations clients supply for their sessions (ACP's fs/terminal).
         self.providers = ToolProviders()
         # MCP servers clients supply for their sessions while connected (ACP's).
         self.client_mcp = ClientMcp()
-        # One engine per agent version (and sub-agent), so function references resolve
-        # once.
-        self._engines: dict[tuple[str, int, str | None], PolicyEngine] = {}
 
     @property
     def processes(self) -> ProcessManager | None:
@@ -249,109 +230,6 @@ class ActorHost:
         self, session_id: str, outcome: TurnOutcome | None, *, ended: bool = False
     ) -> None:
         self.subagents.session_settled(session_id, outcome, ended=ended)
-
-    # -- specs -----------------------------------------------------------------------
-
-    def spec_of(self, agent_id: str, version: int, data: dict[str, Any]) -> AgentSpec:
-        """The parsed spec of one agent version (parsed once per process)."""
-        key = (agent_id, version)
-        if key not in self._specs:
-            self._specs[key] = AgentSpec.from_dict(data)
-        return self._specs[key]
-
-    def remember_spec(self, agent_id: str, version: int, spec: AgentSpec) -> None:
-        self._specs[(agent_id, version)] = spec
-
-    def harness_of(self, spec: AgentSpec, override: str | None, *, strict: bool = True) -> str:
-        """The canonical harness a session of ``spec`` runs.
-
-        With ``strict=False`` (for display) a name no longer registered is shown as
-        written instead of raising UnknownHarness.
-        """
-        name = spec.executor.type
-        if name == "omnigent":
-            name = override or spec.executor.config.harness
-        if not strict and not self.harnesses.known(name):
-            return name
-        return self.harnesses.canonical(name)
-
-    def check_runnable(
-        self, spec: AgentSpec, harness_override: str | None, model_override: str | None
-    ) -> None:
-        """Refuse a session whose harness cannot run it: the model guard of a
-        single-vendor harness (``only runs Claude models``), and — for an override —
-        the spec keys that harness cannot honour.
-
-        Raises:
-            InvalidInput: at ``model_override`` (the override's model is refused) or
-                ``harness_override`` (the override cannot run the agent as written).
-        """
-        harness = self.harness_of(spec, harness_override, strict=False)
-        if not self.harnesses.known(harness):
-            return  # registered elsewhere (a records-only runtime): not ours to judge
-        model = model_override or spec.model
-        refusal = self.harnesses.model_problem(harness, model)
-        if refusal is not None:
-            loc = "model_override" if model_override is not None else "harness_override"
-            raise InvalidInput.at(loc, refusal)
-        if harness_override is not None:
-            problems = [
-                p
-                for p in self.harnesses.spec_problems(harness, spec)
-                if p.loc != "executor.config.model"
-            ]
-            if problems:
-                summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
-                raise InvalidInput(
-                    f"harness {harness!r} cannot run agent {spec.name!r}: {summary}",
-                    [ErrorDetail("harness_override", summary)],
-                )
-
-    async def session_spec(self, session_id: str) -> tuple[SessionRow, AgentSpec]:
-        """A session's row and the spec it runs (its sub-agent's, for a sub-agent).
-
-        Raises:
-            SessionNotFound. AgentNotFound: its agent (or sub-agent) is gone.
-        """
-        row = await self._store.get_session(session_id)
-        if row is None:
-            raise SessionNotFound(session_id)
-        spec = await self.agent_spec(row.agent_id, row.agent_version)
-        if row.sub_agent is not None:
-            spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
-        return row, spec
-
-    async def workdir(self, session_id: str) -> Path:
-        """Where the session's OS tools act (see :func:`._tool_place.working_directory`)."""
-        row, spec = await self.session_spec(session_id)
-        session_cwd = Path(row.cwd) if row.cwd is not None else None
-        return await working_directory(spec, session_cwd, self._place, session_id)
-
-    async def agent_spec(self, agent_id: str, version: int | None) -> AgentSpec:
-        """An agent version's spec; a known version is served without a store read."""
-        if version is not None and (agent_id, version) in self._specs:
-            return self._specs[(agent_id, version)]
-        agent = await self._store.get_agent(agent_id, version)
-        if agent is None:
-            raise AgentNotFound(agent_id)
-        return self.spec_of(agent.id, agent.version, agent.spec)
-
-    def policy_engine(self, row: SessionRow, spec: AgentSpec) -> PolicyEngine:
-        """The policy engine of a session's agent version (its policies, then defaults)."""
-        key = (row.agent_id, row.agent_version, row.sub_agent)
-        if key not in self._engines:
-            self._engines[key] = self.new_policy_engine(spec)
-        return self._engines[key]
-
-    def new_policy_engine(self, spec: AgentSpec) -> PolicyEngine:
-        """An engine for ``spec``'s policies, then the defaults, resolving only what the
-        operator allowed."""
-        return PolicyEngine(
-            spec.policies,
-            defaults=self._default_policies,
-            resolve_function=self.policy_allowlist.resolve,
-            threads=self._threads,
-        )
 
     # -- what actors run -----------------------------------------------------------------
 
