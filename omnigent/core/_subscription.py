@@ -25,7 +25,7 @@ import trio
 from ..model import Event, event_from_dict
 
 if TYPE_CHECKING:
-    from ._bus import EventBus
+    from ._bus_subscribe import BusSubscribing
 
 __all__ = ["REPLAY_PAGE", "YIELD_EVERY", "Live", "Subscription"]
 
@@ -64,7 +64,7 @@ class Subscription:
 
     def __init__(
         self,
-        bus: EventBus,
+        bus: BusSubscribing,
         session_id: str,
         after: int,
         *,
