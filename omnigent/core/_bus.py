@@ -43,7 +43,6 @@ lives only while the session is in use (:mod:`._bus_state`).
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -64,8 +63,6 @@ from ._persist import Persister
 from ._subscription import Subscription
 
 __all__ = ["YIELD_EVERY", "EventBus", "SessionHold", "Subscription", "encode_event"]
-
-log = logging.getLogger(__name__)
 
 _QUEUE_SIZE = 8192
 # One session may have this many events on their way to the store: a session streaming
