@@ -42,7 +42,7 @@ from ._records import (
     SessionSnapshot,
 )
 from ._runtime import Runtime, RuntimeState
-from ._sessions import MODEL_OVERRIDE_PATTERN, InitialItem
+from ._session_input import MODEL_OVERRIDE_PATTERN, InitialItem
 from ._tools import Tool, ToolRegistry
 
 __all__ = [

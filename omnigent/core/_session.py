@@ -13,93 +13,43 @@ arrives while a turn runs is *buffered*: the harness may take it as an injection
 background task delivers to the inbox and no turn is running, the actor drains the
 inbox into a message and runs a turn for it, so an orchestrator sees results without a
 user prompt.
+
+Two parts live beside this module, each with one job: :mod:`._session_host` states what
+an actor needs from its runtime (:class:`SessionHost`, re-exported here), and
+:mod:`._session_held` is the work the actor holds for callers outside its turns (held
+elicitations and tool calls, the :class:`~._session_held.HeldWork` mixin).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Protocol
 
-import attrs
 import trio
 
-from ..errors import Conflict, HarnessError
+from ..errors import Conflict
 from ..harnesses.base import Harness, ToolSchema, TurnRequest
-from ..model import ElicitationParams, InputText, Item, MessageItem, unstructure
+from ..model import InputText, Item, MessageItem, unstructure
 from ._dispatch import SessionTools
 from ._groups import RecordedGroups
-from ._held_calls import EXPIRED, HeldToolCall
-from ._history import History, HistoryCache
+from ._history import History
+from ._session_held import HeldWork
+from ._session_host import SessionHost
 from ._subagents import ChildWork
 from ._tasks import BackgroundTasks
-from ._turn import Turn, TurnOutcome, TurnServices
+from ._turn import Turn, TurnOutcome
 
 __all__ = ["SessionActor", "SessionHost"]
 
 log = logging.getLogger(__name__)
 
-_STOPPED = "Error: the session was stopped before the tool call ran"
 
-
-class SessionHost(Protocol):
-    """What an actor needs from its runtime."""
-
-    services: TurnServices
-
-    async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]: ...
-
-    async def make_tools(
-        self, session_id: str, tasks: BackgroundTasks, work: ChildWork
-    ) -> SessionTools: ...
-
-    def child_work(
-        self, session_id: str, nursery: trio.Nursery, on_inbox: Callable[[], None]
-    ) -> ChildWork:
-        """The watcher of the session's own dispatches to its children."""
-        ...
-
-    def session_settled(
-        self, session_id: str, outcome: TurnOutcome | None, *, ended: bool = False
-    ) -> None:
-        """The session has nothing left to do after a turn (see ``_subagents``)."""
-        ...
-
-    histories: HistoryCache
-
-    async def build_request(
-        self,
-        actor: SessionActor,
-        response_id: str,
-        messages: list[MessageItem],
-        history: list[Item],
-        image_positions: list[int],
-    ) -> TurnRequest: ...
-
-    def actor_left(self, actor: SessionActor) -> None: ...
-
-    def messages_taken(self, item_ids: list[str], response_id: str) -> None: ...
-
-    async def turn_changed(self, session_id: str) -> None:
-        """A turn started or ended (a parent lists its children's state)."""
-        ...
-
-
-@attrs.define(eq=False)
-class HeldElicitation:
-    """An elicitation the session holds open until answered (``mcp_elicitation``)."""
-
-    params: ElicitationParams
-    started: trio.Event = attrs.field(factory=trio.Event)
-    elicitation_id: str | None = None
-
-
-class SessionActor:
+class SessionActor(HeldWork):
     """The live part of one session. Created and owned by the ``Runtime``."""
 
     def __init__(
         self, session_id: str, host: SessionHost, predecessor: SessionActor | None = None
     ) -> None:
+        super().__init__()  # the held work's state
         self.session_id = session_id
         self._predecessor = predecessor
         self.harness_name = "unknown"
@@ -118,10 +68,6 @@ class SessionActor:
         self._wakeup = trio.Event()
         self._message_buffered = trio.Event()
         self._inbox_arrived = False
-        self._to_hold: list[HeldElicitation] = []
-        self._to_call: list[HeldToolCall] = []
-        # Held tool calls by id, from start until collected or expired.
-        self.held_calls: dict[str, HeldToolCall] = {}
         self._ready = trio.Event()
         self._history: History | None = None
         self._stopped = False
@@ -158,23 +104,6 @@ class SessionActor:
         self._turn.scope.cancel()
         return True
 
-    def hold_elicitation(self, params: ElicitationParams) -> HeldElicitation:
-        """Open an elicitation held by the session's nursery until it is answered.
-
-        Wait on ``held.started``; ``held.elicitation_id`` is then set, or stays None if
-        the session was stopped first. A stop withdraws it (marked expired).
-        """
-        held = HeldElicitation(params)
-        self._to_hold.append(held)
-        self._wakeup.set()
-        return held
-
-    def hold_tool_call(self, call: HeldToolCall) -> None:
-        """Run ``call`` in the session's nursery (see :class:`HeldToolCall`)."""
-        self._to_call.append(call)
-        self.held_calls[call.call_id] = call
-        self._wakeup.set()
-
     async def tool_schemas(self) -> tuple[ToolSchema, ...]:
         """The tools the session offers (its MCP servers' once a turn started them)."""
         await self._ready.wait()
@@ -188,13 +117,7 @@ class SessionActor:
         Returns the ids of the messages dropped (still pending in the store: the
         caller settles them, or — at shutdown — leaves them for the next start).
         """
-        for held in self._to_hold:
-            held.started.set()
-        self._to_hold.clear()
-        for call in self._to_call:
-            call.finish(_STOPPED)
-            self.held_calls.pop(call.call_id, None)
-        self._to_call.clear()
+        self._withdraw_held()
         dropped, self._pending = self._pending, []
         self._host.messages_taken([m.id for m in dropped], "")
         # From now on new work goes to a successor (which waits for this actor to
@@ -294,10 +217,7 @@ class SessionActor:
 
     async def _loop(self, nursery: trio.Nursery) -> None:
         while True:
-            while self._to_hold:
-                nursery.start_soon(self._hold, self._to_hold.pop(0))
-            while self._to_call:
-                nursery.start_soon(self._run_held_call, self._to_call.pop(0))
+            self._start_held(nursery)
             if self._pending:
                 await self._run_turn()
                 continue
@@ -336,43 +256,6 @@ class SessionActor:
         tasks = self._tasks.running if self._tasks is not None else 0
         work = self._work.running if self._work is not None else 0
         return not self._pending and not self._inbox_arrived and not tasks and not work
-
-    async def _hold(self, held: HeldElicitation) -> None:
-        elicitations = self._host.services.elicitations
-        try:
-            async with elicitations.open(
-                self.session_id, held.params, mark_waiting=False
-            ) as waiter:
-                held.elicitation_id = waiter.request.elicitation_id
-                held.started.set()
-                await waiter.done.wait()
-        finally:
-            held.started.set()
-            self._wakeup.set()  # the actor may have no work left
-
-    async def _run_held_call(self, call: HeldToolCall) -> None:
-        """Run a held call, then keep it until its output is collected (or it expires).
-
-        Outside any turn: its ASKs do not change the session's status.
-        """
-        try:
-            with trio.move_on_after(call.ttl):
-                tools = await self._session_tools()
-                assert self._nursery is not None
-                try:
-                    await tools.start_services(self._nursery)
-                    output = await tools.call(
-                        call.name, call.arguments, in_turn=False, on_ask=call.note_ask
-                    )
-                except HarnessError as exc:
-                    output = f"Error: {exc.message}"
-                call.finish(output)
-                await call.collected.wait()
-        finally:
-            if not call.done:
-                call.finish(EXPIRED)
-            self.held_calls.pop(call.call_id, None)
-            self._wakeup.set()  # the actor may have no work left
 
     async def _inbox_notice(self) -> MessageItem | None:
         """Drain the inbox into a message for a wake-up turn (None if it is empty)."""

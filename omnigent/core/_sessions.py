@@ -2,24 +2,21 @@
 
 :class:`SessionRecords` is owned by the runtime. It reads and writes session rows and
 builds the views a client sees (snapshots, child summaries, item pages); it starts no
-work of its own.
+work of its own. The checks on the fields a client sends (title, labels,
+``model_override``, ``cwd``, ``initial_items``) are pure and live in
+:mod:`._session_input`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import PurePosixPath
-from typing import Any, Literal
-
-import attrs
+from typing import Any
 
 from .._ids import new_id, now
 from ..errors import AgentNotFound, BadRequest, InvalidInput, SessionNotFound
 from ..model import (
     ChildSessionSummary,
     ChildSessionUpdated,
-    ContentBlock,
     ElicitationRequest,
     Item,
     MessageItem,
@@ -34,65 +31,18 @@ from ._elicitations import Elicitations
 from ._files import FileService
 from ._host import ActorHost, sub_agent_spec
 from ._records import ItemPage, Resource, SessionPage, SessionSnapshot
+from ._session_input import (
+    InitialItem,
+    check_changes,
+    check_cwd,
+    check_labels,
+    check_model_override,
+    check_title,
+)
 
-__all__ = ["MODEL_OVERRIDE_PATTERN", "PREVIEW_CHARS", "InitialItem", "SessionRecords"]
+__all__ = ["PREVIEW_CHARS", "SessionRecords"]
 
 PREVIEW_CHARS = 200
-
-MODEL_OVERRIDE_PATTERN = "^[A-Za-z0-9._:/@-]{1,200}$"
-"""What a ``model_override`` must match (the whole string: no trailing newline)."""
-_MODEL_OVERRIDE = re.compile(MODEL_OVERRIDE_PATTERN.removesuffix("$") + r"\Z")
-
-
-@attrs.frozen
-class _InitialMessage:
-    """A message of an initial item; any role (a history may start mid-conversation)."""
-
-    role: Literal["user", "assistant", "system", "developer"]
-    content: tuple[ContentBlock, ...]
-
-
-@attrs.frozen
-class InitialItem:
-    """One ``initial_items`` entry of a new session: ``{type: "message", data}``."""
-
-    type: Literal["message"]
-    data: _InitialMessage
-
-
-def _check_model_override(value: Any) -> str | None:
-    if value is None:
-        return None
-    # ``$`` alone would let "gpt-4o\n" through (it matches before a final newline).
-    if not isinstance(value, str) or not _MODEL_OVERRIDE.match(value):
-        raise InvalidInput.at("model_override", f"must match {MODEL_OVERRIDE_PATTERN}")
-    return value
-
-
-def _check_labels(labels: Any) -> dict[str, str]:
-    if labels is None:
-        return {}
-    return structure(labels, dict[str, str], root="labels")
-
-
-_MAX_CWD = 4096
-
-
-def check_cwd(cwd: Any) -> str | None:
-    """An absolute directory path (it need not exist here: it is the client's)."""
-    if cwd is None:
-        return None
-    if not isinstance(cwd, str) or not cwd or len(cwd) > _MAX_CWD or "\x00" in cwd:
-        raise InvalidInput.at("cwd", f"must be an absolute path of at most {_MAX_CWD} characters")
-    if not PurePosixPath(cwd).is_absolute():
-        raise InvalidInput.at("cwd", "must be an absolute path")
-    return cwd
-
-
-def _check_title(title: Any) -> str | None:
-    if title is not None and not isinstance(title, str):
-        raise InvalidInput.at("title", "expected string")
-    return title if title is None else str(title)
 
 
 class SessionRecords:
@@ -149,10 +99,10 @@ class SessionRecords:
         sub-agent's session: it runs that sub-agent of the exact version its parent
         runs.
         """
-        title = _check_title(title)
+        title = check_title(title)
         cwd = check_cwd(cwd)
-        model_override = _check_model_override(model_override)
-        checked_labels = _check_labels(labels)
+        model_override = check_model_override(model_override)
+        checked_labels = check_labels(labels)
         initial: list[InitialItem] = structure(
             list(initial_items), list[InitialItem], root="initial_items"
         )
@@ -281,16 +231,8 @@ class SessionRecords:
 
     async def update(self, session_id: str, changes: Mapping[str, Any]) -> SessionSnapshot:
         await self.row(session_id)
-        for key in changes:
-            if key not in _UPDATABLE:
-                raise InvalidInput.at(key, "unknown field")
-        fields: dict[str, Any] = {}
-        if "title" in changes:
-            fields["title"] = _check_title(changes["title"])
-        if "labels" in changes:
-            fields["labels"] = _check_labels(changes["labels"])
-        if "model_override" in changes:
-            fields["model_override"] = _check_model_override(changes["model_override"])
+        fields = check_changes(changes)
+        if "model_override" in fields:
             row = await self.row(session_id)
             spec = await self._host.agent_spec(row.agent_id, row.agent_version)
             self._host.check_runnable(spec, row.harness_override, fields["model_override"])
@@ -400,7 +342,6 @@ def _assistant_message(data: Any) -> bool:
     return data.get("type") == "message" and data.get("role") == "assistant"
 
 
-_UPDATABLE = ("title", "labels", "model_override")
 _ACTIVE = ("launching", "running", "waiting")
 
 
