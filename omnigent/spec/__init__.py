@@ -1,23 +1,25 @@
 """The agent spec: ``AgentSpec`` and its parts, parsed strictly from YAML, JSON or dicts.
 
-The shape and cross-field rules are in ``_spec``; the per-field checks in ``_rules``;
-the cattrs hooks that apply them to the wire in ``_wire``; bounded YAML reading in
-``_yaml`` (:func:`load_yaml`).
+The shape and cross-field rules are in ``_spec``, the executor and the scripted steps
+in ``_executor``; the per-field checks in ``_rules``; the cattrs hooks that apply them
+to the wire in ``_wire``; bounded YAML reading in ``_yaml`` (:func:`load_yaml`).
 """
 
-from ._spec import (
-    AgentSpec,
+from ._executor import (
     CallStep,
     ExecutorConfig,
     ExecutorSpec,
     FailStep,
+    SayStep,
+    ScriptStep,
+    SleepStep,
+)
+from ._spec import (
+    AgentSpec,
     McpServerSpec,
     OsEnv,
     PolicySpec,
     SandboxSpec,
-    SayStep,
-    ScriptStep,
-    SleepStep,
     TerminalSpec,
     ToolsGrant,
     parse_policy_spec,

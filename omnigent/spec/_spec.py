@@ -21,9 +21,11 @@ Contract:
   ``options``...) are left out of ``__hash__`` so that specs stay hashable, and must not
   be mutated.
 
-This module holds the spec's shape and cross-field rules; the per-field checks are in
-:mod:`omnigent.spec._rules`, and the cattrs hooks that apply them to the wire are in
-:mod:`omnigent.spec._wire`, registered on the converter at the end of this module.
+This module holds the spec's shape and cross-field rules; the executor and the
+scripted harness's steps (what a harness reads) are in :mod:`omnigent.spec._executor`,
+the per-field checks in :mod:`omnigent.spec._rules`, and the cattrs hooks that apply
+them to the wire in :mod:`omnigent.spec._wire`, registered on the converter for every
+class of both modules at the end of this one.
 """
 
 from __future__ import annotations
@@ -31,30 +33,33 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal
 
 import attrs
 
 from ..errors import ErrorDetail, SpecError
 from ..model._wire import structure, unstructure
 from . import _rules as rule
+from ._executor import (
+    STEP_KINDS,
+    CallStep,
+    ExecutorConfig,
+    ExecutorSpec,
+    FailStep,
+    SayStep,
+    ScriptStep,
+    SleepStep,
+)
 from ._rules import Rules
 from ._wire import register_spec_hooks
 from ._yaml import load_yaml
 
 __all__ = [
     "AgentSpec",
-    "CallStep",
-    "ExecutorConfig",
-    "ExecutorSpec",
-    "FailStep",
     "McpServerSpec",
     "OsEnv",
     "PolicySpec",
     "SandboxSpec",
-    "SayStep",
-    "ScriptStep",
-    "SleepStep",
     "TerminalSpec",
     "ToolsGrant",
     "parse_policy_spec",
@@ -62,100 +67,6 @@ __all__ = [
 
 
 # -- the spec -------------------------------------------------------------------------
-
-
-@attrs.frozen
-class SayStep:
-    """Scripted step: stream ``say`` as text deltas, then record an assistant message."""
-
-    say: str
-
-
-@attrs.frozen
-class CallStep:
-    """Scripted step: call tool ``call`` with ``args``, through the agent's policies."""
-
-    _rules: ClassVar[Rules] = {"call": rule.non_empty, "args": rule.shallow}
-    call: str
-    args: dict[str, Any] = attrs.field(factory=dict, hash=False)
-
-    def __attrs_post_init__(self) -> None:
-        rule.validate(self)
-
-
-@attrs.frozen
-class SleepStep:
-    """Scripted step: wait ``sleep`` seconds (cancellable like any turn)."""
-
-    _rules: ClassVar[Rules] = {"sleep": rule.seconds}
-    sleep: float
-
-    def __attrs_post_init__(self) -> None:
-        rule.validate(self)
-
-
-@attrs.frozen
-class FailStep:
-    """Scripted step: fail the turn with message ``fail``."""
-
-    fail: str
-
-
-ScriptStep: TypeAlias = SayStep | CallStep | SleepStep | FailStep
-"""One step of the ``scripted`` harness; on the wire, the key present picks the kind."""
-
-_STEP_KINDS: dict[str, type] = {
-    "say": SayStep,
-    "call": CallStep,
-    "sleep": SleepStep,
-    "fail": FailStep,
-}
-
-
-@attrs.frozen
-class ExecutorConfig:
-    """How the ``omnigent`` executor runs turns: which harness, model and limits.
-
-    ``script`` (steps played on every turn) and ``turns`` (turn N plays list N, the
-    last repeating) drive the ``scripted`` harness and are mutually exclusive.
-    ``command`` starts an external harness (required for ``harness: external``).
-    ``options`` is free-form and read by the harness.
-    """
-
-    _rules: ClassVar[Rules] = {
-        "harness": rule.non_empty,
-        "max_steps": rule.at_least_one,
-        "turns": rule.non_empty,
-        "command": rule.command,
-        "options": rule.shallow,
-    }
-    harness: str = "loop"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = attrs.field(default=None, repr=False)
-    temperature: float | None = None
-    max_steps: int = 50
-    script: tuple[ScriptStep, ...] | None = None
-    turns: tuple[tuple[ScriptStep, ...], ...] | None = None
-    command: tuple[str, ...] | None = None
-    env: dict[str, str] = attrs.field(factory=dict, hash=False)
-    options: dict[str, Any] = attrs.field(factory=dict, hash=False)
-
-    def __attrs_post_init__(self) -> None:
-        cross = []
-        if self.script is not None and self.turns is not None:
-            cross.append(ErrorDetail("turns", "script and turns are mutually exclusive"))
-        if self.harness == "external" and self.command is None:
-            cross.append(ErrorDetail("command", "required when harness is 'external'"))
-        rule.validate(self, cross)
-
-
-@attrs.frozen
-class ExecutorSpec:
-    """Which executor runs the agent; ``omnigent`` picks the harness from ``config``."""
-
-    type: str = "omnigent"
-    config: ExecutorConfig = attrs.field(factory=ExecutorConfig)
 
 
 @attrs.frozen
@@ -400,7 +311,7 @@ class AgentSpec:
 # Registered at import, before any structure call; leaves first (see register_spec_hooks).
 register_spec_hooks(
     ScriptStep,
-    _STEP_KINDS,
+    STEP_KINDS,
     (
         SayStep,
         CallStep,
