@@ -32,10 +32,13 @@ that way interrupts its turn, which ends ``cancelled``. Each relay also holds th
 servers the client passed for its session (:mod:`._acp_mcp` says which are run), so
 they stop when the connection ends.
 
-The helpers, each with one job: ``_acp_params`` (reading params), ``_acp_content``
-(prompt blocks), ``_acp_updates`` (events as updates), ``_acp_outcomes`` (errors and
-stop reasons) — all pure — and ``_acp_records`` (config options, lists, histories),
-``_acp_session`` (the relay), ``_acp_client_tools`` (the client's fs and terminal).
+The helpers, each with one job: ``_acp_params`` (reading params), ``_acp_handshake``
+(``initialize`` both ways), ``_acp_content`` (prompt blocks), ``_acp_updates`` (events
+as updates), ``_acp_outcomes`` (errors and stop reasons) — all pure — and
+``_acp_records`` (config options, lists, histories), ``_acp_prompt`` (a prompt's turn,
+interrupted if the prompt is cancelled), ``_acp_session`` (the relay),
+``_acp_client_tools`` (the client's fs and terminal), ``_acp_mcp`` (the client's MCP
+servers). This module is the dispatch, the access checks and the glue between them.
 
 Identity: the connection acts as ``user`` (``local`` for stdio and ``--auth none``);
 with ``check_access`` each call checks that user's level on the session as the HTTP
@@ -44,37 +47,33 @@ API does (read to load, edit to prompt, cancel, configure or answer).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
-from .. import __version__
 from ..core import Agent, Runtime, SessionSnapshot
 from ..errors import OmnigentError
-from ..mcp import mcp_installed
-from ..model import Event
 from ._acp_client_tools import ClientCapabilities, client_tools
-from ._acp_content import prompt_content, prompt_title
+from ._acp_content import prompt_content
+from ._acp_handshake import PROTOCOL_VERSION, initialize_answer, mcp_http, read_client
 from ._acp_mcp import ClientMcpMode, McpOffer, mcp_notice, offered_servers
-from ._acp_outcomes import REFUSED, is_terminal, iso, rpc_error, stop_reason
-from ._acp_params import Params, invalid
+from ._acp_outcomes import REFUSED, rpc_error, stop_reason
+from ._acp_params import Params
+from ._acp_prompt import name_session, run_prompt
 from ._acp_records import config_options, history, model_override, session_list
 from ._acp_session import SessionRelay
 from ._acp_updates import replay_items
-from ._rpc_connection import ConnectionClosed, MessageStream, RpcConnection
+from ._rpc_connection import MessageStream, RpcConnection
 from .jsonrpc import INVALID_REQUEST, RESOURCE_NOT_FOUND, SERVER_BUSY, RpcError
 
 __all__ = ["PROTOCOL_VERSION", "AcpAgent", "rpc_error", "serve_acp"]
 
 log = logging.getLogger("omnigent.transports.acp")
 
-PROTOCOL_VERSION = 1
 _READ, _EDIT = 1, 2
 _MAX_SESSIONS = 256
-_INTERRUPT_TIMEOUT = 5.0
 
 AgentResolver = Callable[[], Awaitable[Agent]]
 
@@ -216,36 +215,9 @@ class AcpAgent:
     # -- initialize --------------------------------------------------------------------
 
     async def _initialize(self, params: Params) -> dict[str, Any]:
-        version = params.integer("protocolVersion", low=0, high=65535)
-        if version is None:
-            raise invalid("protocolVersion", "expected an integer")
-        caps = params.object("clientCapabilities")
-        fs = caps.object("fs")
-        self._client = ClientCapabilities(
-            read=fs.flag("readTextFile"),
-            write=fs.flag("writeTextFile"),
-            terminal=caps.flag("terminal"),
-        )
-        return {
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": True,
-                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": self._mcp_http(), "sse": False},
-                "sessionCapabilities": {"list": {}},
-                "_meta": {"omnigent": {"methods": sorted(m for m in self.methods if m[0] == "_")}},
-            },
-            "agentInfo": {"name": "omnigent", "title": "omnigent", "version": __version__},
-            "authMethods": [],
-        }
-
-    def _mcp_http(self) -> bool:
-        """Whether HTTP MCP servers the client passes can be connected at all."""
-        if self.client_mcp == "operator":
-            return mcp_installed()
-        if self.client_mcp == "client":
-            return mcp_installed() and bool(self.runtime.allowed_mcp_urls)
-        return False
+        self._client = read_client(params)
+        extensions = (m for m in self.methods if m[0] == "_")
+        return initialize_answer(extensions, mcp_http=mcp_http(self.client_mcp, self.runtime))
 
     async def _authenticate(self, params: Params) -> dict[str, Any]:
         """Nothing to do: omnigent advertises no auth methods (identity is the transport's).
@@ -324,48 +296,10 @@ class AcpAgent:
         content = prompt_content(params.raw("prompt"))
         snapshot = await self._require(session_id, _EDIT)
         if snapshot.title is None:
-            await self._name_session(session_id, content)
-        terminal = await self._run_prompt(session_id, content)
+            await name_session(self.runtime, self.connection, session_id, content)
+        terminal = await run_prompt(self.runtime, session_id, content, viewer=self.viewer)
         await relay.wait_relayed(terminal.event_id if terminal is not None else 0)
         return stop_reason(terminal)
-
-    async def _run_prompt(self, session_id: str, content: list[dict[str, Any]]) -> Event | None:
-        """Send the prompt and follow its turn to the end; the turn's terminal event.
-
-        Cancellation: the connection went away (or the client cancelled the request):
-        the turn is interrupted, so it ends ``cancelled`` rather than running on.
-        """
-        terminal: Event | None = None
-        try:
-            turn = self.runtime.open_turn_stream(session_id, content, viewer=self.viewer)
-            async with turn as (_accepted, events):
-                async for event in events:
-                    terminal = event
-        except trio.Cancelled:
-            if not is_terminal(terminal):
-                with (
-                    trio.move_on_after(_INTERRUPT_TIMEOUT, shield=True),
-                    contextlib.suppress(OmnigentError),
-                ):
-                    await self.runtime.interrupt(session_id)
-            raise
-        return terminal
-
-    async def _name_session(self, session_id: str, content: list[dict[str, Any]]) -> None:
-        """Title an untitled session after its first prompt, and tell the client."""
-        title = prompt_title(content)
-        if title is None:
-            return
-        snapshot = await self.runtime.update_session(session_id, title=title)
-        update = {
-            "sessionUpdate": "session_info_update",
-            "title": title,
-            "updatedAt": iso(snapshot.updated_at or snapshot.created_at),
-        }
-        with contextlib.suppress(ConnectionClosed):
-            await self.connection.notify(
-                "session/update", {"sessionId": session_id, "update": update}
-            )
 
     # -- config options ----------------------------------------------------------------
 
