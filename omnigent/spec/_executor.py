@@ -10,7 +10,8 @@ The contract is the spec's (see :mod:`omnigent.spec._spec`): per-field rules in 
 class's ``_rules`` (:mod:`omnigent.spec._rules`), cross-field rules raised from
 ``__attrs_post_init__`` as one :class:`~omnigent.errors.SpecError`. On the wire, the
 key a step has picks its kind (:data:`STEP_KINDS`); the hooks that read it are
-registered by :mod:`omnigent.spec._spec`, with the other classes.
+registered by :mod:`omnigent.spec._spec`, with the other classes
+(:data:`EXECUTOR_CLASSES`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from . import _rules as rule
 from ._rules import Rules
 
 __all__ = [
+    "EXECUTOR_CLASSES",
     "STEP_KINDS",
     "CallStep",
     "ExecutorConfig",
@@ -128,3 +130,14 @@ class ExecutorSpec:
 
     type: str = "omnigent"
     config: ExecutorConfig = attrs.field(factory=ExecutorConfig)
+
+
+EXECUTOR_CLASSES: tuple[type, ...] = (
+    SayStep,
+    CallStep,
+    SleepStep,
+    FailStep,
+    ExecutorConfig,
+    ExecutorSpec,
+)
+"""This module's classes, leaves first, as :func:`~._wire.register_spec_hooks` takes them."""

@@ -40,16 +40,7 @@ import attrs
 from ..errors import ErrorDetail, SpecError
 from ..model._wire import structure, unstructure
 from . import _rules as rule
-from ._executor import (
-    STEP_KINDS,
-    CallStep,
-    ExecutorConfig,
-    ExecutorSpec,
-    FailStep,
-    SayStep,
-    ScriptStep,
-    SleepStep,
-)
+from ._executor import EXECUTOR_CLASSES, STEP_KINDS, ExecutorSpec, ScriptStep
 from ._rules import Rules
 from ._wire import register_spec_hooks
 from ._yaml import load_yaml
@@ -313,12 +304,7 @@ register_spec_hooks(
     ScriptStep,
     STEP_KINDS,
     (
-        SayStep,
-        CallStep,
-        SleepStep,
-        FailStep,
-        ExecutorConfig,
-        ExecutorSpec,
+        *EXECUTOR_CLASSES,
         SandboxSpec,
         OsEnv,
         ToolsGrant,
