@@ -84,6 +84,34 @@ def check_turn_pairs(name: str, log: list[dict[str, Any]]) -> None:
     assert opened is None and not running, f"{name}: a turn never ended"
 
 
+def check_answers(name: str, db: Path, session_id: str, log: list[dict[str, Any]]) -> int:
+    """Each user message was taken by one turn of the log; returns how many turns did.
+
+    A turn takes its messages (``taken_by`` names its response) once its ``running``
+    status is durable, so a kill can land between the two: that turn took nothing, the
+    restart ends it (``response.failed``, ``runtime_restarted``) and a continuation
+    turn takes the message. Such a turn is the only kind allowed to have taken nothing.
+    """
+    rows = read_db(
+        db, "SELECT data, taken_by FROM items WHERE session_id = ? ORDER BY seq", session_id
+    )
+    takers = [
+        taken_by
+        for data, taken_by in rows
+        if (item := json.loads(data)).get("type") == "message" and item.get("role") == "user"
+    ]
+    responses = [e["response"]["id"] for e in log if e["type"] == "response.created"]
+    assert all(t in responses for t in takers), f"{name}: messages taken by {takers}"
+    for response_id in set(responses) - set(takers):
+        ends = [
+            e for e in log if e["type"] == "response.failed" and e["response"]["id"] == response_id
+        ]
+        assert ends and ends[0]["error"]["code"] == "runtime_restarted", (
+            f"{name}: turn {response_id} took no message and was not cut short by the kill"
+        )
+    return len(set(takers))
+
+
 def check_nothing_in_flight(db: Path) -> None:
     """After a clean stop nothing is left for another start to finish."""
     for query in (
