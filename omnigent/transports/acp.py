@@ -53,7 +53,7 @@ from typing import Any
 
 import trio
 
-from ..core import Agent, Runtime, SessionSnapshot
+from ..core import EDIT, READ, Agent, Runtime, SessionSnapshot
 from ..errors import OmnigentError
 from ._acp_client_tools import ClientCapabilities, client_tools
 from ._acp_content import prompt_content
@@ -72,7 +72,6 @@ __all__ = ["PROTOCOL_VERSION", "AcpAgent", "rpc_error", "serve_acp"]
 
 log = logging.getLogger("omnigent.transports.acp")
 
-_READ, _EDIT = 1, 2
 _MAX_SESSIONS = 256
 
 AgentResolver = Callable[[], Awaitable[Agent]]
@@ -164,7 +163,7 @@ class AcpAgent:
         if method == "session/cancel" and self._client is not None:
             try:
                 session_id = Params(params).session_id()
-                if session_id in self._relays and await self._may(session_id, _EDIT):
+                if session_id in self._relays and await self._may(session_id, EDIT):
                     await self.runtime.interrupt(session_id)
             except (RpcError, OmnigentError) as exc:
                 log.info("ignored a session/cancel: %s", exc)
@@ -181,7 +180,7 @@ class AcpAgent:
         snapshot = await self.runtime.get_session(session_id, viewer=self.viewer)
         if self._check_access:
             level = await self.runtime.access_level(session_id, self.user)
-            if level < _READ:
+            if level < READ:
                 raise RpcError(
                     RESOURCE_NOT_FOUND,
                     f"session {session_id!r} not found",
@@ -197,7 +196,7 @@ class AcpAgent:
 
     async def may_answer(self, session_id: str) -> bool:
         try:
-            return await self._may(session_id, _EDIT)
+            return await self._may(session_id, EDIT)
         except OmnigentError:
             return False
 
@@ -266,7 +265,7 @@ class AcpAgent:
         session_id = params.session_id()
         cwd = params.absolute_path("cwd")
         offer = offered_servers(params, self.client_mcp)
-        snapshot = await self._require(session_id, _READ)
+        snapshot = await self._require(session_id, READ)
         if session_id not in self._relays and len(self._relays) >= _MAX_SESSIONS:
             raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
         items = await history(self.runtime, session_id)
@@ -294,7 +293,7 @@ class AcpAgent:
         session_id = params.session_id()
         relay = self._relay(session_id)
         content = prompt_content(params.raw("prompt"))
-        snapshot = await self._require(session_id, _EDIT)
+        snapshot = await self._require(session_id, EDIT)
         if snapshot.title is None:
             await name_session(self.runtime, self.connection, session_id, content)
         terminal = await run_prompt(self.runtime, session_id, content, viewer=self.viewer)
@@ -304,7 +303,7 @@ class AcpAgent:
     # -- config options ----------------------------------------------------------------
 
     async def _set_config_option(self, params: Params) -> dict[str, Any]:
-        snapshot = await self._require(params.session_id(), _EDIT)
+        snapshot = await self._require(params.session_id(), EDIT)
         await model_override(self.runtime, snapshot, params)
         snapshot = await self.runtime.get_session(snapshot.id)
         return {"configOptions": await config_options(self.runtime, snapshot)}
@@ -322,13 +321,13 @@ class AcpAgent:
         return page.to_dict()
 
     async def _omnigent_info(self, params: Params) -> dict[str, Any]:
-        return (await self._require(params.session_id(), _READ)).to_dict()
+        return (await self._require(params.session_id(), READ)).to_dict()
 
     async def _omnigent_resolve(self, params: Params) -> dict[str, Any]:
         session_id = params.session_id()
         elicitation_id = params.string("elicitationId", max_len=200)
         action = params.string("action", max_len=20)
-        await self._require(session_id, _EDIT)
+        await self._require(session_id, EDIT)
         resolved = await self.runtime.resolve_elicitation(
             session_id, elicitation_id, action, params.raw("content")
         )
