@@ -7,6 +7,8 @@ on, so that it cannot silently regress; none of them measures time.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -21,7 +23,8 @@ from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import OutputTextDelta, SessionStatus
 from omnigent.model._events import _ENCODE
 from omnigent.transports._openapi import openapi_document
-from omnigent.transports._sse import SSEBody, encode_event
+from omnigent.transports._sse import encode_event
+from omnigent.transports._sse_pull import PulledSSEBody
 
 from .conftest import Recorder, collect_turn, scripted, statuses
 
@@ -164,19 +167,30 @@ async def test_a_flooding_session_leaves_the_queue_to_the_others(
     assert deepest <= bus_module._SESSION_IN_FLIGHT + 1
 
 
-async def test_a_backlog_is_sent_without_waiting_the_window(
-    autojump_clock: trio.abc.Clock,
-) -> None:
-    """Frames already waiting go out at once; only a trickle waits the window."""
+async def test_a_backlog_is_sent_at_once_as_one_chunk(autojump_clock: trio.abc.Clock) -> None:
+    """Frames already at hand go out together, and nothing waits for more."""
     frame = b"event: x\ndata: " + b"y" * 1000 + b"\n\n"
 
-    async def source(send: trio.MemorySendChannel[bytes]) -> None:
-        for _ in range(64):
-            await send.send(frame)
+    class Backlog:
+        def __init__(self) -> None:
+            self.frames = [frame] * 64
+
+        @asynccontextmanager
+        async def open(self) -> AsyncIterator[None]:
+            yield
+
+        async def next_frame(self, *, wait: bool) -> bytes | None:
+            if not self.frames:
+                if wait:
+                    raise StopAsyncIteration
+                return None
+            return self.frames.pop()
+
+        async def settle(self) -> None:
+            pass
 
     with trio.fail_after(5):
-        async with SSEBody(source, stopping=trio.Event()) as body:
-            await trio.sleep(0.01)  # the source has queued everything
+        async with PulledSSEBody(Backlog(), stopping=trio.Event()) as body:
             started = trio.current_time()
             chunk = await body.__anext__()
             assert trio.current_time() == started

@@ -4,7 +4,7 @@
 message and persists it (nothing is stored if it is invalid); :meth:`Messages.send`
 then hands it to the session's actor. :meth:`Messages.open_turn_stream` does both
 under a subscription and yields the events up to the end of the turn that answers the
-message (``?stream=true``).
+message (``?stream=true``; a cancel-safe :class:`~._turn_stream.TurnEvents`).
 
 Which turn took a message is kept, per open stream, in ``host.watched``: the stream
 ends with that turn's terminal ``response.*`` event, or with the session's terminal
@@ -34,24 +34,15 @@ import attrs
 import trio
 
 from ..errors import Conflict, RuntimeClosed, SessionNotFound
-from ..model import (
-    TERMINAL_STATUSES,
-    Event,
-    Item,
-    MessageItem,
-    ResponseCancelled,
-    ResponseCompleted,
-    ResponseFailed,
-    SessionStatus,
-    unstructure,
-)
+from ..model import Event, Item, MessageItem, unstructure
 from ..stores import SessionRow, Store
-from ._bus import EventBus, Subscription
+from ._bus import EventBus
 from ._files import FileService
 from ._host import ActorHost
 from ._inputs import parse_message_content
 from ._records import MessageAccepted
 from ._sessions import SessionRecords
+from ._turn_stream import TurnEvents
 
 __all__ = ["MAX_BUFFERED_MESSAGES", "Messages"]
 
@@ -174,39 +165,9 @@ class Messages:
             try:
                 status = await self.deliver(row, item)
                 accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
-                yield accepted, self._until_answered(subscription, item.id)
+                events = TurnEvents(
+                    subscription, item.id, watched=self._host.watched, store=self._store
+                )
+                yield accepted, events
             finally:
                 del self._host.watched[item.id]
-
-    async def _until_answered(
-        self, subscription: Subscription, item_id: str
-    ) -> AsyncIterator[Event]:
-        session_id = subscription.session_id
-        async for event in subscription:
-            yield event
-            handled = self._host.watched.get(item_id)
-            if handled is None and _may_end(event):
-                # Taken (or dropped) by a turn that ran on another server, if at all.
-                handled = await self._store.item_taken_by(session_id, item_id)
-            if _ends_answer(event, handled):
-                return
-
-
-def _may_end(event: Event) -> bool:
-    """Whether ``event`` could end a turn stream (a terminal response or status)."""
-    if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
-        return True
-    return isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES
-
-
-def _ends_answer(event: Event, handled_by: str | None) -> bool:
-    """Whether ``event`` ends the stream of a message handled by ``handled_by``.
-
-    ``handled_by`` is the answering turn's response id, ``""`` if a stop dropped the
-    message, ``None`` while no turn has taken it yet.
-    """
-    if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
-        return handled_by == event.response.id
-    if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
-        return handled_by == ""
-    return False

@@ -1,30 +1,50 @@
-"""A streaming body that pulls its frames in the response's own task (no pump).
+"""The streaming body of every SSE response: frames pulled in the response's own task.
 
-:class:`~._sse.SSEBody` runs its source in a pump task that feeds a frame channel:
-every batch of events wakes two tasks per subscriber (the pump, then the response
-task), and each idle stream holds a task and a channel. A source that is cancel-safe
-needs neither: :class:`PulledSSEBody` asks a :class:`FrameSource` for frames from
-``__anext__`` itself — one wake-up per subscriber per batch. A session stream
-(``GET …/stream``) is such a source: its subscription loses nothing when a wait for
-the next batch is cancelled.
+Quart sends a streaming body as ``async with body as it: async for chunk in it:
+await send(chunk)`` — its documented ``ResponseBody`` protocol — in the request's task.
+:class:`PulledSSEBody` implements that protocol directly instead of handing Quart an
+async generator, and asks a :class:`FrameSource` for frames from ``__anext__`` itself:
+one wake-up per stream per batch of events, no pump task, no frame channel, and an idle
+stream holds no task but its watcher. That needs a source that is cancel-safe (a
+cancelled call loses nothing, the next resumes), because a ping cancels the wait for a
+frame. Both of the HTTP API's streams are: a session stream (``GET …/stream``) pulls a
+:class:`~omnigent.core.Subscription`, a turn stream (``POST …/events?stream=true``) the
+iterator :meth:`~omnigent.Runtime.open_turn_stream` yields, which keeps the event it is
+deciding about across a cancel.
 
+* **Ownership.** ``__aenter__`` opens the source and a nursery (for the watcher) and
+  ``__aexit__`` releases both, so they live exactly as long as the response, entered
+  and exited by one ``async with`` in one task. Nothing yields from inside a nursery
+  or cancel scope (the Trio anti-pattern of a nursery in an async generator, PEP 789),
+  and no task outlives the response.
 * **Coalescing.** ``__anext__`` waits for one frame, then takes every frame the source
   has at hand without waiting (the rest of the bus's batch, a store page, a batch
-  already delivered) into ONE chunk, up to ``max_chunk`` bytes. Frames taken are kept
-  on the body as they come, so a cancel in the middle loses none.
-* **Pings.** A watcher task, one timer per stream per interval, marks a ping due when
-  no chunk has gone out for ``ping_interval`` and cancels the wait for a frame (only
-  that wait: a cancel scope without a deadline); ``__anext__`` returns ``: ping`` and
-  the next call resumes the source where it stood.
+  already delivered) into ONE chunk, up to ``max_chunk`` bytes. Each chunk costs a
+  full trip through Quart and Hypercorn (~150 µs), so a 20,000-delta turn goes out in
+  a few dozen chunks instead of 20,000. A session's events come from the bus in
+  batches (one per store write), so what belongs together is ready together: nothing
+  waits for more (a timer per chunk, with hundreds of streams open, would cost more
+  than the writes it saves). Frames taken are kept on the body as they come, so a
+  cancel in the middle loses none.
+* **Pings.** A watcher task, one timer per stream per interval (not a cancel scope
+  with a deadline around every wait for a frame: with two hundred streams each
+  waiting once per batch, those were a few percent of the server's CPU), marks a ping
+  due when no chunk has gone out for ``ping_interval`` and cancels the wait for a
+  frame (only that wait: a cancel scope without a deadline); ``__anext__`` returns
+  ``: ping`` and the next call resumes the source where it stood.
 * **Ending.** The stream ends when the source ends, when the client goes away (Quart
   cancels the request task; ``__aexit__`` releases the source), or when the server is
-  stopping: the watcher lets the source *settle* (forward everything up to the
-  session's last event) for at most :data:`~._sse.SETTLE_TIMEOUT`, then ends the
-  stream after the frames already taken.
+  stopping. The server stops its runtime's sessions *before* it sets the app's
+  ``stopping`` event, so the turns' terminal events (``response.cancelled``,
+  ``session.status cancelled``) are already published; the watcher then lets the
+  source *settle* (a turn stream runs to its own end, a session stream forwards
+  everything up to the session's last event) for at most
+  :data:`~._sse.SETTLE_TIMEOUT`, and then ends the stream after the frames already
+  taken, before Hypercorn's graceful timeout.
 
-Error handling: as :class:`~._sse.SSEBody` — an error after the headers went out ends
-the stream with one ``event: error`` frame carrying the usual error envelope
-(unexpected ones are logged).
+Error handling: errors the source raises after the headers went out cannot become a
+status code; the stream ends with one ``event: error`` frame carrying the usual error
+envelope (unexpected errors are logged, their detail is not sent).
 """
 
 from __future__ import annotations
@@ -39,7 +59,7 @@ from quart.wrappers.response import ResponseBody
 
 from ..errors import OmnigentError
 from ._http_errors import INTERNAL_MESSAGE, envelope
-from ._sse import PING, SETTLE_TIMEOUT, _only_leaf, encode_frame
+from ._sse import PING, SETTLE_TIMEOUT, encode_frame
 
 __all__ = ["FrameSource", "PulledSSEBody"]
 
@@ -218,3 +238,13 @@ class PulledSSEBody(ResponseBody):
             await self._source.settle()
         self._ending = True
         self._interrupt()
+
+
+def _only_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The single leaf exception of ``group``, or None if it holds several."""
+    current: BaseException = group
+    while isinstance(current, BaseExceptionGroup):
+        if len(current.exceptions) != 1:
+            return None
+        current = current.exceptions[0]
+    return current

@@ -4,14 +4,14 @@ Everything that can fail with a status code is checked before the ``200`` goes o
 the caller's level on the session (edit to post, read to watch), the body, the event
 type and content, the files it names, the resume point. What can still
 fail once streaming has begun (the session deleted meanwhile, the runtime closing)
-ends the stream with an ``event: error`` frame (see :mod:`._sse`).
+ends the stream with an ``event: error`` frame (see :mod:`._sse_pull`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import trio
 from quart import Blueprint, Response, request
@@ -21,26 +21,14 @@ from ..errors import InvalidInput
 from ..model import Event
 from ._access import EDIT, READ, session_access, viewer
 from ._params import EventBody, parse_int, query_bool, state, structured_body
-from ._sse import Settle, Source, SSEBody, encode_event, send_frame
+from ._sse import encode_event
 from ._sse_pull import FrameSource, PulledSSEBody
 
-__all__ = ["blueprint", "pulled_sse_response", "sse_response"]
+__all__ = ["blueprint", "pulled_sse_response"]
 
 blueprint = Blueprint("omnigent_streams", __name__)
 
 _SETTLE_POLL = 0.05
-
-
-def sse_response(source: Source, settle: Settle | None = None) -> Response:
-    """A ``200 text/event-stream`` response relaying ``source``; never timed out.
-
-    ``settle``: see :class:`~._sse.SSEBody` (``None``: the source ends by itself).
-    """
-    app_state = state()
-    body = SSEBody(
-        source, stopping=app_state.stopping, settle=settle, ping_interval=app_state.ping_interval
-    )
-    return _event_stream(body)
 
 
 def pulled_sse_response(source: FrameSource) -> Response:
@@ -48,10 +36,6 @@ def pulled_sse_response(source: FrameSource) -> Response:
     response task itself (see :mod:`._sse_pull`); never timed out."""
     app_state = state()
     body = PulledSSEBody(source, stopping=app_state.stopping, ping_interval=app_state.ping_interval)
-    return _event_stream(body)
-
-
-def _event_stream(body: SSEBody | PulledSSEBody) -> Response:
     response = Response(body, status=200, content_type="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
@@ -75,13 +59,7 @@ async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
     # What can fail with a status code fails here, before the 200.
     await runtime.check_content(event.content, root="data.content", viewer=who)
 
-    async def turn_frames(send: trio.MemorySendChannel[bytes]) -> None:
-        turn = runtime.open_turn_stream(session_id, event.content, role=event.role, viewer=who)
-        async with turn as (_accepted, events):
-            async for item in events:
-                await send_frame(send, encode_event(item))
-
-    return sse_response(turn_frames)
+    return pulled_sse_response(_TurnStream(runtime, session_id, event.content, event.role, who))
 
 
 @blueprint.get("/sessions/<session_id>/stream")
@@ -124,12 +102,7 @@ class _SessionStream:
                 self._after = events.last_event_id
 
     async def next_frame(self, *, wait: bool) -> bytes | None:
-        if self._events is None:
-            raise StopAsyncIteration
-        if wait:
-            event: Event | None = await self._events.__anext__()
-        else:
-            event = await self._events.next_ready()
+        event = await _pull(self._events, wait=wait)
         if self._progress:  # only a settling stream waits here: no work per event
             self._progress.unpark_all()
         return None if event is None else encode_event(event)
@@ -145,6 +118,76 @@ class _SessionStream:
         while self._seen() < final:
             with trio.move_on_after(_SETTLE_POLL):  # a skipped event unparks nobody
                 await self._progress.park()
+
+
+@runtime_checkable
+class _Pullable(Protocol):
+    """Events that can be pulled cancel-safely, with what is at hand taken without
+    waiting: a :class:`~omnigent.core.Subscription`, and the iterator of
+    :meth:`~omnigent.Runtime.open_turn_stream`."""
+
+    async def __anext__(self) -> Event: ...
+
+    async def next_ready(self) -> Event | None: ...
+
+
+async def _pull(events: _Pullable | None, *, wait: bool) -> Event | None:
+    """The next event (``wait=False``: ``None`` unless one is at hand)."""
+    if events is None:  # the stream's source is not open (any more)
+        raise StopAsyncIteration
+    return await events.__anext__() if wait else await events.next_ready()
+
+
+class _TurnStream:
+    """``POST …/events?stream=true``: the events of the turn answering one message.
+
+    A :class:`~._sse_pull.FrameSource`: opening it sends the message; it ends after
+    the terminal event of the turn that answers it. At shutdown it runs to that end
+    (the server stopped the turn first, so its terminal events are published).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        session_id: str,
+        content: str | Sequence[Any],
+        role: str,
+        who: str | None,
+    ) -> None:
+        self._runtime = runtime
+        self._session_id = session_id
+        self._content = content
+        self._role = role
+        self._viewer = who
+        self._events: _Pullable | None = None
+        self._ended = trio.Event()
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[_Pullable]:
+        turn = self._runtime.open_turn_stream(
+            self._session_id, self._content, role=self._role, viewer=self._viewer
+        )
+        async with turn as (_accepted, events):
+            # The body cancels a wait for an event to ping: only a cancel-safe
+            # iterator will do (an async generator would be finalized).
+            if not isinstance(events, _Pullable):
+                raise TypeError(f"a turn stream cannot be pulled from {type(events)!r}")
+            self._events = events
+            try:
+                yield events
+            finally:
+                self._events = None
+
+    async def next_frame(self, *, wait: bool) -> bytes | None:
+        try:
+            event = await _pull(self._events, wait=wait)
+        except StopAsyncIteration:
+            self._ended.set()
+            raise
+        return None if event is None else encode_event(event)
+
+    async def settle(self) -> None:
+        await self._ended.wait()
 
 
 async def _resume_point(session_id: str) -> int:
