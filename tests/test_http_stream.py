@@ -184,6 +184,36 @@ async def test_streamed_turn_ends_after_its_terminal_response() -> None:
             assert deltas == "streamed words"
 
 
+async def test_a_streamed_turn_survives_pings_mid_turn() -> None:
+    """Regression: a ping cancels the body's wait for the turn's next event; the turn
+    stream's iterator loses nothing to that cancel and repeats nothing after it.
+
+    The turn sleeps 0.3 s between its words with a ping every 0.05 s: the frames sent
+    are exactly the session's events from the first to the response's end, in order.
+    """
+    with trio.fail_after(10):
+        async with open_server(ping_interval=0.05) as server:
+            session_id = await server.session(SLOW)
+            body = {"type": "message", "data": {"content": [{"type": "input_text", "text": "x"}]}}
+            url = f"/v1/sessions/{session_id}/events?stream=true"
+            frames = []
+            async with open_stream(server.client, "POST", url, json=body) as r:
+                while (frame := await r.next(comments=True)) is not None:
+                    frames.append(frame)
+            events = [f for f in frames if not f.comment]
+            assert events[-1].event == "response.completed"
+            first, last = events[0].id, events[-1].id
+            assert first is not None and last is not None
+            pings = [i for i, f in enumerate(frames) if f.comment]
+            assert pings and frames.index(events[0]) < pings[0] < frames.index(events[-1])
+            deltas = "".join(f.data["delta"] for f in events if f.event.endswith(".delta"))
+            assert deltas == "one two threefour five six"
+            replay = f"/v1/sessions/{session_id}/stream?after={first - 1}"
+            async with open_stream(server.client, "GET", replay) as r:
+                stored = await r.read_until(lambda f: f.id == last)
+            assert [(f.id, f.event) for f in events] == [(f.id, f.event) for f in stored]
+
+
 async def test_interrupt_ends_the_turn_cancelled_within_a_second() -> None:
     spec = scripted("sleepy", [{"say": "working"}, {"sleep": 30}])
     with trio.fail_after(10):

@@ -1,4 +1,5 @@
-"""Events in (``POST /v1/sessions/{id}/events``) and out (``GET …/stream``, SSE).
+"""Events in (``POST /v1/sessions/{id}/events``) and out (SSE: a turn's with
+``?stream=true``, a session's with ``GET …/stream``).
 
 Everything that can fail with a status code is checked before the ``200`` goes out:
 the caller's level on the session (edit to post, read to watch), the body, the event
@@ -73,53 +74,6 @@ async def stream(session_id: str) -> Response:
     return pulled_sse_response(stream)
 
 
-class _SessionStream:
-    """``GET …/stream``: a session's events; at shutdown, up to its last one.
-
-    A :class:`~._sse_pull.FrameSource`: the response task pulls the subscription
-    itself (cancel-safe), one wake-up per batch.
-    """
-
-    def __init__(self, runtime: Runtime, session_id: str, after: int, who: str | None) -> None:
-        self._runtime = runtime
-        self._session_id = session_id
-        self._after = after
-        self._viewer = who
-        self._events: Subscription | None = None
-        self._progress = trio.lowlevel.ParkingLot()
-
-    @asynccontextmanager
-    async def open(self) -> AsyncIterator[Subscription]:
-        subscription = self._runtime.subscribe(
-            self._session_id, after=self._after, viewer=self._viewer
-        )
-        async with subscription as events:
-            self._events = events
-            try:
-                yield events
-            finally:
-                self._events = None
-                self._after = events.last_event_id
-
-    async def next_frame(self, *, wait: bool) -> bytes | None:
-        event = await _pull(self._events, wait=wait)
-        if self._progress:  # only a settling stream waits here: no work per event
-            self._progress.unpark_all()
-        return None if event is None else encode_event(event)
-
-    def _seen(self) -> int:
-        # The subscription's own position: it also moves past events this viewer may
-        # not see, which are never forwarded.
-        return self._after if self._events is None else self._events.last_event_id
-
-    async def settle(self) -> None:
-        # The server stopped the sessions first: their last events are final now.
-        final = await self._runtime.last_event_id(self._session_id)
-        while self._seen() < final:
-            with trio.move_on_after(_SETTLE_POLL):  # a skipped event unparks nobody
-                await self._progress.park()
-
-
 @runtime_checkable
 class _Pullable(Protocol):
     """Events that can be pulled cancel-safely, with what is at hand taken without
@@ -188,6 +142,53 @@ class _TurnStream:
 
     async def settle(self) -> None:
         await self._ended.wait()
+
+
+class _SessionStream:
+    """``GET …/stream``: a session's events; at shutdown, up to its last one.
+
+    A :class:`~._sse_pull.FrameSource`: the response task pulls the subscription
+    itself (cancel-safe), one wake-up per batch.
+    """
+
+    def __init__(self, runtime: Runtime, session_id: str, after: int, who: str | None) -> None:
+        self._runtime = runtime
+        self._session_id = session_id
+        self._after = after
+        self._viewer = who
+        self._events: Subscription | None = None
+        self._progress = trio.lowlevel.ParkingLot()
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Subscription]:
+        subscription = self._runtime.subscribe(
+            self._session_id, after=self._after, viewer=self._viewer
+        )
+        async with subscription as events:
+            self._events = events
+            try:
+                yield events
+            finally:
+                self._events = None
+                self._after = events.last_event_id
+
+    async def next_frame(self, *, wait: bool) -> bytes | None:
+        event = await _pull(self._events, wait=wait)
+        if self._progress:  # only a settling stream waits here: no work per event
+            self._progress.unpark_all()
+        return None if event is None else encode_event(event)
+
+    def _seen(self) -> int:
+        # The subscription's own position: it also moves past events this viewer may
+        # not see, which are never forwarded.
+        return self._after if self._events is None else self._events.last_event_id
+
+    async def settle(self) -> None:
+        # The server stopped the sessions first: their last events are final now.
+        final = await self._runtime.last_event_id(self._session_id)
+        while self._seen() < final:
+            with trio.move_on_after(_SETTLE_POLL):  # a skipped event unparks nobody
+                await self._progress.park()
 
 
 async def _resume_point(session_id: str) -> int:
