@@ -44,6 +44,7 @@ from ._records import (
 from ._runtime import Runtime, RuntimeState
 from ._session_input import MODEL_OVERRIDE_PATTERN, InitialItem
 from ._tools import Tool, ToolRegistry
+from ._turn_stream import TurnEvents
 
 __all__ = [
     "EDIT",
@@ -86,6 +87,7 @@ __all__ = [
     "Subscription",
     "Tool",
     "ToolRegistry",
+    "TurnEvents",
     "Verdict",
     "WirePolicyEvent",
     "elicitation_params",

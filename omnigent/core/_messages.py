@@ -156,7 +156,7 @@ class Messages:
         viewer: str | None = None,
         *,
         admits: Callable[[Event], Awaitable[bool]] | None = None,
-    ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
+    ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
         """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown."""
         row = await self._sessions.row(session_id)
         async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:

@@ -13,9 +13,6 @@ from typing import Any
 
 import trio
 
-from ..model import (
-    Event,
-)
 from ._bus import Subscription
 from ._elicitations import elicitation_params
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
@@ -26,6 +23,7 @@ from ._records import (
     ResolveResult,
 )
 from ._runtime_asking import AskingAPI
+from ._turn_stream import TurnEvents
 
 __all__ = ["EventsAPI"]
 
@@ -78,7 +76,7 @@ class EventsAPI(AskingAPI):
         *,
         role: str = "user",
         viewer: str | None = None,
-    ) -> AbstractAsyncContextManager[tuple[MessageAccepted, AsyncIterator[Event]]]:
+    ) -> AbstractAsyncContextManager[tuple[MessageAccepted, TurnEvents]]:
         """Send a message and stream the events of the turn that answers it.
 
         Yields the acceptance and an iterator over the session's events from now on,
@@ -94,7 +92,7 @@ class EventsAPI(AskingAPI):
     @asynccontextmanager
     async def _open_turn_stream(
         self, session_id: str, content: Any, role: str, viewer: str | None
-    ) -> AsyncIterator[tuple[MessageAccepted, AsyncIterator[Event]]]:
+    ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
         await self._working()
         admits = self._visibility.event_filter(viewer)
         turn = self._messages.open_turn_stream(session_id, content, role, viewer, admits=admits)

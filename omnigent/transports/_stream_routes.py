@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import trio
 from quart import Blueprint, Response, request
@@ -74,11 +74,10 @@ async def stream(session_id: str) -> Response:
     return pulled_sse_response(stream)
 
 
-@runtime_checkable
 class _Pullable(Protocol):
     """Events that can be pulled cancel-safely, with what is at hand taken without
-    waiting: a :class:`~omnigent.core.Subscription`, and the iterator of
-    :meth:`~omnigent.Runtime.open_turn_stream`."""
+    waiting: a :class:`~omnigent.core.Subscription`, or the
+    :class:`~omnigent.core.TurnEvents` of :meth:`~omnigent.Runtime.open_turn_stream`."""
 
     async def __anext__(self) -> Event: ...
 
@@ -122,10 +121,8 @@ class _TurnStream:
             self._session_id, self._content, role=self._role, viewer=self._viewer
         )
         async with turn as (_accepted, events):
-            # The body cancels a wait for an event to ping: only a cancel-safe
-            # iterator will do (an async generator would be finalized).
-            if not isinstance(events, _Pullable):
-                raise TypeError(f"a turn stream cannot be pulled from {type(events)!r}")
+            # The body cancels a wait for an event to ping: TurnEvents is cancel-safe
+            # (an async generator would be finalized).
             self._events = events
             try:
                 yield events
