@@ -156,8 +156,9 @@ class SessionRelay:
                         )
                     )
                 async with trio.open_nursery() as nursery:
-                    # A pump, because a subscription is not cancel-safe while it catches
-                    # up from the store; the memory channel in between is.
+                    # A pump: the subscription is read in its own task, so events keep
+                    # arriving in the bounded channel while a chunk is being forwarded
+                    # (or the window waits), and the forwarder drains what is at hand.
                     nursery.start_soon(self._pump, after, send)
                     task_status.started()
                     async with receive:
