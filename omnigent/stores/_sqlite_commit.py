@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import outcome
 
 __all__ = ["MAX_BATCH", "WriteJob", "run_batch"]
+
+T = TypeVar("T")
 
 MAX_BATCH = 256
 """Writes run in one transaction at most (a bound on how long one commit holds the rest)."""
@@ -51,30 +53,32 @@ def run_batch(conn: sqlite3.Connection, jobs: Sequence[WriteJob]) -> list[outcom
     """
     if len(jobs) == 1:
         return [_run_alone(conn, jobs[0])]
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        values = [job.fn(conn) for job in jobs]
-        conn.execute("COMMIT")
-    except BaseException as exc:
-        # Also when COMMIT itself failed (disk full, I/O error): a transaction left
-        # open would make every later BEGIN fail.
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        if not isinstance(exc, Exception):
-            raise
+        values = _transaction(conn, lambda: [job.fn(conn) for job in jobs])
+    except Exception:
         return [_run_alone(conn, job) for job in jobs]
     return [outcome.Value(value) for value in values]
 
 
 def _run_alone(conn: sqlite3.Connection, job: WriteJob) -> outcome.Outcome[Any]:
+    try:
+        return outcome.Value(_transaction(conn, lambda: job.fn(conn)))
+    except Exception as exc:
+        return outcome.Error(exc)
+
+
+def _transaction(conn: sqlite3.Connection, body: Callable[[], T]) -> T:
+    """``body()`` in one ``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back if anything raises.
+
+    Also when ``COMMIT`` itself failed (disk full, I/O error): a transaction left open
+    would make every later ``BEGIN`` fail.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
-        value = job.fn(conn)
+        value = body()
         conn.execute("COMMIT")
-    except BaseException as exc:
+    except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if not isinstance(exc, Exception):
-            raise
-        return outcome.Error(exc)
-    return outcome.Value(value)
+        raise
+    return value
