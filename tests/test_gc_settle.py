@@ -60,8 +60,9 @@ def test_settle_freezes_what_startup_made_and_spaces_the_full_passes(
 async def test_the_library_leaves_the_collector_alone(tmp_path: Path) -> None:
     threshold = gc.get_threshold()
     frozen = gc.get_freeze_count()
-    async with omnigent.open_runtime(f"sqlite:///{tmp_path}/lib.db"):
-        pass
+    with trio.fail_after(30):
+        async with omnigent.open_runtime(f"sqlite:///{tmp_path}/lib.db"):
+            pass
     assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
 
 

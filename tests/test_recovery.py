@@ -44,12 +44,12 @@ def alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
 
 
-async def crash_mid_turn(db: str, workdir: Path) -> str:
-    """Run the crash script until it is mid-turn, then ``kill -9`` it; its session id."""
-    env = {**os.environ, "OMNIGENT_HOME": str(workdir / "home")}
+async def kill_when_ready(script: Path, *args: str, home: Path) -> list[str]:
+    """Run ``script`` until it prints ``READY …``, then ``kill -9`` it; the words after."""
+    env = {**os.environ, "OMNIGENT_HOME": str(home)}
     env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
     process = await trio.lowlevel.open_process(
-        [sys.executable, str(SCRIPT), db, str(workdir)], stdout=subprocess.PIPE, env=env
+        [sys.executable, str(script), *args], stdout=subprocess.PIPE, env=env
     )
     try:
         assert process.stdout is not None
@@ -58,14 +58,22 @@ async def crash_mid_turn(db: str, workdir: Path) -> str:
             chunk = await process.stdout.receive_some(1)
             assert chunk, f"the script exited early: {line!r}"
             line += chunk
-        word, session = line.decode().split()
+        word, *rest = line.decode().split()
         assert word == "READY"
         process.send_signal(signal.SIGKILL)
         assert await process.wait() == -signal.SIGKILL
+        return rest
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+        if process.stdout is not None:
+            await process.stdout.aclose()
+
+
+async def crash_mid_turn(db: str, workdir: Path) -> str:
+    """Run the crash script until it is mid-turn, then ``kill -9`` it; its session id."""
+    (session,) = await kill_when_ready(SCRIPT, db, str(workdir), home=workdir / "home")
     return session
 
 
@@ -222,30 +230,6 @@ async def test_a_result_that_arrived_during_a_cut_short_turn_wakes_its_session(
 
 TAKE_SCRIPT = Path(__file__).with_name("crash_take_script.py")
 NOTICE_SCRIPT = Path(__file__).with_name("crash_notice_script.py")
-
-
-async def kill_when_ready(script: Path, *args: str, home: Path) -> list[str]:
-    """Run ``script`` until it prints ``READY …``, then ``kill -9`` it; the words after."""
-    env = {**os.environ, "OMNIGENT_HOME": str(home)}
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
-    process = await trio.lowlevel.open_process(
-        [sys.executable, str(script), *args], stdout=subprocess.PIPE, env=env
-    )
-    try:
-        assert process.stdout is not None
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, f"the script exited early: {line!r}"
-            line += chunk
-        word, *rest = line.decode().split()
-        assert word == "READY"
-        return rest
-    finally:
-        process.kill()
-        await process.wait()
-        if process.stdout is not None:
-            await process.stdout.aclose()
 
 
 async def idle_twice(rt: omnigent.Runtime, session: str) -> None:

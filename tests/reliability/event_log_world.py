@@ -29,9 +29,10 @@ from hypothesis import strategies as st
 
 from omnigent.core._bus import EventBus
 from omnigent.model import Event, OutputTextDelta, event_from_dict
-from omnigent.stores import SessionRow, open_store
+from omnigent.stores import open_store
 
 from ..http_helpers import SSEReader
+from ..test_store import session_row
 
 MAX_SUBSCRIBERS = 6
 
@@ -333,20 +334,4 @@ async def make_sessions(url: str, ids: Sequence[str]) -> None:
     """Session rows for the bus-level program (the bus needs nothing else)."""
     async with open_store(url) as store:
         for session_id in ids:
-            row = SessionRow(
-                id=session_id,
-                agent_id="agent_x",
-                agent_version=1,
-                owner="local",
-                title=None,
-                parent_session_id=None,
-                root_session_id=session_id,
-                harness_override=None,
-                model_override=None,
-                labels={},
-                status="idle",
-                last_event_id=0,
-                turn_count=0,
-                created_at=0.0,
-            )
-            await store.insert_session(row)
+            await store.insert_session(session_row(session_id))
