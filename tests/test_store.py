@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import trio
 
+from omnigent.errors import Forbidden
 from omnigent.stores import (
     FileRow,
     ProcessGroupRow,
@@ -94,7 +95,9 @@ async def test_agent_versions(store: Store) -> None:
     assert (first.name, first.owner, first.version) == ("coder", "alice", 1)
     same = await store.put_agent_version("coder", {"v": 1, "name": "coder"}, "alice")
     assert (same.id, same.version) == (first.id, 1)  # unchanged spec: no new version
-    second = await store.put_agent_version("coder", {"name": "coder", "v": 2}, "bob")
+    with pytest.raises(Forbidden):  # the name is alice's
+        await store.put_agent_version("coder", {"name": "coder", "v": 2}, "bob")
+    second = await store.put_agent_version("coder", {"name": "coder", "v": 2}, "alice")
     assert (second.id, second.version, second.owner) == (first.id, 2, "alice")
     latest = await store.get_agent(first.id)
     assert latest is not None and latest.spec == {"name": "coder", "v": 2}

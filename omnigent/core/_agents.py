@@ -40,11 +40,18 @@ class AgentCatalog:
         not allow. A spec ``from_client`` may name no program the operator did not
         allow, nor a working directory outside the workspace
         (:mod:`omnigent.spec._trust`). An unchanged spec keeps its version.
+
+        Raises:
+            Forbidden: another owner has the name (also when it got it while this
+                call was validating).
         """
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
         harness = self._host.harness_of(spec, None)
         require_mcp(spec)
+        # Refused early, before a policy module is imported for a name the caller
+        # cannot have. The store's write checks the owner again, atomically: this
+        # read only saves work, it does not decide (two creates race past it).
         existing = await self._store.get_agent_by_name(spec.name)
         if existing is not None and existing.owner != owner:
             raise Forbidden(f"agent {spec.name!r} belongs to another user")

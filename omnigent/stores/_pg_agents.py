@@ -3,7 +3,8 @@
 As in the SQLite store: ``agents`` holds one row per name and its latest version
 number, ``agent_versions`` every spec ever stored. Two servers registering the same
 name at once (``serve --agents DIR`` on both) are serialised by a row lock on the
-agent, so they agree on one version.
+agent, so they agree on one version — and on its owner: the owner is checked under
+that lock, so of two owners creating a name at once exactly one gets it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from typing import Any, LiteralString
 
 from .._ids import new_id, now
+from ..errors import Forbidden
 from ._pg_base import Conn, PGBase
 from ._rows import AgentRow
 
@@ -41,6 +43,10 @@ class AgentsMixin(PGBase):
 
         A spec equal to the latest version's keeps that version (so a retry after a
         lost answer, or a second server registering the same file, adds none).
+
+        Raises:
+            Forbidden: the name belongs to another owner (checked under the agent's
+                row lock, in the write's own transaction).
         """
         spec_text = json.dumps(spec, sort_keys=True)
         fresh_id = new_id("agent")
@@ -59,6 +65,8 @@ class AgentsMixin(PGBase):
             ).fetchone()
             assert r is not None
             agent_id, agent_owner, latest, created = r
+            if agent_owner != owner:
+                raise Forbidden(f"agent {name!r} belongs to another user")
             if latest:
                 current = _agent(c, "a.id = %s", agent_id, None)
                 if current is not None and json.dumps(current.spec, sort_keys=True) == spec_text:

@@ -81,6 +81,10 @@ class Store(Protocol):
         """Store ``spec`` as the next version of the agent ``name`` (created if new).
 
         An unchanged spec keeps the current version (no new row).
+
+        Raises:
+            Forbidden: ``name`` belongs to another owner. The check and the write are
+                one atomic step: of two owners creating one name at once, one is refused.
         """
         ...
 

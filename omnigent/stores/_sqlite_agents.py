@@ -11,6 +11,7 @@ import sqlite3
 from typing import Any
 
 from .._ids import new_id, now
+from ..errors import Forbidden
 from ._rows import AgentRow
 from ._sqlite_base import SQLiteBase
 
@@ -25,6 +26,10 @@ class AgentsMixin(SQLiteBase):
 
         A spec equal to the latest version's keeps that version (registering the same
         file at every ``run`` or ``serve --agents`` start makes no new version).
+
+        Raises:
+            Forbidden: the name belongs to another owner — checked in the write's own
+                transaction, so of two owners creating a name at once one is refused.
         """
         spec_text = json.dumps(spec, sort_keys=True)
 
@@ -36,6 +41,8 @@ class AgentsMixin(SQLiteBase):
                 c.execute(
                     "INSERT INTO agents VALUES (?, ?, ?, 1, ?, ?)", (agent_id, name, owner, t, t)
                 )
+            elif row["owner"] != owner:
+                raise Forbidden(f"agent {name!r} belongs to another user")
             else:
                 latest = self._agent(c, "a.id = ?", row["id"], None)
                 if latest is not None and json.dumps(latest.spec, sort_keys=True) == spec_text:
