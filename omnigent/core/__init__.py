@@ -42,6 +42,7 @@ from ._records import (
     SessionSnapshot,
 )
 from ._runtime import Runtime, RuntimeState
+from ._session_changes import ChangeKind, SessionChange, SessionWatch
 from ._session_input import MODEL_OVERRIDE_PATTERN, InitialItem
 from ._tools import Tool, ToolRegistry
 from ._turn_stream import TurnEvents
@@ -60,6 +61,7 @@ __all__ = [
     "PUBLIC",
     "READ",
     "Agent",
+    "ChangeKind",
     "ClientMcpReport",
     "ElicitationHeld",
     "ElicitationInfo",
@@ -82,8 +84,10 @@ __all__ = [
     "Runtime",
     "RuntimeState",
     "ServerInfo",
+    "SessionChange",
     "SessionPage",
     "SessionSnapshot",
+    "SessionWatch",
     "Subscription",
     "Tool",
     "ToolRegistry",

@@ -60,6 +60,7 @@ from ._bus_writer import BusWriter
 from ._live import LiveSubscribers
 from ._ownership import Ownership, SoloOwnership
 from ._persist import Persister
+from ._session_changes import SessionChanges
 from ._subscription import Subscription
 
 __all__ = ["YIELD_EVERY", "EventBus", "SessionHold", "Subscription", "encode_event"]
@@ -96,12 +97,20 @@ class EventBus(BusWriter, BusSubscribing):
         store: where events are written and replayed from.
         ownership: where sessions' work runs (default: this process owns everything).
         records_only: the runtime does not own the database: refuse every publish.
+        changes: the sessions feed told of each stored batch (see
+            :mod:`._session_changes`); a private one by default.
     """
 
     def __init__(
-        self, store: Store, ownership: Ownership | None = None, *, records_only: bool = False
+        self,
+        store: Store,
+        ownership: Ownership | None = None,
+        *,
+        records_only: bool = False,
+        changes: SessionChanges | None = None,
     ) -> None:
         self._store = store
+        self._changes = changes if changes is not None else SessionChanges()
         self._owners = ownership if ownership is not None else SoloOwnership()
         self._records_only = records_only
         # The channel itself is unbounded; publish() keeps it to _QUEUE_SIZE by waiting

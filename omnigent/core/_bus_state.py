@@ -34,6 +34,7 @@ from ..stores import Store, StoredEvent
 from ._live import LiveSubscribers
 from ._ownership import Ownership, Tenure
 from ._persist import Persister
+from ._session_changes import SessionChanges
 from ._subscription import Subscription
 
 __all__ = ["BusState", "Flush", "Queued", "SessionHold", "SessionLog"]
@@ -94,6 +95,7 @@ class BusState:
     _sealed: set[str]
     _closed: bool
     _persister: Persister
+    _changes: SessionChanges
     drained: trio.Event
 
     async def _loaded(self, session_id: str) -> SessionLog:

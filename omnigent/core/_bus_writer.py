@@ -97,6 +97,7 @@ class BusWriter(BusState):
 
     def _deliver(self, session_id: str, events: tuple[Event, ...]) -> None:
         self._live.deliver(session_id, events)
+        self._changes.events(session_id, events)  # the sessions feed
 
     async def close(self) -> None:
         """Stop accepting events; the writer persists what is queued, then returns."""

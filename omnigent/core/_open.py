@@ -47,6 +47,7 @@ from ._ownership import Ownership, SoloOwnership
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
+from ._session_changes import SessionChanges
 from ._subagents import recover_work
 from ._tool_place import ToolPlace
 
@@ -181,7 +182,8 @@ async def open_runtime(
             _open_terminals(exclusive) as tmux,
             trio.open_nursery() as services,
         ):
-            bus = EventBus(store, ownership, records_only=not exclusive)
+            changes = SessionChanges()
+            bus = EventBus(store, ownership, records_only=not exclusive, changes=changes)
             await services.start(bus.run)
             try:
                 async with (
@@ -206,6 +208,7 @@ async def open_runtime(
                         tmux=tmux,
                         shutdown_grace=shutdown_grace,
                         ownership=ownership,
+                        changes=changes,
                     )
                     if isinstance(ownership, SharedOwnership):
                         await _join(rt, store, bus, ownership, services)

@@ -73,6 +73,7 @@ from ._records import (
 from ._runtime_base import RuntimeState
 from ._runtime_events import EventsAPI
 from ._runtime_records import RecordsAPI
+from ._session_changes import SessionChanges
 from ._sessions import SessionRecords
 from ._shutdown import AFTER_GRACE, Stopping
 from ._threads import BlockingCalls
@@ -119,8 +120,11 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         tmux: TmuxServer | None = None,
         shutdown_grace: float = 5.0,
         ownership: Ownership | None = None,
+        changes: SessionChanges | None = None,
     ) -> None:
         self.state = RuntimeState.OPENING
+        # The sessions feed (watch_sessions); the bus tells it of stored events.
+        self._changes = changes if changes is not None else SessionChanges()
         self._ownership: Ownership = ownership if ownership is not None else SoloOwnership()
         self._started_at = now()
         self._processes = processes

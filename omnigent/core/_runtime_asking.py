@@ -262,7 +262,9 @@ class AskingAPI(RuntimeBase):
         """
         self._open()
         await self._sessions.row(session_id)
-        return await self._permissions.grant(session_id, user_id, level)
+        granted = await self._permissions.grant(session_id, user_id, level)
+        self._changes.grants_changed()  # the sessions feed: who reads what changed
+        return granted
 
     async def revoke(self, session_id: str, user_id: str) -> bool:
         """Remove ``user_id``'s grant on the session; False if there was none.
@@ -272,7 +274,10 @@ class AskingAPI(RuntimeBase):
         """
         self._open()
         await self._sessions.row(session_id)
-        return await self._permissions.revoke(session_id, user_id)
+        revoked = await self._permissions.revoke(session_id, user_id)
+        if revoked:
+            self._changes.grants_changed()
+        return revoked
 
 
 def _check_params_depth(params: ElicitationParams) -> None:

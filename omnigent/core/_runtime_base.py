@@ -27,6 +27,7 @@ from ._messages import Messages
 from ._ownership import Ownership
 from ._permissions import Permissions
 from ._placed import PlacedCalls
+from ._session_changes import SessionChanges
 from ._sessions import SessionRecords
 from ._shutdown import Stopping
 from ._threads import BlockingCalls
@@ -72,6 +73,7 @@ class RuntimeBase:
     _asking: Asking
     _visibility: Visibility
     _placed: PlacedCalls
+    _changes: SessionChanges
 
     @property
     def closing(self) -> bool:

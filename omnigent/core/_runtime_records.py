@@ -7,7 +7,8 @@ by :class:`~._agents.AgentCatalog`, :class:`~._sessions.SessionRecords` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
@@ -32,6 +33,7 @@ from ._records import (
     SessionSnapshot,
 )
 from ._runtime_base import RuntimeBase
+from ._session_changes import SessionWatch
 
 __all__ = ["RecordsAPI"]
 
@@ -132,7 +134,7 @@ class RecordsAPI(RuntimeBase):
         if agent_name is not None:
             agent_id = (await self._agents.get_by_name(agent_name)).id
         assert agent_id is not None
-        return await self._sessions.create(
+        created = await self._sessions.create(
             agent_id,
             title=title,
             parent_session_id=parent_session_id,
@@ -144,6 +146,8 @@ class RecordsAPI(RuntimeBase):
             viewer=viewer,
             cwd=cwd,
         )
+        self._changes.touched([created.id])  # the sessions feed
+        return created
 
     async def get_session(self, session_id: str, *, viewer: str | None = None) -> SessionSnapshot:
         """The session's snapshot. Raises SessionNotFound.
@@ -208,6 +212,24 @@ class RecordsAPI(RuntimeBase):
         seen = tuple([await self._seen_by(snapshot, viewer) for snapshot in page.data])
         return SessionPage(seen, page.has_more)
 
+    @asynccontextmanager
+    async def watch_sessions(self, *, viewer: str | None = None) -> AsyncIterator[SessionWatch]:
+        """Every session ``viewer`` may read, then every change to them, as it happens.
+
+        The watch starts with a snapshot (``feed.snapshot``, one ``session.updated``
+        per session, newest first, ``feed.synced``) and then yields each changed
+        session's snapshot (or ``session.deleted``) — coalesced: a session that changed
+        several times while the watcher was busy is read once, as it is now. It may
+        take a fresh snapshot again (after a change of grants, or when it fell far
+        behind); see :mod:`~omnigent.core._session_changes`.
+
+        Cancellation: the watch is cancel-safe (a cancelled ``next`` loses nothing);
+        leaving the block stops collecting.
+        """
+        self._open()
+        with self._changes.listen() as pending:
+            yield SessionWatch(pending, _ViewerReads(self, viewer))
+
     async def update_session(
         self, session_id: str, *, viewer: str | None = None, **changes: Any
     ) -> SessionSnapshot:
@@ -216,7 +238,9 @@ class RecordsAPI(RuntimeBase):
         Returns the new snapshot, as :meth:`get_session` shows it to ``viewer``.
         """
         self._open()
-        return await self._seen_by(await self._sessions.update(session_id, changes), viewer)
+        updated = await self._sessions.update(session_id, changes)
+        self._changes.touched([session_id])
+        return await self._seen_by(updated, viewer)
 
     async def delete_session(self, session_id: str) -> None:
         """Cancel all work of the session and its descendants, then delete them all.
@@ -238,6 +262,7 @@ class RecordsAPI(RuntimeBase):
             self._bus.seal(doomed)
             await self._bus.flush()
             await self._store.delete_sessions(doomed)
+            self._changes.touched(doomed, deleted=True)
             for sid in doomed:
                 self._bus.forget_session(sid)
                 self._elicitations.forget_session(sid)
@@ -322,3 +347,24 @@ class RecordsAPI(RuntimeBase):
         """A file's bytes (see :meth:`get_file`). Raises FileNotFound."""
         self._open()
         return await self._files.content(file_id, viewer)
+
+
+class _ViewerReads:
+    """How a session watch reads sessions: as :meth:`RecordsAPI.get_session` and
+    :meth:`RecordsAPI.list_sessions` show them to ``viewer``."""
+
+    def __init__(self, runtime: RecordsAPI, viewer: str | None) -> None:
+        self._runtime = runtime
+        self._viewer = viewer
+
+    async def page(self, after: str | None, limit: int) -> SessionPage:
+        return await self._runtime.list_sessions(limit=limit, after=after, viewer=self._viewer)
+
+    async def read(self, session_id: str) -> SessionSnapshot | None:
+        runtime = self._runtime
+        if not await runtime._visibility.may_read(session_id, self._viewer):
+            return None
+        try:
+            return await runtime.get_session(session_id, viewer=self._viewer)
+        except SessionNotFound:
+            return None

@@ -19,6 +19,7 @@ from ..model import ChildSessionSummary, unstructure
 
 __all__ = [
     "AgentList",
+    "AgentSpecAnswer",
     "ChildSessionList",
     "ClaudeDecision",
     "ClaudeHookAnswer",
@@ -55,6 +56,21 @@ class AgentList(_Answer):
 
     data: tuple[Agent, ...]
     object: Literal["list"] = "list"
+
+
+@attrs.frozen
+class AgentSpecAnswer(_Answer):
+    """``GET /v1/agents/{id}/spec``: one version's spec, secrets redacted.
+
+    ``spec`` is the spec's dict form (``AgentSpec.to_dict``) with every value of an
+    ``env`` mapping, and of a key naming a key, token, secret or password, replaced by
+    ``"<redacted>"``: every caller may read an agent, not the credentials it runs with.
+    """
+
+    agent_id: str
+    version: int
+    spec: dict[str, Any]
+    object: Literal["agent.spec"] = "agent.spec"
 
 
 @attrs.frozen

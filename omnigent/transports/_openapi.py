@@ -37,7 +37,14 @@ from ..core import (
 from ..spec import AgentSpec
 from ..tools.terminals import HISTORY_LIMIT
 from ._agents_files import YAML_TYPES
-from ._answers import AgentList, ChildSessionList, ResourceList, ServerList, SessionDeleted
+from ._answers import (
+    AgentList,
+    AgentSpecAnswer,
+    ChildSessionList,
+    ResourceList,
+    ServerList,
+    SessionDeleted,
+)
 from ._openapi_kit import (
     LIMIT,
     NON_EMPTY,
@@ -133,6 +140,21 @@ def _agents_files(doc: DocumentBuilder) -> dict[str, Any]:
                 "responses": {**doc.answer("200", "agent", Agent), **doc.errors("404")},
             }
         },
+        "/v1/agents/{agent_id}/spec": {
+            "get": {
+                "summary": "An agent version's spec (secrets redacted)",
+                "parameters": [
+                    path_param("agent_id"),
+                    query_param(
+                        "version", {"type": "integer", "minimum": 1}, "the version (latest if not)"
+                    ),
+                ],
+                "responses": {
+                    **doc.answer("200", "the spec", AgentSpecAnswer),
+                    **doc.errors("404", "422"),
+                },
+            }
+        },
         "/v1/files": {
             "post": {
                 "summary": "Upload a file (multipart field 'file')",
@@ -173,6 +195,12 @@ def _agents_files(doc: DocumentBuilder) -> dict[str, Any]:
 def _sessions(doc: DocumentBuilder) -> dict[str, Any]:
     snapshot = doc.answer("200", "snapshot", SessionSnapshot)
     return {
+        "/v1/sessions/feed": {
+            "get": {
+                "summary": "Every readable session, then each change, as SSE (snapshot-then-tail)",
+                "responses": doc.feed("sessions feed", doc.schemas.response(SessionSnapshot)),
+            }
+        },
         "/v1/sessions": {
             "post": {
                 "summary": "Create a session",

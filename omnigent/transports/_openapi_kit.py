@@ -125,6 +125,39 @@ class DocumentBuilder:
         media = {"schema": {"type": "string"}, "itemSchema": {"oneOf": frames}}
         return {"200": {"description": description, "content": {"text/event-stream": media}}}
 
+    def feed(self, description: str, snapshot: dict[str, Any]) -> dict[str, Any]:
+        """A ``200 text/event-stream`` answer of the sessions feed (no frame ids).
+
+        ``feed.snapshot`` and ``feed.synced`` carry only their ``type``;
+        ``session.updated`` a ``session`` (``snapshot``), ``session.deleted`` a
+        ``session_id``.
+        """
+
+        def data(kind: str, **fields: Any) -> dict[str, Any]:
+            return {
+                "type": "object",
+                "properties": {"type": {"const": kind}, **fields},
+                "required": ["type", *fields],
+            }
+
+        frames = [
+            _frame({"const": "feed.snapshot"}, data("feed.snapshot"), with_id=False),
+            _frame(
+                {"const": "session.updated"},
+                data("session.updated", session=snapshot),
+                with_id=False,
+            ),
+            _frame({"const": "feed.synced"}, data("feed.synced"), with_id=False),
+            _frame(
+                {"const": "session.deleted"},
+                data("session.deleted", session_id={"type": "string"}),
+                with_id=False,
+            ),
+            _frame({"const": "error"}, self._error, with_id=False),
+        ]
+        media = {"schema": {"type": "string"}, "itemSchema": {"oneOf": frames}}
+        return {"200": {"description": description, "content": {"text/event-stream": media}}}
+
     def event_body(self) -> dict[str, Any]:
         """``{type, data}``: one branch per event type, ``data`` from its class."""
         mapping = {}

@@ -36,6 +36,7 @@ from . import (
     _agents_files,
     _approval_page,
     _elicitation_routes,
+    _feed_routes,
     _hook_routes,
     _mcp_routes,
     _permission_routes,
@@ -44,6 +45,7 @@ from . import (
     _session_routes,
     _stream_routes,
 )
+from ._console import console_blueprint, load_assets
 from ._fence import Fence, install_fence, install_media_types
 from ._http_errors import install_error_handlers, internal_error_response
 from ._keepalive import SettleBodies
@@ -92,6 +94,7 @@ def create_app(
     ping_interval: float = 15.0,
     allowed_origins: Collection[str] = (),
     allowed_hosts: Collection[str] = (),
+    console: bool = True,
 ) -> QuartTrio:
     """The HTTP app serving ``runtime``.
 
@@ -100,6 +103,7 @@ def create_app(
         auth: ``"none"`` (everyone is ``local``) or ``"header"`` (the caller is the
             ``X-Forwarded-Email`` header; a request without it is ``401``, except
             ``/health``).
+        console: serve the web console at ``/`` (its files under ``/console/``).
         stopping: set by the server runner before it shuts Hypercorn down; every open
             SSE stream ends when it is set. A new event by default.
         ping_interval: seconds of silence before an SSE stream sends ``: ping``.
@@ -151,7 +155,9 @@ def create_app(
         return openapi_document()
 
     app.register_blueprint(_server_routes.health_blueprint)
-    for module in (_agents_files, _session_routes, _stream_routes, _permission_routes):
+    # The sessions feed first: /sessions/feed is not a session id.
+    modules = (_feed_routes, _agents_files, _session_routes, _stream_routes, _permission_routes)
+    for module in modules:
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
     # The servers sharing the database (one process on SQLite).
     app.register_blueprint(_server_routes.blueprint, url_prefix=API_PREFIX)
@@ -164,4 +170,7 @@ def create_app(
     app.register_blueprint(_approval_page.blueprint)
     # ACP over WebSocket (GET /v1/ws): the same runtime, port and identity.
     install_websocket(app)  # the fence's Host and Origin rules, on the upgrade
+    if console:
+        # The web console (docs/console.md): a client of the routes above.
+        app.register_blueprint(console_blueprint(load_assets()))
     return app

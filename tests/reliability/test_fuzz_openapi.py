@@ -123,7 +123,8 @@ def _fresh_session(served: Served) -> str:
 
 def _timeout(case: Any) -> float:
     # A live stream never ends: what it replays arrives at once, then it only tails.
-    return TAIL if case.path == "/v1/sessions/{session_id}/stream" else TIMEOUT
+    live = ("/v1/sessions/{session_id}/stream", "/v1/sessions/feed")
+    return TAIL if case.path in live else TIMEOUT
 
 
 @schema.parametrize()
