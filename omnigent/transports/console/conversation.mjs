@@ -161,7 +161,7 @@ export class Conversation {
   }
 
   // Messages another browser sent reach the history only: read the new items once.
-  async _readNewItems() {
+  async _readNewItems(at) {
     try {
       const items = await api.items(this.sessionId, this._lastItemId || undefined);
       let added = false;
@@ -172,9 +172,8 @@ export class Conversation {
           if (this._adopt(item, fields.text)) continue;
           const entry = { key: nextKey++, ...fields };
           this._byItem.set(item.id, entry.key);
-          // Before the turn that answers it (the cursor is inside that turn).
-          const at = this._turnStart ?? this._cursor;
-          this._insert(entry, at);
+          // Where the turn that answers it began (what came since is after it).
+          this._insert(entry, Math.min(at, this.entries.length));
           added = true;
         }
         this._lastItemId = item.id;
@@ -236,7 +235,7 @@ export class Conversation {
       case "response.created":
         this._turnStarted();
         this._turnStart = this._cursor;
-        if (live) this._readNewItems();
+        if (live) this._readNewItems(this._cursor);
         break;
       case "response.output_text.delta":
         this._delta(event);

@@ -217,7 +217,7 @@ export function SessionView({ store, sessionId }) {
     return html`<main class="page"><h1>Session not found</h1><p>It may have been deleted, or it is not shared with you.</p><a href="#/">Back to sessions</a></main>`;
   }
   return html`
-    <main class="session" aria-labelledby="session-title">
+    <main class="session" aria-labelledby="session-title" data-session=${sessionId}>
       <div class="session-head">
         <a class="back" href=${parent ? href(`/s/${parent.id}`) : "#/"}>${parent ? `← ${sessionName(parent)}` : "← Sessions"}</a>
         <h1 id="session-title">${session ? sessionName(session) : sessionId}</h1>
