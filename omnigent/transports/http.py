@@ -7,7 +7,8 @@ Hypercorn down (open SSE streams end on it). Routes live in small modules:
 ``_stream_routes`` (events in, SSE out), ``_permission_routes`` (sharing),
 ``_mcp_routes`` (the session's tools as an MCP server), ``_resource_routes`` (live
 terminals and their screens), ``_server_routes`` (``/health``, the servers sharing the
-database); ``_access``
+database), ``_feed_routes`` (the sessions feed), ``_console`` (the web console at ``/``,
+a client of all of the above: ``docs/console.md``); ``_access``
 checks who may touch what; ``_http_errors`` puts every failure into the
 ``{"error": {...}}`` envelope; ``_openapi`` is the OpenAPI 3.1 document served at
 ``/v1/openapi.json``. The wire contract is in ``docs/http.md``. :mod:`.websocket` adds
