@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.console.console_helpers import (  # noqa: E402
+from tests.console.console_helpers import (
     LAPTOP,
     api,
     running_browser,
@@ -88,13 +88,19 @@ def main() -> None:
             replay_task, replay_count = longest(page)
             context.close()
 
-    print(f"first load: {len(entries)} requests, {wire / 1024:.1f} KB on the wire "
-          f"({decoded / 1024:.1f} KB decoded); budget 300 KB")
+    print(
+        f"first load: {len(entries)} requests, {wire / 1024:.1f} KB on the wire "
+        f"({decoded / 1024:.1f} KB decoded); budget 300 KB"
+    )
     print(f"baseline (empty session): longest task {base_task:.0f} ms")
-    print(f"follow live, {events} events: {live_s:.2f} s to the last word, "
-          f"longest task {live_task:.0f} ms ({live_count} over 50 ms); budget 200 ms")
-    print(f"reload + replay, {events} events: {replay_s:.2f} s to the last word, "
-          f"longest task {replay_task:.0f} ms ({replay_count} over 50 ms); budget 200 ms")
+    print(
+        f"follow live, {events} events: {live_s:.2f} s to the last word, "
+        f"longest task {live_task:.0f} ms ({live_count} over 50 ms); budget 200 ms"
+    )
+    print(
+        f"reload + replay, {events} events: {replay_s:.2f} s to the last word, "
+        f"longest task {replay_task:.0f} ms ({replay_count} over 50 ms); budget 200 ms"
+    )
 
 
 if __name__ == "__main__":
