@@ -1,4 +1,4 @@
-"""The sessions feed: ``GET /v1/sessions/feed`` (and ``Runtime.watch_sessions``).
+"""The sessions feed: ``GET /v1/feed`` (and ``Runtime.watch_sessions``).
 
 Snapshot-then-tail over a real loopback server: every readable session, ``feed.synced``,
 then each change (created, status, elicitation, title, deleted), coalesced; the sharing
@@ -45,7 +45,7 @@ async def test_snapshot_then_each_change_until_deleted() -> None:
     with trio.fail_after(20):
         async with open_server() as server:
             old = await server.session(title="before the feed")
-            async with open_stream(server.client, "GET", "/v1/sessions/feed") as feed:
+            async with open_stream(server.client, "GET", "/v1/feed") as feed:
                 assert feed.response.status_code == 200
                 assert feed.response.headers["content-type"].startswith("text/event-stream")
                 first = await until(feed, lambda f: f.event == "feed.synced")
@@ -91,7 +91,7 @@ async def test_a_child_appears_under_its_parent() -> None:
     with trio.fail_after(20):
         async with open_server() as server:
             sid = await server.session(parent)
-            async with open_stream(server.client, "GET", "/v1/sessions/feed") as feed:
+            async with open_stream(server.client, "GET", "/v1/feed") as feed:
                 await until(feed, lambda f: f.event == "feed.synced")
                 await server.message(sid)
                 child = await until(
@@ -112,7 +112,7 @@ async def test_each_user_sees_only_what_they_may_read() -> None:
     with trio.fail_after(20):
         async with open_server(auth="header") as server:
             client = server.client
-            assert (await client.get("/v1/sessions/feed")).status_code == 401
+            assert (await client.get("/v1/feed")).status_code == 401
             agent = (await client.post("/v1/agents", json=scripted(), headers=alice)).json()["id"]
 
             async def create(who: dict[str, str], title: str) -> str:
@@ -122,7 +122,7 @@ async def test_each_user_sees_only_what_they_may_read() -> None:
                 return str(answer.json()["id"])
 
             mine = await create(alice, "alice's")
-            async with open_stream(client, "GET", "/v1/sessions/feed", headers=bob) as feed:
+            async with open_stream(client, "GET", "/v1/feed", headers=bob) as feed:
                 first = await until(feed, lambda f: f.event == "feed.synced")
                 assert [f.event for f in first] == ["feed.snapshot", "feed.synced"]
                 await create(alice, "also alice's")

@@ -1,4 +1,4 @@
-"""``GET /v1/sessions/feed``: every session the caller may read, live, on one stream.
+"""``GET /v1/feed``: every session the caller may read, live, on one stream.
 
 A client showing all of its sessions (the web console's Sessions view) cannot follow
 one ``…/stream`` per session — a browser opens at most six HTTP/1.1 connections to a
@@ -38,8 +38,8 @@ def encode_change(kind: str, data: object) -> bytes:
     return f"event: {kind}\ndata: {_ENCODE(data)}\n\n".encode()
 
 
-@blueprint.get("/sessions/feed")
-async def sessions_feed() -> Response:
+@blueprint.get("/feed")
+async def feed() -> Response:
     owner()  # 401 without an identity under --auth header, before the 200
     return pulled_sse_response(_Feed(state().runtime, viewer()))
 

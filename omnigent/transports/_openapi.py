@@ -195,7 +195,7 @@ def _agents_files(doc: DocumentBuilder) -> dict[str, Any]:
 def _sessions(doc: DocumentBuilder) -> dict[str, Any]:
     snapshot = doc.answer("200", "snapshot", SessionSnapshot)
     return {
-        "/v1/sessions/feed": {
+        "/v1/feed": {
             "get": {
                 "summary": "Every readable session, then each change, as SSE (snapshot-then-tail)",
                 "responses": doc.feed("sessions feed", doc.schemas.response(SessionSnapshot)),

@@ -28,7 +28,7 @@ OPERATION_IDS: dict[tuple[str, str], str] = {
     ("/v1/files/{file_id}/content", "get"): "get_file_content",
     ("/v1/sessions", "post"): "create_session",
     ("/v1/sessions", "get"): "list_sessions",
-    ("/v1/sessions/feed", "get"): "sessions_feed",
+    ("/v1/feed", "get"): "watch_sessions",
     ("/v1/sessions/{session_id}", "get"): "get_session",
     ("/v1/sessions/{session_id}", "patch"): "update_session",
     ("/v1/sessions/{session_id}", "delete"): "delete_session",

@@ -156,7 +156,6 @@ def create_app(
         return openapi_document()
 
     app.register_blueprint(_server_routes.health_blueprint)
-    # The sessions feed first: /sessions/feed is not a session id.
     modules = (_feed_routes, _agents_files, _session_routes, _stream_routes, _permission_routes)
     for module in modules:
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)

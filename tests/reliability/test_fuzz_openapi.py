@@ -123,7 +123,7 @@ def _fresh_session(served: Served) -> str:
 
 def _timeout(case: Any) -> float:
     # A live stream never ends: what it replays arrives at once, then it only tails.
-    live = ("/v1/sessions/{session_id}/stream", "/v1/sessions/feed")
+    live = ("/v1/sessions/{session_id}/stream", "/v1/feed")
     return TAIL if case.path in live else TIMEOUT
 
 

@@ -1,4 +1,4 @@
-// Every session the user may read, kept live by one stream: GET /v1/sessions/feed.
+// Every session the user may read, kept live by one stream: GET /v1/feed.
 // The feed is snapshot-then-tail: feed.snapshot, a session.updated per session,
 // feed.synced, then one session.updated (the session as it is now) or session.deleted
 // per change. On a reconnect the browser gets a fresh snapshot; whatever it did not get
@@ -22,7 +22,7 @@ export class SessionsStore {
     this._fresh = null; // ids seen since the last feed.snapshot
     this._scheduled = false;
     this._source = listen(
-      "/v1/sessions/feed",
+      "/v1/feed",
       FEED_EVENTS,
       (change) => this._apply(change),
       (state) => {
