@@ -46,8 +46,8 @@ import yaml
 from hypercorn.config import Config
 
 import omnigent
-from omnigent.transports.http import create_app
-from omnigent.transports.jsonrpc import MAX_MESSAGE_BYTES
+from omnigent.rpc import MAX_MESSAGE_BYTES
+from omnigent.transports.http._app import create_app
 
 
 def _spec(deltas: int) -> dict[str, Any]:

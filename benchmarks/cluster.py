@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import omnigent
 from omnigent.core import elicitation_params
 from omnigent.model import OutputTextDelta, SessionStatus
-from omnigent.transports.http import create_app
+from omnigent.transports.http._app import create_app
 from tests.pg_cluster import PgCluster, find_bindir
 
 

@@ -21,7 +21,7 @@ import trio
 from _procs import session_row
 
 import omnigent
-from omnigent.core._bus import encode_event
+from omnigent.core.bus._bus import encode_event
 from omnigent.model import OutputTextDelta, SessionStatus
 from omnigent.stores import StoredEvent, open_store
 

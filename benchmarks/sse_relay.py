@@ -26,7 +26,7 @@ from hypercorn.config import Config
 from quart_trio import QuartTrio
 
 import omnigent
-from omnigent.transports.http import create_app
+from omnigent.transports.http._app import create_app
 
 
 async def _serve(app: QuartTrio, nursery: trio.Nursery, shutdown: trio.Event) -> str:

@@ -1,6 +1,6 @@
 """Fetch the console's vendored libraries from npm, or check the committed copies.
 
-    python benchmarks/vendor_console.py          # (re)write omnigent/transports/console/vendor/
+    python benchmarks/vendor_console.py          # (re)write transports/http/console/vendor/
     python benchmarks/vendor_console.py --check  # exit 1 if the committed files differ
 
 The console (docs/console.md) uses Preact, its hooks and htm as plain ES modules, with no
@@ -32,7 +32,7 @@ FILES = [
     ("htm", "package/LICENSE", "LICENSE-htm.txt"),
 ]
 EDITS = {"hooks.mjs": [(b'from"preact"', b'from"./preact.mjs"')]}
-VENDOR = Path(__file__).resolve().parent.parent / "omnigent/transports/console/vendor"
+VENDOR = Path(__file__).resolve().parent.parent / "omnigent/transports/http/console/vendor"
 
 
 def fetch() -> dict[str, bytes]:

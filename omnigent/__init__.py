@@ -10,29 +10,17 @@ events::
             await rt.send_message(session.id, "hello")
             async for event in events:
                 ...
+
+Names are imported on first use (``omnigent.Runtime`` loads the core then), so
+``import omnigent.client`` or ``omnigent --version`` pays for nothing else.
 """
 
-from . import model
-from .core import (
-    Agent,
-    ElicitationInfo,
-    FileInfo,
-    Grant,
-    ItemPage,
-    MessageAccepted,
-    PolicyEvent,
-    Resolution,
-    Resource,
-    ResourceScreen,
-    Runtime,
-    RuntimeState,
-    SessionPage,
-    SessionSnapshot,
-    Subscription,
-    Tool,
-    Verdict,
-    open_runtime,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__ as __version__
 from .errors import (
     AgentNotFound,
     BadRequest,
@@ -62,11 +50,64 @@ from .errors import (
     Unauthorized,
     UnknownHarness,
 )
-from .harnesses import Harness, HarnessEnv, MessageWriter, ToolSchema, TurnContext, TurnRequest
-from .model import Event, Item
-from .spec import AgentSpec
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from . import model
+    from .core import (
+        Agent,
+        ElicitationInfo,
+        FileInfo,
+        Grant,
+        ItemPage,
+        MessageAccepted,
+        PolicyEvent,
+        Resolution,
+        Resource,
+        ResourceScreen,
+        Runtime,
+        RuntimeState,
+        SessionPage,
+        SessionSnapshot,
+        Subscription,
+        Tool,
+        Verdict,
+        open_runtime,
+    )
+    from .harnesses import Harness, HarnessEnv, MessageWriter, ToolSchema, TurnContext, TurnRequest
+    from .model import Event, Item
+    from .spec import AgentSpec
+
+# Where each lazily imported name lives.
+_LAZY = {
+    "Agent": "omnigent.core",
+    "AgentSpec": "omnigent.spec",
+    "ElicitationInfo": "omnigent.core",
+    "Event": "omnigent.model",
+    "FileInfo": "omnigent.core",
+    "Grant": "omnigent.core",
+    "Harness": "omnigent.harnesses",
+    "HarnessEnv": "omnigent.harnesses",
+    "Item": "omnigent.model",
+    "ItemPage": "omnigent.core",
+    "MessageAccepted": "omnigent.core",
+    "MessageWriter": "omnigent.harnesses",
+    "PolicyEvent": "omnigent.core",
+    "Resolution": "omnigent.core",
+    "Resource": "omnigent.core",
+    "ResourceScreen": "omnigent.core",
+    "Runtime": "omnigent.core",
+    "RuntimeState": "omnigent.core",
+    "SessionPage": "omnigent.core",
+    "SessionSnapshot": "omnigent.core",
+    "Subscription": "omnigent.core",
+    "Tool": "omnigent.core",
+    "ToolSchema": "omnigent.harnesses",
+    "TurnContext": "omnigent.harnesses",
+    "TurnRequest": "omnigent.harnesses",
+    "Verdict": "omnigent.core",
+    "model": "omnigent.model",
+    "open_runtime": "omnigent.core",
+}
 
 __all__ = [
     "Agent",
@@ -125,3 +166,18 @@ __all__ = [
     "model",
     "open_runtime",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use, then keep it here."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    imported = importlib.import_module(module)
+    value = imported if module == f"{__name__}.{name}" else getattr(imported, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,6 +1,6 @@
 """An in-process ACP client for the agent's tests: raw JSON-RPC over memory streams.
 
-:func:`open_acp` serves :func:`~omnigent.transports.acp.serve_acp` on one end of a
+:func:`open_acp` serves :func:`~omnigent.transports.acp._agent.serve_acp` on one end of a
 memory stream pair and gives the test an :class:`Editor` on the other: it sends
 requests, collects every ``session/update``, and hands each request the agent makes
 (``session/request_permission``, ``fs/*``, ``terminal/*``) to the test through a
@@ -18,10 +18,9 @@ import trio
 import trio.testing
 
 import omnigent
-from omnigent.transports._acp_mcp import ClientMcpMode
-from omnigent.transports._rpc_connection import NdjsonStream, RpcConnection
-from omnigent.transports.acp import AcpAgent, serve_acp
-from omnigent.transports.jsonrpc import RpcError
+from omnigent.rpc import NdjsonStream, RpcConnection, RpcError
+from omnigent.transports.acp._agent import AcpAgent, serve_acp
+from omnigent.transports.acp._mcp_servers import ClientMcpMode
 
 Answerer = Callable[[str, dict[str, Any]], Awaitable[Any]]
 

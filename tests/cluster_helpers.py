@@ -1,6 +1,6 @@
 """Helpers for the multi-server tests: real ``omnigent serve`` processes on one database.
 
-:func:`open_serve_process` starts ``python -m omnigent.transports.serve`` on port 0
+:func:`open_serve_process` starts ``python -m omnigent serve`` on port 0
 with a PostgreSQL URL and a server id, waits for its ``omnigent serving on URL`` line,
 and yields a :class:`ServeProcess` with an httpx client. Leaving the block stops the
 process (SIGTERM, then SIGKILL after a grace), unless a test killed it first.
@@ -77,7 +77,8 @@ async def open_serve_process(
     command = [
         sys.executable,
         "-m",
-        "omnigent.transports.serve",
+        "omnigent",
+        "serve",
         "--port",
         "0",
         "--db",

@@ -9,7 +9,7 @@ from typing import Any
 
 import trio
 
-from omnigent.harnesses._processes import process_start_time
+from omnigent.processes._manager import process_start_time
 
 HARNESSES = Path(__file__).parent / "harnesses"
 STDLIB = [sys.executable, str(HARNESSES / "stdlib_harness.py")]

@@ -17,7 +17,7 @@ import trio
 from hypercorn.config import Config
 
 import omnigent
-from omnigent.transports.http import create_app
+from omnigent.transports.http._app import create_app
 
 # Leaving an httpx stream before its end leaves httpx's inner async generators to
 # the finalizer (STACK.md: harmless). Filtered by exact origin, nothing else.

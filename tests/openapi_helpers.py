@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import jsonschema
 
-from omnigent.transports._openapi import openapi_document
+from omnigent.transports.http._openapi import openapi_document
 
 DOCUMENT = openapi_document()
 _VALIDATOR = jsonschema.Draft202012Validator

@@ -12,10 +12,10 @@ import pytest
 import trio
 
 import omnigent
+import omnigent.rpc as rpc
 from omnigent.model import ElicitationRequest, SessionStatus
+from omnigent.rpc import ConnectionClosed
 from omnigent.testing import MockLLM
-from omnigent.transports import jsonrpc as rpc
-from omnigent.transports._rpc_connection import ConnectionClosed
 
 from .acp_helpers import Editor, open_acp
 from .conftest import all_tasks, scripted, wait_quiet

@@ -16,8 +16,8 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.transports import jsonrpc as rpc
-from omnigent.transports._acp_mcp import slug
+import omnigent.rpc as rpc
+from omnigent.transports.acp._mcp_servers import slug
 
 from .acp_helpers import Editor, open_acp
 from .conftest import scripted

@@ -20,10 +20,10 @@ import pytest
 import trio
 import trio_websocket
 
+import omnigent.rpc as rpc
 from omnigent.client import ConnectionClosed, RpcError, open_acp_websocket
 from omnigent.model import SessionStatus
-from omnigent.transports import jsonrpc as rpc
-from omnigent.transports.websocket import origin_allowed
+from omnigent.transports.http._websocket import origin_allowed
 
 from .conftest import all_tasks, scripted, wait_quiet
 from .external_helpers import wait_gone

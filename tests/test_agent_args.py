@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from omnigent.tools._agent_args import (
+from omnigent.core.tools._agent_args import (
     CreateArgs,
     SendArgs,
     TypedError,
@@ -20,8 +20,8 @@ from omnigent.tools._agent_args import (
     split_title,
     visible_title,
 )
-from omnigent.tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
-from omnigent.tools._args import ToolError
+from omnigent.core.tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
+from omnigent.tools import ToolError
 
 
 def test_send_in_both_modes() -> None:

@@ -19,7 +19,7 @@ import trio
 import omnigent
 from omnigent.errors import Forbidden
 from omnigent.stores import AgentRow, open_store
-from omnigent.transports._params import IDENTITY_HEADER
+from omnigent.transports.http._params import IDENTITY_HEADER
 
 from .conftest import scripted
 from .http_helpers import HTTPX_GENERATORS, open_server

@@ -9,8 +9,8 @@ import trio
 import trio.lowlevel
 
 import omnigent
-from omnigent.core import _live as live_module
-from omnigent.core import _subscription as subscription_module
+from omnigent.core.bus import _live as live_module
+from omnigent.core.bus import _subscription as subscription_module
 from omnigent.model import Event, OutputTextDelta, SessionStatus
 
 from .conftest import collect_turn, run_turn, scripted, statuses

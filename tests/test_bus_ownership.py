@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import trio
 
-from omnigent.core import _persist as persist_module
-from omnigent.core._bus import EventBus
-from omnigent.core._ownership import SoloOwnership
+from omnigent.core.bus import _persist as persist_module
+from omnigent.core.bus._bus import EventBus
+from omnigent.core.cluster._ownership import SoloOwnership
 from omnigent.errors import SessionElsewhere, StoreUnavailable
 from omnigent.model import OutputTextDelta, event_from_dict
 from omnigent.stores import LeaseLost, SessionRow, Store, StoredEvent, open_store

@@ -30,7 +30,7 @@ from omnigent.model import (
     ResponseCompleted,
     SessionStatus,
 )
-from omnigent.transports.serve import serve
+from omnigent.transports.http._serve import serve
 
 from .conftest import scripted
 from .http_helpers import HTTPX_GENERATORS

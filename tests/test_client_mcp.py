@@ -14,7 +14,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core._client_mcp import _url_allowed
+from omnigent.core.work._client_mcp import _url_allowed
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationRequest, FunctionCallOutputItem
 from omnigent.spec import McpServerSpec

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core import _files, _messages
+from omnigent.core.runtime import _files, _messages
 from omnigent.errors import Conflict
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import InputImage, MessageItem
@@ -140,7 +140,7 @@ async def test_the_mid_turn_buffer_is_capped(
 async def test_over_http_a_full_buffer_is_a_409(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_messages, "MAX_BUFFERED_MESSAGES", 1)
     async with omnigent.open_runtime() as rt:
-        from omnigent.transports.http import create_app
+        from omnigent.transports.http._app import create_app
 
         session = await _hanging_turn(rt)
         await rt.send_message(session, "buffered")
@@ -185,7 +185,7 @@ async def test_a_held_session_keeps_its_counter_while_its_actor_lives(
 
 
 async def test_kept_histories_are_bounded(rt: omnigent.Runtime) -> None:
-    from omnigent.core._history import HistoryCache
+    from omnigent.core.session._history import HistoryCache
 
     agent = await rt.create_agent(scripted(script=[{"say": "hi"}]))
     sessions = [(await rt.create_session(agent.id)).id for _ in range(6)]

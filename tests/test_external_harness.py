@@ -15,7 +15,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.harnesses.subprocess import external_harness, model_variable
+from omnigent.harnesses.external._harness import external_harness, model_variable
 from omnigent.model import (
     ElicitationRequest,
     FunctionCallItem,

@@ -18,8 +18,8 @@ import trio
 
 import omnigent
 from omnigent import _gc
-from omnigent.transports import serve as serve_module
-from omnigent.transports import stdio as stdio_module
+from omnigent.transports.acp import _stdio as stdio_module
+from omnigent.transports.http import _serve as serve_module
 
 
 class _Cycle:

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core import _persist as persist_module
+from omnigent.core.bus import _persist as persist_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
 
 from .conftest import Recorder, all_tasks, collect_turn, run_turn, scripted, statuses, wait_quiet

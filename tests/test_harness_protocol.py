@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from omnigent.errors import HarnessError
-from omnigent.harnesses._protocol import (
+from omnigent.harnesses.base import ToolSchema, TurnRequest
+from omnigent.harnesses.external._protocol import (
     FrameReader,
     elicitation_params,
     error_message,
     injection_body,
     turn_body,
 )
-from omnigent.harnesses.base import ToolSchema, TurnRequest
 from omnigent.model import InputText, MessageItem
 from omnigent.spec import AgentSpec
 

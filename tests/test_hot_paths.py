@@ -17,14 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import omnigent
-from omnigent.core import _bus as bus_module
-from omnigent.core import _subscription as subscription_module
+from omnigent.core.bus import _bus as bus_module
+from omnigent.core.bus import _subscription as subscription_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import OutputTextDelta, SessionStatus
 from omnigent.model._events import _ENCODE
-from omnigent.transports._openapi import openapi_document
-from omnigent.transports._sse import encode_event
-from omnigent.transports._sse_pull import PulledSSEBody
+from omnigent.transports.http._openapi import openapi_document
+from omnigent.transports.http._sse import encode_event
+from omnigent.transports.http._sse_pull import PulledSSEBody
 
 from .conftest import Recorder, collect_turn, scripted, statuses
 

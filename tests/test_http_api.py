@@ -8,7 +8,7 @@ import httpx
 import pytest
 import trio
 
-from omnigent.transports._openapi import openapi_document
+from omnigent.transports.http._openapi import openapi_document
 
 from .http_helpers import HTTPX_GENERATORS, Server, open_server, scripted
 

@@ -14,7 +14,7 @@ import trio
 import omnigent
 from omnigent.errors import InvalidInput, SpecError
 from omnigent.model import loads
-from omnigent.transports.jsonrpc import decode
+from omnigent.rpc import decode
 
 from .http_helpers import HTTPX_GENERATORS, open_server, scripted
 from .openapi_helpers import assert_conforms

@@ -14,7 +14,7 @@ import trio
 
 import omnigent
 from omnigent.errors import SpecError
-from omnigent.transports.serve import load_policies, serve
+from omnigent.transports.http._serve import load_policies, serve
 
 from .http_elicitation_helpers import (
     REQUEST,

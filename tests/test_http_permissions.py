@@ -16,7 +16,7 @@ import attrs
 import httpx
 import trio
 
-from omnigent.transports._params import IDENTITY_HEADER
+from omnigent.transports.http._params import IDENTITY_HEADER
 
 from .http_helpers import HTTPX_GENERATORS, Server, open_server, scripted
 from .test_http_api import assert_error

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import trio
 
-from omnigent.transports.serve import serve
+from omnigent.transports.http._serve import serve
 
 from .http_helpers import HTTPX_GENERATORS, is_terminal_status, open_server, open_stream, scripted
 
@@ -39,7 +39,8 @@ async def test_run_serve_subprocess_prints_url_and_exits_0_on_sigint(tmp_path: P
     command = [
         sys.executable,
         "-m",
-        "omnigent.transports.serve",
+        "omnigent",
+        "serve",
         "--port",
         "0",
         "--db",

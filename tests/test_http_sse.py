@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from omnigent.model import OutputTextDelta
-from omnigent.transports._sse import encode_event, encode_frame
+from omnigent.transports.http._sse import encode_event, encode_frame
 
 
 def test_encode_event_is_one_lean_frame() -> None:

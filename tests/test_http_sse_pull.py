@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from omnigent.errors import SessionNotFound
-from omnigent.transports._sse import PING
-from omnigent.transports._sse_pull import PulledSSEBody
+from omnigent.transports.http._sse import PING
+from omnigent.transports.http._sse_pull import PulledSSEBody
 
 
 class ChannelSource:

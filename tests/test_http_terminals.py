@@ -8,7 +8,7 @@ import httpx
 import pytest
 import trio
 
-from omnigent.transports._params import IDENTITY_HEADER
+from omnigent.transports.http._params import IDENTITY_HEADER
 
 from .http_helpers import HTTPX_GENERATORS, Server, open_server, open_stream
 from .terminal_helpers import BASH

@@ -13,8 +13,8 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omnigent.transports import jsonrpc as rpc
-from omnigent.transports._rpc_connection import ConnectionClosed, NdjsonStream, RpcConnection
+import omnigent.rpc as rpc
+from omnigent.rpc import ConnectionClosed, NdjsonStream, RpcConnection
 
 from .conftest import all_tasks
 

@@ -24,10 +24,10 @@ import pytest
 import trio
 
 import omnigent
-from omnigent import _procfs as procfs
+from omnigent.processes import _groups
+from omnigent.processes import _procfs as procfs
 from omnigent.stores import _sqlite_commit
 from omnigent.stores._sqlite_commit import WriteJob, run_batch
-from omnigent.tools import _process
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 
@@ -69,10 +69,10 @@ async def test_groups_holding_only_zombies_are_done_and_share_their_scans(
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 for leader in leaders:
-                    nursery.start_soon(functools.partial(_process.kill_group, leader.pid, grace=5))
+                    nursery.start_soon(functools.partial(_groups.kill_group, leader.pid, grace=5))
                     nursery.start_soon(trio.to_thread.run_sync, leader.wait)  # reap the leader
         assert all(leader.returncode == -signal.SIGTERM for leader in leaders)
-        assert all(_process._exists(leader.pid) for leader in leaders)  # the zombies
+        assert all(_groups._exists(leader.pid) for leader in leaders)  # the zombies
         assert scans <= 5, scans  # shared, not one (or more) per group
     finally:
         for process in [*leaders, *zombies]:
@@ -84,19 +84,19 @@ async def test_a_cancelled_shell_is_killed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     signals: list[tuple[int, int]] = []
-    original = _process._signal_group
+    original = _groups._signal_group
 
     def recording(pgid: int, sig: signal.Signals) -> None:
         signals.append((pgid, sig))
         original(pgid, sig)
 
-    monkeypatch.setattr(_process, "_signal_group", recording)
+    monkeypatch.setattr(_groups, "_signal_group", recording)
     started = tmp_path / "started"
     command = f"touch {started}; sleep 300"
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             run = functools.partial(
-                _process.run_in_group, command, tmp_path, timeout=60, output_cap=100
+                _groups.run_in_group, command, tmp_path, timeout=60, output_cap=100
             )
             nursery.start_soon(run)
             while not started.exists():
@@ -164,7 +164,7 @@ async def test_a_stop_terminates_every_recorded_group_at_once(tmp_path: Path) ->
     """``RecordedGroups.terminate`` (what a stop calls before cancelling the session's
     tasks) signals each live recorded group, and never a leader whose start time is
     not the one recorded (its pid may have been reused)."""
-    from omnigent.core._groups import RecordedGroups
+    from omnigent.core.work._groups import RecordedGroups
 
     async with omnigent.open_runtime(f"sqlite:///{tmp_path / 'db.sqlite'}") as rt:
         session = await rt.create_session((await rt.create_agent({"name": "plain"})).id)

@@ -117,7 +117,8 @@ async def _serve(db: Path, env: dict[str, str]) -> tuple[trio.Process, str]:
     command = [
         sys.executable,
         "-m",
-        "omnigent.transports.serve",
+        "omnigent",
+        "serve",
         "--port",
         "0",
         "--db",

@@ -12,13 +12,14 @@ import pytest
 import trio
 
 from omnigent.errors import HarnessError
-from omnigent.harnesses import _claude_protocol as claude
-from omnigent.harnesses import _claude_stream as claude_stream
-from omnigent.harnesses import _codex_protocol as codex
-from omnigent.harnesses import _codex_stream as codex_stream
-from omnigent.harnesses._native import ModelEndpoint
-from omnigent.harnesses._native_input import MAX_PREAMBLE, preamble, split_data_url
-from omnigent.harnesses._native_relay import (
+from omnigent.harnesses.claude import _protocol as claude
+from omnigent.harnesses.claude import _stream as claude_stream
+from omnigent.harnesses.codex import _protocol as codex
+from omnigent.harnesses.codex import _stream as codex_stream
+from omnigent.harnesses.native._cli import ModelEndpoint
+from omnigent.harnesses.native._input import MAX_PREAMBLE, preamble, split_data_url
+from omnigent.harnesses.native._ndjson import ChannelClosed, LineChannel
+from omnigent.harnesses.native._relay import (
     Call,
     CallOutput,
     EndMessage,
@@ -26,8 +27,6 @@ from omnigent.harnesses._native_relay import (
     Say,
     merge_text,
 )
-from omnigent.harnesses._ndjson import ChannelClosed, LineChannel
-from omnigent.harnesses._processes import ProcessSpec, base_environment, open_process_manager
 from omnigent.model import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -36,6 +35,7 @@ from omnigent.model import (
     MessageItem,
     OutputText,
 )
+from omnigent.processes._manager import ProcessSpec, base_environment, open_process_manager
 
 # -- Claude Code: the stream -------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import trio
 
 import omnigent
 from omnigent.harnesses import HarnessRegistry
-from omnigent.harnesses._native import CLAUDE_CLI, CODEX_CLI, model_endpoint
+from omnigent.harnesses.native._cli import CLAUDE_CLI, CODEX_CLI, model_endpoint
 from omnigent.model import ResponseFailed
 from omnigent.providers import Provider
 from omnigent.spec import AgentSpec
@@ -284,7 +284,7 @@ async def test_harness_state_is_kept_per_harness_and_deleted_with_the_session(
     async with omnigent.open_runtime(db) as rt:
         agent = await rt.create_agent(spec("claude"))
         session = await rt.create_session(agent.id)
-    from omnigent.core._harness_state import StoredHarnessState
+    from omnigent.core.session._harness_state import StoredHarnessState
     from omnigent.stores import open_store
 
     async with open_store(db) as store:

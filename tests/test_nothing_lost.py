@@ -100,7 +100,7 @@ async def test_a_row_the_store_refuses_costs_only_that_row(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Regression: a batch the store would not take was dropped whole."""
-    monkeypatch.setattr("omnigent.core._persist._RETRY_DELAYS", (0.0,))
+    monkeypatch.setattr("omnigent.core.bus._persist._RETRY_DELAYS", (0.0,))
     victim = (
         await rt.create_session((await rt.create_agent(scripted("v", script=[{"say": "x"}]))).id)
     ).id
@@ -367,7 +367,7 @@ async def test_the_writer_logs_each_refused_row_with_its_session(
     rt: omnigent.Runtime, rec_session: str, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     caplog.set_level(logging.ERROR)
-    monkeypatch.setattr("omnigent.core._persist._RETRY_DELAYS", ())
+    monkeypatch.setattr("omnigent.core.bus._persist._RETRY_DELAYS", ())
 
     async def refuse(events: list[StoredEvent]) -> None:
         raise sqlite3.OperationalError("no")

@@ -15,9 +15,8 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.transports import _fence
-from omnigent.transports._params import IDENTITY_HEADER
-from omnigent.transports.http import create_app
+from omnigent.transports.http import _fence, create_app
+from omnigent.transports.http._params import IDENTITY_HEADER
 
 from .http_elicitation_helpers import REQUEST, asking_session, next_event, watch
 from .http_helpers import HTTPX_GENERATORS, Server, SSEReader, open_server, scripted

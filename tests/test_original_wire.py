@@ -208,7 +208,7 @@ async def test_a_failing_policy_function_denies_and_the_server_lives(
     with trio.fail_after(10):
         async with server() as srv:
             sid = await srv.session({**scripted("a"), "policies": [function("p", attr)]})
-            with caplog.at_level(logging.ERROR, logger="omnigent.core._policies"):
+            with caplog.at_level(logging.ERROR, logger="omnigent.core.tools"):
                 call = await srv.client.post(EVALUATE.format(sid), json=CALL)
                 result = await srv.client.post(EVALUATE.format(sid), json=result_body("s3cr3t"))
             assert call.status_code == 200, call.text
@@ -240,7 +240,7 @@ async def test_a_crashing_harness_keeps_its_secret_off_the_wire(
             srv.runtime.register_harness("leaky", lambda env: _Leaky())
             sid = await srv.session(scripted("leaky", harness="leaky"))
             body = {"type": "message", "data": {"content": [{"type": "input_text", "text": "x"}]}}
-            with caplog.at_level(logging.ERROR, logger="omnigent.core._turn"):
+            with caplog.at_level(logging.ERROR, logger="omnigent.core.session"):
                 async with srv.client.stream(
                     "POST", f"/v1/sessions/{sid}/events?stream=true", json=body
                 ) as answer:

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core._permissions import EDIT, MANAGE, NONE, PUBLIC, READ
+from omnigent.core.asking._permissions import EDIT, MANAGE, NONE, PUBLIC, READ
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationRequest, ElicitationResolved
 

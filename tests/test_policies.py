@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from omnigent.core._policies import (
+from omnigent.core.tools._policies import (
     PHASE_TOOL_CALL,
     PHASE_TOOL_RESULT,
     PolicyEngine,
@@ -422,7 +422,7 @@ async def test_failure_at_result_phase_suppresses_the_output(
 
 
 async def test_failures_are_logged_with_the_traceback(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.ERROR, logger="omnigent.core._policies"):
+    with caplog.at_level(logging.ERROR, logger="omnigent.core.tools"):
         await decide(fn("f", "raises"))
     (record,) = caplog.records
     assert "policy 'f' failed" in record.getMessage()

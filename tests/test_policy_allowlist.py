@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import omnigent
-from omnigent.core._policy_allowlist import PolicyAllowlist, function_name
+from omnigent.core.tools._policy_allowlist import PolicyAllowlist, function_name
 from omnigent.errors import InvalidInput
 
 from .conftest import scripted

@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 import omnigent
-from omnigent.harnesses._processes import (
+from omnigent.processes._manager import (
     ProcessManager,
     ProcessSpec,
     open_process_manager,

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core._turn import CRASHED_MESSAGE
+from omnigent.core.session._turn import CRASHED_MESSAGE
 from omnigent.errors import HarnessError
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import (

@@ -14,7 +14,7 @@ import trio
 
 import omnigent
 from omnigent.core import ChangeKind, SessionPage, SessionSnapshot
-from omnigent.core._session_changes import PENDING_LIMIT, SessionChanges, SessionWatch
+from omnigent.core.bus._session_changes import PENDING_LIMIT, SessionChanges, SessionWatch
 from omnigent.errors import InvalidInput
 
 from .http_helpers import HTTPX_GENERATORS, Frame, SSEReader, open_server, open_stream, scripted

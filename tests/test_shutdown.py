@@ -23,7 +23,7 @@ import trio.lowlevel
 import omnigent
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import SessionStatus
-from omnigent.transports.serve import add_serve_parser, serve
+from omnigent.transports.http._serve import add_serve_parser, serve
 
 from .conftest import Recorder, collect_turn, scripted, statuses, wait_quiet
 from .http_helpers import HTTPX_GENERATORS, open_stream

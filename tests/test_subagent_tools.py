@@ -11,9 +11,9 @@ import trio
 import yaml
 
 import omnigent
-from omnigent.core._orchestration_agents import workers_of
+from omnigent.core.tools._orchestration_agents import workers_of
 from omnigent.harnesses.registry import ModelRule
-from omnigent.tools._args import ToolError
+from omnigent.tools import ToolError
 
 from .subagent_helpers import Driver, call, handle, lead, wait_lines, worker
 from .test_subagents import start, trio_turn

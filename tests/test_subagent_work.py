@@ -10,8 +10,8 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core._subagents import Dispatch, SubAgents
-from omnigent.core._turn import TurnOutcome
+from omnigent.core.session._turn import TurnOutcome
+from omnigent.core.work._subagents import Dispatch, SubAgents
 from omnigent.stores import WorkRow
 
 from .conftest import all_tasks, wait_quiet
@@ -333,7 +333,7 @@ async def test_delayed_results_pass_the_parents_result_policies(answer: str, sho
 async def test_a_failing_policy_hides_the_result_and_keeps_it_for_the_next_read(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from omnigent.core import _policies
+    from omnigent.core.tools import _policies
 
     broken = {"on": True}
     original = _policies.PolicyEngine.evaluate
@@ -566,7 +566,7 @@ async def test_deleting_a_working_child_delivers_cancelled_to_its_parent(
 async def test_a_child_that_is_slow_to_stop_gets_a_best_effort_answer(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from omnigent.core import _orchestration_manage
+    from omnigent.core.tools import _orchestration_manage
     from omnigent.harnesses.base import TurnContext, TurnRequest
 
     monkeypatch.setattr(_orchestration_manage, "CANCEL_WAIT", 0.05)

@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 import pytest
 
+from omnigent.processes import _tmux as tmux
 from omnigent.spec import AgentSpec, TerminalSpec
-from omnigent.tools import _tmux as tmux
 from omnigent.tools import terminals as term
 from omnigent.tools.terminals import (
     TERMINAL_TOOL_SCHEMAS,

@@ -18,7 +18,7 @@ import pytest
 import trio
 import trio.testing
 
-from omnigent.core._terminals import SessionTerminals
+from omnigent.core.work._terminals import SessionTerminals
 from omnigent.model import ResourceCreated, ResourceDeleted
 from omnigent.spec import TerminalSpec
 from omnigent.tools.terminals import NewPane, TmuxFailed, ToolError

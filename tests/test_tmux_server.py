@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from omnigent.tools._process import kill_session
-from omnigent.tools._tmux_server import TmuxFailed, TmuxUnavailable, _run
+from omnigent.processes._groups import kill_session
+from omnigent.processes._tmux_server import TmuxFailed, TmuxUnavailable, _run
 
 from .terminal_helpers import pid_alive, wait_for_files, wait_gone
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import trio
 
-from omnigent.core._turn_stream import TurnEvents
+from omnigent.core.session._turn_stream import TurnEvents
 from omnigent.model import Event, OutputTextDelta, ResponseCompleted, SessionStatus
 from omnigent.model._events import ResponseInfo
 

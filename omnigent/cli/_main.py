@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import trio
 
-from .. import __version__
 from .._config import default_db_url
+from .._version import __version__
 from ..core import PolicyFunction, Runtime, SessionSnapshot, open_runtime
 from ..core import load_policy_function as load_function
 from ..errors import BadRequest, OmnigentError
@@ -213,13 +213,13 @@ def _add_sessions_parser(subparsers: _Subparsers) -> None:
 
 
 def _add_serve_parser(subparsers: _Subparsers) -> None:
-    from ..transports.serve import add_serve_parser, run_serve
+    from ..transports.http import add_serve_parser, run_serve
 
     add_serve_parser(subparsers).set_defaults(handler=run_serve)
 
 
 def _add_stdio_parser(subparsers: _Subparsers) -> None:
-    from ..transports.stdio import add_stdio_parser, run_stdio
+    from ..transports.acp import add_stdio_parser, run_stdio
 
     add_stdio_parser(subparsers).set_defaults(handler=run_stdio)
 

@@ -31,8 +31,7 @@ from typing import Any, Final
 import trio
 
 from ..errors import BadRequest
-from ..testing import MockLLM, Reply, TextReply
-from ..testing._standalone import chat_reply, load_script
+from ..testing import MockLLM, Reply, TextReply, chat_reply, load_script
 
 __all__ = ["add_mock_llm_parser", "load_chat_script", "run_mock_llm"]
 
@@ -144,7 +143,7 @@ def _mock(script: list[Reply]) -> MockLLM:
 
 
 async def _serve(mock: MockLLM, host: str, port: int) -> None:
-    from ..transports.serve import listen_error
+    from ..transports.http import listen_error
 
     listening = False
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -10,8 +10,7 @@
 See ``docs/client.md``.
 """
 
-from ..transports._rpc_connection import ConnectionClosed
-from ..transports.jsonrpc import RpcError
+from ..rpc import ConnectionClosed, RpcError
 from ._acp import (
     AcpClient,
     PermissionHandler,

@@ -1,7 +1,7 @@
 """An ACP client: drive any ACP agent — ``omnigent stdio`` or ``GET /v1/ws`` — from Trio.
 
 :class:`AcpClient` speaks the client side of the Agent Client Protocol over a
-JSON-RPC message stream (the same :class:`~omnigent.transports._rpc_connection.RpcConnection`
+JSON-RPC message stream (the same :class:`~omnigent.rpc._connection.RpcConnection`
 the agent side uses). :func:`open_acp_websocket` connects it to an omnigent server's
 ``/v1/ws``; :func:`open_acp_process` starts an agent process (``omnigent stdio``, or
 any ACP agent) and speaks to it over its stdin/stdout.
@@ -34,7 +34,7 @@ import attrs
 import trio
 import trio_websocket
 
-from ..transports._rpc_connection import ConnectionClosed, NdjsonStream, RpcConnection
+from ..rpc import ConnectionClosed, NdjsonStream, RpcConnection
 
 __all__ = [
     "AcpClient",

@@ -5,27 +5,7 @@ it are private. :func:`open_runtime` is the way in: it yields a :class:`Runtime`
 (which has no public constructor) and owns its lifetime.
 """
 
-from ._bus import Subscription
-from ._client_mcp import ClientMcpReport, url_prefix_problem
-from ._elicitations import ACTIONS as ELICITATION_ACTIONS
-from ._elicitations import Resolution, elicitation_params, wants_content
-from ._files import MAX_FILE_BYTES
-from ._held_calls import HeldToolCall
-from ._inputs import EVENT_DATA, EVENT_TYPES, InboundEvent, parse_event
-from ._open import open_runtime
-from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant
-from ._policies import (
-    PHASE_TOOL_CALL,
-    PHASE_TOOL_RESULT,
-    PolicyEvent,
-    PolicyFunction,
-    Verdict,
-    parse_policy_event,
-)
-from ._policies import load_function as load_policy_function
-from ._policy_event import WirePolicyEvent
-from ._providers import ProvidedTool
-from ._records import (
+from ..model import (
     Agent,
     ElicitationHeld,
     ElicitationInfo,
@@ -40,12 +20,47 @@ from ._records import (
     ServerInfo,
     SessionPage,
     SessionSnapshot,
+    elicitation_params,
 )
-from ._runtime import Runtime, RuntimeState
-from ._session_changes import ChangeKind, SessionChange, SessionWatch
-from ._session_input import MODEL_OVERRIDE_PATTERN, InitialItem
-from ._tools import Tool, ToolRegistry
-from ._turn_stream import TurnEvents
+from .asking import ACTIONS as ELICITATION_ACTIONS
+from .asking import (
+    EDIT,
+    MANAGE,
+    NONE,
+    PUBLIC,
+    READ,
+    Grant,
+    Resolution,
+    wants_content,
+)
+from .bus import ChangeKind, SessionChange, SessionWatch, Subscription
+from .runtime import (
+    EVENT_DATA,
+    EVENT_TYPES,
+    MAX_FILE_BYTES,
+    MODEL_OVERRIDE_PATTERN,
+    InboundEvent,
+    InitialItem,
+    Runtime,
+    RuntimeState,
+    open_runtime,
+    parse_event,
+)
+from .session import TurnEvents
+from .tools import (
+    PHASE_TOOL_CALL,
+    PHASE_TOOL_RESULT,
+    PolicyEvent,
+    PolicyFunction,
+    ProvidedTool,
+    Tool,
+    ToolRegistry,
+    Verdict,
+    WirePolicyEvent,
+    parse_policy_event,
+)
+from .tools import load_function as load_policy_function
+from .work import ClientMcpReport, HeldToolCall, url_prefix_problem
 
 __all__ = [
     "EDIT",

@@ -25,8 +25,8 @@ from ..model import ElicitationParams, Event, Item, MessageItem
 from ..spec import AgentSpec, ExecutorConfig
 
 if TYPE_CHECKING:
+    from ..processes import ProcessManager
     from ..providers import Provider
-    from ._processes import ProcessManager
 
 __all__ = [
     "Harness",
@@ -259,7 +259,7 @@ class HarnessEnv:
             through for its endpoint (:meth:`~omnigent.providers.ProviderConfig.
             serving`), ``None`` without one: where its model endpoint comes from when neither the
             spec nor the environment names one (see
-            :func:`omnigent.harnesses._native.model_endpoint`).
+            :func:`omnigent.harnesses.native._cli.model_endpoint`).
     """
 
     session_id: str

@@ -34,8 +34,8 @@ from ..model import (
     MessageItem,
     OutputText,
 )
-from ._native import model_endpoint
 from .base import HarnessEnv, TurnContext, TurnRequest
+from .native import model_endpoint
 from .openai import ChatCompletionsClient, Completion, TextDelta
 
 __all__ = ["DEFAULT_BASE_URL", "LoopHarness", "chat_messages"]

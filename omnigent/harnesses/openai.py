@@ -34,8 +34,8 @@ import attrs
 import httpx
 import trio
 
-from omnigent.errors import ModelEndpointError
-from omnigent.harnesses._chat_sse import (
+from ..errors import ModelEndpointError
+from ._chat_sse import (
     DeltaAssembler,
     SSEFrames,
     StreamReportedError,

@@ -2,12 +2,12 @@
 
 Built in: ``loop`` (aliases ``agent``, ``default``, ``omnigent``, ``openai``),
 ``scripted`` (aliases ``script``, ``mock``), ``external`` (the program named by
-``executor.config.command``, see :mod:`omnigent.harnesses.subprocess`), and the
+``executor.config.command``, see :mod:`omnigent.harnesses.external._harness`), and the
 native coding agents ``claude-code`` (aliases ``claude-sdk``, ``claude-native``,
 ``claude``: the Claude Code CLI) and ``codex`` (alias ``codex-native``: ``codex
 app-server``). Packages add harnesses through the ``omnigent.harnesses`` entry-point
 group: each entry point loads a factory (a callable ``HarnessEnv -> Harness``, such
-as :func:`omnigent.harnesses.subprocess.external_harness` builds) registered under
+as :func:`omnigent.harnesses.external._harness.external_harness` builds) registered under
 the entry point's name.
 
 Besides its factory a harness may declare what it needs up front, so a request it
@@ -27,8 +27,8 @@ import attrs
 
 from ..errors import Conflict, ErrorDetail, UnknownHarness
 from ..spec import AgentSpec
-from ._native import CLAUDE_CLI, CLAUDE_MODELS, CODEX_CLI, OPENAI_MODELS, ModelRule
 from .base import Harness, HarnessEnv, HarnessFactory
+from .native import CLAUDE_CLI, CLAUDE_MODELS, CODEX_CLI, OPENAI_MODELS, ModelRule
 
 __all__ = ["HarnessInfo", "HarnessRegistry", "ModelRule"]
 
@@ -75,25 +75,25 @@ def _make_scripted(env: HarnessEnv) -> Harness:
 
 
 def _make_external(env: HarnessEnv) -> Harness:
-    from .subprocess import make_external
+    from .external import make_external
 
     return make_external(env)
 
 
 def _make_claude(env: HarnessEnv) -> Harness:
-    from ._claude import ClaudeCodeHarness
+    from .claude import ClaudeCodeHarness
 
     return ClaudeCodeHarness(env)
 
 
 def _make_codex(env: HarnessEnv) -> Harness:
-    from ._codex import CodexHarness
+    from .codex import CodexHarness
 
     return CodexHarness(env)
 
 
 def _check_claude(spec: AgentSpec) -> list[ErrorDetail]:
-    from ._claude_protocol import spec_problems
+    from .claude import spec_problems
 
     return spec_problems(spec)
 
@@ -117,7 +117,7 @@ def _check_scripted(spec: AgentSpec) -> list[ErrorDetail]:
 
 
 def _check_codex(spec: AgentSpec) -> list[ErrorDetail]:
-    from ._codex_protocol import spec_problems
+    from .codex import spec_problems
 
     return spec_problems(spec)
 
@@ -232,6 +232,20 @@ class HarnessRegistry:
         """
         requires = self.info(name).requires
         return None if requires is None else requires()
+
+    def unavailable_reason(self, name: str) -> str | None:
+        """:meth:`unavailable`, with a check that raises counted as unavailable (logged).
+
+        Raises UnknownHarness.
+        """
+        requires = self.info(name).requires
+        if requires is None:
+            return None
+        try:
+            return requires()
+        except Exception as exc:
+            log.warning("the availability check of harness %s raised", name, exc_info=True)
+            return f"harness {name!r} could not check that it can start: {exc}"
 
     def model_problem(self, name: str, model: str | None) -> str | None:
         """The message refusing ``model`` on the harness (its model guard), or ``None``.

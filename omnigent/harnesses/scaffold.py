@@ -36,8 +36,7 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
-from ._scaffold_app import HarnessApp
-from ._scaffold_turn import HarnessTurn, MessageStream, TurnBody, TurnFailed
+from .external import HarnessApp, HarnessTurn, MessageStream, TurnBody, TurnFailed
 
 __all__ = ["HarnessApp", "HarnessTurn", "MessageStream", "TurnBody", "TurnFailed", "run", "serve"]
 

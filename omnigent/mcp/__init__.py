@@ -4,7 +4,7 @@
   streamable-HTTP ``url``) with the ``mcp`` SDK — the ``mcp`` extra,
   ``pip install 'omnigent[mcp]'``. Without it, an agent naming ``mcp_servers`` is
   refused when it is created (:func:`require_mcp`).
-* :mod:`omnigent.mcp._server` is the protocol behind ``POST /v1/sessions/{id}/mcp``:
+* :mod:`omnigent.transports.mcp._server` is the protocol behind ``POST /v1/sessions/{id}/mcp``:
   the session's tools served as an MCP server, with no SDK needed.
 
 ``docs/mcp.md`` is the user's guide.
@@ -13,11 +13,15 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ErrorDetail, SpecError
 from ..spec import AgentSpec
 
-__all__ = ["mcp_installed", "require_mcp"]
+if TYPE_CHECKING:
+    from ._client import McpServers
+
+__all__ = ["INSTALL_HINT", "McpServers", "mcp_installed", "require_mcp"]
 
 INSTALL_HINT = "pip install 'omnigent[mcp]'"
 
@@ -41,3 +45,12 @@ def require_mcp(spec: AgentSpec, *, where: str = "") -> None:
         raise SpecError(f"invalid AgentSpec: {msg} @ {loc}", [ErrorDetail(loc, msg)])
     for index, sub in enumerate(spec.sub_agents):
         require_mcp(sub, where=f"{where}sub_agents[{index}].")
+
+
+def __getattr__(name: str) -> Any:
+    """The client (:class:`McpServers`) is imported on first use: it needs the SDK."""
+    if name == "McpServers":
+        from ._client import McpServers
+
+        return McpServers
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any, ClassVar, Literal
 
@@ -45,6 +46,7 @@ __all__ = [
     "ResponseInfo",
     "SessionStatus",
     "Status",
+    "elicitation_params",
     "event_from_dict",
 ]
 
@@ -231,6 +233,23 @@ class ElicitationParams:
     command: str | None = None
     ask_user_question: dict[str, Any] | None = None
     target_session_id: str | None = None
+
+
+def elicitation_params(message: str, phase: str, **fields: Any) -> ElicitationParams:
+    """Params for a request; ``mode``/``url`` follow ``$OMNIGENT_ELICITATION_MODE``.
+
+    ``url`` (the default) points a person at the approval page; ``form`` carries a
+    ``requestedSchema`` for clients that render the question themselves.
+    """
+    mode = os.environ.get("OMNIGENT_ELICITATION_MODE", "url")
+    if mode not in ("url", "form"):
+        mode = "url"
+    return ElicitationParams(
+        mode=mode,  # type: ignore[arg-type]
+        message=message,
+        phase=phase,
+        **fields,
+    )
 
 
 @attrs.frozen(kw_only=True)

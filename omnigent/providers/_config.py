@@ -31,7 +31,7 @@ errors naming the field); a missing file is an empty configuration.
 The provider a session's harness goes through also supplies its model endpoint when
 neither the spec (``executor.config.base_url``) nor the environment
 (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``) names one: its ``base_url`` and the key in
-the variable ``api_key_env`` names (:func:`omnigent.harnesses._native.model_endpoint`).
+the variable ``api_key_env`` names (:func:`omnigent.harnesses.native._cli.model_endpoint`).
 """
 
 from __future__ import annotations

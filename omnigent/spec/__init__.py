@@ -24,6 +24,8 @@ from ._spec import (
     ToolsGrant,
     parse_policy_spec,
 )
+from ._trust import client_spec_problems
+from ._unbuilt import unbuilt_keys
 from ._yaml import load_yaml
 
 __all__ = [
@@ -41,6 +43,8 @@ __all__ = [
     "SleepStep",
     "TerminalSpec",
     "ToolsGrant",
+    "client_spec_problems",
     "load_yaml",
     "parse_policy_spec",
+    "unbuilt_keys",
 ]

@@ -293,6 +293,11 @@ class AgentSpec:
             return cls.from_json(text)
         return cls.from_yaml(text)
 
+    def granted_sub_agents(self) -> dict[str, AgentSpec]:
+        """The sub-agents this agent may dispatch to by name (``tools.agents``), in order."""
+        by_name = {sub.name: sub for sub in self.sub_agents}
+        return {name: by_name[name] for name in self.tools.agents if name in by_name}
+
     def to_dict(self) -> dict[str, Any]:
         """The wire form (JSON-ready; ``None`` fields left out); round-trips via from_dict."""
         out: dict[str, Any] = unstructure(self)

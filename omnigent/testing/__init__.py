@@ -13,9 +13,9 @@ The two vendor fakes share one script vocabulary (:class:`FakeTurn`,
 the same turns drive either CLI.
 """
 
-from omnigent.testing._fake_anthropic import FakeAnthropic
-from omnigent.testing._fake_responses import FakeResponses
-from omnigent.testing._mockllm import (
+from ._fake_anthropic import FakeAnthropic
+from ._fake_responses import FakeResponses
+from ._mockllm import (
     ErrorReply,
     HangReply,
     MockLLM,
@@ -24,7 +24,7 @@ from omnigent.testing._mockllm import (
     TextReply,
     ToolCallsReply,
 )
-from omnigent.testing._script import (
+from ._script import (
     FakeReply,
     FakeShell,
     FakeToolResult,
@@ -32,7 +32,7 @@ from omnigent.testing._script import (
     FakeTurn,
     ScriptedFake,
 )
-from omnigent.testing._standalone import load_script
+from ._standalone import chat_reply, load_script
 
 __all__ = [
     "ErrorReply",
@@ -50,5 +50,6 @@ __all__ = [
     "ScriptedFake",
     "TextReply",
     "ToolCallsReply",
+    "chat_reply",
     "load_script",
 ]

@@ -2,6 +2,6 @@
 
 import sys
 
-from omnigent.testing._standalone import main
+from ._standalone import main
 
 sys.exit(main())

@@ -23,10 +23,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
-from omnigent.testing._mockllm import ErrorReply
-from omnigent.testing._script import FakeShell, FakeToolResult, FakeToolUse, FakeTurn, ScriptedFake
-from omnigent.testing._serve import Rendered, error_rendered, json_rendered
-from omnigent.testing._wire import fragments
+from ._mockllm import ErrorReply
+from ._script import FakeShell, FakeToolResult, FakeToolUse, FakeTurn, ScriptedFake
+from ._serve import Rendered, error_rendered, json_rendered
+from ._wire import fragments
 
 __all__ = ["FakeResponses"]
 

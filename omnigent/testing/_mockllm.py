@@ -19,11 +19,11 @@ from typing import Any, TypeAlias
 import attrs
 import httpx
 
-from omnigent.testing._serve import JSON_HEADERS as _JSON_HEADERS
-from omnigent.testing._serve import SSE_HEADERS as _SSE_HEADERS
-from omnigent.testing._serve import Rendered as _Rendered
-from omnigent.testing._serve import error_rendered, mock_transport, serve_http
-from omnigent.testing._serve import json_rendered as _json
+from ._serve import JSON_HEADERS as _JSON_HEADERS
+from ._serve import SSE_HEADERS as _SSE_HEADERS
+from ._serve import Rendered as _Rendered
+from ._serve import error_rendered, mock_transport, serve_http
+from ._serve import json_rendered as _json
 
 __all__ = [
     "ErrorReply",

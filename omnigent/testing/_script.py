@@ -24,8 +24,8 @@ import attrs
 import httpx
 import trio
 
-from omnigent.testing._mockllm import ErrorReply, HangReply
-from omnigent.testing._serve import (
+from ._mockllm import ErrorReply, HangReply
+from ._serve import (
     JSON_HEADERS,
     SSE_HEADERS,
     Rendered,
@@ -33,7 +33,7 @@ from omnigent.testing._serve import (
     mock_transport,
     serve_http,
 )
-from omnigent.testing._wire import parse_object, timed_parts
+from ._wire import parse_object, timed_parts
 
 __all__ = [
     "FakeReply",

@@ -18,9 +18,9 @@ from typing import Any, TextIO
 
 import trio
 
-from omnigent.testing._fake_anthropic import FakeAnthropic
-from omnigent.testing._fake_responses import FakeResponses
-from omnigent.testing._mockllm import (
+from ._fake_anthropic import FakeAnthropic
+from ._fake_responses import FakeResponses
+from ._mockllm import (
     ErrorReply,
     HangReply,
     MockLLM,
@@ -28,8 +28,8 @@ from omnigent.testing._mockllm import (
     TextReply,
     ToolCallsReply,
 )
-from omnigent.testing._mockllm import Reply as ChatReply
-from omnigent.testing._script import FakeReply, FakeShell, FakeToolUse, FakeTurn
+from ._mockllm import Reply as ChatReply
+from ._script import FakeReply, FakeShell, FakeToolUse, FakeTurn
 
 __all__ = ["chat_reply", "load_script", "main"]
 

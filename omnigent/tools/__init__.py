@@ -7,8 +7,9 @@ acts on a session's live terminals, tmux panes on a private server; see
 :mod:`omnigent.tools.terminals` and ``docs/terminals.md``.
 """
 
-from ._paths import workspace_for
-from ._process import TrackedGroups, boot_id, kill_orphaned_group, process_start_time
+from ._args import ArgField, ToolError, check_args, non_empty_string, string
+from ._beneath import open_beneath
+from ._paths import resolve_root, workspace_for
 from .os import (
     OS_TOOL_SCHEMAS,
     ensure_dir,
@@ -30,12 +31,15 @@ from .terminals import (
 __all__ = [
     "OS_TOOL_SCHEMAS",
     "TERMINAL_TOOL_SCHEMAS",
-    "TrackedGroups",
-    "boot_id",
+    "ArgField",
+    "ToolError",
+    "check_args",
     "ensure_dir",
     "is_mutating",
-    "kill_orphaned_group",
-    "process_start_time",
+    "non_empty_string",
+    "open_beneath",
+    "resolve_root",
+    "string",
     "sys_os_edit",
     "sys_os_read",
     "sys_os_shell",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._tmux import MAX_KEYS, MAX_TEXT_CHARS
+from ..processes import MAX_KEYS, MAX_TEXT_CHARS
 
 __all__ = ["TERMINAL_TOOL_SCHEMAS"]
 

@@ -9,7 +9,7 @@ Every path is opened beneath ``cwd``, one component at a time relative to a dire
 descriptor, so a symlink swapped in mid-call cannot lead out; see :mod:`._beneath`.
 Each file tool opens its file once and works on that descriptor. The shell runs in
 its own process group that is killed as a whole on timeout and on cancellation; see
-:mod:`._process`.
+:mod:`omnigent.processes._groups`.
 
 Error handling: bad arguments, escaping paths, missing files, unmatched edits and the
 like come back as ``Error: …`` strings, never exceptions. Anything unexpected raises.
@@ -32,6 +32,7 @@ from typing import Any, Concatenate, ParamSpec
 
 import trio
 
+from ..processes import TrackedGroups, run_in_group
 from ._args import (
     ArgField,
     ToolError,
@@ -44,7 +45,6 @@ from ._args import (
 )
 from ._beneath import OpenMode, WorkingDirectory, open_beneath
 from ._paths import resolve_root
-from ._process import TrackedGroups, run_in_group
 from ._schemas import DEFAULT_READ_LIMIT, MAX_SHELL_TIMEOUT, OS_TOOL_SCHEMAS
 
 __all__ = [

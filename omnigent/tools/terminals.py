@@ -1,14 +1,14 @@
 """The terminal tools: ``sys_terminal_launch/send/read/list/close``.
 
-Each tool is a plain async function over a :class:`TerminalControl` — the live
-terminals of one session, which the core provides — and the model's argument object.
-What happens here is the argument handling: every argument is checked before anything
-is touched, the terminal must be declared in the spec, a session key must be a safe
-name, a launch ``cwd`` must resolve inside the working directory (the OS tools' rule,
-see :mod:`._paths`), and every result is rendered as the tool's output string — JSON
-on success, ``Error: …`` for anything the model can fix. The tmux plumbing itself is in
-:mod:`._tmux` (pure) and :mod:`._tmux_server` (processes), re-exported here for the
-core.
+Each tool is a plain async function over a :class:`TerminalControl` — the live terminals
+of one session, which the core provides — and the model's argument object. What happens
+here is the argument handling: every argument is checked before anything is touched, the
+terminal must be declared in the spec, a session key must be a safe name, a launch
+``cwd`` must resolve inside the working directory (the OS tools' rule, see
+:mod:`._paths`), and every result is rendered as the tool's output string — JSON on
+success, ``Error: …`` for anything the model can fix. The tmux plumbing itself is in
+:mod:`omnigent.processes._tmux` (pure) and :mod:`omnigent.processes._tmux_server`
+(processes), re-exported here for the core.
 
 Error handling: a failure the model can act on is raised inside as
 :class:`~._args.ToolError` (by this module or by the control) and comes back as
@@ -26,17 +26,18 @@ from typing import Any, ParamSpec, Protocol
 import attrs
 import trio
 
-from ..spec import TerminalSpec
-from ._args import ArgField, ToolError, check_args, non_negative_int, string
-from ._paths import resolve_inside, resolve_root
-from ._terminal_schemas import TERMINAL_TOOL_SCHEMAS
-from ._tmux import (
+from ..processes import (
     HISTORY_LIMIT,
     MAX_TEXT_CHARS,
     IdleDetector,
     NewPane,
+    TmuxFailed,
+    TmuxServer,
+    TmuxUnavailable,
     capture_argv,
     check_session_key,
+    default_base,
+    open_tmux_server,
     parse_keys,
     resource_id,
     screen_digest,
@@ -44,7 +45,10 @@ from ._tmux import (
     send_text_argv,
     trim_screen,
 )
-from ._tmux_server import TmuxFailed, TmuxServer, TmuxUnavailable, default_base, open_tmux_server
+from ..spec import TerminalSpec
+from ._args import ArgField, ToolError, check_args, non_negative_int, string
+from ._paths import resolve_inside, resolve_root
+from ._terminal_schemas import TERMINAL_TOOL_SCHEMAS
 
 __all__ = [
     "HISTORY_LIMIT",

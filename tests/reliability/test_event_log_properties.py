@@ -35,10 +35,10 @@ from hypothesis import event as note
 from hypothesis import strategies as st
 
 import omnigent
-from omnigent.core import _bus as bus_module
-from omnigent.core import _live as live_module
-from omnigent.core import _subscription as subscription_module
-from omnigent.core._bus import EventBus
+from omnigent.core.bus import _bus as bus_module
+from omnigent.core.bus import _live as live_module
+from omnigent.core.bus import _subscription as subscription_module
+from omnigent.core.bus._bus import EventBus
 from omnigent.model import Event, OutputTextDelta, event_from_dict
 from omnigent.stores import open_store
 

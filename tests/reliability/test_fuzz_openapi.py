@@ -35,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from omnigent.transports._openapi import openapi_document
+from omnigent.transports.http._openapi import openapi_document
 
 from .fuzz_helpers import Decliner, Served, leaks, prepare, sent_text, serve
 

@@ -325,7 +325,7 @@ async def test_a_body_that_never_ends_gets_its_connection_closed(tmp_path: Path)
 async def test_json_bodies_of_every_route_are_checked(tmp_path: Path) -> None:
     # Whatever a route is, a JSON body it reads is decoded by the one strict decoder.
     from omnigent import open_runtime
-    from omnigent.transports.http import create_app
+    from omnigent.transports.http._app import create_app
 
     async with open_runtime() as rt:
         app = create_app(rt)

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.harnesses._native import model_endpoint
+from omnigent.harnesses.native._cli import model_endpoint
 
 from .serve_helpers import open_serve, scripted
 

@@ -16,8 +16,8 @@ import trio
 import omnigent
 from omnigent.core import elicitation_params
 from omnigent.errors import HarnessError, InvalidInput, SpecError
-from omnigent.harnesses._protocol import FrameReader
 from omnigent.harnesses.base import TurnContext, TurnRequest
+from omnigent.harnesses.external._protocol import FrameReader
 from omnigent.model import MAX_DEPTH, check_depth, loads
 from omnigent.spec import AgentSpec, load_yaml
 

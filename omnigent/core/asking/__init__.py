@@ -1,0 +1,35 @@
+"""Asking people, and who may see what: elicitations, permissions, visibility.
+
+:class:`Elicitations` parks a waiter until a person answers, mirrors the question to the
+session's ancestors and resolves it exactly once; :class:`Permissions` holds owners and
+grants (read, edit, manage, ``__public__``) inherited down a session tree;
+:class:`Visibility` is the sharing fence for data about *other* sessions in a view.
+"""
+
+from ._elicitations import (
+    ACTIONS,
+    Elicitations,
+    Resolution,
+    check_content,
+    wants_content,
+)
+from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant, Permissions, check_level
+from ._visibility import Visibility
+
+__all__ = [
+    "ACTIONS",
+    "EDIT",
+    "MANAGE",
+    "NONE",
+    "PUBLIC",
+    "READ",
+    "Elicitations",
+    "Grant",
+    "Permissions",
+    "Resolution",
+    "Visibility",
+    "check_content",
+    "check_level",
+    "elicitation_params",
+    "wants_content",
+]

@@ -1,0 +1,320 @@
+"""Shared ownership: several servers on one database, each session tree on one of them.
+
+:class:`SharedOwnership` implements :class:`~._ownership.Ownership` over a
+:class:`~omnigent.stores.ClusterStore`. A tree is held here while any
+:class:`~._ownership.Tenure` on it is out; the lease row is claimed on the first and
+released after the last. This module claims (and takes over) leases and keeps them;
+which trees are held here and how many tenures are out on each is the bookkeeping of
+its base, :class:`~._trees.HeldTrees`. The background tasks, all in the
+nursery of :func:`open_shared_ownership`:
+
+* **renewer** — every ``ttl / 3`` extends the heartbeat and every live lease in one
+  statement. A tree whose lease is gone is *lost*: the runtime stops its work (events
+  it still publishes are refused by the store's fencing). If renewals keep failing for
+  ``ttl``, every tree is given up locally, since another server may hold it by now.
+* **janitor** — at the first expiry of another server's lease (or every ``ttl / 2``)
+  takes over expired leases, and trees with unfinished work and no lease at all, and
+  has the runtime recover each (running turns end ``failed`` with
+  ``runtime_restarted``, as a restart does).
+* **listener** — LISTEN for commands addressed here and for other servers' events
+  (handed to the runtime's remote feed).
+* **commands** — runs the calls other servers forward here and takes the replies to
+  the calls this server forwarded (:mod:`._command_rows`).
+
+Resource handling: every task lives in the block of :func:`open_shared_ownership`;
+leaving it releases this server's leases and removes its server row (bounded).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from ...errors import Conflict
+from ...stores import (
+    COMMANDS_CHANNEL,
+    EVENTS_CHANNEL,
+    ServerRow,
+)
+from ._command_rows import FORWARD_TIMEOUT, CommandChannel, Handler
+from ._ownership import Elsewhere, Moved, Tenure
+from ._trees import HeldTree, HeldTrees, SharedStore
+
+__all__ = ["DEFAULT_LEASE_TTL", "SharedOwnership", "SharedStore", "open_shared_ownership"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_TTL = 10.0
+_GC_EVERY = 300.0
+_GC_AGE = 3600.0
+
+
+@attrs.define(eq=False)
+class Hooks:
+    """What the runtime plugs in (set before :meth:`SharedOwnership.begin`)."""
+
+    handlers: dict[str, Handler] = attrs.field(factory=dict)
+    # Recover a tree taken over from a dead server (its sessions' unfinished work).
+    recover: Callable[[str], Awaitable[None]] | None = None
+    # Stop the work of sessions whose trees were lost.
+    lost: Callable[[set[str]], None] = lambda sessions: None
+    # Forget what is cached for sessions whose trees are no longer held here.
+    released: Callable[[set[str]], None] = lambda sessions: None
+    # Another server wrote events: ``session:last_id:instance``, or "" to re-read all.
+    events: Callable[[str], None] = lambda payload: None
+
+
+class SharedOwnership(HeldTrees):
+    """Ownership of session trees under leases (see the module docstring)."""
+
+    shared = True
+
+    def __init__(self, store: SharedStore, name: str, nursery: trio.Nursery, ttl: float) -> None:
+        assert store.instance is not None
+        super().__init__(store, nursery)
+        self.instance = store.instance
+        self.server_name = name
+        self.ttl = ttl
+        self.hooks = Hooks()
+        self.closing = False
+        self.commands = CommandChannel(
+            store, self.instance, nursery, ttl, lambda: self.hooks.handlers, lambda: self.closing
+        )
+        self._last_renewal = trio.current_time()
+
+    # -- Ownership ---------------------------------------------------------------------
+
+    async def enter(self, session_id: str, root_id: str, *, claim: bool = True) -> Tenure | None:
+        """See :meth:`Ownership.enter`; a takeover of an expired lease recovers first."""
+        tenure = self._take(session_id, root_id)
+        if tenure is not None:
+            return tenure
+        async with self._locks(root_id):
+            tenure = self._take(session_id, root_id)
+            if tenure is not None:
+                return tenure
+            if not claim:
+                holder = await self._store.lease_holder(root_id)
+                if holder is None:
+                    return None
+                if holder.instance != self.instance:
+                    raise Elsewhere(session_id, root_id, holder.instance, holder.server)
+            if self.closing:
+                raise Moved()
+            since = trio.current_time()
+            result = await self._store.claim(root_id, self.ttl)
+            if result.instance == "":  # released between its two statements: once more
+                result = await self._store.claim(root_id, self.ttl)
+            if result.instance != self.instance:
+                if not result.instance:
+                    raise Moved()
+                raise Elsewhere(session_id, root_id, result.instance, result.server)
+            tree = self._trees[root_id] = HeldTree(root_id, since)
+            tenure = self._take(session_id, root_id)
+            assert tenure is not None
+            await self._register(tree)
+            if result.taken_from is not None:
+                log.warning("took over %s from %s: recovering it", root_id, result.taken_from)
+                await self._recover(tree)
+            return tenure
+
+    async def admit(self, session_id: str) -> bool:
+        if self.owns(session_id):
+            return True
+        row = await self._store.get_session(session_id)
+        if row is None or row.root_session_id not in self._trees:
+            return False
+        tree = self._trees[row.root_session_id]
+        tree.sessions.add(session_id)
+        self._roots[session_id] = tree.root_id
+        return True
+
+    def lost(self, session_ids: tuple[str, ...]) -> None:
+        roots = {self._roots[s] for s in session_ids if s in self._roots}
+        self._lose(roots, "the store refused its events")
+
+    def close(self) -> None:
+        """Take no tree any more; forwarded calls are answered "moved"."""
+        self.closing = True
+
+    # -- forwarding --------------------------------------------------------------------
+
+    async def forward(
+        self,
+        where: Elsewhere,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        timeout: float | None = FORWARD_TIMEOUT,
+    ) -> Any:
+        """See :meth:`Ownership.forward`. ``timeout=None`` waits as long as the owner lives."""
+        return await self.commands.forward(where, kind, payload, timeout=timeout)
+
+    # -- background ----------------------------------------------------------------------
+
+    async def begin(self) -> None:
+        """Start answering other servers and recovering dead ones' trees (hooks are set).
+
+        Runs one recovery sweep before returning, as a restart of a lone process
+        recovers before it serves.
+        """
+        await self._sweep()
+        self._nursery.start_soon(self.commands.run)
+        self._nursery.start_soon(self._janitor)
+
+    async def _listen(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with self._store.open_listener([COMMANDS_CHANNEL, EVENTS_CHANNEL]) as notes:
+            task_status.started()
+            async for note in notes:
+                if note.channel == COMMANDS_CHANNEL:
+                    if note.payload == self.instance:
+                        self.commands.wake()
+                elif note.channel == EVENTS_CHANNEL:
+                    self.hooks.events(note.payload)
+                else:  # reconnected: what was said meanwhile is lost
+                    self.commands.wake()
+                    self.hooks.events("")
+
+    async def _renewer(self) -> None:
+        while True:
+            await trio.sleep(self.ttl / 3)
+            started = trio.current_time()
+            answered, held = await self._renew()
+            if not answered:
+                if trio.current_time() - self._last_renewal > self.ttl * 0.8:
+                    # Another server may hold these trees by now: stop their work here.
+                    self._lose(set(self._trees), "renewals failed for most of the lease")
+                continue
+            self._last_renewal = started
+            if held is None:
+                log.error("another process registered as %r: giving up", self.server_name)
+                self._lose(set(self._trees), "the server name was taken over")
+                continue
+            gone = {r for r, t in self._trees.items() if r not in held and t.since < started}
+            self._lose(gone, "its lease expired")
+
+    async def _renew(self) -> tuple[bool, set[str] | None]:
+        """``(answered, the roots still held)``; held is ``None`` if the name was taken."""
+        try:
+            with trio.move_on_after(self.ttl / 3):
+                return True, await self._store.heartbeat(self.ttl)
+        except Exception:
+            log.warning("lease renewal failed", exc_info=True)
+        return False, None
+
+    async def _janitor(self) -> None:
+        last_gc = trio.current_time()
+        while True:
+            wait = self.ttl / 2
+            try:
+                first = await self._store.next_expiry()
+            except Exception:
+                log.warning("could not read lease expiries", exc_info=True)
+                first = None
+            if first is not None:
+                wait = min(wait, first + 0.05)
+            await trio.sleep(wait)
+            if self.closing:
+                continue
+            try:
+                await self._sweep()
+                if trio.current_time() - last_gc > _GC_EVERY:
+                    last_gc = trio.current_time()
+                    await self._store.collect_garbage(_GC_AGE)
+            except Exception:
+                log.warning("the recovery sweep failed", exc_info=True)
+
+    async def _sweep(self) -> None:
+        """Take over expired leases and orphaned trees, and recover each."""
+        since = trio.current_time()
+        for claim in await self._store.claim_expired(self.ttl, limit=32):
+            log.warning("took over %s from %s: recovering it", claim.root_id, claim.taken_from)
+            await self._adopt(claim.root_id, since, claimed=True)
+        for root in await self._store.orphaned_roots(limit=32, min_age=self.ttl):
+            await self._adopt(root, since, claimed=False)
+
+    async def _adopt(self, root_id: str, since: float, *, claimed: bool) -> None:
+        async with self._locks(root_id):
+            if root_id in self._trees:
+                return
+            if not claimed:
+                result = await self._store.claim(root_id, self.ttl)
+                if result.instance != self.instance:
+                    return
+                log.warning("adopting %s (unfinished work, no lease): recovering it", root_id)
+            tree = self._trees[root_id] = HeldTree(root_id, since)
+            tenure = self._take(root_id, root_id)
+            assert tenure is not None
+            await self._register(tree)
+        try:
+            await self._recover(tree)
+        finally:
+            tenure.release()
+
+    async def _recover(self, tree: HeldTree) -> None:
+        if self.hooks.recover is None:
+            return
+        try:
+            await self.hooks.recover(tree.root_id)
+        except Exception:
+            log.exception("recovering %s failed", tree.root_id)
+
+    async def servers(self) -> list[ServerRow]:
+        return await self._store.live_servers()
+
+
+def default_server_name() -> str:
+    """``HOST:PID``: what ``serve`` calls itself without ``--server-id``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@asynccontextmanager
+async def open_shared_ownership(
+    store: SharedStore, name: str | None = None, *, ttl: float = DEFAULT_LEASE_TTL
+) -> AsyncIterator[SharedOwnership]:
+    """Join the servers sharing ``store`` as ``name`` while the block runs.
+
+    Waits (up to the lease time) for a previous process of the same name whose
+    heartbeat has not expired yet — a restart after ``kill -9``.
+
+    Raises:
+        Conflict: a live server keeps the name.
+
+    Resource handling: leaving the block stops every background task, releases the
+    leases and removes the server row (shielded, bounded).
+    """
+    name = name or default_server_name()
+    host, pid = socket.gethostname(), os.getpid()
+    left = await store.register_server(name, host, pid, ttl)
+    if left is not None and left <= ttl + 1:
+        # A previous process of this name, killed before it could unregister.
+        log.warning("waiting %.1f s for the previous %r to expire", left, name)
+        await trio.sleep(left + 0.05)
+        left = await store.register_server(name, host, pid, ttl)
+    if left is not None:
+        raise Conflict(f"another live server is registered as {name!r}; choose another --server-id")
+    try:
+        async with trio.open_nursery() as nursery:
+            ownership = SharedOwnership(store, name, nursery, ttl)
+            await nursery.start(ownership._listen)
+            nursery.start_soon(ownership._renewer)
+            try:
+                yield ownership
+            finally:
+                ownership.closing = True
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.move_on_after(5, shield=True):
+            try:
+                await store.unregister_server()
+            except Exception:
+                log.warning("could not unregister %r (its rows expire)", name, exc_info=True)

@@ -1,0 +1,107 @@
+"""Agent records: registration (with its checks) and the agent view.
+
+:class:`AgentCatalog` is owned by the runtime; it needs only the store and the actor
+host (for the spec cache and harness names), so the runtime reads as its API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from ...errors import AgentNotFound, ErrorDetail, Forbidden, SpecError
+from ...mcp import require_mcp
+from ...model import Agent
+from ...spec import AgentSpec, client_spec_problems, unbuilt_keys
+from ...stores import AgentRow, Store
+from ._host import ActorHost
+
+__all__ = ["AgentCatalog"]
+
+
+class AgentCatalog:
+    """Registered agents and their versions. Owned by the ``Runtime``."""
+
+    def __init__(self, store: Store, host: ActorHost) -> None:
+        self._store = store
+        self._host = host
+
+    async def create(
+        self, spec: AgentSpec | Mapping[str, Any], owner: str, *, from_client: bool = False
+    ) -> Agent:
+        """Validate ``spec`` fully, then store it as the agent's next version.
+
+        Beyond its shape: a key whose feature is not built is refused (see
+        :mod:`omnigent.spec._unbuilt`), and so is a ``function`` policy the operator did
+        not allow. A spec ``from_client`` may name no program the operator did not
+        allow, nor a working directory outside the workspace
+        (:mod:`omnigent.spec._trust`). An unchanged spec keeps its version.
+
+        Raises:
+            Forbidden: another owner has the name (also when it got it while this
+                call was validating).
+        """
+        if not isinstance(spec, AgentSpec):
+            spec = AgentSpec.from_dict(spec)
+        harness = self._host.harness_of(spec, None)
+        require_mcp(spec)
+        # Refused early, before a policy module is imported for a name the caller
+        # cannot have. The store's write checks the owner again, atomically: this
+        # read only saves work, it does not decide (two creates race past it).
+        existing = await self._store.get_agent_by_name(spec.name)
+        if existing is not None and existing.owner != owner:
+            raise Forbidden(f"agent {spec.name!r} belongs to another user")
+        # The keys omnigent has not built, the harness's own refusals (a model of
+        # another family, keys it cannot honour), then the policies.
+        problems = unbuilt_keys(spec) + self._host.harnesses.spec_problems(harness, spec)
+        problems += self._policy_problems(spec)
+        if from_client:
+            problems += client_spec_problems(spec, self._host.allowed_commands)
+        if not problems:
+            # Importing an allowed function policy's module may block: in a thread.
+            problems = await trio.to_thread.run_sync(self._host.new_policy_engine(spec).check)
+            problems = [p for p in problems if p.loc.startswith("policies[")]
+        if problems:
+            summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
+            raise SpecError(f"invalid AgentSpec: {summary}", problems)
+        row = await self._store.put_agent_version(spec.name, spec.to_dict(), owner)
+        self._host.remember_spec(row.id, row.version, spec)
+        return Agent(
+            row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
+        )
+
+    def _policy_problems(self, spec: AgentSpec) -> list[ErrorDetail]:
+        """Function references the operator did not allow. Imports nothing."""
+        allowlist = self._host.policy_allowlist
+        return [
+            ErrorDetail(f"policies[{index}].function", problem)
+            for index, policy in enumerate(spec.policies)
+            if policy.function is not None
+            and (problem := allowlist.problem(policy.function)) is not None
+        ]
+
+    async def get(self, agent_id: str) -> Agent:
+        return self.view(await self._store.get_agent(agent_id), agent_id)
+
+    async def get_by_name(self, name: str) -> Agent:
+        return self.view(await self._store.get_agent_by_name(name), name)
+
+    async def list(self) -> list[Agent]:
+        return [self.view(row, row.id) for row in await self._store.list_agents()]
+
+    def view(self, row: AgentRow | None, looked_up: str) -> Agent:
+        """The wire view of an agent row. Raises AgentNotFound for ``None``."""
+        if row is None:
+            raise AgentNotFound(looked_up)
+        spec = self._host.spec_of(row.id, row.version, row.spec)
+        return Agent(
+            row.id,
+            row.name,
+            row.version,
+            spec.description,
+            self._host.harness_of(spec, None, strict=False),
+            spec.model,
+            row.created_at,
+        )

@@ -1,0 +1,124 @@
+"""Validation of what clients send in: ``{type, data}`` events and message content.
+
+Everything is checked here, before any side effect, so bad input changes nothing and
+its error names the field (``data.content[0].type``).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from ...errors import InvalidInput
+from ...model import ContentBlock, InputImage, InputText, structure, wire_schema
+
+__all__ = [
+    "EVENT_DATA",
+    "EVENT_TYPES",
+    "ApprovalData",
+    "InboundEvent",
+    "McpElicitationData",
+    "parse_event",
+    "parse_message_content",
+]
+
+
+@attrs.frozen
+class _MessageData:
+    """``message``: a user message; ``input_text`` and ``input_image`` blocks only."""
+
+    content: tuple[ContentBlock, ...] = attrs.field(metadata=wire_schema({"minItems": 1}))
+    role: Literal["user"] = "user"
+
+
+@attrs.frozen
+class _EmptyData:
+    """``interrupt`` / ``stop_session``: no fields (``data`` may be left out)."""
+
+
+@attrs.frozen
+class ApprovalData:
+    """``approval``: answer an elicitation (as the resolve route does)."""
+
+    elicitation_id: str
+    action: Literal["accept", "decline", "cancel"]
+    content: Any = None
+
+
+@attrs.frozen
+class McpElicitationData:
+    """``mcp_elicitation``: ask the person a question (MCP's elicitation request)."""
+
+    message: str
+    requestedSchema: dict[str, Any] | None = None
+
+
+_KINDS: dict[str, type[Any]] = {
+    "message": _MessageData,
+    "interrupt": _EmptyData,
+    "stop_session": _EmptyData,
+    "approval": ApprovalData,
+    "mcp_elicitation": McpElicitationData,
+}
+EVENT_TYPES = tuple(_KINDS)
+EVENT_DATA: Mapping[str, type[Any]] = types.MappingProxyType(_KINDS)
+"""The attrs class each inbound event type's ``data`` is structured into (read-only).
+
+``data`` may be left out (or ``null``) when that class has no required field."""
+
+
+@attrs.frozen
+class InboundEvent:
+    """A validated inbound event."""
+
+    type: str
+    role: str = "user"
+    content: tuple[ContentBlock, ...] = ()
+    data: Any = None
+
+
+def _check_user_blocks(blocks: Sequence[ContentBlock], root: str) -> None:
+    if not blocks:
+        raise InvalidInput.at(root, "must contain at least one content block")
+    for index, block in enumerate(blocks):
+        if not isinstance(block, InputText | InputImage):
+            raise InvalidInput.at(
+                f"{root}[{index}].type", "a user message takes input_text or input_image blocks"
+            )
+
+
+def parse_message_content(content: Any, *, root: str) -> tuple[ContentBlock, ...]:
+    """User message content from a string or a list of blocks (dicts or block objects).
+
+    Raises:
+        InvalidInput: naming the offending block field under ``root``.
+    """
+    if isinstance(content, str):
+        blocks: tuple[ContentBlock, ...] = (InputText(content),)
+    elif isinstance(content, Sequence) and all(
+        isinstance(b, InputText | InputImage) for b in content
+    ):
+        blocks = tuple(content)
+    else:
+        blocks = structure(content, tuple[ContentBlock, ...], root=root)
+    _check_user_blocks(blocks, root)
+    return blocks
+
+
+def parse_event(type: Any, data: Any) -> InboundEvent:
+    """Validate an inbound ``{type, data}`` event.
+
+    Raises:
+        InvalidInput: at ``type`` for an unknown type, at ``data…`` for a bad body.
+    """
+    if not isinstance(type, str) or type not in _KINDS:
+        expected = ", ".join(EVENT_TYPES)
+        raise InvalidInput.at("type", f"unknown event type {type!r} (expected one of: {expected})")
+    body: Any = structure({} if data is None else data, _KINDS[type], root="data")
+    if isinstance(body, _MessageData):
+        _check_user_blocks(body.content, "data.content")
+        return InboundEvent(type, role=body.role, content=body.content)
+    return InboundEvent(type, data=body)

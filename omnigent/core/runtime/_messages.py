@@ -1,0 +1,172 @@
+"""Messages in: validation and persistence, and the stream of the turn that answers one.
+
+:class:`Messages` is owned by the runtime. :meth:`Messages.accept` validates a user
+message and persists it (nothing is stored if it is invalid); :meth:`Messages.send`
+then hands it to the session's actor. :meth:`Messages.open_turn_stream` does both
+under a subscription and yields the events up to the end of the turn that answers the
+message (``?stream=true``; a cancel-safe :class:`~omnigent.core.session._turn_stream.TurnEvents`).
+
+Which turn took a message is kept, per open stream, in ``host.watched``: the stream
+ends with that turn's terminal ``response.*`` event, or with the session's terminal
+status when a stop dropped the message before any turn took it. When another server
+runs the session's turns (several servers on one database), the stream asks the store
+instead (:meth:`~omnigent.stores.Store.item_taken_by`): the turn that takes a message
+records its response id there before it can end, and the message itself is handed to
+that server (:attr:`Messages.deliver`, set by the runtime to its routed call).
+
+A message is stored *pending* (no turn has taken it yet), so a process that dies
+before answering it answers it on its next start. A message the runtime refuses
+after storing it (it started shutting down, or the session's buffer filled, while the
+message was being written) is taken back out: a refusal changes nothing.
+
+The buffer of messages waiting for a running turn holds at most
+:data:`MAX_BUFFERED_MESSAGES`; past that a message is refused with ``Conflict``
+(``409``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from ...errors import Conflict, RuntimeClosed, SessionNotFound
+from ...model import Event, Item, MessageAccepted, MessageItem, unstructure
+from ...stores import SessionRow, Store
+from ..bus import EventBus
+from ..session import TurnEvents
+from ._files import FileService
+from ._host import ActorHost
+from ._inputs import parse_message_content
+from ._sessions import SessionRecords
+
+__all__ = ["MAX_BUFFERED_MESSAGES", "Messages"]
+
+MAX_BUFFERED_MESSAGES = 100
+
+
+class Messages:
+    """User messages into sessions. Owned by the ``Runtime``."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: EventBus,
+        host: ActorHost,
+        files: FileService,
+        sessions: SessionRecords,
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self._host = host
+        self._files = files
+        self._sessions = sessions
+        # Set by the runtime (see _placed): hands a stored message to the session,
+        # wherever its tree is held; answers ``accepted`` or ``buffered``.
+        self.deliver: Callable[[SessionRow, MessageItem], Awaitable[str]] = self._enqueue
+
+    async def _enqueue(self, row: SessionRow, message: MessageItem) -> str:
+        return (await self.hand_over(row.id, message)).status
+
+    def _check_open(self, session_id: str) -> None:
+        if self._host.closing:
+            raise RuntimeClosed("the runtime is shutting down")
+        if session_id in self._host.deleting:
+            raise SessionNotFound(session_id)
+
+    def _check_room(self, session_id: str) -> None:
+        actor = self._host.actors.get(session_id)
+        if actor is not None and not actor.leaving and actor.pending_count >= MAX_BUFFERED_MESSAGES:
+            raise Conflict(
+                f"the session already has {actor.pending_count} messages waiting for its "
+                "running turn; wait for it to finish (or interrupt it)"
+            )
+
+    async def accept(
+        self,
+        session_id: str,
+        content: Any,
+        role: str,
+        viewer: str | None = None,
+        *,
+        item_id: str | None = None,
+    ) -> MessageItem:
+        """Validate and persist a message (pending); nothing is stored if it is invalid.
+
+        ``item_id`` fixes the item's id (a dispatch records it before sending).
+
+        Raises:
+            RuntimeClosed, SessionNotFound, InvalidInput, Conflict (buffer full).
+        """
+        self._check_open(session_id)
+        await self._sessions.row(session_id)
+        blocks = parse_message_content(content, root="content")
+        await self._files.check_references(blocks, root="content", viewer=viewer)
+        item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
+        if item_id is not None:
+            item = attrs.evolve(item, id=item_id)
+        self._check_open(session_id)
+        self._check_room(session_id)
+        try:
+            await self._store.put_items(session_id, [unstructure(item, Item)], pending=True)
+        except LookupError:
+            raise SessionNotFound(session_id) from None
+        return item
+
+    async def hand_over(self, session_id: str, item: MessageItem) -> MessageAccepted:
+        """Give a stored message to the session's actor: ``accepted`` or ``buffered``.
+
+        Raises:
+            RuntimeClosed, SessionNotFound, Conflict: refused after all; the message
+            is taken back out of the store first.
+        """
+        try:
+            self._check_open(session_id)
+            self._check_room(session_id)
+            status = self._host.actor(session_id).enqueue(item)
+        except (RuntimeClosed, SessionNotFound, Conflict):
+            await self.take_back(session_id, item.id)
+            raise
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+
+    async def take_back(self, session_id: str, item_id: str) -> None:
+        """Remove a stored message no actor took (shielded, bounded)."""
+        with trio.move_on_after(5, shield=True):
+            await self._store.delete_items(session_id, [item_id])
+
+    async def send(
+        self, session_id: str, content: Any, role: str, viewer: str | None = None
+    ) -> MessageAccepted:
+        """See :meth:`Runtime.send_message`."""
+        item = await self.accept(session_id, content, role, viewer)
+        status = await self.deliver(await self._sessions.row(session_id), item)
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
+
+    @asynccontextmanager
+    async def open_turn_stream(
+        self,
+        session_id: str,
+        content: str | Sequence[Any],
+        role: str,
+        viewer: str | None = None,
+        *,
+        admits: Callable[[Event], Awaitable[bool]] | None = None,
+    ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
+        """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown."""
+        row = await self._sessions.row(session_id)
+        async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
+            item = await self.accept(session_id, content, role, viewer)
+            self._host.watched[item.id] = None
+            try:
+                status = await self.deliver(row, item)
+                accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
+                events = TurnEvents(
+                    subscription, item.id, watched=self._host.watched, store=self._store
+                )
+                yield accepted, events
+            finally:
+                del self._host.watched[item.id]

@@ -1,0 +1,353 @@
+"""Opening a runtime: the root of every lifetime.
+
+:func:`open_runtime` opens the store, the HTTP client harnesses use, the tmux server
+terminals run in, the event bus writer and the root nurseries, recovers what a
+previous process left in flight (:mod:`._recovery`), and yields a
+:class:`~omnigent.core.runtime._runtime.Runtime`. Leaving the block cancels every session's
+work (each running turn still ends with a terminal ``cancelled`` status), waits for
+it, lets the bus persist what is queued, and closes the store. Nothing it started
+outlives it, and leaving takes ``shutdown_grace`` plus about a second at most for the
+sessions, the event writer and the store: what is stuck after the grace — a sync
+tool's thread, a store call on a locked database — is abandoned with a log line
+naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from ..._config import omnigent_home
+from ..._ids import new_id
+from ...errors import InvalidInput
+from ...harnesses.base import HarnessFactory
+from ...harnesses.registry import HarnessRegistry
+from ...processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT, open_process_manager
+from ...spec import PolicySpec, parse_policy_spec
+from ...stores import Store, cluster_of, open_store
+from ...tools.terminals import TmuxServer, open_tmux_server
+from ..bus import EventBus, SessionChanges
+from ..cluster import (
+    DEFAULT_LEASE_TTL,
+    Ownership,
+    RemoteFeed,
+    SharedOwnership,
+    SharedStore,
+    SoloOwnership,
+    default_server_name,
+    open_shared_ownership,
+)
+from ..tools import PolicyAllowlist, PolicyFunctions, ToolPlace
+from ..work import recover_work, url_prefix_problem
+from ._recovery import recover
+from ._runtime import Runtime, RuntimeState
+
+__all__ = ["open_runtime"]
+
+log = logging.getLogger(__name__)
+
+# After the sessions' grace: how long the writer may take to persist what is queued.
+_WRITER_GRACE = 0.4
+
+
+@asynccontextmanager
+async def open_runtime(
+    db: str | None = None,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    load_entry_points: bool = True,
+    home: str | Path | None = None,
+    workspace: str | Path | None = None,
+    default_cwd: str | Path | None = None,
+    default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
+    policy_functions: PolicyFunctions | None = None,
+    policy_modules: Iterable[str] = (),
+    allowed_commands: Iterable[str] = (),
+    allowed_mcp_urls: Iterable[str] = (),
+    exclusive: bool = True,
+    shutdown_grace: float = DEFAULT_GRACE,
+    harness_idle_timeout: float | None = None,
+    server_id: str | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    harnesses: Mapping[str, HarnessFactory] | None = None,
+) -> AsyncIterator[Runtime]:
+    """Open a runtime on a store; close everything it started when the block exits.
+
+    Args:
+        db: ``sqlite:///path.db`` (or a path); ``None`` keeps everything in memory;
+            ``postgresql://…`` a database several servers share (see
+            ``docs/deploy.md``).
+        http_client: the client harnesses use for model endpoints (tests pass one
+            over ``httpx.MockTransport``); by default the runtime owns one.
+        load_entry_points: register harnesses from the ``omnigent.harnesses`` group
+            and allow the policy functions of the ``omnigent.policies`` group.
+        home: where per-session workspaces live (default ``$OMNIGENT_HOME``, else
+            ``~/.omnigent``).
+        workspace: the directory an agent's ``os_env.cwd: .`` means (default: the
+            current directory).
+        default_cwd: where the OS tools of an agent whose spec names no
+            ``os_env.cwd`` act. ``None`` (the default, and what ``serve`` uses): each
+            session gets its own workspace under ``home``. ``omnigent run`` passes
+            the directory it was run in.
+        default_policies: policies applied to every session after its agent's own.
+            Their ``function`` references are the caller's own, and may name any
+            importable callable.
+        policy_functions: callables an agent's ``function`` policy may name, by name
+            (or a list of callables, each named ``"module:qualname"``).
+        policy_modules: modules whose own callables an agent's ``function`` policy
+            may name (``serve --policy-module``). Without these, and apart from the
+            entry points, an agent's ``function`` policy can name nothing: a
+            reference to any other module is refused (``SpecError`` when the agent
+            is registered) and nothing is imported for it.
+        allowed_commands: programs a spec registered with ``from_client=True`` (the
+            HTTP API's) may name to run — an external harness's or a stdio MCP
+            server's ``command``, a terminal's ``command`` (``serve --allow-command``).
+            By default a client's spec may name none; the operator's own specs may
+            name any. The same list says which stdio MCP servers a remote client may
+            supply (:meth:`Runtime.open_client_mcp_servers` with ``from_client``).
+        allowed_mcp_urls: URL prefixes (``https://mcp.example/``) under which a remote
+            client may supply HTTP MCP servers for its sessions (``serve
+            --allow-mcp-url``); by default none — the server fetching URLs a client
+            chose would let it reach what only the server can.
+        exclusive: own the database (the default). One process at a time may run
+            turns on a database file: their event logs and recovery would collide.
+            ``False`` opens it beside a running owner for records only — agents,
+            sessions, items, files — and refuses what would publish events, delete
+            or run turns (``StoreBusy``).
+        shutdown_grace: seconds the sessions get to end when the block exits (then
+            whatever still blocks is abandoned; see the module docstring), and a
+            harness process between SIGTERM and SIGKILL (on shutdown, idle reaping
+            and respawns).
+        harness_idle_timeout: seconds an external harness process may sit unused
+            before it is reaped (default ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``, else one
+            hour; ``0`` never reaps). A process with a turn in flight is never reaped.
+        server_id: this server's name among those sharing a database (default
+            ``HOST:PID``); ``GET /v1/servers`` lists it.
+        lease_ttl: (PostgreSQL) seconds a session tree's lease outlives its holder's
+            last renewal: how soon another server takes over after a crash.
+        harnesses: harness factories by name, registered before the runtime recovers
+            what a previous process left (a session whose turn resumes at start
+            needs its harness then; one registered later with
+            :meth:`Runtime.register_harness` comes too late for that turn).
+
+    Raises:
+        StoreBusy: ``exclusive`` and another runtime owns the database file.
+        InvalidInput: a bad ``policy_modules`` name or ``policy_functions`` entry, or
+            an ``allowed_mcp_urls`` entry that is not an http(s) URL prefix.
+
+    Cancellation: cancelling the block cancels every turn; each still publishes its
+    terminal status before the store closes.
+    """
+    place = ToolPlace(
+        workspace=Path(workspace) if workspace is not None else Path.cwd(),
+        home=Path(home) if home is not None else omnigent_home(),
+        default_cwd=Path(default_cwd) if default_cwd is not None else None,
+    )
+    idle_timeout = _idle_timeout(harness_idle_timeout)
+    mcp_urls = tuple(allowed_mcp_urls)
+    for index, prefix in enumerate(mcp_urls):
+        problem = url_prefix_problem(prefix) if isinstance(prefix, str) else "expected a string"
+        if problem is not None:
+            raise InvalidInput.at(f"allowed_mcp_urls[{index}]", problem)
+    policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
+    allowlist = PolicyAllowlist(
+        functions=policy_functions,
+        modules=policy_modules,
+        trusted=[p.function for p in policies if p.function is not None],
+        load_entry_points=load_entry_points,
+    )
+    registry = HarnessRegistry()
+    if load_entry_points:
+        registry.load_entry_points()
+    for name, factory in (harnesses or {}).items():
+        registry.register(name, factory, replace=True)
+    body_error: BaseException | None = None
+    rt: Runtime | None = None
+    try:
+        # Several servers may share a PostgreSQL database: each member is an instance.
+        instance = new_id("inst") if exclusive else None
+        async with (
+            open_store(db, exclusive=exclusive, instance=instance) as store,
+            _open_ownership(store, exclusive, server_id, lease_ttl) as ownership,
+            _open_http(http_client) as http,
+            _open_terminals(exclusive) as tmux,
+            trio.open_nursery() as services,
+        ):
+            changes = SessionChanges()
+            bus = EventBus(store, ownership, records_only=not exclusive, changes=changes)
+            await services.start(bus.run)
+            try:
+                async with (
+                    open_process_manager(
+                        place.home, grace=shutdown_grace, idle_timeout=idle_timeout, sweep=exclusive
+                    ) as processes,
+                    trio.open_nursery() as nursery,
+                ):
+                    rt = Runtime._create(
+                        store=store,
+                        bus=bus,
+                        nursery=nursery,
+                        http=http,
+                        harnesses=registry,
+                        place=place,
+                        default_policies=policies,
+                        policy_allowlist=allowlist,
+                        allowed_commands=tuple(allowed_commands),
+                        allowed_mcp_urls=mcp_urls,
+                        records_only=not exclusive,
+                        processes=processes,
+                        tmux=tmux,
+                        shutdown_grace=shutdown_grace,
+                        ownership=ownership,
+                        changes=changes,
+                    )
+                    if isinstance(ownership, SharedOwnership):
+                        await _join(rt, store, bus, ownership, services)
+                    elif exclusive:
+                        resumption = await recover(store, bus)
+                        # Sub-agent work a previous process left open: settled from
+                        # the store, and each parent woken to read the result.
+                        parents = await recover_work(store, bus)
+                        resumption.start(rt._host, also_inbox=parents)
+                    rt.state = RuntimeState.OPEN
+                    try:
+                        yield rt
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await rt.shutdown()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await _close_bus(bus, store)
+                services.cancel_scope.cancel()  # the remote feed; the writer has returned
+                if rt is not None:
+                    rt.state = RuntimeState.CLOSED
+    except BaseExceptionGroup as group:
+        # The user's own exception comes back to them as itself, not wrapped in the
+        # groups of the nurseries it passed through (as trio-websocket does).
+        if body_error is not None and _only(group, body_error):
+            raise body_error from None
+        raise
+
+
+def _idle_timeout(given: float | None) -> float:
+    """The harness idle timeout: ``given``, else ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``."""
+    if given is not None:
+        return given
+    raw = os.environ.get("OMNIGENT_HARNESS_IDLE_TIMEOUT")
+    if not raw:
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        log.warning("ignoring OMNIGENT_HARNESS_IDLE_TIMEOUT=%r (not a number >= 0)", raw)
+        return DEFAULT_IDLE_TIMEOUT
+    return value
+
+
+def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
+    """Whether ``exc`` is the one leaf of ``group`` (however deeply nested)."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    return leaves == [exc]
+
+
+@asynccontextmanager
+async def _open_terminals(exclusive: bool) -> AsyncIterator[TmuxServer | None]:
+    """The runtime's tmux server (terminals); none for a records-only runtime.
+
+    Opening it kills what runtimes that died without closing left running; closing it
+    kills this runtime's server and whatever its panes still run.
+    """
+    if not exclusive:
+        yield None
+        return
+    async with open_tmux_server() as server:
+        yield server
+
+
+@asynccontextmanager
+async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
+    if client is not None:
+        yield client
+        return
+    timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+    async with httpx.AsyncClient(timeout=timeout) as owned:
+        yield owned
+
+
+@asynccontextmanager
+async def _open_ownership(
+    store: Store, exclusive: bool, server_id: str | None, lease_ttl: float
+) -> AsyncIterator[Ownership]:
+    """Shared ownership on a cluster store, else this process owns everything."""
+    name = server_id or default_server_name()
+    if not exclusive or cluster_of(store) is None:
+        yield SoloOwnership(name)
+        return
+    shared: SharedStore = store  # type: ignore[assignment]  # cluster_of said so
+    async with open_shared_ownership(shared, name, ttl=lease_ttl) as ownership:
+        yield ownership
+
+
+async def _join(
+    rt: Runtime,
+    store: Store,
+    bus: EventBus,
+    ownership: SharedOwnership,
+    services: trio.Nursery,
+) -> None:
+    """Plug the runtime into the cluster: its calls, recovery, and the remote feed.
+
+    Then recovers what dead servers left (the first sweep), as a lone process does
+    at start.
+    """
+    feed = RemoteFeed(store, bus, ownership.instance, ownership.owns)
+    await services.start(feed.run)
+    hooks = ownership.hooks
+    hooks.handlers = rt._placed.router.handlers()
+    hooks.events = feed.notify
+    hooks.released = bus.disown
+    hooks.lost = rt._host.stop_sessions
+
+    async def recover_tree(root_id: str) -> None:
+        sessions = {root_id, *await store.descendant_ids(root_id)}
+        resumption = await recover(store, bus, sessions)
+        parents = await recover_work(store, bus, sessions)
+        resumption.start(rt._host, also_inbox=parents)
+
+    hooks.recover = recover_tree
+    await ownership.begin()
+
+
+async def _close_bus(bus: EventBus, store: Store) -> None:
+    """Let the writer persist what is queued, for at most :data:`_WRITER_GRACE`.
+
+    A writer still stuck then (a database locked by another process) is abandoned:
+    what it holds is dropped with a log line, and the store stops waiting.
+    """
+    await bus.close()
+    with trio.move_on_after(_WRITER_GRACE):
+        await bus.drained.wait()
+        return
+    bus.abandon()
+    waits = store.abandon()
+    log.warning("shutdown: the event writer is stuck; abandoning %d store calls", waits)
+    await bus.drained.wait()

@@ -1,0 +1,388 @@
+"""Session records: creation with its validation, snapshots, listing, updates, items.
+
+:class:`SessionRecords` is owned by the runtime. It reads and writes session rows and
+builds the views a client sees (snapshots, child summaries, item pages); it starts no
+work of its own. The checks on the fields a client sends (title, labels,
+``model_override``, ``cwd``, ``initial_items``) are pure and live in
+:mod:`._session_input`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from ..._ids import new_id, now
+from ...errors import AgentNotFound, BadRequest, InvalidInput, SessionNotFound
+from ...model import (
+    ChildSessionSummary,
+    ChildSessionUpdated,
+    ElicitationRequest,
+    Item,
+    ItemPage,
+    MessageItem,
+    Resource,
+    SessionPage,
+    SessionSnapshot,
+    item_text,
+    structure,
+    unstructure,
+)
+from ...stores import SessionRow, Store
+from ..asking import Elicitations
+from ..bus import EventBus
+from ..tools import split_title, visible_title
+from ._files import FileService
+from ._host import ActorHost, sub_agent_spec
+from ._session_input import (
+    InitialItem,
+    check_changes,
+    check_cwd,
+    check_labels,
+    check_model_override,
+    check_title,
+)
+
+__all__ = ["PREVIEW_CHARS", "SessionRecords"]
+
+PREVIEW_CHARS = 200
+
+
+class SessionRecords:
+    """Session rows and the views built from them. Owned by the ``Runtime``."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: EventBus,
+        host: ActorHost,
+        files: FileService,
+        elicitations: Elicitations,
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self._host = host
+        self._files = files
+        self._elicitations = elicitations
+        # Set by the runtime to its routed calls (see _placed): where a session's
+        # parent is told it changed, and where the pending elicitations of a session
+        # held by another server are read from.
+        self.announce: Callable[[SessionRow], Awaitable[None]] = self._announce_row
+        self.pending_elsewhere: Callable[
+            [SessionRow], Awaitable[tuple[ElicitationRequest, ...]]
+        ] = _no_pending
+
+    async def row(self, session_id: str) -> SessionRow:
+        """The session's row. Raises SessionNotFound (also while it is being deleted)."""
+        row = await self._store.get_session(session_id)
+        if row is None or session_id in self._host.deleting:
+            raise SessionNotFound(session_id)
+        return row
+
+    async def create(
+        self,
+        agent_id: str,
+        *,
+        title: str | None,
+        parent_session_id: str | None,
+        harness_override: str | None,
+        model_override: str | None,
+        labels: Mapping[str, str] | None,
+        initial_items: Sequence[Any],
+        owner: str,
+        viewer: str | None,
+        cwd: str | None = None,
+        agent_version: int | None = None,
+        sub_agent: str | None = None,
+    ) -> SessionSnapshot:
+        """See :meth:`Runtime.create_session`.
+
+        ``agent_version`` and ``sub_agent`` (a path into that version's spec) make a
+        sub-agent's session: it runs that sub-agent of the exact version its parent
+        runs.
+        """
+        title = check_title(title)
+        cwd = check_cwd(cwd)
+        model_override = check_model_override(model_override)
+        checked_labels = check_labels(labels)
+        initial: list[InitialItem] = structure(
+            list(initial_items), list[InitialItem], root="initial_items"
+        )
+        messages = [MessageItem(role=i.data.role, content=i.data.content) for i in initial]
+        for index, message in enumerate(messages):
+            await self._files.check_references(
+                message.content, root=f"initial_items[{index}].data.content", viewer=viewer
+            )
+        agent = await self._store.get_agent(agent_id, agent_version)
+        if agent is None:
+            raise AgentNotFound(agent_id)
+        spec = await self._host.agent_spec(agent.id, agent.version)
+        if sub_agent is not None:
+            spec = sub_agent_spec(spec, sub_agent, agent.id)
+        if harness_override is not None:
+            if spec.executor.type != "omnigent":
+                raise BadRequest(
+                    f"agent {spec.name!r} runs executor type {spec.executor.type!r}, "
+                    "which takes no harness_override"
+                )
+            harness_override = self._host.harnesses.canonical(harness_override)
+        self._host.check_runnable(spec, harness_override, model_override)
+        root = None
+        if parent_session_id is not None:
+            parent = await self.row(parent_session_id)
+            root = parent.root_session_id
+            cwd = cwd or parent.cwd  # a sub-agent works where its parent works
+        session_id = new_id("conv")
+        created = now()
+        row = SessionRow(
+            id=session_id,
+            agent_id=agent.id,
+            agent_version=agent.version,
+            owner=owner,
+            title=title,
+            parent_session_id=parent_session_id,
+            root_session_id=root or session_id,
+            harness_override=harness_override,
+            model_override=model_override,
+            labels=checked_labels,
+            status="idle",
+            last_event_id=0,
+            turn_count=0,
+            created_at=created,
+            cwd=cwd,
+            updated_at=created,
+            sub_agent=sub_agent,
+        )
+        try:
+            await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
+        except LookupError:  # the parent was deleted meanwhile
+            raise SessionNotFound(parent_session_id or session_id) from None
+        self._host.ownership.note(row.id, row.root_session_id)
+        if parent_session_id is not None:
+            if (
+                parent_session_id in self._host.deleting
+                or await self._store.get_session(session_id) is None
+            ):
+                # The parent's delete started (or even finished) while this child was
+                # being stored: it may have listed the tree before the child existed,
+                # or taken the child with it. Either way the child is refused.
+                await self._store.delete_sessions([session_id])
+                raise SessionNotFound(parent_session_id)
+            await self.announce(row)
+        return await self.snapshot(row)
+
+    async def snapshot(self, row: SessionRow) -> SessionSnapshot:
+        spec = await self._host.agent_spec(row.agent_id, row.agent_version)
+        if row.sub_agent is not None:
+            spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
+        if not self._host.ownership.owns(row.id):
+            # Not held here (by another server, or by none): what the store says, and
+            # the holder's pending elicitations.
+            return _snapshot(
+                row,
+                spec,
+                status=row.status,
+                harness=self._host.harness_of(spec, row.harness_override, strict=False),
+                busy=row.status in _ACTIVE,
+                pending=await self.pending_elsewhere(row),
+                last_event_id=row.last_event_id,
+                resources=(),
+            )
+        actor = self._host.actors.get(row.id)
+        return _snapshot(
+            row,
+            spec,
+            status=self._bus.status_of(row.id) or row.status,
+            harness=self._host.harness_of(spec, row.harness_override, strict=False),
+            busy=actor is not None and actor.busy,
+            pending=tuple(self._elicitations.pending_for(row.id)),
+            last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
+            resources=tuple(self._host.resources_of(row.id)),
+        )
+
+    async def list(
+        self,
+        *,
+        agent_name: str | None,
+        parent_session_id: str | None,
+        limit: int,
+        after: str | None,
+        viewer: str | None = None,
+        cwd: str | None = None,
+    ) -> SessionPage:
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+            raise InvalidInput.at("limit", "must be an integer between 1 and 100")
+        agent_id = None
+        if agent_name is not None:
+            agent = await self._store.get_agent_by_name(agent_name)
+            if agent is None:
+                return SessionPage((), False)
+            agent_id = agent.id
+        try:
+            page = await self._store.list_sessions(
+                agent_id=agent_id,
+                parent_session_id=parent_session_id,
+                limit=limit,
+                after=after,
+                viewer=viewer,
+                cwd=check_cwd(cwd),
+            )
+        except LookupError:
+            raise InvalidInput.at("after", f"unknown session {after!r}") from None
+        return SessionPage(tuple([await self.snapshot(r) for r in page.rows]), page.has_more)
+
+    async def update(self, session_id: str, changes: Mapping[str, Any]) -> SessionSnapshot:
+        await self.row(session_id)
+        fields = check_changes(changes)
+        if "model_override" in fields:
+            row = await self.row(session_id)
+            spec = await self._host.agent_spec(row.agent_id, row.agent_version)
+            self._host.check_runnable(spec, row.harness_override, fields["model_override"])
+        if fields:
+            await self._store.update_session(session_id, **fields)
+        return await self.snapshot(await self.row(session_id))
+
+    async def items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> ItemPage:
+        """See :meth:`Runtime.list_items`."""
+        await self.row(session_id)
+        if order not in ("asc", "desc"):
+            raise InvalidInput.at("order", "must be 'asc' or 'desc'")
+        if limit is not None and not 1 <= limit <= 1000:
+            raise InvalidInput.at("limit", "must be between 1 and 1000")
+        try:
+            page = await self._store.list_items(session_id, order=order, limit=limit, after=after)
+        except LookupError:
+            raise InvalidInput.at("after", f"{after!r} is not an item of this session") from None
+        items: tuple[Item, ...] = tuple(structure(i, Item) for i in page.rows)
+        return ItemPage(
+            items,
+            items[0].id if items else None,
+            items[-1].id if items else None,
+            page.has_more,
+        )
+
+    async def child_summary(self, child: SessionSnapshot) -> ChildSessionSummary:
+        """A child session as its parent lists it (and ``session.child_session.updated``).
+
+        A named sub-agent (titled ``<agent>:<title>``) shows its sub-agent as ``agent``
+        and ``tool`` and the rest of its title as ``session_name``; another child
+        shows its agent's name and its title. ``current_task_status`` is the state of
+        the child's work: ``in_progress`` while it runs, waits or has work sent to it
+        that no turn took yet, ``completed``, ``failed`` or ``cancelled`` after its
+        last turn; ``None`` before its first.
+        """
+        agent, name = split_title(child.title)
+        if agent is None:
+            agent, name = child.agent_name, visible_title(child.title)
+        return ChildSessionSummary(
+            id=child.id,
+            title=child.title,
+            agent=agent,
+            tool=agent,
+            session_name=name,
+            status=child.status,
+            busy=child.busy,
+            current_task_status=await self._task_status(child),
+            preview=await self._preview(child.id),
+            labels=child.labels,
+        )
+
+    async def _task_status(self, child: SessionSnapshot) -> str | None:
+        if child.busy or child.status in ("launching", "running", "waiting"):
+            return "in_progress"
+        dispatch = self._host.subagents.open_for(child.id)
+        if dispatch is not None and dispatch.result is None:
+            return "in_progress"
+        if child.status in ("failed", "cancelled"):
+            return child.status
+        row = await self._store.get_session(child.id)
+        return "completed" if row is not None and row.turn_count > 0 else None
+
+    async def _preview(self, session_id: str) -> str | None:
+        """The last assistant text of a session, truncated; None if it has none.
+
+        Read straight from the store (the caller holds the row: no second read of it),
+        and only assistant messages are structured — every child's turn end and
+        conclusion announces a summary, so a stop of ten children did this twenty times.
+        """
+        if session_id in self._host.deleting:
+            raise SessionNotFound(session_id)
+        page = await self._store.list_items(session_id, order="desc", limit=50)
+        for data in page.rows:
+            if not _assistant_message(data):
+                continue
+            item = structure(data, Item)
+            if isinstance(item, MessageItem):
+                text = item_text(item)
+                if text:
+                    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+        return None
+
+    async def _announce_row(self, row: SessionRow) -> None:
+        await self.announce_to_parent(row.id)
+
+    async def announce_to_parent(self, session_id: str) -> None:
+        """Publish ``session.child_session.updated`` on the session's parent, if any."""
+        row = await self._store.get_session(session_id)
+        if row is None or row.parent_session_id is None:
+            return
+        summary = await self.child_summary(await self.snapshot(row))
+        await self._bus.publish(row.parent_session_id, ChildSessionUpdated(child=summary))
+
+
+def _assistant_message(data: Any) -> bool:
+    """Whether a stored item's wire form is an assistant message (without structuring it)."""
+    if not isinstance(data, dict):
+        return False
+    return data.get("type") == "message" and data.get("role") == "assistant"
+
+
+_ACTIVE = ("launching", "running", "waiting")
+
+
+async def _no_pending(row: SessionRow) -> tuple[ElicitationRequest, ...]:
+    return ()
+
+
+def _snapshot(
+    row: SessionRow,
+    spec: Any,
+    *,
+    status: str,
+    harness: str,
+    busy: bool,
+    pending: tuple[ElicitationRequest, ...],
+    last_event_id: int,
+    resources: tuple[Resource, ...],
+) -> SessionSnapshot:
+    """A session's snapshot: its row and agent spec, with what only its holder knows
+    (live status, whether a turn runs, open elicitations, newest event, resources)."""
+    return SessionSnapshot(
+        id=row.id,
+        agent_id=row.agent_id,
+        agent_name=spec.name,
+        title=row.title,
+        status=status,
+        harness=harness,
+        model=row.model_override or spec.model,
+        harness_override=row.harness_override,
+        model_override=row.model_override,
+        parent_session_id=row.parent_session_id,
+        root_session_id=row.root_session_id,
+        labels=row.labels,
+        busy=busy,
+        pending_elicitations=pending,
+        last_event_id=last_event_id,
+        created_at=row.created_at,
+        resources=resources,
+        cwd=row.cwd,
+        updated_at=row.updated_at,
+    )

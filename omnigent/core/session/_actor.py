@@ -1,0 +1,360 @@
+"""The session actor: a session's turns, message buffer, background work and lifetime.
+
+A :class:`SessionActor` exists only while its session has work. It runs as one task
+in the runtime's nursery and owns a nursery for everything the session does — the
+turn, background tool tasks, open terminals — so cancelling that nursery (``stop``)
+cancels all of it. When no message is pending and nothing runs in its nursery, the
+actor leaves and the session holds no task at all (a session with an open terminal
+keeps its actor until the terminal ends).
+
+Messages are persisted by the runtime before they reach :meth:`enqueue`. One that
+arrives while a turn runs is *buffered*: the harness may take it as an injection
+(:meth:`take_injections`); whatever is left starts a continuation turn. When a
+background task delivers to the inbox and no turn is running, the actor drains the
+inbox into a message and runs a turn for it, so an orchestrator sees results without a
+user prompt.
+
+Two parts live beside this module, each with one job: :mod:`._host` states what
+an actor needs from its runtime (:class:`SessionHost`, re-exported here), and
+:mod:`._held` is the work the actor holds for callers outside its turns (held
+elicitations and tool calls, the :class:`~._held.HeldWork` mixin).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from ...errors import Conflict
+from ...harnesses.base import Harness, ToolSchema, TurnRequest
+from ...model import InputText, Item, MessageItem, unstructure
+from ..tools import SessionTools
+from ..work import BackgroundTasks, ChildWork, RecordedGroups, TurnOutcome
+from ._held import HeldWork
+from ._history import History
+from ._host import SessionHost
+from ._turn import Turn
+
+__all__ = ["SessionActor", "SessionHost"]
+
+log = logging.getLogger(__name__)
+
+
+class SessionActor(HeldWork):
+    """The live part of one session. Created and owned by the ``Runtime``."""
+
+    def __init__(
+        self, session_id: str, host: SessionHost, predecessor: SessionActor | None = None
+    ) -> None:
+        super().__init__()  # the held work's state
+        self.session_id = session_id
+        self._predecessor = predecessor
+        self.harness_name = "unknown"
+        self._host = host
+        self._pending: list[MessageItem] = []
+        self._harness: Harness | None = None
+        self._tools: SessionTools | None = None
+        self._tasks: BackgroundTasks | None = None
+        self._work: ChildWork | None = None
+        self._turn: Turn | None = None
+        # How the last turn ended, and whether a parent waiting on this session
+        # has yet to hear that it has nothing left to do since.
+        self.last_outcome: TurnOutcome | None = None
+        self._settle_due = False
+        self._nursery: trio.Nursery | None = None
+        self._wakeup = trio.Event()
+        self._message_buffered = trio.Event()
+        self._inbox_arrived = False
+        self._ready = trio.Event()
+        self._history: History | None = None
+        self._stopped = False
+        self.leaving = False
+        self.done = trio.Event()
+
+    # -- called by the runtime -------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Whether a turn is running."""
+        return self._turn is not None
+
+    @property
+    def background_tasks(self) -> int:
+        return 0 if self._tasks is None else self._tasks.running
+
+    @property
+    def pending_count(self) -> int:
+        """How many messages wait for a turn to take them."""
+        return len(self._pending)
+
+    def enqueue(self, message: MessageItem) -> str:
+        """Hand a persisted user message to the session: ``accepted`` or ``buffered``."""
+        self._pending.append(message)
+        self._wakeup.set()
+        self._message_buffered.set()
+        return "buffered" if self._turn is not None else "accepted"
+
+    def interrupt(self) -> bool:
+        """Cancel the running turn (it ends ``cancelled``); False if none runs."""
+        if self._turn is None:
+            return False
+        self._turn.scope.cancel()
+        return True
+
+    async def tool_schemas(self) -> tuple[ToolSchema, ...]:
+        """The tools the session offers (its MCP servers' once a turn started them)."""
+        await self._ready.wait()
+        if self._tasks is None:
+            raise Conflict("the session was stopped")
+        return (await self._session_tools()).schemas()
+
+    def stop(self) -> list[str]:
+        """Cancel everything the session runs and drop buffered messages.
+
+        Returns the ids of the messages dropped (still pending in the store: the
+        caller settles them, or — at shutdown — leaves them for the next start).
+        """
+        self._withdraw_held()
+        dropped, self._pending = self._pending, []
+        self._host.messages_taken([m.id for m in dropped], "")
+        # From now on new work goes to a successor (which waits for this actor to
+        # end), not to this one, whose nursery is being cancelled. This actor stays
+        # the session's entry until then, so the successor can find it.
+        self.leaving = True
+        self._stopped = True
+        groups = self._tools.groups if self._tools is not None else None
+        if isinstance(groups, RecordedGroups):
+            groups.terminate()  # every shell at once, before the tasks unwind
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        return [m.id for m in dropped]
+
+    def pending_ids(self) -> set[str]:
+        """Ids of buffered messages no turn has taken yet."""
+        return {m.id for m in self._pending}
+
+    async def wait_for_injection(self) -> None:
+        """Return once a message is buffered (at once if one is)."""
+        while not self._pending:
+            self._message_buffered = trio.Event()
+            await self._message_buffered.wait()
+
+    async def take_injections(self) -> list[MessageItem]:
+        """Give the running turn every buffered message (moved to the end of history)."""
+        taken, self._pending = self._pending, []
+        response_id = self._turn.response_id if self._turn is not None else None
+        if taken and response_id is not None:
+            self._host.messages_taken([m.id for m in taken], response_id)
+        if taken:
+            if self._history is not None:
+                for message in taken:  # in the order the store puts them at the end
+                    self._history.record(message)
+            store = self._host.services.store
+            try:
+                await store.move_items_to_end(
+                    self.session_id, [m.id for m in taken], taken_by=response_id
+                )
+            except BaseException:
+                if self._history is not None:
+                    self._history.doubt()
+                raise
+        return taken
+
+    def note_inbox(self) -> None:
+        """An inbox item arrived: run a turn for it once no turn is running."""
+        self._inbox_arrived = True
+        self._wakeup.set()
+
+    def _note_work_done(self) -> None:
+        self._wakeup.set()  # the actor may have no work left
+
+    # -- the actor ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run turns while there is work; return once the session has none.
+
+        Cancellation: cancels the running turn (which still ends with a terminal
+        status), background tasks (each still delivers its inbox item), terminals
+        (each kills its pane and announces its end) and closes the harness.
+        """
+        hold = None
+        try:
+            if self._predecessor is not None:
+                await self._predecessor.done.wait()
+                self._predecessor = None
+            # While the actor lives the bus keeps the session's counter in memory.
+            hold = self._host.services.bus.hold(self.session_id)
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                if self._stopped:
+                    nursery.cancel_scope.cancel()
+                services = self._host.services
+                self._tasks = BackgroundTasks(
+                    self.session_id,
+                    nursery,
+                    services.store,
+                    services.bus,
+                    self.note_inbox,
+                    on_work_done=self._note_work_done,
+                )
+                self._work = self._host.child_work(self.session_id, nursery, self.note_inbox)
+                self._ready.set()
+                await self._loop(nursery)
+        finally:
+            self._ready.set()
+            self.leaving = True
+            self._host.actor_left(self)
+            self._host.session_settled(self.session_id, self.last_outcome, ended=True)
+            try:
+                await self._close_harness()
+            finally:
+                if hold is not None:
+                    self._host.services.bus.release(hold)
+                self.done.set()
+
+    async def _loop(self, nursery: trio.Nursery) -> None:
+        while True:
+            self._start_held(nursery)
+            if self._pending:
+                await self._run_turn()
+                continue
+            if self._inbox_arrived:
+                self._inbox_arrived = False
+                notice = await self._inbox_notice()
+                if notice is not None:
+                    self._pending.append(notice)
+                continue
+            self._settle_if_quiet()
+            services = self._tools.services_running if self._tools is not None else 0
+            if len(nursery.child_tasks) <= services:
+                # Decided synchronously: from here no message can reach this actor;
+                # the runtime starts a new one for the next message. Its services (MCP
+                # connections) close with it.
+                self.leaving = True
+                self._host.actor_left(self)
+                if self._tools is not None:
+                    self._tools.close_services()
+                return
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+
+    def _settle_if_quiet(self) -> None:
+        """Tell a parent waiting on this session that it has nothing left to do.
+
+        Once per turn that ended, as soon as no message, inbox notice, background
+        task or child work is left: the last turn's outcome is the final answer.
+        """
+        if self._settle_due and self._quiescent():
+            self._settle_due = False
+            self._host.session_settled(self.session_id, self.last_outcome)
+
+    def _quiescent(self) -> bool:
+        """No turn, message, inbox notice, background task or child work is pending."""
+        tasks = self._tasks.running if self._tasks is not None else 0
+        work = self._work.running if self._work is not None else 0
+        return not self._pending and not self._inbox_arrived and not tasks and not work
+
+    async def _inbox_notice(self) -> MessageItem | None:
+        """Drain the inbox into a message for a wake-up turn (None if it is empty)."""
+        tools = await self._session_tools()
+        store = self._host.services.store
+        notice: list[MessageItem] = []
+
+        async def store_notice(lines: list[str]) -> None:
+            message = MessageItem(role="user", content=(InputText("\n".join(lines)),))
+            # Pending like any message: if the process dies before a turn takes it,
+            # the next start answers it. Stored before the items are marked read, so
+            # a crash in between leaves them unread (delivered again), never lost.
+            await store.put_items(self.session_id, [unstructure(message, Item)], pending=True)
+            notice.append(message)
+
+        # Once its items are marked read the message must reach a turn, even if a
+        # stop lands in between.
+        with trio.move_on_after(10, shield=True):
+            await tools.drain_inbox(store_notice)
+        return notice[0] if notice else None
+
+    async def _session_tools(self) -> SessionTools:
+        if self._tools is None:
+            assert self._tasks is not None and self._work is not None
+            self._tools = await self._host.make_tools(self.session_id, self._tasks, self._work)
+        return self._tools
+
+    async def _run_turn(self) -> None:
+        messages, self._pending = self._pending, []
+        ids = [m.id for m in messages]
+        turn = Turn(self.session_id, self.harness_name, self._host.services)
+        self._turn = turn
+        self._host.messages_taken(ids, turn.response_id)
+        store = self._host.services.store
+        taken = False
+
+        async def prepare() -> tuple[Harness, TurnRequest]:
+            nonlocal taken
+            # The turn's ``running`` status must be durable before its messages stop
+            # being pending: a crash in between would leave a session stored idle
+            # whose messages no turn answers and no recovery finds.
+            await self._host.services.bus.flush()
+            await store.move_items_to_end(self.session_id, ids, taken_by=turn.response_id)
+            taken = True
+            exclude = set(ids) | self.pending_ids()
+            history = await self._host.histories.get(self.session_id, exclude)
+            self._history = history
+            before, images = history.items(), history.image_positions()
+            for message in messages:  # history from the next turn on
+                history.record(message)
+            tools = await self._session_tools()
+            turn.bind(tools, self.take_injections, self.wait_for_injection, history)
+            assert self._nursery is not None
+            await tools.start_services(self._nursery)  # MCP servers, on the first turn
+            request = await self._host.build_request(
+                self, turn.response_id, messages, before, images
+            )
+            if self._harness is None:
+                self._harness, self.harness_name = await self._host.make_harness(
+                    self.session_id, await self._session_tools()
+                )
+                turn.harness_name = self.harness_name
+            await self._announce()
+            return self._harness, request
+
+        try:
+            await turn.run(prepare)
+        finally:
+            self._turn = None
+            self.last_outcome = turn.outcome
+            self._settle_due = True
+            self._settle_if_quiet()  # before announcing: the parent waits on this
+            with trio.move_on_after(5, shield=True):
+                if not taken:
+                    # Ended before it read them (a stop at its start): they are
+                    # answered by this turn's end, not pending for a restart.
+                    await self._settle_messages(ids)
+                await self._announce()
+
+    async def _settle_messages(self, ids: list[str]) -> None:
+        try:
+            await self._host.services.store.settle_items(self.session_id, ids)
+        except Exception:
+            log.warning("could not settle messages of %s", self.session_id, exc_info=True)
+
+    async def _announce(self) -> None:
+        try:
+            await self._host.turn_changed(self.session_id)
+        except Exception:
+            log.warning("could not tell the parent of %s", self.session_id, exc_info=True)
+
+    @property
+    def tools(self) -> SessionTools | None:
+        return self._tools
+
+    async def _close_harness(self) -> None:
+        harness, self._harness = self._harness, None
+        if harness is None:
+            return
+        with trio.move_on_after(5, shield=True):
+            try:
+                await harness.aclose()
+            except Exception:
+                log.warning("closing the harness of %s failed", self.session_id, exc_info=True)

@@ -1,0 +1,160 @@
+"""Session histories kept in memory, so a turn does not re-read what it already knows.
+
+A turn's request carries the session's whole history. Reading and parsing it from the
+store for every turn would make each turn cost more than the last; instead a
+:class:`History` is loaded once and then kept current by the writes the runtime makes
+itself — items a turn persists (:meth:`History.record`, in store order) and messages a
+turn takes (appended when taken, which is when the store moves them to the end).
+
+Pending messages (stored, not yet taken by any turn) are never part of a loaded
+history: they join it when a turn takes them.
+
+:class:`HistoryCache` keeps the histories of recently active sessions, bounded by a
+number of items in total, so memory does not grow with the number of sessions a
+process touches. Whatever is evicted (or made doubtful by a failed write) is simply
+read again from the store next time.
+
+Contract for code that writes items: go through a turn's ``add_item`` or a message,
+or call :meth:`HistoryCache.drop` for the session.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable
+
+from ...model import InputImage, Item, MessageItem, structure
+from ...stores import Store
+
+__all__ = ["MAX_CACHED_ITEMS", "MAX_CACHED_SESSIONS", "History", "HistoryCache"]
+
+MAX_CACHED_ITEMS = 50_000
+MAX_CACHED_SESSIONS = 1024
+
+
+def _has_file_image(item: Item) -> bool:
+    return isinstance(item, MessageItem) and any(
+        isinstance(block, InputImage) and block.file_id is not None for block in item.content
+    )
+
+
+class History:
+    """One session's items in store order, and where the uploaded images are."""
+
+    def __init__(
+        self,
+        items: Iterable[Item],
+        on_doubt: Callable[[], None] = lambda: None,
+        on_growth: Callable[[int], None] = lambda added: None,
+    ) -> None:
+        self._items: list[Item] = []
+        self._index: dict[str, int] = {}
+        self._images: set[int] = set()
+        self._on_doubt = on_doubt
+        self._on_growth: Callable[[int], None] = lambda added: None
+        for item in items:
+            self.record(item)
+        self._on_growth = on_growth  # from now on: the loaded items are counted by the caller
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def record(self, item: Item) -> None:
+        """Add an item at the end, or replace the one with its id where it stands."""
+        position = self._index.get(item.id)
+        if position is None:
+            position = len(self._items)
+            self._index[item.id] = position
+            self._items.append(item)
+            self._on_growth(1)
+        else:
+            self._items[position] = item
+        if _has_file_image(item):
+            self._images.add(position)
+        else:
+            self._images.discard(position)
+
+    def doubt(self) -> None:
+        """A write this history recorded may not have reached the store: reload next time."""
+        self._on_doubt()
+
+    def items(self) -> list[Item]:
+        """A copy of the items, oldest first."""
+        return list(self._items)
+
+    def image_positions(self) -> list[int]:
+        """Positions of items with ``file_id`` images (those a request must resolve)."""
+        return sorted(self._images)
+
+
+class HistoryCache:
+    """Histories of recently active sessions: at most ``max_sessions`` of them and,
+    checked whenever one is loaded, ``max_items`` items in all.
+
+    The most recently used history is kept whatever its size. A history in use by an
+    actor stays valid if it is evicted meanwhile (the actor keeps updating it); the
+    next actor of that session then reads the store again.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_items: int = MAX_CACHED_ITEMS,
+        max_sessions: int = MAX_CACHED_SESSIONS,
+    ) -> None:
+        self._store = store
+        self._max_items = max_items
+        self._max_sessions = max_sessions
+        self._entries: OrderedDict[str, History] = OrderedDict()
+        self._size = 0  # items in the kept histories
+
+    async def get(self, session_id: str, exclude: Collection[str] = ()) -> History:
+        """The session's history, read from the store if it is not kept.
+
+        ``exclude``: ids of messages a loaded history must leave out (the turn's own
+        input, which joins it once the request is built).
+        """
+        cached = self._entries.get(session_id)
+        if cached is not None:
+            self._entries.move_to_end(session_id)
+            return cached
+        page = await self._store.list_items(session_id, include_pending=False)
+        kept = self._entries.get(session_id)  # loaded by another task meanwhile
+        if kept is not None:
+            return kept
+        items = [structure(row, Item) for row in page.rows if row["id"] not in exclude]
+        history = History(
+            items,
+            on_doubt=lambda: self._forget(session_id, history),
+            on_growth=lambda added: self._grew(session_id, history, added),
+        )
+        self._entries[session_id] = history
+        self._size += len(history)
+        self._evict()
+        return history
+
+    def drop(self, session_id: str) -> None:
+        """Forget a session's history (it was deleted, say)."""
+        history = self._entries.get(session_id)
+        if history is not None:
+            self._forget(session_id, history)
+
+    def _forget(self, session_id: str, history: History) -> None:
+        if self._entries.get(session_id) is history:
+            del self._entries[session_id]
+            self._size -= len(history)
+
+    def _grew(self, session_id: str, history: History, added: int) -> None:
+        if self._entries.get(session_id) is history:
+            self._size += added
+
+    def _evict(self) -> None:
+        while len(self._entries) > 1 and (
+            self._size > self._max_items or len(self._entries) > self._max_sessions
+        ):
+            _, oldest = self._entries.popitem(last=False)
+            self._size -= len(oldest)
+
+    def statistics(self) -> dict[str, int]:
+        return {"sessions": len(self._entries), "items": self._size}

@@ -1,0 +1,338 @@
+"""One turn: the harness run in a cancel scope, with exactly one terminal status.
+
+:class:`Turn` is the :class:`~omnigent.harnesses.base.TurnContext` a harness talks
+to, and :meth:`Turn.run` is the whole life of a turn: ``session.status running``,
+``response.created``, the harness, then — in a shielded ``finally``, whatever happened
+— one terminal ``response.*`` event and one terminal ``session.status``:
+
+============================================  ==================================================
+how the harness ended                         terminal status
+============================================  ==================================================
+returned (last in-stream report not failed)   ``idle``
+returned after reporting ``failed``           ``failed`` with its message
+raised an ``OmnigentError`` (setup or run)    ``failed`` with its message and code
+raised anything else (setup or run)           ``failed``: a fixed sentence, ``harness_crashed``
+cancelled (interrupt, stop, shutdown)         ``cancelled``
+============================================  ==================================================
+
+The text of an unexpected exception is never published (it may hold secrets); it is
+logged with the session id (see :func:`describe_failure`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from ..._cancellation import only_exceptions, split_cancellation
+from ..._ids import new_id
+from ...errors import HarnessError, InternalError, OmnigentError
+from ...harnesses.base import Harness, TurnRequest
+from ...model import (
+    ElicitationParams,
+    ErrorInfo,
+    Event,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    Item,
+    MessageItem,
+    OutputItemDone,
+    OutputText,
+    OutputTextDelta,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseCreated,
+    ResponseFailed,
+    ResponseInfo,
+    SessionStatus,
+    item_text,
+    unstructure,
+)
+from ...stores import Store
+from ..asking import Elicitations
+from ..bus import EventBus
+from ..tools import SessionTools
+from ..work import TurnOutcome
+from ._history import History
+
+__all__ = [
+    "CRASHED_MESSAGE",
+    "Turn",
+    "describe_failure",
+]
+
+log = logging.getLogger(__name__)
+
+# How long the shielded end of a turn may take to publish its terminal events.
+_FINALISE_TIMEOUT = 10.0
+
+
+class _MessageWriter:
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+        self.item_id = new_id("item")
+        self.parts: list[str] = []
+
+    async def write(self, delta: str) -> None:
+        if not delta:
+            return
+        self.parts.append(delta)
+        await self._turn.emit(
+            OutputTextDelta(response_id=self._turn.response_id, item_id=self.item_id, delta=delta)
+        )
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    return split_cancellation(exc)[1] is None
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first non-cancellation leaf of a (possibly grouped) exception."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if not _is_cancellation(inner):
+                return _first_error(inner)
+    return exc
+
+
+CRASHED_MESSAGE = "the harness failed unexpectedly; the cause is in the server log"
+"""What a stream says about an unexpected exception in a harness or in turn setup."""
+_INTERNAL_MESSAGE = "the turn failed because of an internal error; the cause is in the server log"
+
+
+def describe_failure(exc: BaseException) -> ErrorInfo:
+    """What a failed turn tells everyone who can read its stream.
+
+    An :class:`~omnigent.errors.OmnigentError` raised on purpose (a harness's
+    ``HarnessError``, a model endpoint's failure) keeps its message and code: it was
+    written for the user. Anything else is a bug, and its text may hold secrets (a
+    connection string, a path, a key): the stream gets a fixed sentence with the code
+    ``harness_crashed`` and the cause goes to the log only. ``InternalError`` is a bug
+    by definition and is told the same way, with its own code.
+    """
+    leaf = _first_error(exc)
+    if isinstance(leaf, InternalError):
+        return ErrorInfo(_INTERNAL_MESSAGE, leaf.code)
+    if isinstance(leaf, OmnigentError):
+        return ErrorInfo(leaf.message, leaf.code)
+    return ErrorInfo(CRASHED_MESSAGE, "harness_crashed")
+
+
+@attrs.define(eq=False)
+class TurnServices:
+    """What a turn needs from its runtime."""
+
+    store: Store
+    bus: EventBus
+    elicitations: Elicitations
+
+
+class Turn:
+    """A running turn, and the context its harness talks to."""
+
+    def __init__(self, session_id: str, harness_name: str, services: TurnServices) -> None:
+        self.session_id = session_id
+        self.response_id = new_id("resp")
+        self.harness_name = harness_name
+        self.scope = trio.CancelScope()
+        self._services = services
+        self._reported: tuple[str, str | None] | None = None
+        self._tools: SessionTools | None = None
+        self._take_injections: Callable[[], Awaitable[list[MessageItem]]] | None = None
+        self._wait_injection: Callable[[], Awaitable[None]] | None = None
+        self._last_text = ""
+        # Set when the turn has ended (see :meth:`run`).
+        self.outcome: TurnOutcome | None = None
+        self._history: History | None = None
+
+    def bind(
+        self,
+        tools: SessionTools,
+        take_injections: Callable[[], Awaitable[list[MessageItem]]],
+        wait_injection: Callable[[], Awaitable[None]] | None = None,
+        history: History | None = None,
+    ) -> None:
+        """Attach the session's tools, message buffer and kept history (while preparing)."""
+        self._tools = tools
+        self._take_injections = take_injections
+        self._wait_injection = wait_injection
+        self._history = history
+
+    # -- TurnContext -----------------------------------------------------------------
+
+    async def emit(self, event: Event) -> None:
+        await self._services.bus.publish(self.session_id, event)
+
+    async def add_item(self, item: Item) -> None:
+        if isinstance(item, MessageItem) and item.role == "assistant":
+            self._last_text = item_text(item)
+        history = self._history
+        if history is not None:
+            # Recorded before the write, so the kept history has the store's order
+            # even when two writes of this turn overlap; a failed write casts doubt.
+            history.record(item)
+        try:
+            await self._services.store.put_items(self.session_id, [unstructure(item, Item)])
+        except BaseException:
+            if history is not None:
+                history.doubt()
+            raise
+        await self.emit(OutputItemDone(item=item, response_id=self.response_id))
+
+    @asynccontextmanager
+    async def open_message(self) -> AsyncIterator[_MessageWriter]:
+        writer = _MessageWriter(self)
+        try:
+            yield writer
+        except BaseException:
+            if writer.parts:
+                # Keep what was streamed, but never let that mask why the turn ended.
+                with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
+                    try:
+                        await self._finish_message(writer, "incomplete")
+                    except Exception:
+                        log.warning("could not keep a partial message", exc_info=True)
+            raise
+        if writer.parts:
+            await self._finish_message(writer, "completed")
+
+    async def _finish_message(self, writer: _MessageWriter, status: Any) -> None:
+        text = "".join(writer.parts)
+        item = MessageItem(
+            role="assistant", content=(OutputText(text),), id=writer.item_id, status=status
+        )
+        await self.add_item(item)
+
+    async def call_tool(
+        self, name: str, arguments: str | Mapping[str, Any], *, call_id: str | None = None
+    ) -> str:
+        text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+        call = FunctionCallItem(call_id=call_id or new_id("call"), name=name, arguments=text)
+        await self.add_item(call)
+        if self._tools is None:
+            output = "Error: no tools are available in this turn"
+        else:
+            output = await self._tools.call(name, arguments)
+        # A tool that ran has its output recorded, even if the turn is being cancelled:
+        # it may have had effects (or drained the inbox) the history must show.
+        with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
+            await self.add_item(attrs.evolve(call, status="completed"))
+            await self.add_item(FunctionCallOutputItem(call_id=call.call_id, output=output))
+        return output
+
+    async def take_injections(self) -> list[MessageItem]:
+        take = self._take_injections
+        return [] if take is None else await take()
+
+    async def wait_for_injection(self) -> None:
+        if self._wait_injection is None:
+            await trio.sleep_forever()
+        else:
+            await self._wait_injection()
+
+    @asynccontextmanager
+    async def launching(self) -> AsyncIterator[None]:
+        await self.emit(SessionStatus(status="launching"))
+        yield
+        await self.emit(SessionStatus(status="running"))
+
+    async def elicit(self, params: ElicitationParams) -> tuple[str, Any]:
+        answer = await self._services.elicitations.ask(self.session_id, params)
+        return answer.action, answer.content
+
+    async def evaluate_policy(
+        self, event: Mapping[str, Any], *, ask: ElicitationParams | None = None
+    ) -> Mapping[str, Any]:
+        if self._tools is None:
+            raise HarnessError("no policies are available in this turn")
+        verdict = await self._tools.evaluate(event, ask=ask)
+        return verdict.wire()
+
+    def report_response_status(self, status: str, error: str | None = None) -> None:
+        self._reported = (status, error)
+
+    # -- the life of a turn ------------------------------------------------------------
+
+    async def run(self, prepare: Callable[[], Awaitable[tuple[Harness, TurnRequest]]]) -> str:
+        """Run the turn to its end; returns the terminal status.
+
+        ``prepare`` builds the harness and the request (inside the turn, so a setup
+        failure is a failed turn, not a lost one).
+
+        Cancellation: a cancel from outside (stop, shutdown) ends the turn
+        ``cancelled`` and is re-raised after the terminal events are published.
+        """
+        status = "failed"
+        error: ErrorInfo | None = ErrorInfo("the turn ended unexpectedly", "internal_error")
+        try:
+            await self.emit(SessionStatus(status="running"))
+            with self.scope:
+                await self.emit(
+                    ResponseCreated(
+                        response=ResponseInfo(id=self.response_id, status="in_progress")
+                    )
+                )
+                harness, request = await prepare()
+                await harness.run_turn(request, self)
+                status, error = self._outcome()
+            if self.scope.cancelled_caught:
+                status, error = "cancelled", None
+        except BaseException as exc:
+            cancel, failure = split_cancellation(exc)
+            if failure is None or not only_exceptions(failure):
+                status, error = "cancelled", None
+                raise
+            status, error = "failed", describe_failure(failure)
+            leaf = _first_error(failure)
+            if not isinstance(leaf, OmnigentError) or isinstance(leaf, InternalError):
+                log.exception(
+                    "session %s: turn %s: harness %r crashed",
+                    self.session_id,
+                    self.response_id,
+                    self.harness_name,
+                    exc_info=failure,
+                )
+            elif not isinstance(leaf, HarnessError):
+                log.warning(
+                    "session %s: turn %s failed: %s", self.session_id, self.response_id, leaf
+                )
+            if cancel is not None:
+                # The turn failed while being cancelled (a harness nursery whose child
+                # raised during a stop): it ends ``failed``, and the cancellation goes
+                # on to the scope that asked for it.
+                raise cancel from None
+        finally:
+            with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
+                await self._finalise(status, error)
+        return status
+
+    def _outcome(self) -> tuple[str, ErrorInfo | None]:
+        if self._reported is not None and self._reported[0] == "failed":
+            message = self._reported[1] or "the harness reported a failed response"
+            return "failed", ErrorInfo(message, "harness_error")
+        return "idle", None
+
+    async def _finalise(self, status: str, error: ErrorInfo | None) -> None:
+        info = ResponseInfo(id=self.response_id, status="completed")
+        terminal: Event
+        if status == "idle":
+            terminal = ResponseCompleted(response=info)
+        elif status == "cancelled":
+            terminal = ResponseCancelled(response=attrs.evolve(info, status="cancelled"))
+        else:
+            assert error is not None
+            terminal = ResponseFailed(response=attrs.evolve(info, status="failed"), error=error)
+        ended = SessionStatus(status=status, error=error)  # type: ignore[arg-type]
+        self.outcome = TurnOutcome(status, error.message if error else None, self._last_text)
+        try:
+            # Together and without waiting for room: a turn always ends, and never
+            # with half of its terminal pair.
+            await self._services.bus.publish_now(self.session_id, terminal, ended)
+        except Exception:
+            log.exception("could not publish the end of turn %s", self.response_id)

@@ -1,0 +1,53 @@
+"""A session's tools: what it is offered, one call through its policies.
+
+:class:`SessionTools` builds a session's tool set (built-in ``sys_*`` tools, registered
+Python tools, MCP tools, orchestration tools) and runs each call through the
+:class:`PolicyEngine` (ALLOW, DENY, ASK). The orchestration tools (``sys_session_*``,
+``sys_agent_*``) are functions over the runtime's orchestration object, which they see
+only as a type.
+"""
+
+from ._agent_args import SendArgs, TypedError, is_closed, parse_send, split_title, visible_title
+from ._place import ToolPlace, working_directory
+from ._policies import (
+    PHASE_TOOL_CALL,
+    PHASE_TOOL_RESULT,
+    PolicyEngine,
+    PolicyEvent,
+    PolicyFunction,
+    Verdict,
+    load_function,
+    parse_policy_event,
+)
+from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
+from ._policy_event import WirePolicyEvent
+from ._provided import ProvidedTool, ToolProviders
+from ._registry import Tool, ToolRegistry
+from ._session_tools import SessionTools
+
+__all__ = [
+    "PHASE_TOOL_CALL",
+    "PHASE_TOOL_RESULT",
+    "PolicyAllowlist",
+    "PolicyEngine",
+    "PolicyEvent",
+    "PolicyFunction",
+    "PolicyFunctions",
+    "ProvidedTool",
+    "SendArgs",
+    "SessionTools",
+    "Tool",
+    "ToolPlace",
+    "ToolProviders",
+    "ToolRegistry",
+    "TypedError",
+    "Verdict",
+    "WirePolicyEvent",
+    "is_closed",
+    "load_function",
+    "parse_policy_event",
+    "parse_send",
+    "split_title",
+    "visible_title",
+    "working_directory",
+]

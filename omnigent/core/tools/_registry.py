@@ -1,0 +1,237 @@
+"""The tool registry: Python callables as tools a model can call.
+
+``rt.register_tool(fn)`` derives a tool's JSON Schema from ``fn``'s signature and
+docstring. A call validates the model's arguments against that signature before the
+tool runs: a missing, unknown or wrongly-typed argument comes back to the model as an
+``Error: …`` string it can act on, and the tool never sees it. Async tools run on the
+event loop; sync tools run in a worker thread so they cannot block it.
+
+A tool returns a string (used as is) or any JSON-serialisable value (encoded as JSON).
+An exception inside a tool becomes ``Error: <tool> failed: <message>``.
+
+Cancellation: an async tool is cancelled with its turn. A sync tool in a thread cannot
+be interrupted: cancellation waits for it to return (so no work outlives its turn),
+unless the runtime's shutdown grace runs out first (see :mod:`omnigent.core.work._threads`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import logging
+import re
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from ...errors import BadRequest, Conflict, InvalidInput
+from ...harnesses.base import ToolSchema
+from ...model import MAX_DEPTH, check_depth
+from ..work import BlockingCalls
+
+__all__ = ["Tool", "ToolRegistry", "decode_arguments"]
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_JSON_TYPES: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
+
+
+@attrs.frozen
+class Tool:
+    """A registered tool: its schema and the callable behind it."""
+
+    schema: ToolSchema
+    fn: Callable[..., Any]
+    params: tuple[inspect.Parameter, ...]
+    accepts_extra: bool
+
+    @property
+    def name(self) -> str:
+        return self.schema.name
+
+
+def _json_type(annotation: Any) -> str | None:
+    """The JSON Schema type for a simple annotation, or ``None`` to accept anything."""
+    origin = typing.get_origin(annotation) or annotation
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _json_type(args[0]) if len(args) == 1 else None
+    return _JSON_TYPES.get(origin)
+
+
+def _is_optional(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+def _schema_for(fn: Callable[..., Any], hints: dict[str, Any]) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        jtype = _json_type(hints.get(p.name, Any))
+        properties[p.name] = {"type": jtype} if jtype else {}
+        if p.default is p.empty:
+            required.append(p.name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _check_type(value: Any, annotation: Any) -> bool:
+    if value is None:
+        return _is_optional(annotation) or annotation is Any
+    jtype = _json_type(annotation)
+    if jtype is None:
+        return True
+    if jtype == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if jtype == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    expected = next(t for t, name in _JSON_TYPES.items() if name == jtype)
+    return isinstance(value, expected)
+
+
+def decode_arguments(arguments: str | Mapping[str, Any]) -> dict[str, Any] | str:
+    """Arguments as an object, from a mapping or JSON text; an ``Error: …`` otherwise.
+
+    Arguments nested deeper than ``MAX_DEPTH`` are refused here, before policies,
+    the tool or the event encoder walk them (``omnigent.model.check_depth``).
+    """
+    if isinstance(arguments, Mapping):
+        decoded: Any = dict(arguments)
+    elif not arguments.strip():
+        return {}
+    else:
+        try:
+            decoded = json.loads(arguments)
+        except RecursionError:
+            return f"Error: arguments are nested deeper than {MAX_DEPTH} levels"
+        except json.JSONDecodeError as exc:
+            return f"Error: arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    if not isinstance(decoded, dict):
+        return "Error: arguments must be a JSON object"
+    try:
+        check_depth(decoded)
+    except InvalidInput as exc:
+        return f"Error: arguments are {exc.details[0].msg} (at {exc.details[0].loc})"
+    return decoded
+
+
+def _encode_output(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class ToolRegistry:
+    """Tools by name. One per runtime; every session may call every tool in it."""
+
+    def __init__(self, threads: BlockingCalls | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._threads = threads or BlockingCalls()
+
+    def register(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        replace: bool = False,
+    ) -> Tool:
+        """Add ``fn`` as a tool.
+
+        Args:
+            fn: a sync or async callable taking keyword arguments.
+            name: defaults to ``fn.__name__``; ``[A-Za-z0-9_-]{1,64}``.
+            description: defaults to the first paragraph of ``fn``'s docstring.
+            parameters: a JSON Schema to offer instead of the derived one.
+            replace: allow replacing a tool of the same name.
+
+        Raises:
+            BadRequest: a bad name. Conflict: the name is taken.
+        """
+        tool_name = name or str(getattr(fn, "__name__", ""))
+        if not _NAME.fullmatch(tool_name):
+            raise BadRequest(f"invalid tool name {tool_name!r}: use [A-Za-z0-9_-]{{1,64}}")
+        if tool_name in self._tools and not replace:
+            raise Conflict(f"a tool named {tool_name!r} is already registered")
+        doc = inspect.getdoc(fn) or ""
+        hints = typing.get_type_hints(fn)
+        params = tuple(inspect.signature(fn).parameters.values())
+        schema = ToolSchema(
+            name=tool_name,
+            description=description if description is not None else doc.split("\n\n")[0],
+            parameters=dict(parameters) if parameters is not None else _schema_for(fn, hints),
+        )
+        annotated = tuple(p.replace(annotation=hints.get(p.name, Any)) for p in params)
+        tool = Tool(schema, fn, annotated, any(p.kind is p.VAR_KEYWORD for p in params))
+        self._tools[tool_name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        return tuple(t.schema for t in self._tools.values())
+
+    async def invoke(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Validate ``arguments`` and run the tool; always returns the output string.
+
+        Cancellation: propagates (see the module docstring for sync tools).
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return f"Error: unknown tool {name!r} (available: {known})"
+        args = decode_arguments(arguments)
+        if isinstance(args, str):
+            return args
+        problem = _validate(tool, args)
+        if problem:
+            return f"Error: invalid arguments for {name}: {problem}"
+        try:
+            if inspect.iscoroutinefunction(tool.fn):
+                result = await typing.cast(Callable[..., Awaitable[Any]], tool.fn)(**args)
+            else:
+                call = functools.partial(tool.fn, **args)
+                result = await self._threads.run(call, what=f"sync tool {name!r}")
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            log.info("tool %s raised", name, exc_info=True)
+            return f"Error: {name} failed: {exc}"
+        return _encode_output(result)
+
+
+def _validate(tool: Tool, args: dict[str, Any]) -> str | None:
+    known = {p.name: p for p in tool.params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    for p in known.values():
+        if p.default is p.empty and p.name not in args:
+            return f"missing required argument {p.name!r}"
+    for key, value in args.items():
+        param = known.get(key)
+        if param is None:
+            if not tool.accepts_extra:
+                return f"unknown argument {key!r} (expected: {', '.join(known) or 'none'})"
+            continue
+        if not _check_type(value, param.annotation):
+            expected = _json_type(param.annotation) or "a value"
+            return f"argument {key!r} must be {expected}, got {type(value).__name__}"
+    return None

@@ -1,0 +1,421 @@
+"""A session's tools: which are offered, and one call through the policies.
+
+:class:`SessionTools` is built once per session actor. It offers the built-in
+``sys_*`` tools the spec grants (the OS tools always; the three async tools with
+``async_enabled``; the five terminal tools when it declares ``terminals``) and every
+tool registered on the runtime (the built-ins' adapters are in :mod:`._builtin`,
+where they act in :mod:`._place`). :meth:`SessionTools.call`
+is the one path every tool call takes, from a turn or a background task:
+
+1. decode the arguments (an object, or JSON text);
+2. ``PHASE_TOOL_CALL`` policies: DENY returns ``Error: denied by policy …`` and the tool
+   never runs; ASK parks an elicitation and runs the tool only on ``accept``;
+3. run the tool — or the implementation a client supplies for this session
+   (:mod:`._provided`) — a failure is an ``Error: …`` string;
+4. ``PHASE_TOOL_RESULT`` policies may replace the output, or withhold it;
+5. after a write, edit, shell command or terminal input,
+   ``session.changed_files.invalidated`` is published at most once per throttle
+   window (leading edge).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ...harnesses.base import ToolSchema
+from ...model import (
+    ChangedFilesInvalidated,
+    ElicitationParams,
+    ElicitationRequest,
+    InboxUpdated,
+    elicitation_params,
+)
+from ...processes import TrackedGroups
+from ...spec import AgentSpec
+from ...stores import Store
+from ...tools import os as os_tools
+from ...tools import terminals as terminal_tools
+from ..asking import Elicitations, Permissions
+from ..bus import EventBus
+from ..work import BackgroundTasks, ClientMcp, SessionTerminals, format_inbox, vet_inbox
+from ._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
+from ._builtin import (
+    ASYNC_TOOLS,
+    SESSION_TOOL_SCHEMAS,
+    Builtin,
+    call_async,
+    cancel_async,
+    orchestrated,
+    os_tool,
+    read_inbox,
+    terminal_tool,
+)
+from ._orchestration import TOOLS, granted_tools
+from ._place import ToolPlace, working_directory
+from ._policies import (
+    PHASE_TOOL_CALL,
+    PHASE_TOOL_RESULT,
+    PolicyEngine,
+    PolicyEvent,
+    Verdict,
+    parse_policy_event,
+)
+from ._provided import ToolProviders, run_provided
+from ._registry import ToolRegistry, decode_arguments
+
+if TYPE_CHECKING:
+    from ...mcp import McpServers
+    from ..runtime import Orchestration
+    from ..work import ChildWork
+
+__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
+
+CHANGED_FILES_WINDOW = 2.0
+
+OnAsk = Callable[[ElicitationRequest | None], None]
+
+
+class SessionTools:
+    """The tools of one session. Made by the runtime for each session actor."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        spec: AgentSpec,
+        registry: ToolRegistry,
+        policies: PolicyEngine,
+        elicitations: Elicitations,
+        tasks: BackgroundTasks,
+        store: Store,
+        bus: EventBus,
+        place: ToolPlace,
+        permissions: Permissions,
+        tmux: terminal_tools.TmuxServer | None = None,
+        session_cwd: str | None = None,
+        providers: ToolProviders | None = None,
+        client_mcp: ClientMcp | None = None,
+        work: ChildWork | None = None,
+        orchestration: Orchestration | None = None,
+        groups: TrackedGroups | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self._session_cwd = Path(session_cwd) if session_cwd is not None else None
+        self._providers = providers
+        # MCP servers clients supply for this session while connected (ACP's).
+        self._client_mcp = client_mcp
+        # The session's dispatches to its children, and what the orchestration
+        # tools act through (both absent for tools made outside an actor).
+        self.work = work
+        self.orchestration = orchestration
+        self.groups = groups
+        self.spec = spec
+        self._registry = registry
+        self._policies = policies
+        self._elicitations = elicitations
+        self._tasks = tasks
+        self._store = store
+        self._bus = bus
+        self._place = place
+        self.permissions = permissions
+        self._cwd: Path | None = None
+        self._last_change = -math.inf
+        self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
+        self._mcp: McpServers | None = None
+        if spec.mcp_servers:
+            from ...mcp import McpServers  # the optional `mcp` extra
+
+            self._mcp = McpServers(spec.mcp_servers, ask=self._ask_person, cwd=self.cwd)
+        self._drain_lock = trio.Lock()
+        for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
+            self._add(name, schema, os_tool(name))
+        if orchestration is not None:
+            self._add_orchestration(spec)
+        if spec.async_enabled:
+            self._add("sys_call_async", SESSION_TOOL_SCHEMAS["sys_call_async"], call_async)
+            self._add("sys_read_inbox", SESSION_TOOL_SCHEMAS["sys_read_inbox"], read_inbox)
+            self._add("sys_cancel_async", SESSION_TOOL_SCHEMAS["sys_cancel_async"], cancel_async)
+        self.terminals: SessionTerminals | None = None
+        if spec.terminals and tmux is not None:
+            self.terminals = SessionTerminals(
+                session_id=session_id,
+                specs=spec.terminals,
+                server=tmux,
+                tasks=tasks,
+                bus=bus,
+                workdir=self.cwd,
+            )
+            for name, schema in terminal_tools.TERMINAL_TOOL_SCHEMAS.items():
+                self._add(name, schema, terminal_tool(name))
+
+    def _add_orchestration(self, spec: AgentSpec) -> None:
+
+        for name in granted_tools(spec):
+            if name == "sys_session_send":
+                granted = spec.granted_sub_agents()
+                about = {n: s.description or f"Sub-agent {n!r}." for n, s in granted.items()}
+                schema = send_schema(about)
+            else:
+                schema = AGENT_TOOL_SCHEMAS[name]
+            self._add(name, schema, orchestrated(TOOLS[name]))
+            if name == "sys_session_send":
+                # Results arrive in the inbox: reading it comes with dispatching.
+                self._add("sys_read_inbox", SESSION_TOOL_SCHEMAS["sys_read_inbox"], read_inbox)
+
+    def _add(self, name: str, schema: Mapping[str, Any], run: Builtin) -> None:
+        self._builtins[name] = (
+            ToolSchema(name, schema["description"], schema["parameters"]),
+            run,
+        )
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """Every tool this session offers: built-ins, registered tools, MCP tools (the
+        spec's, then those of servers a connected client supplies)."""
+        own = (
+            *(schema for schema, _ in self._builtins.values()),
+            *(s for s in self._registry.schemas() if s.name not in self._builtins),
+            *(self._mcp.schemas() if self._mcp is not None else ()),
+        )
+        if self._client_mcp is None:
+            return own
+        taken = {s.name for s in own}
+        return (*own, *self._client_mcp.schemas(self.session_id, taken))
+
+    def offers(self, name: str) -> bool:
+        return (
+            name in self._builtins
+            or self._registry.get(name) is not None
+            or (self._mcp is not None and self._mcp.offers(name))
+            or self._client_server(name) is not None
+        )
+
+    def _client_server(self, name: str) -> McpServers | None:
+        if self._client_mcp is None:
+            return None
+        return self._client_mcp.server_for(self.session_id, name)
+
+    # -- services: the spec's MCP servers ----------------------------------------------
+
+    async def start_services(self, nursery: trio.Nursery) -> None:
+        """Connect the spec's MCP servers, once, in ``nursery`` (the session's).
+
+        Called as each turn is prepared (the spec's servers connect on the first), so
+        their tools are offered to it; the connections stay open until
+        :meth:`close_services`. Servers a client supplies that a stop of the session
+        closed are connected again here (a failure there only leaves their tools out).
+
+        Raises:
+            McpServerFailed: a server of the spec did not start (its name and stderr
+                tail said).
+        """
+        if self._mcp is not None:
+            await self._mcp.start(nursery)
+        if self._client_mcp is not None:
+            await self._client_mcp.resume(self.session_id)
+
+    @property
+    def services_running(self) -> int:
+        """How many tasks of the session's nursery hold services (not work)."""
+        return 1 if self._mcp is not None and self._mcp.started else 0
+
+    def close_services(self) -> None:
+        """Close the MCP connections (their task then ends)."""
+        if self._mcp is not None:
+            self._mcp.close()
+
+    async def _ask_person(self, params: ElicitationParams, mark_waiting: bool) -> tuple[str, Any]:
+        answer = await self._elicitations.ask(self.session_id, params, mark_waiting=mark_waiting)
+        return answer.action, answer.content
+
+    async def cwd(self) -> Path:
+        """The working directory of the OS tools, created on first use.
+
+        See :func:`working_directory`.
+        """
+        if self._cwd is None:
+            self._cwd = await working_directory(
+                self.spec, self._session_cwd, self._place, self.session_id
+            )
+        return self._cwd
+
+    # -- one call ----------------------------------------------------------------------
+
+    async def call(
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        *,
+        in_turn: bool = True,
+        on_ask: OnAsk | None = None,
+    ) -> str:
+        """Run one tool call through the policies; always returns the output string.
+
+        ``on_ask`` is told of each policy ASK the call waits on (the request) and
+        when it was answered (``None``): a caller across requests (MCP) answers
+        "input required" meanwhile.
+
+        Cancellation: propagates (an ASK waiting for an answer is withdrawn).
+        """
+        args = decode_arguments(arguments)
+        if isinstance(args, str):
+            return args
+        if not self.offers(name):
+            known = ", ".join(s.name for s in self.schemas())
+            return f"Error: unknown tool {name!r} (available: {known})"
+        call = PolicyEvent(PHASE_TOOL_CALL, {"tool_name": name, "tool_input": args})
+        verdict = await self._settle(await self._policies.evaluate(call), call, in_turn, on_ask)
+        if verdict.action == "DENY":
+            return f"Error: denied by policy {verdict.policy_name}: {verdict.reason}"
+        output = await self._run(name, args, in_turn)
+        result = PolicyEvent(
+            PHASE_TOOL_RESULT, {"tool_name": name, "tool_input": args, "tool_output": output}
+        )
+        verdict = await self._settle(await self._policies.evaluate(result), result, in_turn, on_ask)
+        if verdict.action == "DENY":
+            marker = verdict.data if isinstance(verdict.data, str) else None
+            return marker or f"[result withheld by policy {verdict.policy_name}]"
+        if verdict.action == "ALLOW" and verdict.data is not None:
+            return verdict.data if isinstance(verdict.data, str) else json.dumps(verdict.data)
+        return output
+
+    async def evaluate(
+        self,
+        event: PolicyEvent | Mapping[str, Any],
+        *,
+        in_turn: bool = True,
+        ask: ElicitationParams | None = None,
+    ) -> Verdict:
+        """The session's verdict on one policy event, an ASK settled by an elicitation.
+
+        For harnesses that run their own tools and ask omnigent's policies first.
+        ``ask`` is the elicitation an ASK opens instead of the default ``tool_call``
+        one (a native agent's own phase); its message and policy name are the
+        deciding policy's.
+
+        Raises:
+            InvalidInput: a malformed wire event.
+        """
+        if not isinstance(event, PolicyEvent):
+            event = parse_policy_event(event)
+        return await self._settle(await self._policies.evaluate(event), event, in_turn, ask=ask)
+
+    async def _settle(
+        self,
+        verdict: Verdict,
+        event: PolicyEvent,
+        in_turn: bool,
+        on_ask: OnAsk | None = None,
+        ask: ElicitationParams | None = None,
+    ) -> Verdict:
+        """An ASK becomes ALLOW or DENY once its elicitation is answered."""
+        if verdict.action != "ASK":
+            return verdict
+        if ask is not None:
+            params = attrs.evolve(
+                ask, message=verdict.elicitation_message, policy_name=verdict.policy_name
+            )
+        else:
+            params = elicitation_params(
+                verdict.elicitation_message,
+                "tool_call" if event.type == PHASE_TOOL_CALL else "tool_result",
+                policy_name=verdict.policy_name,
+                tool_name=event.tool_name,
+                tool_input=dict(event.data.get("tool_input") or {}),
+            )
+        if on_ask is None:
+            answer = await self._elicitations.ask(self.session_id, params, mark_waiting=in_turn)
+            return verdict.resolve(answer.accepted, event)
+        async with self._elicitations.open(self.session_id, params, mark_waiting=in_turn) as waiter:
+            on_ask(waiter.request)
+            try:
+                await waiter.done.wait()
+            finally:
+                on_ask(None)
+            assert waiter.resolution is not None
+            return verdict.resolve(waiter.resolution.accepted, event)
+
+    async def _run(self, name: str, args: dict[str, Any], in_turn: bool) -> str:
+        provided = self._providers.get(self.session_id, name) if self._providers else None
+        builtin = self._builtins.get(name)
+        if provided is not None:
+            output = await run_provided(name, provided, args)
+        elif builtin is None:
+            if self._mcp is not None and self._mcp.offers(name):
+                return await self._mcp.call(name, args, in_turn=in_turn)
+            client = self._client_server(name) if self._registry.get(name) is None else None
+            if client is not None:
+                return await client.call(name, args, in_turn=in_turn)
+            return await self._registry.invoke(name, args)
+        else:
+            output = await builtin[1](self, args)
+        if os_tools.is_mutating(name) or name == "sys_terminal_send":
+            await self._files_changed()
+        return output
+
+    async def _files_changed(self) -> None:
+        now = trio.current_time()
+        if now - self._last_change >= CHANGED_FILES_WINDOW:
+            self._last_change = now
+            await self._bus.publish(self.session_id, ChangedFilesInvalidated())
+
+    async def descendants(self) -> list[str]:
+        return await self._store.descendant_ids(self.session_id)
+
+    # -- used by the async tools -------------------------------------------------------
+
+    def start_background(self, tool: str, args: dict[str, Any]) -> str:
+        return self._tasks.start(tool, lambda: self.call(tool, args, in_turn=False))
+
+    def cancel_background(self, handle_id: str) -> bool:
+        return self._tasks.cancel(handle_id)
+
+    async def drain_inbox(
+        self, deliver: Callable[[list[str]], Awaitable[None]] | None = None
+    ) -> list[str]:
+        """Read the inbox: its items as lines, each marked delivered once read.
+
+        A sub-agent's result passes this session's ``PHASE_TOOL_RESULT`` policies
+        first (as ``sys_session_send``'s delayed output): a DENY or ASK shows
+        ``[Result suppressed by policy: <reason>]``, an ALLOW with ``data`` replaces
+        it. If the policies cannot be evaluated the output is hidden and the item
+        stays unread, for the next read.
+
+        ``deliver``, if given, is awaited with the lines *before* the items are marked
+        delivered, to store what carries them (a wake-up turn's message): a crash in
+        between then delivers them again, rather than never.
+        """
+        async with self._drain_lock:
+            rows = await self._store.peek_inbox(self.session_id)
+            if not rows:
+                return []
+            vetted, read = await vet_inbox(rows, self._vet_result)
+            lines = format_inbox(vetted)
+            if deliver is not None and lines:
+                await deliver(lines)
+            if read:
+                count = await self._store.ack_inbox(self.session_id, read)
+                # No waiting for room here: the rows are already marked delivered.
+                await self._bus.publish_now(self.session_id, InboxUpdated(count=count))
+            return lines
+
+    async def _vet_result(self, payload: dict[str, Any]) -> Verdict:
+        event = PolicyEvent(
+            PHASE_TOOL_RESULT,
+            {
+                "tool_name": "sys_session_send",
+                "tool_input": {
+                    "agent": payload.get("agent"),
+                    "title": payload.get("title"),
+                    "conversation_id": payload.get("conversation_id"),
+                },
+                "tool_output": payload.get("output", ""),
+            },
+        )
+        return await self._policies.evaluate(event)

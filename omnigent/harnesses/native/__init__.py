@@ -1,0 +1,53 @@
+"""What the native coding-agent harnesses (Claude Code, Codex) share.
+
+Finding the CLI, the model guard and endpoint, the spec keys they refuse
+(:mod:`._cli`); the live process and how a failed or cancelled turn ends
+(:mod:`._process`); the relay of their actions into session events (:mod:`._relay`);
+the history preamble and input blocks (:mod:`._input`); JSON lines over pipes
+(:mod:`._ndjson`).
+"""
+
+from ._cli import (
+    CLAUDE_CLI,
+    CLAUDE_MODELS,
+    CODEX_CLI,
+    OPENAI_MODELS,
+    ModelEndpoint,
+    ModelRule,
+    OptionCheck,
+    model_endpoint,
+    native_spec_problems,
+    positive_number,
+)
+from ._input import input_blocks, preamble, split_data_url
+from ._ndjson import ChannelClosed
+from ._process import NativeHarness, NativeProcess, drive_turn
+from ._relay import Action, Call, CallOutput, EndMessage, Finished, ItemRelay, Say, merge_text
+
+__all__ = [
+    "CLAUDE_CLI",
+    "CLAUDE_MODELS",
+    "CODEX_CLI",
+    "OPENAI_MODELS",
+    "Action",
+    "Call",
+    "CallOutput",
+    "ChannelClosed",
+    "EndMessage",
+    "Finished",
+    "ItemRelay",
+    "ModelEndpoint",
+    "ModelRule",
+    "NativeHarness",
+    "NativeProcess",
+    "OptionCheck",
+    "Say",
+    "drive_turn",
+    "input_blocks",
+    "merge_text",
+    "model_endpoint",
+    "native_spec_problems",
+    "positive_number",
+    "preamble",
+    "split_data_url",
+]

@@ -1,0 +1,289 @@
+"""What the native coding-agent harnesses share: finding the CLI, the model guard,
+the model endpoint, and which spec keys they can honour.
+
+Everything here is pure or nearly so (a few ``stat`` calls to find a binary), so the
+registry can ask it before any process exists:
+
+* :class:`NativeCli` finds a CLI — ``$OMNIGENT_<NAME>_CLI`` if set, else the binary
+  the pinned wheel bundles (``claude-agent-sdk``, ``openai-codex-cli-bin``), else
+  ``PATH`` — and says what to install when it is missing.
+* :class:`ModelRule` is a single-vendor harness's model guard: a model of another
+  family is refused up front, naming the rule (``only runs Claude models``).
+* :func:`model_endpoint` resolves where the model lives: ``executor.config`` first,
+  then the environment, then the provider configuration (``config.yaml``).
+* :func:`native_spec_problems` lists the spec keys a native harness cannot honour
+  (omnigent's own tools are not offered to a CLI that runs its own), so they are
+  refused instead of ignored.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ...errors import ErrorDetail
+from ...providers import Provider
+from ...spec import AgentSpec
+
+__all__ = [
+    "CLAUDE_CLI",
+    "CLAUDE_MODELS",
+    "CODEX_CLI",
+    "OPENAI_MODELS",
+    "ModelEndpoint",
+    "ModelRule",
+    "NativeCli",
+    "OptionCheck",
+    "model_endpoint",
+    "native_spec_problems",
+    "positive_number",
+]
+
+
+@attrs.frozen
+class NativeCli:
+    """A coding agent's command-line program, and where it comes from.
+
+    Attributes:
+        harness: the canonical harness name that drives it.
+        title: what messages call it (``Claude Code``).
+        binary: its executable's name on ``PATH``.
+        module: the Python package of the wheel that bundles it.
+        bundled: the binary's path inside that package.
+        extra: the omnigent extra that installs the wheel.
+        npm: the npm package that installs it too.
+    """
+
+    harness: str
+    title: str
+    binary: str
+    module: str
+    bundled: tuple[str, ...]
+    extra: str
+    npm: str
+
+    @property
+    def variable(self) -> str:
+        """The environment variable that names the binary explicitly."""
+        return f"OMNIGENT_{self.binary.upper()}_CLI"
+
+    def find(self, environ: Mapping[str, str] | None = None) -> Path | None:
+        """The executable: ``$OMNIGENT_<NAME>_CLI``, the bundled one, or ``PATH``'s."""
+        env = os.environ if environ is None else environ
+        explicit = env.get(self.variable)
+        if explicit:
+            path = Path(explicit)
+            return path if path.is_file() and os.access(path, os.X_OK) else None
+        # find_spec locates the package without importing it (the SDK's import is heavy).
+        spec = importlib.util.find_spec(self.module)
+        if spec is not None and spec.origin is not None:
+            bundled = Path(spec.origin).parent.joinpath(*self.bundled)
+            if bundled.is_file():
+                return bundled
+        found = shutil.which(self.binary, path=env.get("PATH"))
+        return Path(found) if found else None
+
+    def missing(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """Why the harness cannot run here (what to install), or ``None`` if it can."""
+        env = os.environ if environ is None else environ
+        if self.find(env) is not None:
+            return None
+        explicit = env.get(self.variable)
+        if explicit:
+            return (
+                f"harness {self.harness!r} needs the {self.title} CLI, but "
+                f"{self.variable}={explicit} is not an executable file"
+            )
+        return (
+            f"harness {self.harness!r} needs the {self.title} CLI, which is not installed: "
+            f"pip install 'omnigent[{self.extra}]' (or npm install -g {self.npm})"
+        )
+
+
+CLAUDE_CLI = NativeCli(
+    harness="claude-code",
+    title="Claude Code",
+    binary="claude",
+    module="claude_agent_sdk",
+    bundled=("_bundled", "claude"),
+    extra="claude",
+    npm="@anthropic-ai/claude-code",
+)
+CODEX_CLI = NativeCli(
+    harness="codex",
+    title="Codex",
+    binary="codex",
+    module="codex_cli_bin",
+    bundled=("bin", "codex"),
+    extra="codex",
+    npm="@openai/codex",
+)
+
+
+@attrs.frozen
+class ModelRule:
+    """The models a single-vendor harness runs.
+
+    Attributes:
+        family: what the rule says (``Claude models``).
+        patterns: case-insensitive :mod:`fnmatch` patterns a model name must match.
+        examples: names to show in listings (``sys_list_models``).
+    """
+
+    family: str
+    patterns: tuple[str, ...]
+    examples: tuple[str, ...] = ()
+
+    def accepts(self, model: str) -> bool:
+        name = model.lower()
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.patterns)
+
+    def refusal(self, harness: str, model: str) -> str | None:
+        """The message refusing ``model`` on ``harness``, or ``None`` if it may run it."""
+        if self.accepts(model):
+            return None
+        return (
+            f"harness {harness!r} only runs {self.family} ({', '.join(self.patterns)}); "
+            f"{model!r} is not one"
+        )
+
+
+CLAUDE_MODELS = ModelRule(
+    "Claude models",
+    ("*claude*", "sonnet", "opus", "haiku", "opusplan"),
+    ("claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5", "opus", "sonnet", "haiku"),
+)
+OPENAI_MODELS = ModelRule(
+    "OpenAI models",
+    ("gpt-*", "o[1-9]*", "*codex*"),
+    ("gpt-5.5", "gpt-5-codex", "o4-mini"),
+)
+
+
+@attrs.frozen
+class ModelEndpoint:
+    """Where a harness's model lives: a base URL and a key (either may be unset)."""
+
+    base_url: str | None
+    api_key: str | None = attrs.field(repr=False)
+
+
+def model_endpoint(
+    base_url: str | None,
+    api_key: str | None,
+    *,
+    base_url_variable: str,
+    api_key_variable: str,
+    default_base_url: str | None = None,
+    provider: Provider | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ModelEndpoint:
+    """The model endpoint: the spec's ``executor.config``, else the environment, else
+    the provider configuration, else ``default_base_url``.
+
+    ``base_url`` / ``api_key`` are the spec's (``executor.config.base_url`` /
+    ``api_key``); what they leave unset comes from ``base_url_variable`` /
+    ``api_key_variable`` (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the loop and
+    Codex, ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` for Claude Code), then from
+    ``provider`` — the provider of ``$OMNIGENT_HOME/config.yaml`` the session's harness
+    goes through: its ``base_url``, and the key in the variable its ``api_key_env``
+    names — then ``default_base_url``.
+
+    A key goes only to the endpoint it belongs to: the environment's key to the
+    environment's endpoint (or the vendor's default), a provider's key to that
+    provider's endpoint, and a spec naming an endpoint of its own (a spec a client
+    registered, say) gets its own ``api_key`` or none — so no operator's key is ever
+    sent to a URL someone else chose.
+    """
+    env = os.environ if environ is None else environ
+    provided_url = provider.base_url if provider is not None else None
+    provided_key = None
+    if provider is not None and provider.api_key_env:
+        provided_key = env.get(provider.api_key_env) or None
+    environment_url = env.get(base_url_variable) or None
+    if environment_url is not None or (provided_url is None and provided_key is None):
+        operator_url = environment_url or default_base_url
+        operator_key = env.get(api_key_variable) or None
+    else:
+        operator_url = provided_url or default_base_url
+        operator_key = provided_key
+    if base_url and _same_endpoint(base_url, operator_url):
+        base_url = None
+    key = api_key if base_url else (api_key or operator_key)
+    return ModelEndpoint(base_url=base_url or operator_url or None, api_key=key)
+
+
+def _same_endpoint(a: str, b: str | None) -> bool:
+    return b is not None and a.rstrip("/") == b.rstrip("/")
+
+
+OptionCheck = Callable[[Any], str | None]
+"""Checks one ``executor.config.options`` value: ``None`` if fine, else what is wrong."""
+
+
+def positive_number(value: Any) -> str | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return None if ok else "must be a number > 0"
+
+
+def native_spec_problems(
+    spec: AgentSpec,
+    harness: str,
+    options: Mapping[str, OptionCheck],
+    env_prefixes: tuple[str, ...],
+) -> list[ErrorDetail]:
+    """The spec keys a native harness cannot honour, each as an error.
+
+    A native CLI runs its own tools (its shell, its file editing), so omnigent's tool
+    families — terminals, MCP servers, sub-agent dispatch, background calls — are not
+    offered to it; the ``scripted`` and ``external`` keys and ``temperature`` mean
+    nothing to it. ``options`` names the ``executor.config.options`` the harness reads,
+    with a check for each value. ``executor.config.env`` may set only variables with
+    one of ``env_prefixes``: the CLI's own settings, never what changes how programs
+    load (``LD_PRELOAD``, ``NODE_OPTIONS``, ``PATH``) — those would run code no policy
+    ever saw.
+    """
+    problems: list[ErrorDetail] = []
+    config = spec.executor.config
+
+    def refuse(loc: str, why: str) -> None:
+        problems.append(ErrorDetail(loc, f"not supported by harness {harness!r}: {why}"))
+
+    for key in ("script", "turns", "command", "temperature"):
+        if getattr(config, key) is not None:
+            refuse(f"executor.config.{key}", "it is not read by this harness")
+    own_tools = "the CLI runs its own tools; omnigent's are not offered to it"
+    if spec.terminals:
+        refuse("terminals", own_tools)
+    if spec.mcp_servers:
+        refuse("mcp_servers", own_tools)
+    if spec.tools.agents:
+        refuse("tools.agents", own_tools)
+    if spec.spawn:
+        refuse("spawn", own_tools)
+    if spec.async_enabled:
+        refuse("async_enabled", own_tools)
+    for name in config.env:
+        if not name.startswith(env_prefixes):
+            allowed = ", ".join(f"{p}*" if p.endswith("_") else p for p in env_prefixes)
+            refuse(f"executor.config.env.{name}", f"only {allowed} may be set")
+    for key, value in config.options.items():
+        check = options.get(key)
+        if check is None:
+            known = ", ".join(sorted(options)) or "none"
+            problems.append(
+                ErrorDetail(
+                    f"executor.config.options.{key}",
+                    f"unknown option for harness {harness!r} (known: {known})",
+                )
+            )
+        elif (problem := check(value)) is not None:
+            problems.append(ErrorDetail(f"executor.config.options.{key}", problem))
+    return problems

@@ -1,0 +1,152 @@
+"""What a native coding agent's stream means for the session, and the relay that does it.
+
+Each native protocol module (:mod:`omnigent.harnesses.claude._protocol`,
+:mod:`omnigent.harnesses.codex._protocol`) reads its CLI's messages into the small,
+frozen **actions** defined here — a piece of assistant text, a tool call, its output,
+the end of the turn — without any I/O. :class:`ItemRelay` applies them to a turn's
+context: text is streamed into assistant messages (one open at a time), tool calls and
+their outputs become ``function_call`` / ``function_call_output`` items, recorded the
+way the core records the tools it runs itself (``action_required``, then ``completed``
+under the same item id, then the output).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+import attrs
+
+from ...model import FunctionCallItem, FunctionCallOutputItem
+from ..base import MessageWriter, TurnContext
+
+__all__ = [
+    "Action",
+    "Call",
+    "CallOutput",
+    "EndMessage",
+    "Finished",
+    "ItemRelay",
+    "Say",
+    "merge_text",
+]
+
+
+@attrs.frozen
+class Say:
+    """Assistant text: ``text`` goes on the message ``key`` (opened if it is not)."""
+
+    key: str
+    text: str
+
+
+@attrs.frozen
+class EndMessage:
+    """The open assistant message is complete."""
+
+
+@attrs.frozen
+class Call:
+    """The agent calls one of its own tools (the CLI runs it)."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class CallOutput:
+    """What a tool call returned (an ``Error: …`` string when it failed or was refused)."""
+
+    call_id: str
+    output: str
+
+
+@attrs.frozen
+class Finished:
+    """The turn ended: ``error`` is ``None`` on success, else why it failed."""
+
+    error: str | None = None
+
+
+Action = Say | EndMessage | Call | CallOutput | Finished
+
+
+def merge_text(actions: list[Action]) -> list[Action]:
+    """Adjacent ``Say`` of one message merged, so a burst of deltas is one publish."""
+    out: list[Action] = []
+    for action in actions:
+        last = out[-1] if out else None
+        if isinstance(action, Say) and isinstance(last, Say) and last.key == action.key:
+            out[-1] = Say(action.key, last.text + action.text)
+        else:
+            out.append(action)
+    return out
+
+
+class ItemRelay:
+    """Applies actions to one turn's context; use it as ``async with ItemRelay(ctx)``.
+
+    Cancellation: a message still open when the block is left by an exception (the
+    turn cancelled, the CLI gone) is kept as ``incomplete`` by the core
+    (:meth:`TurnContext.open_message`); left normally, it is completed.
+    """
+
+    def __init__(self, ctx: TurnContext) -> None:
+        self._ctx = ctx
+        self._stack = AsyncExitStack()
+        self._writer: MessageWriter | None = None
+        self._key: str | None = None
+        self._calls: dict[str, FunctionCallItem] = {}
+
+    async def apply(self, action: object) -> None:
+        """Relay one action; anything else (``Finished``, a protocol's own messages) is
+        the caller's to act on and ignored here."""
+        if isinstance(action, Say):
+            await self.say(action.key, action.text)
+        elif isinstance(action, EndMessage):
+            await self.end_message()
+        elif isinstance(action, Call):
+            await self.call(action.call_id, action.name, action.arguments)
+        elif isinstance(action, CallOutput):
+            await self.output(action.call_id, action.output)
+
+    async def say(self, key: str, text: str) -> None:
+        if self._writer is None or key != self._key:
+            await self.end_message()
+            self._writer = await self._stack.enter_async_context(self._ctx.open_message())
+            self._key = key
+        await self._writer.write(text)
+
+    async def end_message(self) -> None:
+        if self._writer is not None:
+            self._writer, self._key = None, None
+            await self._stack.aclose()  # persists the message
+            self._stack = AsyncExitStack()
+
+    async def call(self, call_id: str, name: str, arguments: str) -> None:
+        await self.end_message()
+        if call_id in self._calls:
+            return  # the CLI repeated it (a retried stream)
+        item = FunctionCallItem(call_id=call_id, name=name, arguments=arguments)
+        self._calls[call_id] = item
+        await self._ctx.add_item(item)
+
+    async def output(self, call_id: str, output: str) -> None:
+        await self.end_message()
+        call = self._calls.pop(call_id, None)
+        if call is not None:
+            await self._ctx.add_item(attrs.evolve(call, status="completed"))
+        await self._ctx.add_item(FunctionCallOutputItem(call_id=call_id, output=output))
+
+    async def __aenter__(self) -> ItemRelay:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._writer, self._key = None, None
+        await self._stack.__aexit__(exc_type, exc, tb)

@@ -1,0 +1,69 @@
+"""Child processes: reading ``/proc``, process groups, pid files, socket directories, tmux.
+
+Everything omnigent knows about the operating system's processes lives here, below the
+core: running a command in its own process group and killing the whole group
+(:func:`run_in_group`), the harness process manager that owns long-lived child processes
+(:func:`open_process_manager`), the pid files and socket directories that let the next
+start end what a ``kill -9`` left behind, and the runtime's private tmux server for
+terminals. It imports nothing from the core, the transports or the harnesses.
+"""
+
+from ._groups import TrackedGroups, boot_id, kill_orphaned_group, process_start_time, run_in_group
+from ._manager import (
+    DEFAULT_GRACE,
+    DEFAULT_IDLE_TIMEOUT,
+    ManagedProcess,
+    ProcessManager,
+    ProcessSpec,
+    base_environment,
+    open_process_manager,
+)
+from ._tmux import (
+    HISTORY_LIMIT,
+    MAX_KEYS,
+    MAX_TEXT_CHARS,
+    IdleDetector,
+    NewPane,
+    capture_argv,
+    check_session_key,
+    parse_keys,
+    resource_id,
+    screen_digest,
+    send_keys_argv,
+    send_text_argv,
+    trim_screen,
+)
+from ._tmux_server import TmuxFailed, TmuxServer, TmuxUnavailable, default_base, open_tmux_server
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_IDLE_TIMEOUT",
+    "HISTORY_LIMIT",
+    "MAX_KEYS",
+    "MAX_TEXT_CHARS",
+    "IdleDetector",
+    "ManagedProcess",
+    "NewPane",
+    "ProcessManager",
+    "ProcessSpec",
+    "TmuxFailed",
+    "TmuxServer",
+    "TmuxUnavailable",
+    "TrackedGroups",
+    "base_environment",
+    "boot_id",
+    "capture_argv",
+    "check_session_key",
+    "default_base",
+    "kill_orphaned_group",
+    "open_process_manager",
+    "open_tmux_server",
+    "parse_keys",
+    "process_start_time",
+    "resource_id",
+    "run_in_group",
+    "screen_digest",
+    "send_keys_argv",
+    "send_text_argv",
+    "trim_screen",
+]

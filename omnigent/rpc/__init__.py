@@ -1,0 +1,87 @@
+"""JSON-RPC 2.0: framing and dispatch without I/O, and the Trio connection around them.
+
+:mod:`._protocol` decodes and encodes messages (NDJSON framing, the error codes);
+:mod:`._dispatch` keeps one connection's bookkeeping (requests in flight both ways,
+cancellation) with no I/O; :class:`RpcConnection` is the thin Trio shell that runs a
+connection over a message stream. Used by the ACP transports, the ACP client and the
+native harnesses; it imports nothing from the core.
+"""
+
+from ._connection import (
+    ConnectionClosed,
+    MessageStream,
+    NdjsonStream,
+    RequestHandler,
+    RpcConnection,
+)
+from ._dispatch import Action, Cancel, Deliver, Dispatcher, Drop, Notify, Reply, Run
+from ._protocol import (
+    CANCEL_REQUEST,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    MAX_DEPTH,
+    MAX_MESSAGE_BYTES,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
+    SERVER_BUSY,
+    TOO_LARGE,
+    Incoming,
+    LineSplitter,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+    decode,
+    encode,
+    error_response,
+    notification,
+    request,
+    response,
+    valid_id,
+)
+
+__all__ = [
+    "CANCEL_REQUEST",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "MAX_DEPTH",
+    "MAX_MESSAGE_BYTES",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "RESOURCE_NOT_FOUND",
+    "SERVER_BUSY",
+    "TOO_LARGE",
+    "Action",
+    "Cancel",
+    "ConnectionClosed",
+    "Deliver",
+    "Dispatcher",
+    "Drop",
+    "Incoming",
+    "LineSplitter",
+    "MessageStream",
+    "NdjsonStream",
+    "Notification",
+    "Notify",
+    "Reply",
+    "Request",
+    "RequestHandler",
+    "RequestId",
+    "Response",
+    "RpcConnection",
+    "RpcError",
+    "Run",
+    "decode",
+    "encode",
+    "error_response",
+    "notification",
+    "request",
+    "response",
+    "valid_id",
+]

@@ -1,0 +1,227 @@
+"""``omnigent stdio``: an ACP v1 agent on stdin/stdout, for editors.
+
+An editor (Zed, a JetBrains IDE, a Neovim ACP plugin) starts ``omnigent stdio --agent
+PATH`` and speaks the Agent Client Protocol to it: newline-delimited JSON-RPC 2.0 on
+stdin/stdout (:mod:`._agent`). Sessions live in the store (``--db``, by default
+``$OMNIGENT_HOME/omnigent.db``), so ``session/load`` works from a new process.
+
+stdout carries protocol messages only. Before anything runs, the protocol keeps
+private copies of file descriptors 0 and 1; fd 0 then reads ``/dev/null`` and fd 1
+writes to stderr, so nothing else — a ``print``, a library's warning, a tool's child
+process — can write into the protocol stream or steal its input. Logs go to stderr.
+
+The CLI wires it with::
+
+    from omnigent.transports.acp._stdio import add_stdio_parser, run_stdio
+    add_stdio_parser(subparsers)          # sets func=run_stdio on the sub-parser
+
+The editor started this process and is its operator: the MCP servers it passes with
+``session/new`` and ``session/load`` are connected for as long as it stays connected
+(stdio ones run in the session's directory; see :mod:`._mcp_servers`).
+``--no-client-mcp`` refuses them (they are ignored and named in the answer's
+``_meta.omnigent.ignoredMcpServers``).
+
+An unreadable or invalid spec raises before the runtime opens (the CLI prints one
+``Error: …`` on stderr and exits 2). The spec file is the operator's own, so the
+``function`` policies it names are allowed (as ``omnigent run`` allows them). The
+process exits 0 when the editor closes stdin, or on SIGINT/SIGTERM, after every turn
+has ended ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..._config import default_db_url
+from ..._gc import settle_after_startup
+from ...core import Agent, PolicyFunction, open_runtime
+from ...core import load_policy_function as load_function
+from ...errors import BadRequest, SpecError
+from ...rpc import NdjsonStream
+from ...spec import AgentSpec
+from ._agent import serve_acp
+
+__all__ = [
+    "add_stdio_parser",
+    "load_agent_spec",
+    "own_policy_functions",
+    "run_stdio",
+    "serve_stdio",
+]
+
+log = logging.getLogger(__name__)
+
+
+def load_agent_spec(path: str | Path) -> AgentSpec:
+    """The spec in ``path``.
+
+    Raises:
+        BadRequest: the file cannot be read. SpecError: it is not a valid spec.
+    """
+    try:
+        return AgentSpec.load(path)
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc.message}", exc.details) from exc
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise BadRequest(f"cannot read agent spec {str(path)!r}: {reason}") from exc
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"cannot read agent spec {str(path)!r}: not UTF-8 text") from exc
+
+
+def own_policy_functions(spec: AgentSpec) -> dict[str, PolicyFunction]:
+    """The ``function`` policies a spec file names, imported (the file is the operator's).
+
+    Raises:
+        InvalidInput: a reference cannot be imported.
+    """
+    refs = dict.fromkeys(p.function for p in spec.policies if p.function is not None)
+    return {ref: load_function(ref) for ref in refs if ":" in ref or "." in ref}
+
+
+async def serve_stdio(
+    spec: AgentSpec,
+    db: str | None,
+    receive_stream: trio.abc.ReceiveStream,
+    send_stream: trio.abc.SendStream,
+    *,
+    policy_functions: Mapping[str, PolicyFunction] | None = None,
+    client_mcp: bool = True,
+    task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Register ``spec`` and serve ACP over the two streams until input ends.
+
+    Args:
+        spec: the agent ``session/new`` creates sessions of.
+        db: the store URL (``None``: in memory).
+        receive_stream, send_stream: the protocol's input and output.
+        policy_functions: callables the spec's ``function`` policies may name.
+        client_mcp: connect the MCP servers the editor passes (``False``: ignore them).
+        task_status: started with the registered agent.
+
+    Cancellation: every turn ends ``cancelled`` and the store closes.
+    """
+    async with open_runtime(db, policy_functions=policy_functions) as runtime:
+        agent = await runtime.create_agent(spec)
+        log.info("serving agent %s (version %d) over stdio", agent.name, agent.version)
+
+        async def resolve() -> Agent:
+            return await runtime.get_agent(agent.id)
+
+        stream = NdjsonStream(receive_stream, send_stream)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                partial(serve_acp, client_mcp="operator" if client_mcp else "off"),
+                runtime,
+                stream,
+                resolve,
+            )
+            task_status.started(agent)
+        log.info("the client closed stdin: shutting down")
+
+
+def add_stdio_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``stdio`` sub-command to an argparse ``subparsers`` (``func=run_stdio``)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "stdio",
+        help="ACP agent on stdin/stdout (for editors)",
+        description="Serve one agent over the Agent Client Protocol on stdin/stdout.",
+    )
+    parser.add_argument("--agent", required=True, metavar="PATH", help="agent spec file")
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        default=None,
+        help="database URL (default: $OMNIGENT_DB, else sqlite:///$OMNIGENT_HOME/omnigent.db)",
+    )
+    parser.add_argument(
+        "--no-client-mcp",
+        dest="client_mcp",
+        action="store_false",
+        help="ignore the MCP servers the editor passes (default: run them for the session)",
+    )
+    parser.set_defaults(func=run_stdio)
+    return parser
+
+
+def run_stdio(args: argparse.Namespace) -> int:
+    """Serve until stdin closes or a signal arrives; returns the exit code.
+
+    Raises:
+        BadRequest, SpecError: the spec cannot be read or is invalid (nothing has
+        been written to stdout). StoreBusy: another process owns the database.
+    """
+    spec = load_agent_spec(args.agent)
+    functions = own_policy_functions(spec)
+    db: str = args.db or default_db_url()
+    if db.startswith("sqlite:///"):
+        Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    with _protocol_fds() as (fd_in, fd_out):
+        client_mcp = bool(getattr(args, "client_mcp", True))
+        trio.run(_main, spec, db, functions, client_mcp, fd_in, fd_out)
+    return 0
+
+
+async def _main(
+    spec: AgentSpec,
+    db: str,
+    functions: dict[str, PolicyFunction],
+    client_mcp: bool,
+    fd_in: int,
+    fd_out: int,
+) -> None:
+    stdin = trio.lowlevel.FdStream(os.dup(fd_in))
+    stdout = trio.lowlevel.FdStream(os.dup(fd_out))
+    async with stdin, stdout:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+
+                async def serve() -> None:
+                    run = partial(
+                        serve_stdio,
+                        spec,
+                        db,
+                        stdin,
+                        stdout,
+                        policy_functions=functions,
+                        client_mcp=client_mcp,
+                    )
+                    async with trio.open_nursery() as serving:
+                        await serving.start(run)
+                        settle_after_startup()  # a server from now on: see omnigent._gc
+                    nursery.cancel_scope.cancel()  # input ended: stop watching signals
+
+                nursery.start_soon(serve)
+                async for signum in signals:
+                    log.info("signal %s: shutting down", signum)
+                    nursery.cancel_scope.cancel()
+                    break
+
+
+@contextmanager
+def _protocol_fds() -> Iterator[tuple[int, int]]:
+    """Private copies of fds 0 and 1; meanwhile fd 0 reads /dev/null and fd 1 is stderr."""
+    sys.stdout.flush()
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+        yield saved_in, saved_out
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        for fd in (null, saved_in, saved_out):
+            os.close(fd)

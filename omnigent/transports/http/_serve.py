@@ -1,0 +1,328 @@
+"""The server runner: ``omnigent serve`` (a runtime, its agents, Hypercorn).
+
+:func:`serve` opens the runtime, registers the agents of a directory and serves the
+HTTP app with Hypercorn's Trio worker until ``stop`` is set (or it is cancelled).
+:func:`run_serve` is the CLI entry: it runs :func:`serve` under ``trio.run``, prints
+``omnigent serving on URL`` when ready, and shuts down cleanly on SIGINT/SIGTERM.
+
+The CLI wires it with::
+
+    from omnigent.transports.http._serve import add_serve_parser, run_serve
+    add_serve_parser(subparsers)          # sets func=run_serve on the sub-parser
+
+Shutdown order (Hypercorn #106: never cancel Hypercorn's own nursery): stop the
+runtime's sessions (every running turn ends ``cancelled`` and its terminal events are
+published; what is stuck after ``--shutdown-grace`` seconds is abandoned), set the
+app's ``stopping`` event (every open SSE stream forwards those terminal events, then
+ends), trigger Hypercorn's shutdown (it closes its listeners and waits for responses
+in flight, at most ``graceful_timeout``), then leave the runtime (the store closes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import re
+import signal
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import hypercorn.trio
+import trio
+from hypercorn.config import Config
+
+from ..._config import default_db_url
+from ..._gc import settle_after_startup
+from ...core import open_runtime, url_prefix_problem
+from ...errors import BadRequest
+from ...rpc import MAX_MESSAGE_BYTES
+from ._app import create_app
+from ._fence import Fence
+from ._serve_args import add_serve_arguments
+from ._serve_files import load_policies, register_agents
+
+__all__ = ["add_serve_parser", "listen_error", "load_policies", "run_serve", "serve"]
+
+log = logging.getLogger(__name__)
+
+GRACEFUL_TIMEOUT = 3.0
+_SERVER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+# Beyond Hypercorn's own graceful timeout: the most a shutdown may take.
+_SHUTDOWN_DEADLINE = GRACEFUL_TIMEOUT + 5.0
+
+
+async def serve(
+    runtime_db: str | None,
+    host: str,
+    port: int,
+    agents_dir: str | Path | None,
+    auth: str,
+    *,
+    policies: Sequence[Mapping[str, Any]] = (),
+    policy_modules: Sequence[str] = (),
+    allowed_commands: Sequence[str] = (),
+    allowed_mcp_urls: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
+    server_id: str | None = None,
+    lease_ttl: float | None = None,
+    stop: trio.Event | None = None,
+    shutdown_grace: float = 5.0,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve omnigent over HTTP until ``stop`` is set or this is cancelled.
+
+    Args:
+        runtime_db: the store URL (``None``: in memory).
+        host, port: where to listen (port 0 picks a free port).
+        agents_dir: register every ``*.yaml``, ``*.yml`` and ``*.json`` in it first
+            (``None``: none).
+        auth: ``none`` or ``header``.
+        policies: server-wide default policies (``open_runtime(default_policies=...)``).
+        policy_modules: modules whose callables agents' ``function`` policies may name
+            (``open_runtime(policy_modules=...)``).
+        allowed_commands: programs a client's spec (``POST /v1/agents``) may name to
+            run (``--allow-command``); the ``--agents`` specs are the operator's and
+            may name any. Also the stdio MCP servers a ``/v1/ws`` client may pass.
+        allowed_mcp_urls: URL prefixes under which a ``/v1/ws`` client's HTTP MCP
+            servers are connected (``--allow-mcp-url``; default none).
+        allowed_origins: web app origins admitted with CORS (``--allowed-origin``).
+        allowed_hosts: ``Host`` names answered besides the server's own address
+            (``--allowed-host``); see ``docs/security.md``.
+        server_id: this server's name among those sharing a PostgreSQL database
+            (``--server-id``; default ``HOST:PID``).
+        lease_ttl: seconds a server's leases outlive its last renewal (``--lease-ttl``;
+            PostgreSQL only): how long a dead server's sessions wait to be taken over.
+        stop: set it to shut down; without it, cancel the caller's scope.
+        shutdown_grace: seconds running turns get to end at shutdown (then what is
+            stuck is abandoned); see ``open_runtime``.
+        task_status: started with the bound URL (``http://HOST:PORT``).
+
+    Raises:
+        BadRequest: the address cannot be listened on (in use, a bad port, a host
+            that does not resolve), or ``agents_dir`` is not a directory.
+        SpecError: an agent in ``agents_dir`` is invalid.
+
+    Cancellation: cancelling runs the same orderly shutdown as ``stop``, bounded by
+    a deadline; open streams end and every turn ends ``cancelled``.
+    """
+    stop = trio.Event() if stop is None else stop
+    runtime_options: dict[str, Any] = {
+        "default_policies": policies,
+        "policy_modules": policy_modules,
+        "allowed_commands": allowed_commands,
+        "allowed_mcp_urls": allowed_mcp_urls,
+        "shutdown_grace": shutdown_grace,
+        "server_id": server_id,
+    }
+    if lease_ttl is not None:
+        runtime_options["lease_ttl"] = lease_ttl
+    async with open_runtime(runtime_db, **runtime_options) as runtime:
+        if agents_dir is not None:
+            await register_agents(runtime, agents_dir)
+        stopping = trio.Event()
+        app = create_app(
+            runtime,
+            auth=auth,  # type: ignore[arg-type]
+            stopping=stopping,
+            allowed_origins=allowed_origins,
+            allowed_hosts=allowed_hosts,
+        )
+        config = Config()
+        config.bind = [f"{host}:{port}"]
+        config.graceful_timeout = GRACEFUL_TIMEOUT
+        config.accesslog = None
+        config.loglevel = "WARNING"  # its "Running on …": we print our own line
+        # An ACP message over the WebSocket may be as large as one over stdio.
+        config.websocket_max_message_size = MAX_MESSAGE_BYTES
+        hypercorn_done = trio.Event()
+        shutdown = trio.Event()
+        # Shielded so that a cancel from outside reaches Hypercorn only as its
+        # shutdown trigger; the deadline set below bounds the shutdown.
+        hypercorn_scope = trio.CancelScope(shield=True)
+        async with trio.open_nursery() as nursery:
+            try:
+                urls: list[str] = await nursery.start(
+                    _run_hypercorn, app, config, shutdown, hypercorn_scope, hypercorn_done
+                )
+            except (OSError, OverflowError, BaseExceptionGroup) as exc:
+                error = listen_error(exc, host, port)
+                if error is exc:
+                    raise
+                raise error from exc
+            task_status.started(urls[0])
+            try:
+                await stop.wait()
+            finally:
+                # First the turns end (and say so), while every stream is still open.
+                await runtime.shutdown()
+                hypercorn_scope.deadline = trio.current_time() + _SHUTDOWN_DEADLINE
+                stopping.set()
+                shutdown.set()
+                with trio.CancelScope(shield=True, deadline=hypercorn_scope.deadline):
+                    await hypercorn_done.wait()
+
+
+def listen_error(exc: BaseException, host: str, port: int) -> BaseException:
+    """The user's error for a failure to listen on ``host:port``, or ``exc`` itself.
+
+    Hypercorn binds when it starts, and a busy port, a port out of range or a host that
+    does not resolve surfaces as an ``OSError``/``OverflowError`` (in a nursery's
+    group): this names the address and the reason in one :class:`BadRequest`.
+    """
+    leaves = [exc]
+    while len(leaves) == 1 and isinstance(leaves[0], BaseExceptionGroup):
+        leaves = list(leaves[0].exceptions)
+    if len(leaves) != 1 or not isinstance(leaves[0], OSError | OverflowError):
+        return exc
+    leaf = leaves[0]
+    where = f"cannot listen on {host}:{port}"
+    if isinstance(leaf, socket.gaierror):
+        return BadRequest(f"{where}: cannot resolve host {host!r} ({leaf.strerror})")
+    if isinstance(leaf, OverflowError):
+        return BadRequest(f"{where}: the port must be between 0 and 65535")
+    if leaf.errno == errno.EADDRINUSE:
+        return BadRequest(f"{where}: the address is already in use (another server?)")
+    if leaf.errno == errno.EADDRNOTAVAIL:
+        return BadRequest(f"{where}: {host!r} is not an address of this machine")
+    if leaf.errno == errno.EACCES:
+        return BadRequest(f"{where}: permission denied (ports below 1024 need privileges)")
+    return BadRequest(f"{where}: {leaf.strerror or leaf}")
+
+
+async def _run_hypercorn(
+    app: Any,
+    config: Config,
+    shutdown: trio.Event,
+    scope: trio.CancelScope,
+    done: trio.Event,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    try:
+        with scope:
+            await hypercorn.trio.serve(
+                app, config, shutdown_trigger=shutdown.wait, task_status=task_status
+            )
+    finally:
+        done.set()
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``serve`` sub-command to an argparse ``subparsers`` (``func=run_serve``)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve", help="HTTP + SSE server", description="Serve omnigent over HTTP + SSE."
+    )
+    add_serve_arguments(parser)
+    parser.set_defaults(func=run_serve)
+    return parser
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run the server until SIGINT/SIGTERM; returns the exit code (0 on a clean stop).
+
+    Raises:
+        OmnigentError: a mistake on the command line (a bad port, a missing
+            ``--agents`` folder, an address that cannot be listened on, a bad
+            policies file); the command line prints it as one ``Error:`` line.
+    """
+    if not 0 <= args.port <= 65535:
+        raise BadRequest(f"--port must be between 0 and 65535, got {args.port}")
+    if args.agents is not None and not Path(args.agents).is_dir():
+        raise BadRequest(f"--agents {args.agents}: no such directory")
+    db = args.db or default_db_url()
+    if db.startswith("sqlite:///"):
+        Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    policies = load_policies(args.policies) if getattr(args, "policies", None) else []
+    modules = tuple(getattr(args, "policy_modules", None) or ())
+    commands = tuple(getattr(args, "allowed_commands", None) or ())
+    mcp_urls = tuple(getattr(args, "allowed_mcp_urls", None) or ())
+    for prefix in mcp_urls:
+        if (problem := url_prefix_problem(prefix)) is not None:
+            raise BadRequest(f"--allow-mcp-url {problem}")
+    origins: list[str] = getattr(args, "allowed_origin", None) or []
+    hosts: list[str] = getattr(args, "allowed_host", None) or []
+    try:
+        Fence.of(origins, hosts)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from exc
+    grace = float(getattr(args, "shutdown_grace", 5.0))
+    server_id: str | None = getattr(args, "server_id", None)
+    if server_id is not None and not _SERVER_ID.match(server_id):
+        raise BadRequest(f"--server-id must match {_SERVER_ID.pattern}, got {server_id!r}")
+    lease_ttl: float | None = getattr(args, "lease_ttl", None)
+    if lease_ttl is not None and not 0.5 <= lease_ttl <= 3600:
+        raise BadRequest(f"--lease-ttl must be between 0.5 and 3600 seconds, got {lease_ttl}")
+    trio.run(
+        partial(
+            _main,
+            db,
+            args.host,
+            args.port,
+            args.agents,
+            args.auth,
+            policies,
+            modules,
+            commands,
+            mcp_urls,
+            origins,
+            hosts,
+            grace,
+            server_id,
+            lease_ttl,
+        )
+    )
+    return 0
+
+
+async def _main(
+    db: str,
+    host: str,
+    port: int,
+    agents: str | None,
+    auth: str,
+    policies: list[dict[str, Any]],
+    policy_modules: Sequence[str],
+    commands: Sequence[str],
+    mcp_urls: Sequence[str],
+    origins: Sequence[str],
+    hosts: Sequence[str],
+    grace: float,
+    server_id: str | None,
+    lease_ttl: float | None,
+) -> None:
+    stop = trio.Event()
+    # Opened before anything starts, so a signal during startup is a clean stop too.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            run = partial(
+                serve,
+                db,
+                host,
+                port,
+                agents,
+                auth,
+                policies=policies,
+                policy_modules=policy_modules,
+                allowed_commands=commands,
+                allowed_mcp_urls=mcp_urls,
+                allowed_origins=origins,
+                allowed_hosts=hosts,
+                server_id=server_id,
+                lease_ttl=lease_ttl,
+                stop=stop,
+                shutdown_grace=grace,
+            )
+            url = await nursery.start(run)
+            settle_after_startup()  # a server from now on: see omnigent._gc
+            print(f"omnigent serving on {url}", flush=True)
+            async for signum in signals:
+                log.info("signal %s: shutting down", signum)
+                stop.set()
+                break
+    sys.stdout.flush()
