@@ -8,11 +8,13 @@ One server and one browser for the module; every context checks that no request 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from .console_helpers import LAPTOP, api, running_browser, running_server, watched
@@ -265,3 +267,64 @@ def test_each_view_reads_well_on_a_laptop_and_a_phone(
         page.goto("/#/approvals")
         page.get_by_role("button", name="Approve").click()
         page.get_by_text("Nothing is waiting for an answer.").wait_for()
+
+
+def test_a_form_elicitation_is_answered_with_its_fields(browser: Any, base: str) -> None:
+    with watched(browser, base, viewport=LAPTOP) as context:
+        page = context.page("/")
+        session_id = start_session(page, "greeter")
+        schema = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "title": "Your name"},
+                "age": {"type": "integer", "title": "Age"},
+            },
+            "required": ["name"],
+        }
+        body = {
+            "type": "mcp_elicitation",
+            "data": {"message": "Who are you?", "requestedSchema": schema},
+        }
+        asked = api(base, "POST", f"/sessions/{session_id}/events", json=body)
+        page.get_by_role("link", name="Approvals").click()
+        card = page.get_by_role("region", name="Question: Who are you?")
+        card.get_by_role("textbox", name="Your name").fill("Ada")
+        card.get_by_role("spinbutton", name="Age").fill("36")
+        card.get_by_role("button", name="Approve").click()
+        page.get_by_text("Nothing is waiting for an answer.").wait_for()
+        with httpx.stream(
+            "GET", f"{base}/v1/sessions/{session_id}/stream?after=0", timeout=10
+        ) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data: ") and "elicitation_resolved" in line:
+                    resolved = json.loads(line[6:])
+                    break
+        assert resolved["elicitation_id"] == asked["elicitation_id"]
+        assert resolved["action"] == "accept"
+        assert resolved["content"] == {"name": "Ada", "age": 36}
+
+
+def test_a_page_that_was_offline_catches_up_with_each_message_once(browser: Any, base: str) -> None:
+    """While the browser is offline a message arrives (from a program); back online,
+    the page shows it and its answer, each once (the history read the turn's start
+    asked for is made again; a stream that was cut resumes with Last-Event-ID)."""
+    with watched(browser, base, viewport=LAPTOP) as context:
+        page = context.page("/")
+        session_id = start_session(page, "greeter")
+        say(page, "one")
+        log = conversation(page)
+        answer = "Hello from the greeter, streamed word by word."
+        log.get_by_text(answer).wait_for()
+        context.context.set_offline(True)
+        text = {"type": "message", "data": {"content": [{"type": "input_text", "text": "two"}]}}
+        api(base, "POST", f"/sessions/{session_id}/events", json=text)
+        log.get_by_text(answer).nth(1).wait_for()
+        context.context.set_offline(False)
+        log.get_by_text("two", exact=True).wait_for()
+        assert log.get_by_text(answer).count() == 2
+        assert log.get_by_text("one", exact=True).count() == 1
+        text = log.inner_text()
+        assert text.index("one") < text.index("two") < text.rindex(answer)
+        # What the browser reports for requests made while offline; nothing else.
+        assert all("ERR_INTERNET_DISCONNECTED" in p for p in context.problems), context.problems
+        context.problems.clear()

@@ -38,6 +38,11 @@ export class Conversation {
     this._source = null;
     this._closed = false;
     this._turnStart = undefined; // where the running turn's input ends
+    this._retryAt = undefined; // a read of new items that failed, and where they go
+    this._retryAfter = undefined; // the item id that read was after
+    this._retryTimer = undefined;
+    this._retryDelay = 1000;
+    this._online = () => this._retry();
   }
 
   subscribe(listener) {
@@ -62,6 +67,7 @@ export class Conversation {
       return;
     }
     if (this._closed) return;
+    window.addEventListener("online", this._online);
     this._cursor = 0;
     this._source = listen(
       `/v1/sessions/${encodeURIComponent(this.sessionId)}/stream?after=0`,
@@ -77,6 +83,8 @@ export class Conversation {
 
   close() {
     this._closed = true;
+    clearTimeout(this._retryTimer);
+    window.removeEventListener("online", this._online);
     if (this._source) this._source.close();
   }
 
@@ -161,9 +169,9 @@ export class Conversation {
   }
 
   // Messages another browser sent reach the history only: read the new items once.
-  async _readNewItems(at) {
+  async _readNewItems(at, after) {
     try {
-      const items = await api.items(this.sessionId, this._lastItemId || undefined);
+      const items = await api.items(this.sessionId, after || undefined);
       let added = false;
       for (const item of items) {
         if (this._byItem.has(item.id)) continue;
@@ -178,10 +186,28 @@ export class Conversation {
         }
         this._lastItemId = item.id;
       }
+      this._retryDelay = 1000;
       if (added) this._changed();
     } catch {
-      // The session was deleted meanwhile: its stream ends too.
+      // Offline, or the session was deleted (its stream ends too): read them again
+      // when the browser is back online, with the next event, or after a while
+      // (doubling up to 16 s; only while this read is owed).
+      if (this._retryAt === undefined || at < this._retryAt) {
+        this._retryAt = at;
+        this._retryAfter = after;
+      }
+      clearTimeout(this._retryTimer);
+      this._retryTimer = setTimeout(() => this._retry(), this._retryDelay);
+      this._retryDelay = Math.min(this._retryDelay * 2, 16000);
     }
+  }
+
+  _retry() {
+    if (this._retryAt === undefined || this._closed) return;
+    const at = this._retryAt;
+    this._retryAt = undefined;
+    clearTimeout(this._retryTimer);
+    this._readNewItems(at, this._retryAfter);
   }
 
   // A message this browser is sending: shown at once, at the end (a turn that starts
@@ -227,6 +253,7 @@ export class Conversation {
 
   _onEvent(event) {
     const live = event.event_id > this._liveFrom;
+    this._retry();
     switch (event.type) {
       case "session.status":
         this.status = event.status;
@@ -235,7 +262,7 @@ export class Conversation {
       case "response.created":
         this._turnStarted();
         this._turnStart = this._cursor;
-        if (live) this._readNewItems(this._cursor);
+        if (live) this._readNewItems(this._cursor, this._lastItemId);
         break;
       case "response.output_text.delta":
         this._delta(event);
