@@ -1,10 +1,11 @@
 """Messages in: validation and persistence, and the stream of the turn that answers one.
 
-:class:`Messages` is owned by the runtime. :meth:`Messages.accept` validates a user
-message and persists it (nothing is stored if it is invalid); :meth:`Messages.send`
-then hands it to the session's actor. :meth:`Messages.open_turn_stream` does both
-under a subscription and yields the events up to the end of the turn that answers the
-message (``?stream=true``; a cancel-safe :class:`~omnigent.core.session._turn_stream.TurnEvents`).
+:class:`Messages` is owned by the runtime. :meth:`Messages.compose` validates a user
+message (nothing is stored if it is invalid); :meth:`Messages.hand_over`, run where the
+session's tree is held, stores it and hands it to the session's actor as one step.
+:meth:`Messages.open_turn_stream` does both under a subscription and yields the events
+up to the end of the turn that answers the message (``?stream=true``; a cancel-safe
+:class:`~omnigent.core.session.TurnEvents`).
 
 Which turn took a message is kept, per open stream, in ``host.watched``: the stream
 ends with that turn's terminal ``response.*`` event, or with the session's terminal
@@ -15,9 +16,11 @@ records its response id there before it can end, and the message itself is hande
 that server (:attr:`Messages.deliver`, set by the runtime to its routed call).
 
 A message is stored *pending* (no turn has taken it yet), so a process that dies
-before answering it answers it on its next start. A message the runtime refuses
-after storing it (it started shutting down, or the session's buffer filled, while the
-message was being written) is taken back out: a refusal changes nothing.
+before answering it answers it on its next start. Storing it and giving it to the actor
+are one step: a message the runtime refuses after storing it (it started shutting
+down, or the session's buffer filled, while the message was being written), or whose
+send is cancelled as the write returns, is taken back out — a refusal or a cancelled
+send changes nothing, and is never answered at the next start.
 
 The buffer of messages waiting for a running turn holds at most
 :data:`MAX_BUFFERED_MESSAGES`; past that a message is refused with ``Conflict``
@@ -86,7 +89,7 @@ class Messages:
                 "running turn; wait for it to finish (or interrupt it)"
             )
 
-    async def accept(
+    async def compose(
         self,
         session_id: str,
         content: Any,
@@ -95,12 +98,12 @@ class Messages:
         *,
         item_id: str | None = None,
     ) -> MessageItem:
-        """Validate and persist a message (pending); nothing is stored if it is invalid.
+        """Validate a message and make its item; nothing is stored.
 
         ``item_id`` fixes the item's id (a dispatch records it before sending).
 
         Raises:
-            RuntimeClosed, SessionNotFound, InvalidInput, Conflict (buffer full).
+            RuntimeClosed, SessionNotFound, InvalidInput.
         """
         self._check_open(session_id)
         await self._sessions.row(session_id)
@@ -109,26 +112,48 @@ class Messages:
         item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
         if item_id is not None:
             item = attrs.evolve(item, id=item_id)
+        return item
+
+    async def hand_over(
+        self,
+        session_id: str,
+        item: MessageItem,
+        *,
+        before: Callable[[], None] | None = None,
+    ) -> MessageAccepted:
+        """Store a message (pending) and give it to the session's actor, as one step.
+
+        Runs where the session's tree is held. The actor is given the message right
+        after the write returns, with no checkpoint between; ``before`` (a dispatch
+        watching the child) runs synchronously just before. If anything stops the
+        hand-over once the row may be written — a refusal, or a cancel that arrives
+        as the write returns — the row is taken back out: no message is stored that
+        no actor holds, to be answered only at the next start (issue 22, defect 3).
+
+        Returns:
+            ``accepted`` (it starts a turn) or ``buffered`` (a turn is running).
+
+        Raises:
+            RuntimeClosed, SessionNotFound, Conflict (the buffer is full): nothing
+            is stored.
+
+        Cancellation: nothing is stored unless the actor took the message.
+        """
         self._check_open(session_id)
         self._check_room(session_id)
         try:
-            await self._store.put_items(session_id, [unstructure(item, Item)], pending=True)
-        except LookupError:
-            raise SessionNotFound(session_id) from None
-        return item
-
-    async def hand_over(self, session_id: str, item: MessageItem) -> MessageAccepted:
-        """Give a stored message to the session's actor: ``accepted`` or ``buffered``.
-
-        Raises:
-            RuntimeClosed, SessionNotFound, Conflict: refused after all; the message
-            is taken back out of the store first.
-        """
-        try:
+            try:
+                await self._store.put_items(session_id, [unstructure(item, Item)], pending=True)
+            except LookupError:
+                raise SessionNotFound(session_id) from None  # nothing was written
+            # No checkpoint from here to the enqueue: a cancel cannot split them.
             self._check_open(session_id)
             self._check_room(session_id)
-            status = self._host.actor(session_id).enqueue(item)
-        except (RuntimeClosed, SessionNotFound, Conflict):
+            actor = self._host.actor(session_id)
+            if before is not None:
+                before()
+            status = actor.enqueue(item)
+        except BaseException:
             await self.take_back(session_id, item.id)
             raise
         return MessageAccepted(status, item.id)  # type: ignore[arg-type]
@@ -142,7 +167,7 @@ class Messages:
         self, session_id: str, content: Any, role: str, viewer: str | None = None
     ) -> MessageAccepted:
         """See :meth:`Runtime.send_message`."""
-        item = await self.accept(session_id, content, role, viewer)
+        item = await self.compose(session_id, content, role, viewer)
         status = await self.deliver(await self._sessions.row(session_id), item)
         return MessageAccepted(status, item.id)  # type: ignore[arg-type]
 
@@ -159,7 +184,7 @@ class Messages:
         """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown."""
         row = await self._sessions.row(session_id)
         async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
-            item = await self.accept(session_id, content, role, viewer)
+            item = await self.compose(session_id, content, role, viewer)
             self._host.watched[item.id] = None
             try:
                 status = await self.deliver(row, item)

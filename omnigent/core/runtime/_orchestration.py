@@ -284,14 +284,17 @@ class Orchestration:
         await self.store.insert_work(row)
         handed = False
         try:
-            item = await self.messages.accept(child.id, message, "user", item_id=row.message_id)
-            # From here to the enqueue nothing awaits: no turn of the child can take
-            # the message before the dispatch is watched.
-            actor = self.host.actor(child.id)
+            item = await self.messages.compose(child.id, message, "user", item_id=row.message_id)
             dispatch = Dispatch(row)
-            self.host.subagents.watch(dispatch)
-            work.start(dispatch)
-            actor.enqueue(item)
+
+            def watch() -> None:
+                # Just before the enqueue, with no checkpoint between: no turn of the
+                # child can take the message before the dispatch is watched.
+                self.host.subagents.watch(dispatch)
+                work.start(dispatch)
+
+            # A message not handed over is not stored (hand_over takes it back).
+            await self.messages.hand_over(child.id, item, before=watch)
             handed = True
         except OmnigentError as exc:
             raise ToolError(f"could not send to {child.id}: {exc.message}") from None
@@ -299,9 +302,6 @@ class Orchestration:
             if not handed:  # never handed out: the entry must not linger as open
                 with trio.move_on_after(5, shield=True):
                     await self.store.drop_work(row.work_id)
-                    # Nor the message, which would be answered after a restart.
-                    if row.message_id is not None:
-                        await self.store.delete_items(child.id, [row.message_id])
         try:
             await self.host.turn_changed(child.id)
         except Exception:

@@ -55,6 +55,7 @@ class SessionActor(HeldWork):
         self._pending: list[MessageItem] = []
         self._harness: Harness | None = None
         self._tools: SessionTools | None = None
+        self._building_tools = trio.Lock()
         self._tasks: BackgroundTasks | None = None
         self._work: ChildWork | None = None
         self._turn: Turn | None = None
@@ -276,10 +277,17 @@ class SessionActor(HeldWork):
         return notice[0] if notice else None
 
     async def _session_tools(self) -> SessionTools:
-        if self._tools is None:
-            assert self._tasks is not None and self._work is not None
-            self._tools = await self._host.make_tools(self.session_id, self._tasks, self._work)
-        return self._tools
+        """The session's one tool set, built by the first caller; the others wait for it.
+
+        Several callers can ask at once (a turn starting, a held tool call, the
+        ``/mcp`` tool list): building awaits, so without the lock each would build a
+        set of its own, and a stop would terminate only the last one's shells.
+        """
+        async with self._building_tools:
+            if self._tools is None:
+                assert self._tasks is not None and self._work is not None
+                self._tools = await self._host.make_tools(self.session_id, self._tasks, self._work)
+            return self._tools
 
     async def _run_turn(self) -> None:
         messages, self._pending = self._pending, []

