@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,90 @@ async def test_a_locked_database_does_not_hold_shutdown(
         other.close()
     async with omnigent.open_runtime(db=db) as rt:  # the file is whole and usable
         assert (await rt.get_session(session)).id == session
+
+
+# -- interrupt and stop reach a sync tool (issue 22, defect 4) ---------------------------
+
+
+@pytest.mark.parametrize("how", ["interrupt", "stop_session"])
+async def test_a_sync_tool_blocked_in_its_thread_does_not_hold_an_interrupt_or_a_stop(
+    how: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: the wait for a sync tool's thread was shielded, so with the tool in
+    ``time.sleep(6)`` an interrupt did nothing and a stop took 5.7 s (a hung tool held
+    both for ever). Now the thread gets a short grace, then the turn ends ``cancelled``
+    without it; its late result is discarded, with a log line, and publishes nothing."""
+    caplog.set_level(logging.WARNING)
+    started, release, returned = trio.Event(), threading.Event(), threading.Event()
+
+    def stuck() -> str:
+        """Block until released (a minute at most)."""
+        _started_in_thread(started)
+        release.wait(60)
+        returned.set()
+        return "too late"
+
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    with trio.fail_after(20):
+        async with omnigent.open_runtime(db=db) as rt:
+            rt.register_tool(stuck)
+            spec = scripted(script=[{"call": "stuck", "args": {}}, {"say": "after the tool"}])
+            session = (await rt.create_session((await rt.create_agent(spec)).id)).id
+            try:
+                async with rt.subscribe(session, after=0) as events:
+                    await rt.send_message(session, "go")
+                    await started.wait()
+                    began = time.monotonic()
+                    if how == "interrupt":
+                        assert await rt.interrupt(session)
+                    else:
+                        await rt.stop_session(session)
+                    turn = await collect_turn(events)
+                    took = time.monotonic() - began
+            finally:
+                release.set()
+            assert statuses(turn) == ["running", "cancelled"]
+            assert took < 2.0, took
+            assert "abandoning sync tool 'stuck'" in caplog.text
+            # The thread returns now: its result is discarded (logged), and nothing is
+            # published after the turn's terminal event.
+            while "returned after it was abandoned" not in caplog.text:
+                await trio.sleep(0.01)
+            assert returned.is_set()
+            await wait_quiet(rt)
+            async with rt.subscribe(session, after=0) as events:
+                stored = await collect_turn(events)
+            assert [e.to_dict() for e in stored] == [e.to_dict() for e in turn]
+            assert await rt.last_event_id(session) == turn[-1].event_id
+            assert "after the tool" not in str([e.to_dict() for e in stored])
+
+
+async def test_a_sync_tool_that_returns_within_the_grace_finishes_with_its_turn(
+    tmp_path: Path,
+) -> None:
+    """A cancel gives the thread its grace: a call about to return is waited for, so
+    its work is done when the turn has ended (nothing is left running)."""
+    started, returned = trio.Event(), threading.Event()
+
+    def brief() -> str:
+        """Take a moment."""
+        _started_in_thread(started)
+        time.sleep(0.1)
+        returned.set()
+        return "done"
+
+    with trio.fail_after(20):
+        async with omnigent.open_runtime(db=f"sqlite:///{tmp_path / 's.db'}") as rt:
+            rt.register_tool(brief)
+            spec = scripted(script=[{"call": "brief", "args": {}}, {"sleep": 30}])
+            session = (await rt.create_session((await rt.create_agent(spec)).id)).id
+            async with rt.subscribe(session, after=0) as events:
+                await rt.send_message(session, "go")
+                await started.wait()
+                assert await rt.interrupt(session)
+                turn = await collect_turn(events)
+            assert returned.is_set()
+            assert statuses(turn) == ["running", "cancelled"]
 
 
 async def test_a_harness_streaming_from_memory_is_interrupted_at_once() -> None:

@@ -54,6 +54,7 @@ from ..bus import EventBus, SessionChanges
 from ..cluster import Ownership, SharedOwnership, SoloOwnership
 from ..tools import PolicyAllowlist, ProvidedTool, Tool, ToolPlace, ToolRegistry
 from ..work import (
+    CANCEL_GRACE,
     BlockingCalls,
     ClientMcpReport,
     check_client_servers,
@@ -126,7 +127,9 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         self._store = store
         self._bus = bus
         self._harnesses = harnesses
-        self._threads = BlockingCalls()
+        # A cancelled sync tool's thread gets this long to return (a shutdown's
+        # grace, if shorter), then its turn ends without it.
+        self._threads = BlockingCalls(min(CANCEL_GRACE, shutdown_grace))
         self._tools = ToolRegistry(self._threads)
         self._files = FileService(store)
         self._elicitations = Elicitations(store, bus)

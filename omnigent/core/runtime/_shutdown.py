@@ -2,10 +2,12 @@
 
 Leaving ``open_runtime`` (or ``Runtime.shutdown``) must end, whatever a tool does. The
 sessions are stopped — each running turn ends ``cancelled`` and says so — and given
-``grace`` seconds. What still runs then can only be waiting on a thread that cannot
-be interrupted: a sync tool or policy (``time.sleep(60)``), or a store call on a
-locked database. Those waits are abandoned, with a log line naming each, and the
-turns end at once; the threads finish on their own.
+``grace`` seconds. A sync tool or policy blocked in its thread (``time.sleep(60)``)
+is left after its own short grace, as by any cancel
+(:mod:`omnigent.core.work._threads`); what still runs after ``grace`` can only be
+waiting on a thread — a blocking call abandoned by nobody yet, or a store call on a
+locked database. Those waits are abandoned, with a
+log line naming each, and the turns end at once; the threads finish on their own.
 
 :class:`Stopping` is the part of a runtime that does it; the bus and the store are
 closed after it by ``open_runtime``, with the same kind of bound.

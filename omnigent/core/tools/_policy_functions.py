@@ -18,8 +18,8 @@ Error handling: :func:`load_function` raises :class:`~omnigent.errors.InvalidInp
 
 Cancellation: :meth:`FunctionPolicies.run` propagates ``trio.Cancelled``. An async
 function is cancelled with it; a sync one in a thread cannot be interrupted, so
-cancellation waits for it to return (unless the runtime's shutdown grace runs out
-first: see :mod:`omnigent.core.work._threads`).
+cancellation waits a short grace for it to return, then leaves it (see
+:mod:`omnigent.core.work._threads`).
 """
 
 from __future__ import annotations

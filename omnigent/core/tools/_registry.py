@@ -10,8 +10,9 @@ A tool returns a string (used as is) or any JSON-serialisable value (encoded as 
 An exception inside a tool becomes ``Error: <tool> failed: <message>``.
 
 Cancellation: an async tool is cancelled with its turn. A sync tool in a thread cannot
-be interrupted: cancellation waits for it to return (so no work outlives its turn),
-unless the runtime's shutdown grace runs out first (see :mod:`omnigent.core.work._threads`).
+be interrupted: a cancel waits a short grace for it to return, then leaves the thread
+to finish on its own and its result is discarded (see
+:mod:`omnigent.core.work._threads`).
 """
 
 from __future__ import annotations

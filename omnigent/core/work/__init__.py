@@ -22,9 +22,10 @@ from ._held_calls import DEFAULT_TTL, EXPIRED, HeldToolCall
 from ._subagents import ChildWork, Dispatch, SubAgents, TurnOutcome, new_work_id, recover_work
 from ._tasks import BackgroundTasks, format_inbox, vet_inbox
 from ._terminals import SessionTerminals
-from ._threads import BlockingCalls
+from ._threads import CANCEL_GRACE, BlockingCalls
 
 __all__ = [
+    "CANCEL_GRACE",
     "DEFAULT_TTL",
     "EXPIRED",
     "BackgroundTasks",
