@@ -28,6 +28,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     ├── MisdirectedRequest                   421 misdirected_request
     ├── RuntimeClosed (RuntimeError)         503 runtime_closed
     ├── StoreUnavailable                     503 store_unavailable
+    │   └── StoreTimeout                     503 store_timeout
     ├── OwnerUnavailable                     503 owner_unavailable
     ├── HarnessError                         502 harness_error
     │   ├── ModelEndpointError               502 model_endpoint_error
@@ -75,6 +76,7 @@ __all__ = [
     "SpecError",
     "StepLimitReached",
     "StoreBusy",
+    "StoreTimeout",
     "StoreUnavailable",
     "Unauthorized",
     "UnknownHarness",
@@ -309,6 +311,29 @@ class StoreUnavailable(OmnigentError):
         why = f": {reason}" if reason else "; try again later"
         super().__init__(f"the database {location} cannot be reached{why}")
         self.location = location
+
+
+class StoreTimeout(StoreUnavailable):
+    """The database did not answer a call within the store's timeout.
+
+    A lock another connection held too long, a hung database server, a dead disk: the
+    call was given up rather than waited on for ever. ``unknown`` says what a write's
+    caller may assume: ``False`` — nothing was written (it never started, or the
+    database refused it), so trying again is safe; ``True`` — the write was under way
+    when it was given up and may still take effect (every store write can be repeated
+    without doing anything twice).
+    """
+
+    code = "store_timeout"
+
+    def __init__(self, location: str, seconds: float, *, unknown: bool = False) -> None:
+        outcome = "; the write may still take effect" if unknown else ""
+        OmnigentError.__init__(
+            self, f"the database {location} did not answer within {seconds:g} s{outcome}"
+        )
+        self.location = location
+        self.seconds = seconds
+        self.unknown = unknown
 
 
 class OwnerUnavailable(OmnigentError):

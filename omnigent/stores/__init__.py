@@ -25,7 +25,7 @@ from ._cluster import (
     Notification,
     ServerRow,
 )
-from ._protocol import Store
+from ._protocol import DEFAULT_TIMEOUT, Store
 from ._rows import (
     WORK_OPEN,
     WORK_TERMINAL,
@@ -42,6 +42,7 @@ from ._rows import (
 
 __all__ = [
     "COMMANDS_CHANNEL",
+    "DEFAULT_TIMEOUT",
     "EVENTS_CHANNEL",
     "WORK_OPEN",
     "WORK_TERMINAL",
@@ -108,7 +109,11 @@ def parse_sqlite_url(url: str | None) -> Path | None:
 
 @asynccontextmanager
 async def open_store(
-    url: str | None, *, exclusive: bool = True, instance: str | None = None
+    url: str | None,
+    *,
+    exclusive: bool = True,
+    instance: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> AsyncIterator[Store]:
     """Open the store ``url`` names, for as long as the block runs.
 
@@ -119,6 +124,10 @@ async def open_store(
             database is shared, never owned: there it changes nothing.
         instance: (PostgreSQL) this process's cluster instance key: its event writes
             are then fenced by its leases (see :class:`ClusterStore`).
+        timeout: how long a store call is waited for at most, in seconds: a read is
+            given up then, a write (which a cancel does not interrupt) too, and the
+            caller gets ``StoreTimeout``. A lock another connection holds is waited
+            for half of it. PostgreSQL also has the server end a statement then.
 
     Raises:
         BadRequest: an unsupported URL, or PostgreSQL without psycopg installed.
@@ -133,10 +142,12 @@ async def open_store(
             raise errors.BadRequest(
                 f"a PostgreSQL store needs psycopg: pip install 'omnigent[postgres]' ({exc})"
             ) from None
-        async with open_postgres_store(url, instance=instance) as pg_store:
+        async with open_postgres_store(url, instance=instance, timeout=timeout) as pg_store:
             yield pg_store
         return
     from .sqlite import open_sqlite_store
 
-    async with open_sqlite_store(parse_sqlite_url(url), exclusive=exclusive) as store:
+    async with open_sqlite_store(
+        parse_sqlite_url(url), exclusive=exclusive, timeout=timeout
+    ) as store:
         yield store

@@ -86,10 +86,10 @@ class AgentsMixin(PGBase):
 
     async def get_agent(self, agent_id: str, version: int | None = None) -> AgentRow | None:
         """The agent with that id (its latest version unless ``version`` is given)."""
-        return await self._run(lambda c: _agent(c, "a.id = %s", agent_id, version))
+        return await self._read(lambda c: _agent(c, "a.id = %s", agent_id, version))
 
     async def get_agent_by_name(self, name: str) -> AgentRow | None:
-        return await self._run(lambda c: _agent(c, "a.name = %s", name, None))
+        return await self._read(lambda c: _agent(c, "a.name = %s", name, None))
 
     async def list_agents(self) -> list[AgentRow]:
         """Every agent at its latest version, oldest first."""
@@ -98,4 +98,4 @@ class AgentsMixin(PGBase):
             sql = _SELECT + "AND v.version = a.latest_version ORDER BY a.created_at, a.seq"
             return [_row(r) for r in c.execute(sql)]
 
-        return await self._run(read)
+        return await self._read(read)

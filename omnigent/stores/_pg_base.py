@@ -34,7 +34,8 @@ class PGBase(SQLBase):
     """The calls a table mixin may make; :class:`~.postgres.PostgresStore` defines them.
 
     The shared mixins' hooks (:class:`~._sql.SQLBase`) run on them: reads and
-    one-statement writes autocommitted, several statements in one transaction.
+    one-statement writes autocommitted, several statements in one transaction. Reads
+    are cancellable; writes are waited for until the store's timeout.
     """
 
     dialect: ClassVar[Dialect] = POSTGRES
@@ -43,10 +44,15 @@ class PGBase(SQLBase):
     #: its leases), ``None`` for a plain store (tests, records-only runtimes).
     instance: str | None = None
 
-    async def _run(self, fn: Callable[[Conn], T]) -> T:
+    async def _read(self, fn: Callable[[Conn], T]) -> T:
+        """Run ``fn`` (reads only) on a pooled autocommit connection; cancellable."""
+        raise NotImplementedError
+
+    async def _run(self, fn: Callable[[Conn], T], *, cancellable: bool = False) -> T:
         """Run ``fn`` on a pooled autocommit connection (each statement commits).
 
-        For single statements, and reads.
+        For single-statement writes: waited for through a cancel, until the store's
+        timeout — unless ``cancellable`` (a write that may be abandoned).
         """
         raise NotImplementedError
 
@@ -55,7 +61,7 @@ class PGBase(SQLBase):
         raise NotImplementedError
 
     async def _sql_read(self, fn: Callable[[SQLConn], T]) -> T:
-        return await self._run(fn)
+        return await self._read(fn)
 
     async def _sql_write_one(self, fn: Callable[[SQLConn], T]) -> T:
         return await self._run(fn)

@@ -87,7 +87,9 @@ class ClusterMixin(PGBase):
                 return None
             return {r[1] for r in rows if r[1] is not None}
 
-        return await self._run(write)
+        # Cancellable: the renewer gives a heartbeat up at its own deadline, and one
+        # that lands late only extends what was held anyway.
+        return await self._run(write, cancellable=True)
 
     async def unregister_server(self) -> None:
         """Release this instance's live leases and delete its server row."""
@@ -111,7 +113,7 @@ class ClusterMixin(PGBase):
             )
             return [ServerRow(r[0], r[1], r[2], r[3], r[4], int(r[5])) for r in rows]
 
-        return await self._run(read)
+        return await self._read(read)
 
     # -- leases ----------------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class ClusterMixin(PGBase):
 
     async def lease_holder(self, root_id: str) -> Claim | None:
         """Who holds the tree's live lease (``None``: free, or expired)."""
-        return await self._run(lambda c: _holder(c, root_id))
+        return await self._read(lambda c: _holder(c, root_id))
 
     async def claim_expired(self, ttl: float, limit: int) -> list[Claim]:
         """Take over up to ``limit`` expired leases (``Claim.taken_from``: whose they were)."""
@@ -194,7 +196,7 @@ class ClusterMixin(PGBase):
             )
             return [r[0] for r in rows]
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def next_expiry(self) -> float | None:
         """Seconds until the first live lease of another instance expires."""
@@ -208,7 +210,7 @@ class ClusterMixin(PGBase):
             ).fetchone()
             return None if r is None or r[0] is None else max(0.0, float(r[0]))
 
-        return await self._run(read)
+        return await self._read(read)
 
     # -- commands --------------------------------------------------------------------
 

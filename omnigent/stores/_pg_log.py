@@ -213,7 +213,7 @@ class LogMixin(SQLLogMixin, PGBase):
             ).fetchone()
             return None if r is None else int(r[0])
 
-        return await self._run(read)
+        return await self._read(read)
 
 
 def _already_written(c: Conn, params: dict[str, Any]) -> bool:

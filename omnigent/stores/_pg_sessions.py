@@ -121,4 +121,4 @@ class SessionsMixin(SQLSessionsMixin, PGBase):
 
     async def descendant_ids(self, session_id: str) -> list[str]:
         """Every session below ``session_id``, parents before their children."""
-        return await self._run(lambda c: _descendants(c, session_id))
+        return await self._read(lambda c: _descendants(c, session_id))

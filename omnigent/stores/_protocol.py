@@ -8,15 +8,23 @@ JSON-ready dicts; the core turns them into typed objects.
 Contract every implementation keeps:
 
 * Each method is one transaction: nothing is left half-written.
-* A cancelled caller may wait for the statement it started (a thread call cannot be
-  interrupted), then sees ``trio.Cancelled``.
+* Every call is bounded by the store's timeout (:data:`DEFAULT_TIMEOUT` unless the
+  store was opened with another). A read is cancellable: a cancelled caller stops
+  waiting at once and the statement is stopped. A write is not: a cancelled caller
+  waits for it — then sees ``trio.Cancelled`` — but only until the timeout. A call
+  not answered by then raises :class:`~omnigent.errors.StoreTimeout`; for a write
+  ``unknown`` says whether it may still take effect. A lock another connection holds
+  is waited for half the timeout, then the call fails the same way, having written
+  nothing. ``append_events`` recognises a batch already written, so the event writer
+  can write a batch of unknown outcome again.
 * After :meth:`Store.abandon` (a shutdown past its grace) no caller waits any more:
   calls in flight and later ones raise ``RuntimeClosed``, and closing the store is
   still safe while their statements finish.
 * ``append_events`` writes a whole batch in one round trip and keeps each session's
   ``last_event_id``, ``updated_at`` (its newest event's ``created_at``) and ``status``
   (from its latest ``session.status`` event) in the same transaction. A row it cannot
-  take raises; the caller retries row by row.
+  take raises; the caller retries row by row. A batch stored already with the same
+  content is a success (a retry after an answer that came too late).
 * Writes into a session that does not exist (deleted meanwhile) raise ``LookupError``
   (``put_items``, and ``insert_session`` for a missing parent); a delete takes the
   session's whole subtree as it is at that moment.
@@ -40,7 +48,10 @@ from ._rows import (
     WorkRow,
 )
 
-__all__ = ["Store"]
+__all__ = ["DEFAULT_TIMEOUT", "Store"]
+
+DEFAULT_TIMEOUT = 30.0
+"""How long a store call is waited for at most, in seconds (see the module contract)."""
 
 
 class Store(Protocol):

@@ -127,7 +127,11 @@ class LogMixin(SQLLogMixin, SQLiteBase):
         Also keeps each session's ``last_event_id``, ``updated_at`` (its newest event's
         ``created_at``) and ``status`` (from its latest ``session.status`` event)
         current, so snapshots need no scan of the log. An event of a session that no
-        longer exists is not written (a deleted session keeps no log).
+        longer exists is not written (a deleted session keeps no log). A batch stored
+        already, with the same content, is not written twice: that is a success.
+
+        Raises:
+            sqlite3.IntegrityError: a row's id is taken by different content.
         """
         rows = [(e.session_id, e.event_id, e.type, e.data, e.session_id) for e in events]
         last: dict[str, tuple[int, float]] = {}
@@ -139,11 +143,19 @@ class LogMixin(SQLLogMixin, SQLiteBase):
                 status[e.session_id] = e.status
 
         def write(c: sqlite3.Connection) -> None:
-            c.executemany(
-                "INSERT INTO events SELECT ?, ?, ?, ? "
-                "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
-                rows,
-            )
+            try:
+                c.executemany(
+                    "INSERT INTO events SELECT ?, ?, ?, ? "
+                    "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+                    rows,
+                )
+            except sqlite3.IntegrityError:
+                # A retry of a batch whose first write committed after its caller had
+                # stopped waiting finds it written: that is success. Anything else
+                # taking these ids is a conflict.
+                if _already_written(c, events):
+                    return
+                raise
             c.executemany(
                 "UPDATE sessions SET last_event_id = MAX(last_event_id, ?), updated_at = ? "
                 "WHERE id = ?",
@@ -169,3 +181,19 @@ class LogMixin(SQLLogMixin, SQLiteBase):
             return max(int(r[0] or 0), int(r[1] or 0))
 
         return await self._read(read)
+
+
+def _already_written(c: sqlite3.Connection, events: Sequence[StoredEvent]) -> bool:
+    """Whether every event of the batch is stored with exactly this content (or its
+    session is gone, which keeps no log)."""
+    for e in events:
+        r = c.execute(
+            "SELECT data FROM events WHERE session_id = ? AND event_id = ?",
+            (e.session_id, e.event_id),
+        ).fetchone()
+        if r is not None:
+            if r[0] != e.data:
+                return False
+        elif c.execute("SELECT 1 FROM sessions WHERE id = ?", (e.session_id,)).fetchone():
+            return False
+    return True

@@ -18,8 +18,20 @@ A store opened with an ``instance`` key is a cluster member: its event writes ar
 *fenced* — a session's events are written only while that instance holds the live
 lease on the session's tree (see :mod:`._pg_cluster`), checked in the same statement.
 
-Cancellation: a thread call cannot be interrupted; a cancelled caller waits for the
-statement it started, then sees ``trio.Cancelled``. Each method is one transaction.
+Deadlines (every call is bounded by the store's ``timeout``, 30 s by default):
+
+* A **read** is cancellable: a cancelled caller stops waiting at once, and the server
+  is asked to cancel its statement (``cancel_safe``, from a worker thread, bounded).
+* A **write** is shielded — a cancelled caller still waits for it, then sees the
+  cancel at its next checkpoint — but only until the timeout; then it is cancelled on
+  the server too and the caller gets :class:`~omnigent.errors.StoreTimeout`
+  (``unknown=True``: it may have committed first). A write safe to abandon (the lease
+  heartbeat: a late one only extends leases) is cancellable as a read is.
+* The server holds each connection to the same bounds: ``statement_timeout`` is the
+  timeout, ``lock_timeout`` half of it. A statement ended by either has written
+  nothing, and raises ``StoreTimeout`` (``unknown=False``).
+
+Each method is one transaction.
 
 This module owns the pool, the migrations and the thread plumbing; the methods come
 from one mixin per table family, as in the SQLite store.
@@ -28,16 +40,19 @@ from one mixin per table family, as in the SQLite store.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TypeVar
 
+import attrs
 import psycopg
 import trio
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import BadRequest, RuntimeClosed, StoreUnavailable
+from ..errors import BadRequest, RuntimeClosed, StoreTimeout, StoreUnavailable
 from ._pg_agents import AgentsMixin
 from ._pg_base import Conn
 from ._pg_cluster import ClusterMixin
@@ -46,6 +61,7 @@ from ._pg_log import LogMixin
 from ._pg_schema import MIGRATION_LOCK, MIGRATIONS
 from ._pg_sessions import SessionsMixin
 from ._pg_work import WorkMixin
+from ._protocol import DEFAULT_TIMEOUT
 
 __all__ = ["RETRY_WINDOW", "PostgresStore", "is_connection_error", "open_postgres_store"]
 
@@ -59,6 +75,9 @@ _POOL_SIZE = 8
 _CONNECT_TIMEOUT = 5
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 1.0
+# How long a cancelled call waits for the server to take its cancel request.
+_CANCEL_WAIT = 1.0
+_ABANDONED = "the store stopped waiting for the database at shutdown"
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -89,6 +108,14 @@ def safe_location(url: str) -> str:
     return f"postgresql://{who}{where}/{params.get('dbname', '')}"
 
 
+def _configure(conn: Conn, *, timeout: float) -> None:
+    """Bound each statement of a new pooled connection on the server too."""
+    conn.execute(
+        "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false)",
+        (f"{int(timeout * 1000)}ms", f"{int(timeout * 500)}ms"),
+    )
+
+
 def _migrate(conn: Conn) -> None:
     """Apply the missing migrations in one transaction, under the migration lock."""
     with conn.transaction():
@@ -110,10 +137,16 @@ class PostgresStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, WorkMixin
     """PostgreSQL-backed store. Open with :func:`open_postgres_store`."""
 
     def __init__(
-        self, url: str, pool: ConnectionPool[Conn], instance: str | None, pool_size: int
+        self,
+        url: str,
+        pool: ConnectionPool[Conn],
+        instance: str | None,
+        pool_size: int,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.url = url
         self.instance = instance
+        self.timeout = timeout
         self._pool = pool
         self._limiter = trio.CapacityLimiter(pool_size)
         self._abandoned = False
@@ -145,35 +178,55 @@ class PostgresStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, WorkMixin
 
     async def ping(self) -> None:
         """Check that the database answers (retrying a lost connection, as every call)."""
-        await self._run(lambda c: c.execute("SELECT 1").fetchone())
+        await self._read(lambda c: c.execute("SELECT 1").fetchone())
 
     # -- thread plumbing -------------------------------------------------------------
 
-    async def _run(self, fn: Callable[[Conn], T]) -> T:
-        def work() -> T:
-            with self._pool.connection() as conn:
-                return fn(conn)
+    async def _read(self, fn: Callable[[Conn], T]) -> T:
+        return await self._call(fn, transaction=False, shielded=False)
 
-        return await self._retrying(work)
+    async def _run(self, fn: Callable[[Conn], T], *, cancellable: bool = False) -> T:
+        return await self._call(fn, transaction=False, shielded=not cancellable)
 
     async def _transaction(self, fn: Callable[[Conn], T]) -> T:
-        def work() -> T:
-            with self._pool.connection() as conn, conn.transaction():
-                return fn(conn)
+        return await self._call(fn, transaction=True, shielded=True)
 
-        return await self._retrying(work)
+    async def _call(self, fn: Callable[[Conn], T], *, transaction: bool, shielded: bool) -> T:
+        """``fn`` on a pooled connection, bounded by the store's timeout.
 
-    async def _retrying(self, work: Callable[[], T]) -> T:
-        """Run ``work`` in a thread, retrying a lost connection with backoff.
+        Raises:
+            StoreTimeout: no answer within the timeout, or the server ended the
+                statement at its own bounds. StoreUnavailable: the database could
+                not be reached for :data:`RETRY_WINDOW`. RuntimeClosed: abandoned.
 
-        Each attempt is waited for even by a cancelled caller (it gets the result,
-        then sees the cancel at its next checkpoint) unless the store is abandoned.
+        Cancellation: ``shielded`` (a write) waits through a cancel until the
+        timeout; otherwise returns at once. Either way a statement given up is
+        cancelled on the server.
         """
+        if self._abandoned:
+            raise RuntimeClosed(_ABANDONED)
+        sent = _Sent()
+        with trio.CancelScope(shield=shielded) as wait:
+            wait.deadline = trio.current_time() + self.timeout
+            self._waits.add(wait)
+            try:
+                return await self._retrying(fn, transaction, sent)
+            finally:
+                self._waits.discard(wait)
+        if self._abandoned:
+            raise RuntimeClosed(_ABANDONED)
+        raise StoreTimeout(self.location, self.timeout, unknown=shielded and sent.sent)
+
+    async def _retrying(self, fn: Callable[[Conn], T], transaction: bool, sent: _Sent) -> T:
+        """Run ``fn`` in a thread, retrying a lost connection with backoff."""
         delay = _FIRST_DELAY
         deadline = trio.current_time() + RETRY_WINDOW
         while True:
             try:
-                return await self._in_thread(work)
+                return await self._attempt(fn, transaction, sent)
+            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+                # The server's statement_timeout or lock_timeout: nothing was written.
+                raise StoreTimeout(self.location, self.timeout) from exc
             except psycopg.Error as exc:
                 if not is_connection_error(exc):
                     raise
@@ -181,27 +234,97 @@ class PostgresStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, WorkMixin
                     raise StoreUnavailable(self.location) from exc
                 log.warning("database connection lost (%s); retrying in %.2f s", exc, delay)
                 # Idle connections died with the one that failed: drop them now.
-                await self._in_thread(self._pool.check)
+                await trio.to_thread.run_sync(
+                    self._pool.check, limiter=self._limiter, abandon_on_cancel=True
+                )
                 await trio.sleep(delay)
                 delay = min(delay * 2, _MAX_DELAY)
 
-    async def _in_thread(self, work: Callable[[], T]) -> T:
-        if self._abandoned:
-            raise RuntimeClosed("the store stopped waiting for the database at shutdown")
-        with trio.CancelScope(shield=True) as wait:
-            self._waits.add(wait)
-            try:
-                return await trio.to_thread.run_sync(
-                    work, limiter=self._limiter, abandon_on_cancel=True
-                )
-            finally:
-                self._waits.discard(wait)
-        raise RuntimeClosed("the store stopped waiting for the database at shutdown")
+    async def _attempt(self, fn: Callable[[Conn], T], transaction: bool, sent: _Sent) -> T:
+        """One try on a pooled connection, in a worker thread.
+
+        Cancellation: the wait ends at once (the thread's result is abandoned), and the
+        statement running, if any, is cancelled on the server.
+        """
+        held = _Held()
+
+        def work() -> T:
+            with self._pool.connection() as conn:
+                with held.lock:
+                    if held.stopped:
+                        raise _Stopped
+                    held.conn = conn
+                sent.sent = True
+                try:
+                    if transaction:
+                        with conn.transaction():
+                            return fn(conn)
+                    return fn(conn)
+                finally:
+                    with held.lock:
+                        held.conn = None
+
+        try:
+            return await trio.to_thread.run_sync(
+                work, limiter=self._limiter, abandon_on_cancel=True
+            )
+        except trio.Cancelled:
+            await _cancel_on_server(held)
+            raise
+
+
+class _Stopped(Exception):
+    """The call was given up before its thread had a connection (nobody waits)."""
+
+
+@attrs.define(eq=False)
+class _Sent:
+    """Whether an attempt of the call got a connection (its statement may have run)."""
+
+    sent: bool = False
+
+
+@attrs.define(eq=False)
+class _Held:
+    """The connection one attempt's thread is running its statement on, if any."""
+
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    conn: Conn | None = None
+    stopped: bool = False
+
+
+async def _cancel_on_server(held: _Held) -> None:
+    """Ask the server to cancel what ``held``'s connection is running (bounded).
+
+    The cancel is sent under ``held.lock``: the attempt's thread cannot give the
+    connection back to the pool (and another call start on it) before it lands.
+    """
+    with held.lock:
+        held.stopped = True
+        running = held.conn is not None
+    if not running:
+        return
+
+    def cancel() -> None:
+        with held.lock:
+            if held.conn is not None:
+                try:
+                    held.conn.cancel_safe(timeout=_CANCEL_WAIT)
+                except psycopg.Error as exc:
+                    log.warning("could not cancel a statement given up: %s", exc)
+
+    with trio.CancelScope(shield=True) as scope:
+        scope.deadline = trio.current_time() + _CANCEL_WAIT
+        await trio.to_thread.run_sync(cancel, abandon_on_cancel=True)
 
 
 @asynccontextmanager
 async def open_postgres_store(
-    url: str, *, instance: str | None = None, pool_size: int = _POOL_SIZE
+    url: str,
+    *,
+    instance: str | None = None,
+    pool_size: int = _POOL_SIZE,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> AsyncIterator[PostgresStore]:
     """Open (migrating as needed) the store at ``url`` for as long as the block runs.
 
@@ -210,6 +333,8 @@ async def open_postgres_store(
         instance: this process's cluster instance key; its event writes are then
             fenced by its leases (``None``: a plain store, as SQLite's).
         pool_size: the most connections (and threads) in use at once.
+        timeout: how long a call is waited for at most, in seconds; the server's
+            ``statement_timeout`` on every pooled connection (``lock_timeout``: half).
 
     Raises:
         BadRequest: the URL cannot be parsed. StoreUnavailable: the database cannot
@@ -228,6 +353,7 @@ async def open_postgres_store(
         max_size=pool_size,
         open=False,
         kwargs={"autocommit": True},
+        configure=partial(_configure, timeout=timeout),
         timeout=_CONNECT_TIMEOUT,
         reconnect_timeout=3600.0,
         name="omnigent",
@@ -253,7 +379,7 @@ async def open_postgres_store(
         if isinstance(exc, psycopg.Error) and is_connection_error(exc):
             raise StoreUnavailable(location) from exc
         raise
-    store = PostgresStore(url, pool, instance, pool_size)
+    store = PostgresStore(url, pool, instance, pool_size, timeout)
     try:
         yield store
     finally:

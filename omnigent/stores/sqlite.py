@@ -1,34 +1,45 @@
 """The embedded SQLite store: WAL, one writer, readers in threads.
 
-Every call runs the blocking ``sqlite3`` work in a worker thread
-(``trio.to_thread.run_sync``). Writes share one connection behind a
-``CapacityLimiter(1)``, so they are serialised without ever blocking the event loop;
-reads use a small pool of their own connections and run beside the writer (WAL).
-An in-memory store (``path=None``) has a single connection for both.
+Every call runs the blocking ``sqlite3`` work in a worker thread, so it never blocks
+the event loop. Writes share one connection, one batch at a time; reads use a small
+pool of their own connections and run beside the writer (WAL). An in-memory store
+(``path=None``) has a single connection for both, used by one thread at a time.
 
 A thread hop costs 150–200 µs: hot paths (events) write in batches
 (:meth:`SQLiteStore.append_events`), never one row per call.
 
 Writes that wait for the writer at the same time are committed together, one thread
-hop and one transaction for all of them, each in its own savepoint
-(:mod:`._sqlite_commit`): a burst of small writes costs one commit, not one each.
+hop and one transaction for all of them (:mod:`._sqlite_commit`): a burst of small
+writes costs one commit, not one each.
 
-Cancellation: a thread call cannot be interrupted; a cancelled caller waits for the
-statement it started (or queued) to finish (bounded by SQLite's busy timeout) and gets
-its result, then sees ``trio.Cancelled`` at its next checkpoint. Nothing is left
-half-written: each method's writes are all committed or none. A shutdown past its
-grace calls :meth:`SQLiteStore.abandon`: callers stop waiting (they get
-``RuntimeClosed``) while their statements finish in their threads, and each
+Deadlines (every call is bounded by the store's ``timeout``, 30 s by default):
+
+* A **read** is cancellable: a cancelled caller (a ``move_on_after`` around it) stops
+  waiting at once, and the statement is interrupted (:mod:`._sqlite_reads`).
+* A **write** is shielded — a cancelled caller still waits for it, then sees the
+  cancel at its next checkpoint, so nothing is half-done — but only until the
+  timeout. Then the caller gets :class:`~omnigent.errors.StoreTimeout`: with
+  ``unknown=False`` if the write never started (it is withdrawn) or was refused for
+  the lock, ``unknown=True`` if it was still running (it may yet commit; the outcome
+  is logged when it comes).
+* A **lock** another connection holds is waited for half the timeout (the writer's
+  busy timeout; readers retry in short slices until then), then the call fails with
+  ``StoreTimeout`` and nothing written.
+
+Nothing is left half-written: each method's writes are all committed or none. A
+shutdown past its grace calls :meth:`SQLiteStore.abandon`: callers stop waiting (they
+get ``RuntimeClosed``) while their statements finish in their threads, and each
 connection is closed by the last thread that used it, never under it.
 
-This module owns the connections, migrations and thread plumbing; the methods come
-from one mixin per table family (``_sqlite_agents``, ``_sqlite_sessions``,
-``_sqlite_log``, ``_sqlite_extras``, ``_sqlite_harness``, ``_sqlite_work``), each relying
-only on ``_write``/``_read``.
+This module owns the connections, migrations and deadlines; the methods come from one
+mixin per table family (``_sqlite_agents``, ``_sqlite_sessions``, ``_sqlite_log``,
+``_sqlite_extras``, ``_sqlite_harness``, ``_sqlite_work``), each relying only on
+``_write``/``_read``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -36,19 +47,21 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
+import outcome
 import trio
 
-from ..errors import RuntimeClosed, StoreBusy
+from ..errors import RuntimeClosed, StoreBusy, StoreTimeout
+from ._protocol import DEFAULT_TIMEOUT
 from ._schema import MIGRATIONS
 from ._sqlite_agents import AgentsMixin
-from ._sqlite_commit import MAX_BATCH, WriteJob, run_batch
+from ._sqlite_commit import GroupCommit, WriteJob, run_batch
 from ._sqlite_extras import ExtrasMixin
 from ._sqlite_harness import HarnessStateMixin
 from ._sqlite_log import LogMixin
+from ._sqlite_reads import BUSY_SLICE, ReaderPool, is_busy
 from ._sqlite_sessions import SessionsMixin
 from ._sqlite_work import WorkMixin
 
@@ -57,10 +70,14 @@ __all__ = ["SQLiteStore", "open_sqlite_store"]
 T = TypeVar("T")
 _READERS = 4
 
+_ABANDONED = "the store stopped waiting for the database at shutdown"
 
-def _connect(path: Path | None) -> sqlite3.Connection:
+
+def _connect(path: Path | None, busy_timeout: float) -> sqlite3.Connection:
     target = ":memory:" if path is None else str(path)
-    conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30)
+    conn = sqlite3.connect(
+        target, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+    )
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA foreign_keys = ON")
     if path is not None:
@@ -87,28 +104,24 @@ def _migrate(conn: sqlite3.Connection) -> None:
 class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin, WorkMixin):
     """SQLite-backed store. Open with :func:`open_sqlite_store`."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.path = path
-        self._writer = _connect(path)
-        self._write_limiter = trio.CapacityLimiter(1)
-        self._readers: list[sqlite3.Connection] = []
-        self._read_limiter = self._write_limiter
-        if path is not None:
-            self._readers = [_connect(path) for _ in range(_READERS)]
-            self._read_limiter = trio.CapacityLimiter(_READERS)
+        self.timeout = timeout
+        self._lock_wait = timeout / 2
+        self._writer = _connect(path, self._lock_wait)
+        self._readers = [_connect(path, BUSY_SLICE) for _ in range(_READERS if path else 0)]
         _migrate(self._writer)
         # Connections a worker thread is using right now, and how many threads: close()
         # leaves those to the last thread out (see _use).
         self._guard = threading.Lock()
         self._in_use: dict[sqlite3.Connection, int] = {}
+        # In memory, reads and writes share the one connection: one thread at a time.
+        self._serial = threading.Lock() if path is None else None
         self._closed = False
         self._abandoned = False
         self._waits: set[trio.CancelScope] = set()
-        # Group commit (see _write): writes waiting for the writer, whether a batch is
-        # being committed, and where the waiters park meanwhile.
-        self._queued: list[WriteJob] = []
-        self._committing = False
-        self._committed = trio.lowlevel.ParkingLot()
+        self._reads = ReaderPool(self._readers or [self._writer], self._use, self._guard)
+        self._commits = GroupCommit(self._run_batch)
 
     async def owner_info(self) -> str | None:
         """Who owns the database file (``pid N on HOST``), for error messages."""
@@ -119,8 +132,8 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
         return "sqlite" if self.path is not None else "memory"
 
     async def ping(self) -> None:
-        """Check that the database answers."""
-        await self._read(lambda c: c.execute("SELECT 1").fetchone())
+        """Check that the database answers: read its schema version from the file."""
+        await self._read(lambda c: c.execute("PRAGMA user_version").fetchone())
 
     @property
     def location(self) -> str:
@@ -156,7 +169,8 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
                 raise RuntimeClosed("the store is closed")
             self._in_use[conn] = self._in_use.get(conn, 0) + 1
         try:
-            return fn(conn)
+            with self._serial or contextlib.nullcontext():
+                return fn(conn)
         finally:
             with self._guard:
                 self._in_use[conn] -= 1
@@ -165,85 +179,71 @@ class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStat
                     if self._closed:
                         conn.close()  # the store closed while we worked: we are the last
 
-    async def _in_thread(
-        self,
-        conn: sqlite3.Connection,
-        fn: Callable[[sqlite3.Connection], T],
-        limiter: trio.CapacityLimiter | None = None,
-    ) -> T:
-        """``fn(conn)`` in a worker thread: waited for, unless the store is abandoned.
-
-        Shielded, so a cancelled caller still gets the result of a statement that ran
-        (and sees the cancel at its next checkpoint); only :meth:`abandon` stops the
-        wait.
-        """
-        if self._abandoned:
-            raise RuntimeClosed("the store stopped waiting for the database at shutdown")
-        with trio.CancelScope(shield=True) as wait:
-            self._waits.add(wait)
-            try:
-                return await trio.to_thread.run_sync(
-                    self._use, conn, fn, limiter=limiter, abandon_on_cancel=True
-                )
-            finally:
-                self._waits.discard(wait)
-        raise RuntimeClosed("the store stopped waiting for the database at shutdown")
+    def _run_batch(self, jobs: list[WriteJob]) -> list[outcome.Outcome[Any]]:
+        """One batch of writes on the writer connection (in the worker thread)."""
+        return self._use(self._writer, lambda c: run_batch(c, jobs))
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a write transaction, shared with the writes queued meanwhile.
 
-        See :mod:`._sqlite_commit`: the caller that finds the writer free runs every
-        queued write in one thread hop and one transaction (one rerun alone if any fails);
-        the others wait for it — shielded, as :meth:`_in_thread` — and get their own
-        result or error.
+        Raises:
+            StoreTimeout: not done within the store's timeout, or the write lock
+                could not be had (see the module docstring). RuntimeClosed: the
+                store was abandoned.
+
+        Cancellation: shielded until the timeout (see the module docstring).
         """
         if self._abandoned:
-            raise RuntimeClosed("the store stopped waiting for the database at shutdown")
-        job = WriteJob(fn)
-        self._queued.append(job)
+            raise RuntimeClosed(_ABANDONED)
+        job = self._commits.submit(fn)
         with trio.CancelScope(shield=True) as wait:
+            wait.deadline = trio.current_time() + self.timeout
             self._waits.add(wait)
             try:
-                while job.result is None:
-                    if self._committing:
-                        await self._committed.park()
-                        continue
-                    batch = self._queued[:MAX_BATCH]
-                    del self._queued[:MAX_BATCH]
-                    self._committing = True
-                    try:
-                        results = await trio.to_thread.run_sync(
-                            self._use,
-                            self._writer,
-                            partial(run_batch, jobs=batch),
-                            limiter=self._write_limiter,
-                            abandon_on_cancel=True,
-                        )
-                    finally:
-                        self._committing = False
-                        self._committed.unpark_all()
-                    for queued, result in zip(batch, results, strict=True):
-                        queued.result = result
+                await job.done.wait()
             finally:
                 self._waits.discard(wait)
-        if job.result is None:  # abandoned while waiting
-            raise RuntimeClosed("the store stopped waiting for the database at shutdown")
-        return cast(T, job.result.unwrap())
+        if job.result is None:
+            started = self._commits.give_up(job)
+            if self._abandoned:
+                raise RuntimeClosed(_ABANDONED)
+            raise StoreTimeout(self.location, self.timeout, unknown=started)
+        try:
+            return cast(T, job.result.unwrap())
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):  # the write lock was not had: nothing was written
+                raise StoreTimeout(self.location, self.timeout) from exc
+            raise
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if not self._readers:
-            return await self._in_thread(self._writer, fn, self._read_limiter)
-        async with self._read_limiter:
-            conn = self._readers.pop()
+        """Run ``fn`` on a reader connection.
+
+        Raises:
+            StoreTimeout: no answer within the store's timeout (or a lock held
+                elsewhere for half of it). RuntimeClosed: the store was abandoned.
+
+        Cancellation: returns at once; the statement is interrupted.
+        """
+        if self._abandoned:
+            raise RuntimeClosed(_ABANDONED)
+        with trio.move_on_after(self.timeout) as wait:
+            self._waits.add(wait)
             try:
-                return await self._in_thread(conn, fn)
+                return await self._reads.read(fn, self._lock_wait)
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc):
+                    raise StoreTimeout(self.location, self.timeout) from exc
+                raise
             finally:
-                self._readers.append(conn)
+                self._waits.discard(wait)
+        if self._abandoned:
+            raise RuntimeClosed(_ABANDONED)
+        raise StoreTimeout(self.location, self.timeout)
 
 
 @asynccontextmanager
 async def open_sqlite_store(
-    path: Path | None, *, exclusive: bool = True
+    path: Path | None, *, exclusive: bool = True, timeout: float = DEFAULT_TIMEOUT
 ) -> AsyncIterator[SQLiteStore]:
     """Open (creating and migrating as needed) the store at ``path``; ``None``: memory.
 
@@ -252,6 +252,8 @@ async def open_sqlite_store(
         exclusive: hold an advisory lock beside the file for as long as the store is
             open. One runtime at a time may run turns on a file (their event ids and
             recovery would collide); a records-only runtime opens it with ``False``.
+        timeout: how long a call is waited for at most, in seconds (a lock held
+            elsewhere: half of it); see the module docstring.
 
     Raises:
         StoreBusy: ``exclusive`` and another process holds the file.
@@ -262,7 +264,7 @@ async def open_sqlite_store(
     if path is not None:
         await trio.to_thread.run_sync(lambda: path.parent.mkdir(parents=True, exist_ok=True))
     async with _exclusive_lock(path if exclusive else None):
-        store = await trio.to_thread.run_sync(SQLiteStore, path)
+        store = await trio.to_thread.run_sync(SQLiteStore, path, timeout)
         try:
             yield store
         finally:

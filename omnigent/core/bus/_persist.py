@@ -11,11 +11,16 @@ As it was never durable, it is never delivered either.
 :meth:`Persister.abandon` (a shutdown past its grace) stops the retries: what is left
 is dropped at once.
 
-Two refusals are not failures of the rows. A store that cannot be reached
+Three answers are not failures of the rows. A store that cannot be reached
 (``StoreUnavailable``: a shared database restarting) is waited for, however long it
-takes — until abandoned. A shared store that refuses some sessions' rows because this
-server no longer holds their lease (``LeaseLost``) has written the others: the refused
-ones are dropped, and ``on_lost`` is told, so their trees are given up.
+takes — until abandoned. A store that did not answer within its timeout
+(``StoreTimeout``, a kind of ``StoreUnavailable``) is too, and the batch is written
+again: when its outcome is ``unknown`` it may have been committed after all, and the
+store recognises a batch it holds already, so the batch is neither reported lost nor
+stored twice — it is delivered once it is known to be stored. A shared store that
+refuses some sessions' rows because this server no longer holds their lease
+(``LeaseLost``) has written the others: the refused ones are dropped, and ``on_lost``
+is told, so their trees are given up.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from ...errors import StoreUnavailable
+from ...errors import StoreTimeout, StoreUnavailable
 from ...stores import LeaseLost, Store, StoredEvent
 
 __all__ = ["Persister"]
@@ -58,6 +63,7 @@ class Persister:
         """
         failure: Exception | None = None
         delays = iter((*_RETRY_DELAYS, None))
+        maybe_stored = False  # a write of this batch may have committed unseen
         while True:
             if self._abandoned:
                 break
@@ -69,6 +75,11 @@ class Persister:
                 self._on_lost(lost.session_ids)
                 refused = set(lost.session_ids)
                 return [row.session_id not in refused for row in rows]
+            except StoreTimeout as exc:
+                maybe_stored = maybe_stored or exc.unknown
+                log.warning("%s; %d events wait to be written again", exc.message, len(rows))
+                await self._wait(_UNREACHABLE_DELAY)
+                continue
             except StoreUnavailable:
                 log.warning("the database is unreachable; %d events wait", len(rows))
                 await self._wait(_UNREACHABLE_DELAY)
@@ -84,7 +95,7 @@ class Persister:
             else:
                 return [True] * len(rows)
         if self._abandoned:
-            _log_dropped(rows)
+            _log_dropped(rows, maybe_stored=maybe_stored)
             return [False] * len(rows)
         if len(rows) == 1:
             _log_refused(rows[0], failure)
@@ -134,12 +145,19 @@ def _log_refused(row: StoredEvent, error: Exception | None) -> None:
     )
 
 
-def _log_dropped(rows: Sequence[StoredEvent]) -> None:
+def _log_dropped(rows: Sequence[StoredEvent], *, maybe_stored: bool = False) -> None:
     if not rows:
         return
     sessions = sorted({row.session_id for row in rows})
-    log.error(
-        "dropping %d events the store would not take (sessions: %s)",
-        len(rows),
-        ", ".join(sessions[:10]) + (" …" if len(sessions) > 10 else ""),
-    )
+    named = ", ".join(sessions[:10]) + (" …" if len(sessions) > 10 else "")
+    if maybe_stored:
+        # Not lost for sure: a write that had not answered may have committed them,
+        # and a subscriber resuming from the store will then see them.
+        log.error(
+            "not delivering %d events whose write never answered; they may be stored "
+            "(sessions: %s)",
+            len(rows),
+            named,
+        )
+        return
+    log.error("dropping %d events the store would not take (sessions: %s)", len(rows), named)
