@@ -4,16 +4,15 @@ A :class:`Runtime` is made by :func:`~omnigent.core.open_runtime`, which owns it
 lifetime; it has no public constructor. Lifetimes nest ``Runtime ⊃ SessionActor ⊃
 Turn ⊃ tool call``; transports call the methods here and nothing else.
 
-The runtime composes small objects, each with one job, and reads as the API over
-them: :class:`~._agents.AgentCatalog` (agents), :class:`~._sessions.SessionRecords`
-(session rows and views), :class:`~._messages.Messages` (messages in, turn streams),
-:class:`~._asking.Asking` (held elicitations, policy verdicts), and the
-:class:`~._host.ActorHost` that starts session actors. The API is long, so it is
-split by subject into mixins over one base that declares those parts
-(:mod:`._runtime_base`): records — agents, sessions, resources, files
-(:mod:`._runtime_records`) —, events in and out (:mod:`._runtime_events`), and
-asking — elicitations, policies, held tool calls, sharing (:mod:`._runtime_asking`).
-This module builds the parts and holds the runtime's life and extension points.
+:class:`Runtime` is one class: the API, long but made of short methods, over objects
+that each have one job — :class:`~._agents.AgentCatalog` (agents),
+:class:`~._sessions.SessionRecords` (session rows and views),
+:class:`~._messages.Messages` (messages in, turn streams), :class:`~._asking.Asking`
+(held elicitations, policy verdicts), :class:`~._stopping.Stopping` (stops and
+shutdown), :class:`~._placed.PlacedCalls` (calls on live work, run where the session's
+tree is held) and the :class:`~._host.ActorHost` that starts session actors. Its
+constructor builds them all, in one place, and every part of the runtime's state is
+one of its attributes there.
 
 State: ``opening → open → closing → closed``. Every call on a closed runtime raises
 :class:`~omnigent.errors.RuntimeClosed`; while closing, calls that would start work
@@ -24,11 +23,13 @@ publish an event, delete, or run work raises :class:`~omnigent.errors.StoreBusy`
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
+import attrs
 import httpx
 import trio
 
@@ -37,26 +38,67 @@ from ...errors import (
     ConfigError,
     ErrorDetail,
     InvalidInput,
+    ResourceNotFound,
+    RuntimeClosed,
+    SessionElsewhere,
+    SessionNotFound,
+    StoreBusy,
 )
-from ...harnesses.base import HarnessFactory
+from ...harnesses.base import HarnessFactory, ToolSchema
 from ...harnesses.registry import HarnessRegistry, ModelRule
 from ...mcp import INSTALL_HINT as MCP_INSTALL_HINT
 from ...mcp import mcp_installed
 from ...model import (
+    Agent,
+    ChildSessionSummary,
+    ElicitationHeld,
+    ElicitationInfo,
+    ElicitationParams,
+    ElicitationRequest,
+    EventAccepted,
+    FileInfo,
     Health,
+    ItemPage,
+    MessageAccepted,
+    ResolveResult,
+    Resource,
+    ResourceScreen,
     ServerInfo,
+    SessionPage,
+    SessionSnapshot,
+    check_depth,
+    elicitation_params,
 )
 from ...spec import AgentSpec, McpServerSpec, PolicySpec
-from ...stores import Store
-from ...tools.terminals import TmuxServer
-from ..asking import Elicitations, Permissions, Visibility
-from ..bus import EventBus, SessionChanges
-from ..cluster import Ownership, SharedOwnership, SoloOwnership
-from ..tools import PolicyAllowlist, ProvidedTool, Tool, ToolPlace, ToolRegistry
+from ...stores import SessionRow, Store
+from ...tools.terminals import HISTORY_LIMIT, TmuxServer
+from ..asking import (
+    ACTIONS,
+    Elicitations,
+    Grant,
+    Permissions,
+    Resolution,
+    Visibility,
+    check_content,
+)
+from ..bus import EventBus, SessionChanges, SessionWatch, Subscription
+from ..cluster import Elsewhere, Moved, Ownership, SharedOwnership, SoloOwnership, Tenure
+from ..session import TurnEvents
+from ..tools import (
+    PolicyAllowlist,
+    PolicyEvent,
+    ProvidedTool,
+    Tool,
+    ToolPlace,
+    ToolRegistry,
+    Verdict,
+)
 from ..work import (
     CANCEL_GRACE,
+    DEFAULT_TTL,
     BlockingCalls,
     ClientMcpReport,
+    HeldToolCall,
     check_client_servers,
     client_connection,
     client_server_refusal,
@@ -66,14 +108,12 @@ from ._agents import AgentCatalog
 from ._asking import Asking
 from ._files import FileService
 from ._host import ActorHost
+from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
 from ._messages import Messages
 from ._orchestration import Orchestration
 from ._placed import PlacedCalls
-from ._runtime_base import RuntimeState
-from ._runtime_events import EventsAPI
-from ._runtime_records import RecordsAPI
 from ._sessions import SessionRecords
-from ._shutdown import AFTER_GRACE, Stopping
+from ._stopping import AFTER_GRACE, Stopping
 
 if TYPE_CHECKING:
     from ...processes import ProcessManager
@@ -93,7 +133,16 @@ class _NoPublicConstructor(type):
         return super().__call__(*args, **kwargs)
 
 
-class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
+class RuntimeState(enum.Enum):
+    """Where a runtime is in its life (see :attr:`Runtime.state`)."""
+
+    OPENING = "opening"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class Runtime(metaclass=_NoPublicConstructor):
     """Sessions, agents, tools and harnesses behind one store. Made by ``open_runtime``."""
 
     def __init__(
@@ -158,6 +207,8 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
             elicitations=self._elicitations,
             threads=self._threads,
             store=store,
+            bus=bus,
+            processes=processes,
             grace=shutdown_grace,
         )
         self._agents = AgentCatalog(store, self._host)
@@ -175,7 +226,7 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         self._visibility = Visibility(self._permissions, self._sessions.row)
         self._host.on_turn_changed = self._sessions.announce_to_parent
         self._host.subagents.announce = self._sessions.announce_to_parent
-        self._host.subagents.stop_session = self._stop_and_wait
+        self._host.subagents.stop_session = self._stopping.stop_and_wait
         self._host.orchestration = Orchestration(
             store=store,
             host=self._host,
@@ -193,8 +244,8 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
             sessions=self._sessions,
             asking=self._asking,
             messages=self._messages,
-            stop_here=self._stop_here,
-            stop_tree_here=self._stop_tree_here,
+            stop_here=self._stopping.stop_here,
+            stop_tree_here=self._stopping.stop_tree_here,
         )
         self._messages.deliver = self._placed.deliver
         self._sessions.announce = self._placed.announce
@@ -202,6 +253,24 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
         self._asking.elicit = self._placed.elicit
 
     # -- state ---------------------------------------------------------------------
+
+    @property
+    def closing(self) -> bool:
+        """Whether the runtime is shutting down or closed (no new work is accepted)."""
+        return self.state in (RuntimeState.CLOSING, RuntimeState.CLOSED)
+
+    def _open(self) -> None:
+        """Refuse any call on a closed runtime."""
+        if self.state is RuntimeState.CLOSED:
+            raise RuntimeClosed()
+
+    async def _working(self) -> None:
+        """Refuse a call that would publish, delete or run work where it cannot."""
+        self._open()
+        if self.records_only:
+            raise StoreBusy(self._store.location, await self._store.owner_info(), records_only=True)
+        if self.closing:
+            raise RuntimeClosed("the runtime is shutting down")
 
     @property
     def processes(self) -> ProcessManager | None:
@@ -279,6 +348,706 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
             "elicitations": self._elicitations.waiting,
             "sub_agent_work": self._host.subagents.watching,
         }
+
+    # -- agents ------------------------------------------------------------------------
+
+    async def create_agent(
+        self,
+        spec: AgentSpec | Mapping[str, Any],
+        *,
+        owner: str = "local",
+        from_client: bool = False,
+    ) -> Agent:
+        """Register an agent, or a new version of the agent with the same name.
+
+        An unchanged spec keeps its version.
+
+        Args:
+            spec: the spec (or its dict form).
+            owner: who owns the agent's name.
+            from_client: the spec came from a client of a server (the HTTP API does
+                this), not from the operator: it may name no program to run that
+                ``open_runtime(allowed_commands=...)`` does not list, and no working
+                directory outside the workspace.
+
+        Raises:
+            SpecError: the spec is invalid (a bad function policy reference, or what a
+            client may not ask for, included). UnknownHarness: it names no known
+            harness. Forbidden: another user owns the name.
+        """
+        self._open()
+        return await self._agents.create(spec, owner, from_client=from_client)
+
+    async def get_agent(self, agent_id: str) -> Agent:
+        """The latest version of an agent. Raises AgentNotFound."""
+        self._open()
+        return await self._agents.get(agent_id)
+
+    async def get_agent_by_name(self, name: str) -> Agent:
+        """The latest version of the agent called ``name``. Raises AgentNotFound."""
+        self._open()
+        return await self._agents.get_by_name(name)
+
+    async def list_agents(self) -> list[Agent]:
+        """Every agent at its latest version, oldest first."""
+        self._open()
+        return await self._agents.list()
+
+    async def get_agent_spec(self, agent_id: str, version: int | None = None) -> AgentSpec:
+        """The spec of an agent version (the latest by default). Raises AgentNotFound."""
+        self._open()
+        return await self._host.agent_spec(agent_id, version)
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        agent_id: str | None = None,
+        *,
+        agent_name: str | None = None,
+        title: str | None = None,
+        parent_session_id: str | None = None,
+        harness_override: str | None = None,
+        model_override: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        initial_items: Sequence[Any] = (),
+        owner: str = "local",
+        viewer: str | None = None,
+        cwd: str | None = None,
+    ) -> SessionSnapshot:
+        """Create a session of an agent (its current version).
+
+        Args:
+            agent_id: the agent, by id; or
+            agent_name: the agent, by name (exactly one of the two).
+            owner: who owns the new session (level manage).
+            viewer: when set, ``input_image`` blocks in ``initial_items`` may name
+                only files this user uploaded (others are refused as unknown).
+            cwd: the absolute directory the session's client works in (an editor's
+                project): the OS tools act there unless the spec pins an absolute
+                ``os_env.cwd``, and a relative one is taken from it. A child session
+                works in its parent's directory unless given its own. Never created.
+
+        Raises:
+            AgentNotFound, SessionNotFound (parent), BadRequest / UnknownHarness
+            (override), InvalidInput (model override, labels, initial items; both or
+            neither of ``agent_id`` and ``agent_name``).
+        """
+        if parent_session_id is not None:
+            await self._working()  # the parent hears of its new child (an event)
+        else:
+            self._open()
+        if (agent_id is None) == (agent_name is None):
+            raise InvalidInput.at("agent_id", "give agent_id or agent_name (exactly one)")
+        if agent_name is not None:
+            agent_id = (await self._agents.get_by_name(agent_name)).id
+        assert agent_id is not None
+        created = await self._sessions.create(
+            agent_id,
+            title=title,
+            parent_session_id=parent_session_id,
+            harness_override=harness_override,
+            model_override=model_override,
+            labels=labels,
+            initial_items=initial_items,
+            owner=owner,
+            viewer=viewer,
+            cwd=cwd,
+        )
+        self._changes.touched([created.id])  # the sessions feed
+        return created
+
+    async def get_session(self, session_id: str, *, viewer: str | None = None) -> SessionSnapshot:
+        """The session's snapshot. Raises SessionNotFound.
+
+        With ``viewer``, ``pending_elicitations`` holds only what that user may read
+        (a descendant's mirrored request only if they may read the descendant). The
+        caller checks the viewer's access to ``session_id`` itself.
+        """
+        self._open()
+        snapshot = await self._sessions.snapshot(await self._sessions.row(session_id))
+        return await self._seen_by(snapshot, viewer)
+
+    async def _seen_by(self, snapshot: SessionSnapshot, viewer: str | None) -> SessionSnapshot:
+        if viewer is None or not snapshot.pending_elicitations:
+            return snapshot
+        pending = await self._visibility.requests(snapshot.pending_elicitations, viewer)
+        return attrs.evolve(snapshot, pending_elicitations=pending)
+
+    async def child_summary(
+        self, session_id: str, *, viewer: str | None = None
+    ) -> ChildSessionSummary:
+        """A session as its parent lists it (``child_sessions``).
+
+        Raises:
+            SessionNotFound: also when ``viewer`` is given and may not read it.
+        """
+        if not await self._visibility.may_read(session_id, viewer):
+            raise SessionNotFound(session_id)
+        return await self._sessions.child_summary(await self.get_session(session_id))
+
+    async def list_sessions(
+        self,
+        *,
+        agent_name: str | None = None,
+        parent_session_id: str | None = None,
+        limit: int = 20,
+        after: str | None = None,
+        viewer: str | None = None,
+        cwd: str | None = None,
+    ) -> SessionPage:
+        """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id.
+
+        ``viewer`` limits the list to sessions that user may read (and each
+        snapshot's ``pending_elicitations`` as :meth:`get_session` does); ``cwd`` to
+        sessions created with exactly that working directory.
+
+        Raises:
+            InvalidInput: at ``after`` when it names no session ``viewer`` may read —
+                whether it does not exist or is not theirs is not told apart.
+        """
+        self._open()
+        page = await self._sessions.list(
+            agent_name=agent_name,
+            parent_session_id=parent_session_id,
+            limit=limit,
+            after=after,
+            viewer=viewer,
+            cwd=cwd,
+        )
+        if viewer is None:
+            return page
+        seen = tuple([await self._seen_by(snapshot, viewer) for snapshot in page.data])
+        return SessionPage(seen, page.has_more)
+
+    @asynccontextmanager
+    async def watch_sessions(self, *, viewer: str | None = None) -> AsyncIterator[SessionWatch]:
+        """Every session ``viewer`` may read, then every change to them, as it happens.
+
+        The watch starts with a snapshot (``feed.snapshot``, one ``session.updated``
+        per session, newest first, ``feed.synced``) and then yields each changed
+        session's snapshot (or ``session.deleted``) — coalesced: a session that changed
+        several times while the watcher was busy is read once, as it is now. It may
+        take a fresh snapshot again (after a change of grants, or when it fell far
+        behind); see :mod:`~omnigent.core.bus._session_changes`.
+
+        Cancellation: the watch is cancel-safe (a cancelled ``next`` loses nothing);
+        leaving the block stops collecting.
+        """
+        self._open()
+        with self._changes.listen() as pending:
+            yield SessionWatch(pending, _ViewerReads(self, viewer))
+
+    async def update_session(
+        self, session_id: str, *, viewer: str | None = None, **changes: Any
+    ) -> SessionSnapshot:
+        """Change ``title``, ``labels`` or ``model_override`` (``None`` clears).
+
+        Returns the new snapshot, as :meth:`get_session` shows it to ``viewer``.
+        """
+        self._open()
+        updated = await self._sessions.update(session_id, changes)
+        self._changes.touched([session_id])
+        return await self._seen_by(updated, viewer)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Cancel all work of the session and its descendants, then delete them all.
+
+        Whatever is pending on them — their turns' questions, and hook requests or
+        policy ASKs held by callers outside — is withdrawn first (those callers get
+        ``cancel``), and from then on nothing is published into them.
+        """
+        await self._working()
+        row = await self._sessions.row(session_id)
+        host = self._host
+        host.deleting.add(session_id)  # from here no new work (or child) starts on it
+        doomed = [session_id]
+        try:
+            doomed.extend(await self._store.descendant_ids(session_id))
+            host.deleting.update(doomed)
+            # Where the tree is held: here, or the server that runs it.
+            await self._placed.stop_tree(row, doomed)
+            self._bus.seal(doomed)
+            await self._bus.flush()
+            await self._store.delete_sessions(doomed)
+            self._changes.touched(doomed, deleted=True)
+            for sid in doomed:
+                self._bus.forget_session(sid)
+                self._elicitations.forget_session(sid)
+                host.histories.drop(sid)
+        finally:
+            self._bus.unseal(doomed)
+            host.deleting.difference_update(doomed)
+
+    async def list_items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> ItemPage:
+        """A session's history. ``after`` is an item id (exclusive)."""
+        self._open()
+        return await self._sessions.items(session_id, order=order, limit=limit, after=after)
+
+    # -- resources (live terminals) ------------------------------------------------------
+
+    async def list_resources(self, session_id: str) -> list[Resource]:
+        """The session's live resources: its running terminals, in launch order.
+
+        A terminal belongs to its session's work, so a session without work has none.
+
+        Raises:
+            SessionNotFound.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        return self._host.resources_of(session_id)
+
+    async def read_resource_screen(
+        self, session_id: str, resource_id: str, *, scrollback: int = 0
+    ) -> ResourceScreen:
+        """What a live terminal of the session shows now, with ``scrollback`` lines above.
+
+        Reading it here does not count as the agent having seen it (its idle notices
+        are unaffected).
+
+        Raises:
+            SessionNotFound; ResourceNotFound (no running terminal has that id);
+            InvalidInput at ``scrollback`` (not an integer from 0 to the history limit).
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        if isinstance(scrollback, bool) or not isinstance(scrollback, int):
+            raise InvalidInput.at("scrollback", "must be an integer")
+        if not 0 <= scrollback <= HISTORY_LIMIT:
+            raise InvalidInput.at("scrollback", f"must be between 0 and {HISTORY_LIMIT}")
+        terminals = self._host.terminals_of(session_id)
+        if terminals is None:
+            raise ResourceNotFound(resource_id)
+        return await terminals.screen(resource_id, scrollback)
+
+    # -- files ---------------------------------------------------------------------------
+
+    async def upload_file(
+        self,
+        content: bytes,
+        *,
+        filename: str,
+        content_type: str | None = None,
+        owner: str = "local",
+    ) -> FileInfo:
+        """Store a file; its id can be used in ``input_image`` blocks."""
+        self._open()
+        return await self._files.upload(content, filename, content_type, owner)
+
+    async def get_file(self, file_id: str, *, viewer: str | None = None) -> FileInfo:
+        """A file's record. To a ``viewer`` other than its uploader it does not exist.
+
+        Raises:
+            FileNotFound.
+        """
+        self._open()
+        return await self._files.info(file_id, viewer)
+
+    async def read_file(self, file_id: str, *, viewer: str | None = None) -> bytes:
+        """A file's bytes (see :meth:`get_file`). Raises FileNotFound."""
+        self._open()
+        return await self._files.content(file_id, viewer)
+
+    # -- events in -----------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        session_id: str,
+        content: str | Sequence[Any],
+        *,
+        role: str = "user",
+        viewer: str | None = None,
+    ) -> MessageAccepted:
+        """Post a user message: starts a turn, or is buffered for the running one.
+
+        The message is persisted before this returns. With ``viewer``, its
+        ``input_image`` blocks may name only files that user uploaded.
+
+        Raises:
+            SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
+        """
+        await self._working()
+        return await self._messages.send(session_id, content, role, viewer)
+
+    async def check_content(
+        self, content: str | Sequence[Any], *, root: str = "content", viewer: str | None = None
+    ) -> None:
+        """Validate message content as :meth:`send_message` would; store nothing.
+
+        Raises:
+            InvalidInput naming the bad block under ``root`` (an unknown file, or with
+            ``viewer`` one that user did not upload, included).
+        """
+        self._open()
+        blocks = parse_message_content(content, root=root)
+        await self._files.check_references(blocks, root=root, viewer=viewer)
+
+    def open_turn_stream(
+        self,
+        session_id: str,
+        content: str | Sequence[Any],
+        *,
+        role: str = "user",
+        viewer: str | None = None,
+    ) -> AbstractAsyncContextManager[tuple[MessageAccepted, TurnEvents]]:
+        """Send a message and stream the events of the turn that answers it.
+
+        Yields the acceptance and an iterator over the session's events from now on,
+        which ends with the terminal ``response.*`` event of the turn that handles
+        the message (a new turn, the running turn if it took the message as an
+        injection, or a continuation turn), or with the session's terminal status if
+        a stop dropped the message.
+
+        Resource handling: the subscription is released when the block exits.
+        """
+        return self._open_turn_stream(session_id, content, role, viewer)
+
+    @asynccontextmanager
+    async def _open_turn_stream(
+        self, session_id: str, content: Any, role: str, viewer: str | None
+    ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
+        await self._working()
+        admits = self._visibility.event_filter(viewer)
+        turn = self._messages.open_turn_stream(session_id, content, role, viewer, admits=admits)
+        async with turn as opened:
+            yield opened
+
+    async def post_event(
+        self, session_id: str, type: str, data: Any, *, viewer: str | None = None
+    ) -> dict[str, Any]:
+        """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
+
+        Returns the answer body: a :class:`MessageAccepted` for a message, a
+        :class:`ResolveResult` for an approval, an :class:`ElicitationHeld` for an
+        ``mcp_elicitation``, else an :class:`EventAccepted` (each as ``to_dict()``).
+
+        Raises:
+            InvalidInput naming ``type`` or the bad ``data`` field; SessionNotFound.
+        """
+        event = parse_event(type, data)
+        await self._working()
+        if event.type == "message":
+            await self._files.check_references(event.content, root="data.content", viewer=viewer)
+            accepted = await self.send_message(
+                session_id, event.content, role=event.role, viewer=viewer
+            )
+            return accepted.to_dict()
+        if isinstance(event.data, ApprovalData):
+            approval = event.data
+            resolved = await self.resolve_elicitation(
+                session_id, approval.elicitation_id, approval.action, approval.content
+            )
+            return ResolveResult(resolved).to_dict()
+        if isinstance(event.data, McpElicitationData):
+            params = elicitation_params(
+                event.data.message, "mcp_elicitation", requestedSchema=event.data.requestedSchema
+            )
+            return ElicitationHeld(await self.hold_elicitation(session_id, params)).to_dict()
+        if event.type == "interrupt":
+            await self.interrupt(session_id)
+        elif event.type == "stop_session":
+            await self.stop_session(session_id)
+        return EventAccepted().to_dict()
+
+    async def interrupt(self, session_id: str) -> bool:
+        """Cancel the running turn, which ends ``cancelled``. False if none was running."""
+        await self._working()
+        return await self._placed.interrupt(await self._sessions.row(session_id))
+
+    async def stop_session(self, session_id: str) -> None:
+        """Cancel the turn and everything else the session runs, and wait for it to end.
+
+        Buffered messages are dropped, and what is pending on the session and its
+        descendants is withdrawn: a hook request or policy ASK held by a caller
+        outside the session is answered ``cancel`` (a hook answers deny) at once.
+        It returns once the session's end is stored and — on a database several
+        servers share — the holder has given the tree back if nothing else of it
+        runs, so the next message may start its work on any server.
+        """
+        await self._working()
+        await self._placed.stop(await self._sessions.row(session_id))
+
+    # -- events out ----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def subscribe(
+        self, session_id: str, after: int | None = None, *, viewer: str | None = None
+    ) -> AsyncIterator[Subscription]:
+        """The session's events with ``event_id > after`` (``None``: from now on).
+
+        With ``viewer``, events about another session (a child's
+        ``session.child_session.updated``, a descendant's mirrored elicitation) are
+        skipped unless that user may read that session. The caller checks the
+        viewer's access to ``session_id`` itself.
+
+        Resource handling: the subscription is released when the block exits.
+        Raises SessionNotFound.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        admits = self._visibility.event_filter(viewer)
+        async with self._bus.subscribe(session_id, after, admits=admits) as subscription:
+            yield subscription
+
+    async def last_event_id(self, session_id: str) -> int:
+        """The id of the newest event of the session (0 if none). Raises SessionNotFound.
+
+        A subscription with ``after=`` this id gets exactly the events published from
+        now on.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        return await self._bus.last_event_id(session_id)
+
+    # -- elicitations and policies --------------------------------------------------
+
+    async def resolve_elicitation(
+        self, session_id: str, elicitation_id: str, action: str, content: Any = None
+    ) -> bool:
+        """Answer a pending elicitation owned by ``session_id``.
+
+        Returns False (touching nothing) when ``session_id`` does not own it, or it is
+        not pending.
+
+        Raises:
+            SessionNotFound; InvalidInput at ``action`` for anything but accept,
+            decline or cancel, or at ``content`` when it nests too deep or is not JSON.
+        """
+        await self._working()
+        await self._sessions.row(session_id)
+        if action not in ACTIONS:
+            raise InvalidInput.at("action", "must be one of 'accept', 'decline', 'cancel'")
+        check_depth(content, loc="content")
+        if action == "accept":
+            check_content(content)  # it is stored and published with the answer
+        row = await self._sessions.row(session_id)
+        return await self._placed.resolve(row, elicitation_id, action, content)
+
+    async def get_elicitation(
+        self, session_id: str, elicitation_id: str, *, viewer: str | None = None
+    ) -> ElicitationInfo:
+        """An elicitation as ``session_id`` sees it: its own, or a descendant's.
+
+        A pending one carries its ``request`` exactly as that session's stream showed
+        it (a descendant's with ``params.target_session_id``, the id to resolve with).
+        An id that is unknown or not shown on ``session_id`` is ``status="unknown"``,
+        and so is a descendant's that ``viewer`` (when given) may not read.
+
+        Raises:
+            SessionNotFound.
+        """
+        self._open()
+        row = await self._sessions.row(session_id)
+
+        async def elsewhere(eid: str) -> ElicitationRequest | None:
+            return await self._placed.visible(row, eid)
+
+        remote = None if self._ownership.owns(session_id) else elsewhere
+        if viewer is None:
+            return await self._elicitations.info(session_id, elicitation_id, elsewhere=remote)
+        return await self._elicitations.info(
+            session_id,
+            elicitation_id,
+            owner_visible=lambda owner: self._visibility.may_read(owner, viewer),
+            elsewhere=remote,
+        )
+
+    async def remember_answer(
+        self,
+        session_id: str,
+        tool_name: str,
+        action: str | None,
+        *,
+        phase: str = "tool_call",
+    ) -> int:
+        """Give a standing answer to elicitations about one tool in one session.
+
+        From now on an elicitation of ``session_id`` whose ``params.tool_name`` is
+        ``tool_name`` and ``params.phase`` is ``phase`` is answered ``action``
+        (``accept`` or ``decline``) at once, without publishing anything: an editor's
+        "always allow" / "always reject". ``None`` withdraws the standing answer. Such
+        elicitations already waiting are answered too; returns how many. Kept in memory
+        for the runtime's lifetime; deleting the session drops it.
+
+        Raises:
+            SessionNotFound; InvalidInput at ``action`` or ``tool_name``.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        if action is not None and action not in ("accept", "decline"):
+            raise InvalidInput.at("action", "must be 'accept', 'decline' or None")
+        if not isinstance(tool_name, str) or not tool_name:
+            raise InvalidInput.at("tool_name", "must be a tool name")
+        return self._elicitations.remember(session_id, phase, tool_name, action)
+
+    async def elicit(
+        self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = False
+    ) -> Resolution:
+        """Ask the person behind ``session_id`` and wait for the answer.
+
+        The caller's task holds the elicitation (a hook request, say): if it is
+        cancelled — the caller went away — the elicitation is withdrawn.
+
+        Raises:
+            SessionNotFound; InvalidInput when a field of ``params`` nests too deep.
+        """
+        await self._working()
+        row = await self._sessions.row(session_id)
+        _check_params_depth(params)
+        return await self._placed.elicit(row, params, mark_waiting=mark_waiting)
+
+    async def hold_elicitation(self, session_id: str, params: ElicitationParams) -> str:
+        """Publish an elicitation the *session* holds until answered; returns its id.
+
+        Unlike :meth:`elicit` this returns at once: the session's nursery keeps the
+        elicitation open, and a stop (or delete, or shutdown) withdraws it.
+
+        Raises:
+            SessionNotFound; RuntimeClosed; Conflict if the session was stopped first;
+            InvalidInput when a field of ``params`` nests too deep.
+        """
+        await self._working()
+        _check_params_depth(params)
+        return await self._placed.hold_elicitation(await self._sessions.row(session_id), params)
+
+    # -- tools for callers outside a turn (the /mcp endpoint) ------------------------
+
+    async def session_tools(self, session_id: str) -> tuple[ToolSchema, ...]:
+        """The tools the session offers, as its harness is offered them.
+
+        Its MCP servers' tools are included once a turn has connected them.
+
+        Raises:
+            SessionNotFound; RuntimeClosed; StoreBusy (records only).
+        """
+        await self._working()
+        tenure = await self._here(await self._sessions.row(session_id))
+        try:
+            return await self._host.actor(session_id).tool_schemas()
+        finally:
+            tenure.release()
+
+    async def start_tool_call(
+        self,
+        session_id: str,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        ttl: float = DEFAULT_TTL,
+    ) -> HeldToolCall:
+        """Run one tool call in the session, through its policies, across requests.
+
+        The call runs in the session's nursery (a stop cancels it). Wait on
+        :meth:`HeldToolCall.wait_settled`: the call is then done (take the output
+        with :meth:`HeldToolCall.collect`) or waits on a policy's ASK
+        (``call.asking``, the published elicitation; resolve it as any other). Find
+        the call again with :meth:`held_tool_call`. A call not collected within
+        ``ttl`` seconds ends (a pending ASK is withdrawn).
+
+        Raises:
+            SessionNotFound; RuntimeClosed; StoreBusy (records only).
+        """
+        await self._working()
+        tenure = await self._here(await self._sessions.row(session_id))
+        try:
+            call = HeldToolCall(session_id, name, dict(arguments), ttl)
+            self._host.actor(session_id).hold_tool_call(call)
+        finally:
+            tenure.release()
+        return call
+
+    async def _here(self, row: SessionRow) -> Tenure:
+        """Hold the session's tree in this process, for a call that cannot be relayed.
+
+        Raises:
+            SessionElsewhere: another server holds it (a held tool call lives in its
+            process: the caller must ask that server).
+        """
+        try:
+            tenure = await self._ownership.enter(row.id, row.root_session_id)
+        except Elsewhere as where:
+            raise SessionElsewhere(row.id, where.server) from None
+        except Moved:
+            raise RuntimeClosed("the runtime is shutting down") from None
+        assert tenure is not None
+        return tenure
+
+    def held_tool_call(self, session_id: str, call_id: str) -> HeldToolCall | None:
+        """A call :meth:`start_tool_call` made on ``session_id`` that is not collected yet."""
+        actor = self._host.actors.get(session_id)
+        return None if actor is None else actor.held_calls.get(call_id)
+
+    async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
+        """Evaluate the session's policies (and the runtime defaults) on ``event``.
+
+        ``event`` is a :class:`PolicyEvent` or its wire form ``{type, data,
+        request_data?, context?}``. An ASK parks an elicitation on the session
+        (``params.message = "<policy>: <reason>"``, phase ``tool_call``) and answers
+        ALLOW on accept, DENY otherwise.
+
+        Cancellation: withdraws a pending ASK.
+
+        Raises:
+            InvalidInput: a malformed event, or one nested too deep (at ``event…``).
+        """
+        await self._working()
+        if isinstance(event, Mapping):
+            check_depth(event, loc="event")
+        elif isinstance(event, PolicyEvent):
+            for name in ("data", "request_data", "context"):
+                check_depth(getattr(event, name), loc=f"event.{name}")
+        return await self._asking.evaluate_policy(session_id, event)
+
+    # -- sharing -----------------------------------------------------------------------
+
+    async def access_level(self, session_id: str, user_id: str) -> int:
+        """The level ``user_id`` has on the session: 0 none, 1 read, 2 edit, 3 manage.
+
+        Raises:
+            SessionNotFound.
+        """
+        self._open()
+        return await self._permissions.level(await self._sessions.row(session_id), user_id)
+
+    async def list_grants(self, session_id: str) -> list[Grant]:
+        """The owner, then every grant on the session itself. Raises SessionNotFound."""
+        self._open()
+        await self._sessions.row(session_id)
+        return await self._permissions.list(session_id)
+
+    async def grant(self, session_id: str, user_id: str, level: Any) -> Grant:
+        """Give ``user_id`` ``level`` (1 read, 2 edit, 3 manage) on the session and below.
+
+        Raises:
+            SessionNotFound; InvalidInput at ``user_id`` or ``level``; Conflict when
+            ``user_id`` owns the session or its root.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        granted = await self._permissions.grant(session_id, user_id, level)
+        self._changes.grants_changed()  # the sessions feed: who reads what changed
+        return granted
+
+    async def revoke(self, session_id: str, user_id: str) -> bool:
+        """Remove ``user_id``'s grant on the session; False if there was none.
+
+        Raises:
+            SessionNotFound; Conflict when ``user_id`` owns the session or its root.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        revoked = await self._permissions.revoke(session_id, user_id)
+        if revoked:
+            self._changes.grants_changed()
+        return revoked
 
     # -- extension points ----------------------------------------------------------------
 
@@ -407,3 +1176,30 @@ class Runtime(EventsAPI, RecordsAPI, metaclass=_NoPublicConstructor):
             check_spec=check_spec,
             accepts_model=accepts_model,
         )
+
+
+class _ViewerReads:
+    """How a session watch reads sessions: as :meth:`Runtime.get_session` and
+    :meth:`Runtime.list_sessions` show them to ``viewer``."""
+
+    def __init__(self, runtime: Runtime, viewer: str | None) -> None:
+        self._runtime = runtime
+        self._viewer = viewer
+
+    async def page(self, after: str | None, limit: int) -> SessionPage:
+        return await self._runtime.list_sessions(limit=limit, after=after, viewer=self._viewer)
+
+    async def read(self, session_id: str) -> SessionSnapshot | None:
+        runtime = self._runtime
+        if not await runtime._visibility.may_read(session_id, self._viewer):
+            return None
+        try:
+            return await runtime.get_session(session_id, viewer=self._viewer)
+        except SessionNotFound:
+            return None
+
+
+def _check_params_depth(params: ElicitationParams) -> None:
+    """Refuse elicitation params whose free-form fields nest too deep to encode."""
+    for name in ("tool_input", "requestedSchema", "ask_user_question"):
+        check_depth(getattr(params, name), loc=f"params.{name}")
