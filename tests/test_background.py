@@ -255,11 +255,11 @@ async def test_a_thousand_background_tasks_cancelled_leave_nothing(
 
     recorder.body = body
     await run_turn(rt, session)
-    actor = rt._host.actors.get(session)
+    actor = rt._live.actors.get(session)
     assert actor is not None and actor.background_tasks == 1000
     with trio.fail_after(30):
         await rt.stop_session(session)
-    assert rt._host.actors.get(session) is None
+    assert rt._live.actors.get(session) is None
     assert all_tasks() <= before
     assert await rt._store.inbox_count(session) == 1000
 

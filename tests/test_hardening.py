@@ -150,10 +150,10 @@ async def test_no_work_starts_on_a_session_being_deleted(rt: omnigent.Runtime) -
 async def test_no_work_starts_once_shutdown_began(rt: omnigent.Runtime) -> None:
     agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
     session = (await rt.create_session(agent.id)).id
-    rt._host.closing = True
+    rt._live.closing = True
     with pytest.raises(omnigent.RuntimeClosed):
         await rt.send_message(session, "late")
-    rt._host.closing = False
+    rt._live.closing = False
 
 
 async def test_a_flaky_store_does_not_take_the_runtime_down(

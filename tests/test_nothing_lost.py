@@ -329,12 +329,12 @@ async def test_a_message_refused_as_the_runtime_closes_is_not_stored(
 
     async def close_meanwhile(session_id: str, items: Any, **options: Any) -> None:
         await original(session_id, items, **options)
-        rt._host.closing = True  # shutdown began while the message was being written
+        rt._live.closing = True  # shutdown began while the message was being written
 
     monkeypatch.setattr(rt._store, "put_items", close_meanwhile)
     with pytest.raises(omnigent.RuntimeClosed):
         await rt.send_message(session, "late")
-    rt._host.closing = False
+    rt._live.closing = False
     assert (await rt.list_items(session)).data == ()
 
 

@@ -206,12 +206,12 @@ async def test_a_provided_tool_runs_instead_of_the_builtin_while_open(
         raise ConnectionError("the editor went away")
 
     with trio.fail_after(5):
-        async with rt.open_tool_provider(session.id, {"sys_os_read": editor_read}):
+        async with rt.open_client_tools(session.id, {"sys_os_read": editor_read}):
             events = await run_turn(rt, session.id)
             assert [e.item for e in events if isinstance(e, OutputItemDone)][-1].output == (  # type: ignore[union-attr]
                 '{"content": "unsaved text"}'
             )
-            async with rt.open_tool_provider(session.id, {"sys_os_read": broken}):
+            async with rt.open_client_tools(session.id, {"sys_os_read": broken}):
                 events = await run_turn(rt, session.id)
                 output = [e.item for e in events if isinstance(e, OutputItemDone)][-1]
                 assert output.output == (  # type: ignore[union-attr]
@@ -237,11 +237,11 @@ async def test_policies_still_decide_before_a_provided_tool(rt: omnigent.Runtime
         return "read"
 
     with trio.fail_after(5):
-        async with rt.open_tool_provider(session.id, {"sys_os_read": editor_read}):
+        async with rt.open_client_tools(session.id, {"sys_os_read": editor_read}):
             events = await run_turn(rt, session.id)
     output = [e.item for e in events if isinstance(e, OutputItemDone)][-1]
     assert output.output.startswith("Error: denied by policy no_read")  # type: ignore[union-attr]
     assert not called.is_set()
     with pytest.raises(SessionNotFound):
-        async with rt.open_tool_provider("conv_missing", {"sys_os_read": editor_read}):
+        async with rt.open_client_tools("conv_missing", {"sys_os_read": editor_read}):
             pass

@@ -184,7 +184,7 @@ async def test_a_late_completion_after_a_cancel_is_dropped() -> None:
 
 
 async def test_an_old_dispatchs_cleanup_never_removes_a_newer_one(rt: omnigent.Runtime) -> None:
-    subagents = SubAgents(rt._store, rt._bus, lambda: False)  # type: ignore[attr-defined]
+    subagents = SubAgents(rt._store, rt._bus)  # type: ignore[attr-defined]
     old = Dispatch(WorkRow("subagent_old", "p", "c", "w", "t", "item_o", "launching", None, 0.0))
     new = Dispatch(WorkRow("subagent_new", "p", "c", "w", "t", "item_n", "launching", None, 1.0))
     subagents.watch(old)

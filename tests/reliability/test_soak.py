@@ -87,7 +87,7 @@ def rss() -> int:
 def kept(runtime: Any) -> tuple[int, ...]:
     """Actors, subscribers, sessions the bus keeps, kept histories and their items."""
     stats, bus = runtime.statistics(), runtime._bus.statistics()
-    histories = runtime._host.histories.statistics()
+    histories = runtime._histories.statistics()
     return (
         stats["active_sessions"],
         stats["tasks"],

@@ -12,47 +12,41 @@ from typing import Any
 from ...errors import Conflict
 from ...model import ElicitationParams, elicitation_params
 from ...stores import SessionRow
-from ..asking import Elicitations, Resolution
+from ..asking import Resolution
 from ..tools import PolicyEvent, Verdict, parse_policy_event
-from ._host import ActorHost
-from ._sessions import SessionRecords
+from ._actors import Actors
+from ._session_catalog import SessionCatalog
+from ._specs import AgentSpecs
 
-__all__ = ["Asking"]
+__all__ = ["Ask", "Asking"]
+
+Ask = Callable[[SessionRow, ElicitationParams], Awaitable[Resolution]]
+"""Asks the person behind a session and waits (wherever its tree is held)."""
 
 
 class Asking:
     """Elicitations held by a session, and policy verdicts asked for from outside."""
 
-    def __init__(
-        self, host: ActorHost, elicitations: Elicitations, sessions: SessionRecords
-    ) -> None:
-        self._host = host
-        self._elicitations = elicitations
+    def __init__(self, *, actors: Actors, specs: AgentSpecs, sessions: SessionCatalog) -> None:
+        self._actors = actors
+        self._specs = specs
         self._sessions = sessions
-        # Set by the runtime (see _placed): ask the session's person, wherever its
-        # tree is held. By default, here.
-        self.elicit: Callable[[SessionRow, ElicitationParams], Awaitable[Resolution]] = (
-            self._elicit_here
-        )
-
-    async def _elicit_here(self, row: SessionRow, params: ElicitationParams) -> Resolution:
-        return await self._elicitations.ask(row.id, params, mark_waiting=False)
 
     async def hold_elicitation(self, session_id: str, params: ElicitationParams) -> str:
-        """See :meth:`Runtime.hold_elicitation`."""
+        """See :meth:`Runtime.hold_elicitation` (run where the session's tree is held)."""
         await self._sessions.row(session_id)
-        held = self._host.actor(session_id).hold_elicitation(params)
+        held = self._actors.actor(session_id).hold_elicitation(params)
         await held.started.wait()
         if held.elicitation_id is None:
             raise Conflict("the session was stopped before the elicitation was published")
         return held.elicitation_id
 
-    async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
-        """See :meth:`Runtime.evaluate_policy`."""
+    async def evaluate_policy(self, session_id: str, event: Any, *, ask: Ask) -> Verdict:
+        """See :meth:`Runtime.evaluate_policy`; an ASK is put to the person with ``ask``."""
         if not isinstance(event, PolicyEvent):
             event = parse_policy_event(event)
-        row, spec = await self._host.session_spec(session_id)
-        verdict = await self._host.policy_engine(row, spec).evaluate(event)
+        row, spec = await self._specs.session_spec(session_id)
+        verdict = await self._specs.policy_engine(row, spec).evaluate(event)
         if verdict.action != "ASK":
             return verdict
         tool_input = event.data.get("tool_input")
@@ -63,5 +57,5 @@ class Asking:
             tool_name=event.tool_name,
             tool_input=dict(tool_input) if isinstance(tool_input, Mapping) else None,
         )
-        answer = await self.elicit(row, params)
+        answer = await ask(row, params)
         return verdict.resolve(answer.accepted, event)

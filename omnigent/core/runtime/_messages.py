@@ -7,13 +7,14 @@ session's tree is held, stores it and hands it to the session's actor as one ste
 up to the end of the turn that answers the message (``?stream=true``; a cancel-safe
 :class:`~omnigent.core.session.TurnEvents`).
 
-Which turn took a message is kept, per open stream, in ``host.watched``: the stream
-ends with that turn's terminal ``response.*`` event, or with the session's terminal
-status when a stop dropped the message before any turn took it. When another server
-runs the session's turns (several servers on one database), the stream asks the store
-instead (:meth:`~omnigent.stores.Store.item_taken_by`): the turn that takes a message
-records its response id there before it can end, and the message itself is handed to
-that server (:attr:`Messages.deliver`, set by the runtime to its routed call).
+Which turn took a message is kept, per open stream, in ``LiveSessions.watched``: the
+stream ends with that turn's terminal ``response.*`` event, or with the session's
+terminal status when a stop dropped the message before any turn took it. When another
+server runs the session's turns (several servers on one database), the stream asks the
+store instead (:meth:`~omnigent.stores.Store.item_taken_by`): the turn that takes a
+message records its response id there before it can end, and the message itself is
+handed to that server (the ``deliver`` the runtime gives: its routed call, which runs
+:meth:`Messages.hand_over` on the holder).
 
 A message is stored *pending* (no turn has taken it yet), so a process that dies
 before answering it answers it on its next start. Storing it and giving it to the actor
@@ -41,14 +42,19 @@ from ...model import Event, Item, MessageAccepted, MessageItem, unstructure
 from ...stores import SessionRow, Store
 from ..bus import EventBus
 from ..session import TurnEvents
+from ._actors import Actors
 from ._files import FileService
-from ._host import ActorHost
 from ._inputs import parse_message_content
-from ._sessions import SessionRecords
+from ._live import LiveSessions
+from ._session_catalog import SessionCatalog
 
-__all__ = ["MAX_BUFFERED_MESSAGES", "Messages"]
+__all__ = ["MAX_BUFFERED_MESSAGES", "Deliver", "Messages"]
 
 MAX_BUFFERED_MESSAGES = 100
+
+Deliver = Callable[[SessionRow, MessageItem], Awaitable[str]]
+"""Hands a composed message to its session wherever the tree is held (the runtime's
+routed call): stores it and answers ``accepted`` or ``buffered``."""
 
 
 class Messages:
@@ -59,33 +65,29 @@ class Messages:
         *,
         store: Store,
         bus: EventBus,
-        host: ActorHost,
+        live: LiveSessions,
+        actors: Actors,
         files: FileService,
-        sessions: SessionRecords,
+        sessions: SessionCatalog,
     ) -> None:
         self._store = store
         self._bus = bus
-        self._host = host
+        self._live = live
+        self._actors = actors
         self._files = files
         self._sessions = sessions
-        # Set by the runtime (see _placed): hands a stored message to the session,
-        # wherever its tree is held; answers ``accepted`` or ``buffered``.
-        self.deliver: Callable[[SessionRow, MessageItem], Awaitable[str]] = self._enqueue
-
-    async def _enqueue(self, row: SessionRow, message: MessageItem) -> str:
-        return (await self.hand_over(row.id, message)).status
 
     def _check_open(self, session_id: str) -> None:
-        if self._host.closing:
+        if self._live.closing:
             raise RuntimeClosed("the runtime is shutting down")
-        if session_id in self._host.deleting:
+        if session_id in self._live.deleting:
             raise SessionNotFound(session_id)
 
     def _check_room(self, session_id: str) -> None:
-        actor = self._host.actors.get(session_id)
-        if actor is not None and not actor.leaving and actor.pending_count >= MAX_BUFFERED_MESSAGES:
+        waiting = self._live.waiting_messages(session_id)
+        if waiting >= MAX_BUFFERED_MESSAGES:
             raise Conflict(
-                f"the session already has {actor.pending_count} messages waiting for its "
+                f"the session already has {waiting} messages waiting for its "
                 "running turn; wait for it to finish (or interrupt it)"
             )
 
@@ -149,7 +151,7 @@ class Messages:
             # No checkpoint from here to the enqueue: a cancel cannot split them.
             self._check_open(session_id)
             self._check_room(session_id)
-            actor = self._host.actor(session_id)
+            actor = self._actors.actor(session_id)
             if before is not None:
                 before()
             status = actor.enqueue(item)
@@ -163,14 +165,6 @@ class Messages:
         with trio.move_on_after(5, shield=True):
             await self._store.delete_items(session_id, [item_id])
 
-    async def send(
-        self, session_id: str, content: Any, role: str, viewer: str | None = None
-    ) -> MessageAccepted:
-        """See :meth:`Runtime.send_message`."""
-        item = await self.compose(session_id, content, role, viewer)
-        status = await self.deliver(await self._sessions.row(session_id), item)
-        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
-
     @asynccontextmanager
     async def open_turn_stream(
         self,
@@ -179,19 +173,20 @@ class Messages:
         role: str,
         viewer: str | None = None,
         *,
+        deliver: Deliver,
         admits: Callable[[Event], Awaitable[bool]] | None = None,
     ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
-        """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown."""
+        """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown,
+        ``deliver`` hands the message over (see :data:`Deliver`)."""
         row = await self._sessions.row(session_id)
+        watched = self._live.watched
         async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
             item = await self.compose(session_id, content, role, viewer)
-            self._host.watched[item.id] = None
+            watched[item.id] = None
             try:
-                status = await self.deliver(row, item)
+                status = await deliver(row, item)
                 accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
-                events = TurnEvents(
-                    subscription, item.id, watched=self._host.watched, store=self._store
-                )
+                events = TurnEvents(subscription, item.id, watched=watched, store=self._store)
                 yield accepted, events
             finally:
-                del self._host.watched[item.id]
+                del watched[item.id]

@@ -15,7 +15,6 @@ naming it.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,13 +23,10 @@ from typing import Any
 import httpx
 import trio
 
-from ..._config import omnigent_home
 from ..._ids import new_id
-from ...errors import InvalidInput
 from ...harnesses.base import HarnessFactory
-from ...harnesses.registry import HarnessRegistry
-from ...processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT, open_process_manager
-from ...spec import PolicySpec, parse_policy_spec
+from ...processes import DEFAULT_GRACE, open_process_manager
+from ...spec import PolicySpec
 from ...stores import Store, cluster_of, open_store
 from ...tools.terminals import TmuxServer, open_tmux_server
 from ..bus import EventBus, SessionChanges
@@ -44,8 +40,9 @@ from ..cluster import (
     default_server_name,
     open_shared_ownership,
 )
-from ..tools import PolicyAllowlist, PolicyFunctions, ToolPlace
-from ..work import recover_work, url_prefix_problem
+from ..tools import PolicyFunctions
+from ..work import recover_work
+from ._options import runtime_options
 from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
 
@@ -145,29 +142,21 @@ async def open_runtime(
     Cancellation: cancelling the block cancels every turn; each still publishes its
     terminal status before the store closes.
     """
-    place = ToolPlace(
-        workspace=Path(workspace) if workspace is not None else Path.cwd(),
-        home=Path(home) if home is not None else omnigent_home(),
-        default_cwd=Path(default_cwd) if default_cwd is not None else None,
-    )
-    idle_timeout = _idle_timeout(harness_idle_timeout)
-    mcp_urls = tuple(allowed_mcp_urls)
-    for index, prefix in enumerate(mcp_urls):
-        problem = url_prefix_problem(prefix) if isinstance(prefix, str) else "expected a string"
-        if problem is not None:
-            raise InvalidInput.at(f"allowed_mcp_urls[{index}]", problem)
-    policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
-    allowlist = PolicyAllowlist(
-        functions=policy_functions,
-        modules=policy_modules,
-        trusted=[p.function for p in policies if p.function is not None],
+    options = runtime_options(
         load_entry_points=load_entry_points,
+        home=home,
+        workspace=workspace,
+        default_cwd=default_cwd,
+        default_policies=default_policies,
+        policy_functions=policy_functions,
+        policy_modules=policy_modules,
+        allowed_commands=allowed_commands,
+        allowed_mcp_urls=allowed_mcp_urls,
+        exclusive=exclusive,
+        shutdown_grace=shutdown_grace,
+        harness_idle_timeout=harness_idle_timeout,
+        harnesses=harnesses,
     )
-    registry = HarnessRegistry()
-    if load_entry_points:
-        registry.load_entry_points()
-    for name, factory in (harnesses or {}).items():
-        registry.register(name, factory, replace=True)
     body_error: BaseException | None = None
     rt: Runtime | None = None
     try:
@@ -186,25 +175,21 @@ async def open_runtime(
             try:
                 async with (
                     open_process_manager(
-                        place.home, grace=shutdown_grace, idle_timeout=idle_timeout, sweep=exclusive
+                        options.place.home,
+                        grace=shutdown_grace,
+                        idle_timeout=options.harness_idle_timeout,
+                        sweep=exclusive,
                     ) as processes,
                     trio.open_nursery() as nursery,
                 ):
                     rt = Runtime._create(
+                        options=options,
                         store=store,
                         bus=bus,
                         nursery=nursery,
                         http=http,
-                        harnesses=registry,
-                        place=place,
-                        default_policies=policies,
-                        policy_allowlist=allowlist,
-                        allowed_commands=tuple(allowed_commands),
-                        allowed_mcp_urls=mcp_urls,
-                        records_only=not exclusive,
                         processes=processes,
                         tmux=tmux,
-                        shutdown_grace=shutdown_grace,
                         ownership=ownership,
                         changes=changes,
                     )
@@ -215,7 +200,7 @@ async def open_runtime(
                         # Sub-agent work a previous process left open: settled from
                         # the store, and each parent woken to read the result.
                         parents = await recover_work(store, bus)
-                        resumption.start(rt._host, also_inbox=parents)
+                        resumption.start(rt._actors, also_inbox=parents)
                     rt.state = RuntimeState.OPEN
                     try:
                         yield rt
@@ -237,23 +222,6 @@ async def open_runtime(
         if body_error is not None and _only(group, body_error):
             raise body_error from None
         raise
-
-
-def _idle_timeout(given: float | None) -> float:
-    """The harness idle timeout: ``given``, else ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``."""
-    if given is not None:
-        return given
-    raw = os.environ.get("OMNIGENT_HARNESS_IDLE_TIMEOUT")
-    if not raw:
-        return DEFAULT_IDLE_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        log.warning("ignoring OMNIGENT_HARNESS_IDLE_TIMEOUT=%r (not a number >= 0)", raw)
-        return DEFAULT_IDLE_TIMEOUT
-    return value
 
 
 def _only(group: BaseExceptionGroup[BaseException], exc: BaseException) -> bool:
@@ -325,13 +293,13 @@ async def _join(
     hooks.handlers = rt._placed.router.handlers()
     hooks.events = feed.notify
     hooks.released = bus.disown
-    hooks.lost = rt._host.stop_sessions
+    hooks.lost = rt._live.stop
 
     async def recover_tree(root_id: str) -> None:
         sessions = {root_id, *await store.descendant_ids(root_id)}
         resumption = await recover(store, bus, sessions)
         parents = await recover_work(store, bus, sessions)
-        resumption.start(rt._host, also_inbox=parents)
+        resumption.start(rt._actors, also_inbox=parents)
 
     hooks.recover = recover_tree
     await ownership.begin()

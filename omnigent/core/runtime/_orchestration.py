@@ -1,344 +1,267 @@
-"""The orchestration tools' shared ground, and ``sys_session_send``.
+"""The runtime's side of the orchestration tools: :class:`Orchestration`.
 
-:class:`Orchestration` is built once by the runtime and reached by a session's tools
-(``SessionTools.orchestration``). It holds what the tools act through and the steps
-they share — finding a caller's children, checking a new child's harness and model,
-dispatching a message to a child — and implements ``sys_session_send``. Arguments are
-checked first (:mod:`omnigent.core.tools._agent_args`), then everything that can be known
-before a child is created or messaged, so a refused call changes nothing.
+It implements :class:`~omnigent.core.tools.SessionControl`, the narrow interface the
+orchestration tools (``omnigent.core.tools``) act through, over the runtime's own
+parts: the session and agent catalogs, the spec cache, the live work, the dispatches
+watched, permissions and elicitations. The tools' rules and output strings are theirs;
+each method here is one typed step they cannot take alone.
 
-The other tools are functions over it: :mod:`omnigent.core.tools._orchestration_manage`
-(create, cancel, close, share), :mod:`omnigent.core.tools._orchestration_reads` (list,
-history, info) and :mod:`omnigent.core.tools._orchestration_agents` (the agent lookups,
-the model list).
+A tool runs inside its caller's turn, so its caller's tree is held here: the sessions
+it creates, messages and closes are in that tree (or it only reads them), and every
+step runs here, without a routed call.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 import trio
 
 from ..._ids import new_id, now
-from ...errors import ConfigError, OmnigentError
-from ...providers import load_provider_config, localise_model
+from ...harnesses.registry import HarnessRegistry
+from ...model import (
+    Agent,
+    ElicitationRequest,
+    InputText,
+    Item,
+    MessageAccepted,
+    MessageItem,
+    SessionPage,
+    SessionSnapshot,
+    structure,
+)
+from ...providers import ProviderConfig, load_provider_config
 from ...spec import AgentSpec
 from ...stores import SessionRow, Store, WorkRow
-from ...tools import ToolError
-from ..tools import (
-    SendArgs,
-    TypedError,
-    is_closed,
-    parse_send,
-    split_title,
-)
-from ..work import Dispatch, new_work_id
-from ._agents import AgentCatalog
-from ._host import ActorHost
-from ._messages import Messages
-from ._sessions import SessionRecords
+from ..asking import Elicitations, Grant, Permissions
+from ..work import ChildWork, Dispatch, SubAgents, new_work_id
+from ._agent_catalog import AgentCatalog
+from ._live import LiveSessions
+from ._session_catalog import SessionCatalog
+from ._specs import AgentSpecs
 
-if TYPE_CHECKING:
-    from ..tools import SessionTools
-
-__all__ = ["Orchestration"]
+__all__ = ["HandOver", "Orchestration"]
 
 log = logging.getLogger(__name__)
 
 
+class HandOver(Protocol):
+    """Stores a message and hands it to its session's actor, as one step
+    (:meth:`~._messages.Messages.hand_over`)."""
+
+    async def __call__(
+        self, session_id: str, item: MessageItem, *, before: Callable[[], None] | None = None
+    ) -> MessageAccepted: ...
+
+
 class Orchestration:
-    """What the orchestration tools do. Made by the runtime; no state of its own."""
+    """What the orchestration tools act through (a :class:`~omnigent.core.tools.SessionControl`).
+
+    Owned by the runtime; no state of its own.
+
+    Args:
+        store: session rows, items and dispatch rows.
+        sessions, agents: the catalogs.
+        specs: the spec cache and harness names.
+        live: the live work of this process.
+        subagents: the dispatches watched.
+        permissions: owners and grants.
+        elicitations: what sessions wait on a person for.
+        hand_over: stores a message and gives it to its session's actor.
+        home: where ``config.yaml`` (the model providers) is.
+    """
 
     def __init__(
         self,
         *,
         store: Store,
-        host: ActorHost,
-        sessions: SessionRecords,
-        messages: Messages,
+        sessions: SessionCatalog,
         agents: AgentCatalog,
+        specs: AgentSpecs,
+        live: LiveSessions,
+        subagents: SubAgents,
+        permissions: Permissions,
+        elicitations: Elicitations,
+        hand_over: HandOver,
         home: Path,
     ) -> None:
-        self.store = store
-        self.host = host
-        self.sessions = sessions
-        self.messages = messages
-        self.agents = agents
-        self.home = home
-        # Named sends find-or-create one at a time, and a child being sent to is
-        # reserved until its dispatch is watched: two sends never make twin children
-        # or two dispatches to one child, even from concurrent tool calls.
-        self._naming = trio.Lock()
-        self._reserved: set[str] = set()
+        self._store = store
+        self._sessions = sessions
+        self._agents = agents
+        self._specs = specs
+        self._live = live
+        self._subagents = subagents
+        self._permissions = permissions
+        self._elicitations = elicitations
+        self._hand_over = hand_over
+        self._home = home
 
-    async def caller(self, tools: SessionTools) -> SessionRow:
-        return await self.sessions.row(tools.session_id)
+    @property
+    def harnesses(self) -> HarnessRegistry:
+        return self._specs.harnesses
 
-    # -- sys_session_send ----------------------------------------------------------------
+    # -- sessions ------------------------------------------------------------------------
 
-    async def send(self, tools: SessionTools, raw: Any) -> str:
-        """``sys_session_send``: dispatch work to a named sub-agent or a direct child."""
-        try:
-            args = parse_send(raw)
-            caller = await self.caller(tools)
-            if args.session_id is not None:
-                return await self._send_by_id(tools, caller, args)
-            return await self._send_named(tools, caller, args)
-        except ToolError as exc:
-            return exc.render()
+    async def row(self, session_id: str) -> SessionRow:
+        return await self._sessions.row(session_id)
 
-    async def _send_named(self, tools: SessionTools, caller: SessionRow, args: SendArgs) -> str:
-        assert args.agent is not None
-        granted = tools.spec.granted_sub_agents()
-        sub = granted.get(args.agent)
-        if sub is None:
-            known = ", ".join(granted) or "none (the spec's tools.agents is empty)"
-            raise ToolError(
-                f"sub-agent {args.agent!r} not found in agent spec (you may dispatch to: {known})"
-            )
-        async with self._naming:  # one find-or-create at a time: no twin children
-            child, title = await self._named_child(tools, caller, args, sub)
-            self._reserved.add(child.id)
-        try:
-            return await self.dispatch(tools, caller, child, args.agent, title, args.message)
-        finally:
-            self._reserved.discard(child.id)
-
-    async def _named_child(
-        self, tools: SessionTools, caller: SessionRow, args: SendArgs, sub: AgentSpec
-    ) -> tuple[SessionRow, str]:
-        """The open child ``agent:title`` of the caller (free to take work), or a new one."""
-        assert args.agent is not None
-        title = args.title or await self._next_title(caller.id, args.agent)
-        existing = await self.find_named(caller.id, args.agent, title)
-        if existing is not None:
-            if args.model is not None:
-                raise ToolError(
-                    f"sys_session_send 'model' applies only when a sub-agent session is first "
-                    f"created; {args.agent!r} title {title!r} already exists as {existing.id}. "
-                    "Continue without 'model', or close the session (sys_session_close) and "
-                    "send again to start a fresh one on that model"
-                )
-            self.refuse_busy(existing.id, f"sub-agent {args.agent!r} title {title!r}")
-            return existing, title
-        model_override = await self.model_for(args.agent, sub, args.model)
-        path = args.agent if caller.sub_agent is None else f"{caller.sub_agent}/{args.agent}"
-        try:
-            snapshot = await self.sessions.create(
-                caller.agent_id,
-                title=f"{args.agent}:{title}",
-                parent_session_id=caller.id,
-                harness_override=None,
-                model_override=model_override,
-                labels=None,
-                initial_items=(),
-                owner=caller.owner,
-                viewer=None,
-                agent_version=caller.agent_version,
-                sub_agent=path,
-                cwd=str(await tools.cwd()),  # a child works where its parent works
-            )
-        except OmnigentError as exc:
-            raise ToolError(f"could not create the sub-agent session: {exc.message}") from None
-        return await self.sessions.row(snapshot.id), title
-
-    async def _send_by_id(self, tools: SessionTools, caller: SessionRow, args: SendArgs) -> str:
-        assert args.session_id is not None
-        target = await self.store.get_session(args.session_id)
-        if target is None or args.session_id in self.host.deleting:
-            raise TypedError("session_not_found", f"no session {args.session_id!r}")
-        if target.parent_session_id != caller.id:
-            raise TypedError(
-                "session_out_of_tree",
-                f"{args.session_id!r} is not a direct child of the calling session; "
-                "sys_session_send by session_id is child-only (use sys_session_list)",
-            )
-        if is_closed(target.labels, target.title):
-            raise TypedError(
-                "session_closed",
-                f"{args.session_id!r} is closed; create a new session to continue",
-            )
-        agent, title = split_title(target.title)
-        if agent is None:
-            agent = (await self.sessions.snapshot(target)).agent_name
-        self.refuse_busy(target.id, f"session {target.id!r}")
-        self._reserved.add(target.id)
-        try:
-            return await self.dispatch(tools, caller, target, agent, title or "", args.message)
-        finally:
-            self._reserved.discard(target.id)
-
-    def refuse_busy(self, child_id: str, what: str) -> None:
-        """Refuse a child that has a dispatch in flight (or one being sent right now).
-
-        Raises:
-            ToolError: it has.
-        """
-        dispatch = self.host.subagents.open_for(child_id)
-        if dispatch is not None or child_id in self._reserved:
-            work = f" ({dispatch.row.work_id})" if dispatch is not None else ""
-            raise ToolError(
-                f"{what} already has a launching or running turn{work}; "
-                "wait for its result in your inbox, or stop it with sys_cancel_task, "
-                "before sending again"
-            )
-
-    async def model_for(self, agent: str, sub: AgentSpec, model: str | None) -> str | None:
-        """Check that a new child of ``sub`` can start, and spell ``model`` for it."""
-        try:
-            harness = self.host.harness_of(sub, None)
-            info = self.host.harnesses.info(harness)
-        except OmnigentError as exc:
-            raise ToolError(f"sub-agent {agent!r} cannot start: {exc.message}") from None
-        missing = self.host.harnesses.unavailable_reason(harness)
-        if missing is not None:
-            raise ToolError(
-                f"sub-agent {agent!r} can't start on this machine: {missing} (or don't "
-                f"dispatch to {agent!r} here)"
-            )
-        if model is None:
-            return None
-        if not info.accepts_model:
-            raise ToolError(
-                f"sys_session_send 'model' is not supported for sub-agent {agent!r}: harness "
-                f"{harness!r} cannot apply a model chosen at dispatch. Omit 'model' to use "
-                "the model its spec names"
-            )
-        # The registry's family guard, on the id as it was asked for.
-        mismatch = self.host.harnesses.model_problem(harness, model)
-        if mismatch is not None:
-            raise ToolError(
-                f"sys_session_send 'model' rejected for sub-agent {agent!r}: {mismatch}"
-            )
-        try:
-            config = await trio.to_thread.run_sync(load_provider_config, self.home)
-        except ConfigError as exc:
-            raise ToolError(f"cannot read the provider configuration: {exc.message}") from None
-        provider = config.for_worker(harness, sub.executor.config.base_url)
-        spelled = localise_model(model, provider, config.gateway_prefixes)
-        if spelled != model:
-            log.info("localised model %r -> %r for sub-agent %r", model, spelled, agent)
-        return spelled
-
-    async def _next_title(self, parent_id: str, agent: str) -> str:
-        taken = {
-            split_title(row.title)[1]
-            for row in await self.children(parent_id)
-            if split_title(row.title)[0] == agent
-        }
-        number = len(taken) + 1
-        while f"{agent}-{number}" in taken:
-            number += 1
-        return f"{agent}-{number}"
+    async def find_session(self, session_id: str) -> SessionRow | None:
+        return await self._sessions.find(session_id)
 
     async def children(self, parent_id: str, *, limit: int = 1000) -> list[SessionRow]:
-        """The parent's children, newest first (at most ``limit``)."""
         rows: list[SessionRow] = []
         after: str | None = None
         while len(rows) < limit:
-            page = await self.store.list_sessions(
+            page = await self._store.list_sessions(
                 parent_session_id=parent_id, limit=100, after=after
             )
-            rows.extend(page.rows)
+            rows.extend(r for r in page.rows if r.id not in self._live.deleting)
             if not page.has_more or not page.rows:
                 break
             after = page.rows[-1].id
         return rows[:limit]
 
-    async def find_named(self, parent_id: str, agent: str, title: str) -> SessionRow | None:
-        """The open child ``agent:title`` of ``parent_id``, if there is one."""
-        for row in await self.children(parent_id):
-            if row.sub_agent is None or is_closed(row.labels, row.title):
-                continue
-            if split_title(row.title) == (agent, title) and row.id not in self.host.deleting:
-                return row
-        return None
+    async def descendant_ids(self, session_id: str) -> list[str]:
+        return await self._store.descendant_ids(session_id)
+
+    async def snapshot(self, row: SessionRow) -> SessionSnapshot:
+        return await self._sessions.snapshot(row)
+
+    async def list_sessions(
+        self, *, viewer: str, agent_name: str | None, limit: int
+    ) -> SessionPage:
+        return await self._sessions.list(
+            agent_name=agent_name, parent_session_id=None, limit=limit, after=None, viewer=viewer
+        )
+
+    async def latest_items(self, session_id: str, limit: int) -> list[Item]:
+        page = await self._store.list_items(session_id, order="desc", limit=limit)
+        return [structure(row, Item) for row in reversed(page.rows)]
+
+    def pending_elicitations(self, session_id: str) -> Sequence[ElicitationRequest]:
+        return self._elicitations.pending_for(session_id)
+
+    def busy(self, session_id: str) -> bool:
+        return self._live.busy(session_id)
+
+    async def access_level(self, row: SessionRow, user_id: str) -> int:
+        return await self._permissions.level(row, user_id)
+
+    async def grant(self, session_id: str, user_id: str, level: int) -> Grant:
+        return await self._permissions.grant(session_id, user_id, level)
+
+    async def create_child(
+        self,
+        parent: SessionRow,
+        agent_id: str,
+        agent_version: int,
+        *,
+        title: str | None,
+        model_override: str | None,
+        cwd: str,
+        sub_agent: str | None = None,
+    ) -> SessionRow:
+        row = await self._sessions.create(
+            agent_id,
+            title=title,
+            parent_session_id=parent.id,
+            harness_override=None,
+            model_override=model_override,
+            labels=None,
+            initial_items=(),
+            owner=parent.owner,
+            viewer=None,
+            agent_version=agent_version,
+            sub_agent=sub_agent,
+            cwd=cwd,
+        )
+        await self._sessions.announce_to_parent(row.id)
+        return row
+
+    async def retitle(self, row: SessionRow, title: str, labels: dict[str, str]) -> None:
+        await self._store.update_session(row.id, title=title, labels=labels)
+        await self._sessions.announce_to_parent(row.id)
+
+    # -- agents --------------------------------------------------------------------------
+
+    async def find_agent(self, ref: str) -> Agent | None:
+        return await self._agents.find(ref)
+
+    async def list_agents(self) -> list[Agent]:
+        return await self._agents.list()
+
+    async def agent_spec(self, agent: Agent) -> AgentSpec:
+        return await self._specs.agent_spec(agent.id, agent.version)
+
+    async def register_agent(self, spec: AgentSpec, owner: str) -> Agent:
+        return await self._agents.create(spec, owner, from_client=True)
+
+    def harness_of(self, spec: AgentSpec, *, strict: bool = True) -> str:
+        return self._specs.harness_of(spec, None, strict=strict)
+
+    async def provider_config(self) -> ProviderConfig:
+        return await trio.to_thread.run_sync(load_provider_config, self._home)
+
+    # -- dispatches ----------------------------------------------------------------------
+
+    def open_dispatch(self, child_id: str) -> Dispatch | None:
+        return self._subagents.open_for(child_id)
 
     async def dispatch(
         self,
-        tools: SessionTools,
-        caller: SessionRow,
+        work: ChildWork,
+        parent: SessionRow,
         child: SessionRow,
+        *,
         agent: str,
         title: str,
         message: str,
-    ) -> str:
-        """Record a dispatch, hand the message to the child, and watch it."""
-        work = tools.work
-        if work is None:
-            raise ToolError("this session cannot dispatch work (it has no actor)")
+    ) -> WorkRow:
+        message_id = new_id("item")
         row = WorkRow(
             work_id=new_work_id(),
-            parent_session_id=caller.id,
+            parent_session_id=parent.id,
             child_session_id=child.id,
             agent=agent,
             title=title,
-            message_id=new_id("item"),
+            message_id=message_id,
             status="launching",
             output=None,
             created_at=now(),
         )
-        await self.store.insert_work(row)
+        await self._store.insert_work(row)
         handed = False
         try:
-            item = await self.messages.compose(child.id, message, "user", item_id=row.message_id)
+            # The tool checked the message (a bounded string): one input_text block.
+            item = MessageItem(role="user", content=(InputText(message),), id=message_id)
             dispatch = Dispatch(row)
 
             def watch() -> None:
                 # Just before the enqueue, with no checkpoint between: no turn of the
                 # child can take the message before the dispatch is watched.
-                self.host.subagents.watch(dispatch)
+                self._subagents.watch(dispatch)
                 work.start(dispatch)
 
             # A message not handed over is not stored (hand_over takes it back).
-            await self.messages.hand_over(child.id, item, before=watch)
+            await self._hand_over(child.id, item, before=watch)
             handed = True
-        except OmnigentError as exc:
-            raise ToolError(f"could not send to {child.id}: {exc.message}") from None
         finally:
             if not handed:  # never handed out: the entry must not linger as open
                 with trio.move_on_after(5, shield=True):
-                    await self.store.drop_work(row.work_id)
+                    await self._store.drop_work(row.work_id)
         try:
-            await self.host.turn_changed(child.id)
+            await self._sessions.announce_to_parent(child.id)
         except Exception:
             log.warning("could not announce %s to its parent", child.id, exc_info=True)
-        return json.dumps(
-            {
-                "task_id": child.id,
-                "kind": "sub_agent",
-                "agent": agent,
-                "title": title,
-                "conversation_id": child.id,
-                "status": "launching",
-                "message": (
-                    f"[System: sub-agent {agent} title {title!r} launching as task {child.id}. "
-                    "Result will appear in your inbox; call sys_read_inbox to check or "
-                    "sys_cancel_task to interrupt it.]"
-                ),
-            }
+        return row
+
+    def cancel_dispatch(self, dispatch: Dispatch) -> None:
+        self._subagents.cancel(dispatch)
+
+    async def dispatches(self, parent_id: str, child_id: str) -> list[WorkRow]:
+        return await self._store.list_work(
+            parent_session_id=parent_id, child_session_id=child_id, open_only=False
         )
-
-    async def tree_target(self, caller: SessionRow, raw: Any, tool: str) -> SessionRow:
-        """The session ``raw["conversation_id"]`` names, if it is in the caller's tree.
-
-        Raises:
-            ToolError: bad arguments; TypedError ``session_not_found`` or
-            ``session_out_of_tree``.
-        """
-        from ...tools import ArgField, check_args, non_empty_string
-
-        args = check_args(tool, raw, (ArgField("conversation_id", non_empty_string, True),))
-        target_id: str = args["conversation_id"]
-        target = await self.store.get_session(target_id)
-        if target is None or target_id in self.host.deleting:
-            raise TypedError("session_not_found", f"no session {target_id!r}")
-        if target.root_session_id != caller.root_session_id:
-            raise TypedError(
-                "session_out_of_tree",
-                f"{target_id!r} is not part of the calling session's tree",
-            )
-        return target

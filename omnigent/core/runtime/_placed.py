@@ -31,9 +31,9 @@ from ...stores import SessionRow, Store
 from ..asking import Elicitations, Resolution
 from ..cluster import Ownership, Router
 from ._asking import Asking
-from ._host import ActorHost
+from ._live import LiveSessions
 from ._messages import Messages
-from ._sessions import SessionRecords
+from ._session_catalog import SessionCatalog
 
 __all__ = ["PlacedCalls"]
 
@@ -46,9 +46,9 @@ class PlacedCalls:
         *,
         ownership: Ownership,
         store: Store,
-        host: ActorHost,
+        live: LiveSessions,
         elicitations: Elicitations,
-        sessions: SessionRecords,
+        sessions: SessionCatalog,
         asking: Asking,
         messages: Messages,
         stop_here: Callable[[str], Awaitable[None]],
@@ -59,7 +59,7 @@ class PlacedCalls:
         self._stop_here = stop_here
         self._stop_tree_here = stop_tree_here
         self._store = store
-        self._host = host
+        self._live = live
         self._elicitations = elicitations
         self._sessions = sessions
         self._asking = asking
@@ -148,7 +148,7 @@ class PlacedCalls:
         return (await self._messages.hand_over(session_id, message)).status
 
     async def _interrupt(self, session_id: str, payload: dict[str, Any]) -> bool:
-        actor = self._host.actors.get(session_id)
+        actor = self._live.actor(session_id)
         return actor.interrupt() if actor is not None else False
 
     async def _stop(self, session_id: str, payload: dict[str, Any]) -> None:

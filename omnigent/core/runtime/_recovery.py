@@ -56,7 +56,7 @@ from ...model import (
 from ...processes import kill_orphaned_group
 from ...stores import ProcessGroupRow, Store
 from ..bus import EventBus
-from ._host import ActorHost
+from ._actors import Actors
 
 __all__ = ["INTERRUPTED_CALL", "INTERRUPTED_TASK", "Resumption", "recover"]
 
@@ -90,18 +90,18 @@ class Resumption:
     messages: Mapping[str, tuple[MessageItem, ...]]
     inbox: frozenset[str]
 
-    def start(self, host: ActorHost, also_inbox: Iterable[str] = ()) -> None:
+    def start(self, actors: Actors, also_inbox: Iterable[str] = ()) -> None:
         """Hand each session its unanswered messages; wake those with unread results.
 
         Synchronous: no actor runs before every one has its work.
         """
         for session_id, messages in self.messages.items():
-            actor = host.actor(session_id)
+            actor = actors.actor(session_id)
             for message in messages:
                 actor.enqueue(message)
             log.info("answering %d unanswered messages of %s", len(messages), session_id)
         for session_id in self.inbox.union(also_inbox):
-            host.actor(session_id).note_inbox()
+            actors.actor(session_id).note_inbox()
 
 
 async def recover(store: Store, bus: EventBus, sessions: set[str] | None = None) -> Resumption:

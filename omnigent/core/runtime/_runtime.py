@@ -5,14 +5,17 @@ lifetime; it has no public constructor. Lifetimes nest ``Runtime ⊃ SessionActo
 Turn ⊃ tool call``; transports call the methods here and nothing else.
 
 :class:`Runtime` is one class: the API, long but made of short methods, over objects
-that each have one job — :class:`~._agents.AgentCatalog` (agents),
-:class:`~._sessions.SessionRecords` (session rows and views),
+that each have one job — :class:`~._agent_catalog.AgentCatalog` (agents),
+:class:`~._session_catalog.SessionCatalog` (session rows and the views built from them),
 :class:`~._messages.Messages` (messages in, turn streams), :class:`~._asking.Asking`
 (held elicitations, policy verdicts), :class:`~._stopping.Stopping` (stops and
 shutdown), :class:`~._placed.PlacedCalls` (calls on live work, run where the session's
-tree is held) and the :class:`~._host.ActorHost` that starts session actors. Its
-constructor builds them all, in one place, and every part of the runtime's state is
-one of its attributes there.
+tree is held), :class:`~._live.LiveSessions` (which sessions have live work here),
+:class:`~._actors.Actors` (starts session actors and hears their reports),
+:class:`~._builder.Builder` (what actors run) and :class:`~._orchestration.Orchestration`
+(what the orchestration tools act through). Its constructor builds them all, once, in
+one place, each given what it stands on; every part of the runtime's state is one of
+its attributes there, and nothing is assigned into a part after it is built.
 
 State: ``opening → open → closing → closed``. Every call on a closed runtime raises
 :class:`~omnigent.errors.RuntimeClosed`; while closing, calls that would start work
@@ -24,8 +27,9 @@ publish an event, delete, or run work raises :class:`~omnigent.errors.StoreBusy`
 from __future__ import annotations
 
 import enum
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -45,7 +49,7 @@ from ...errors import (
     StoreBusy,
 )
 from ...harnesses.base import HarnessFactory, ToolSchema
-from ...harnesses.registry import HarnessRegistry, ModelRule
+from ...harnesses.registry import ModelRule
 from ...mcp import INSTALL_HINT as MCP_INSTALL_HINT
 from ...mcp import mcp_installed
 from ...model import (
@@ -60,6 +64,7 @@ from ...model import (
     Health,
     ItemPage,
     MessageAccepted,
+    MessageItem,
     ResolveResult,
     Resource,
     ResourceScreen,
@@ -69,7 +74,7 @@ from ...model import (
     check_depth,
     elicitation_params,
 )
-from ...spec import AgentSpec, McpServerSpec, PolicySpec
+from ...spec import AgentSpec, McpServerSpec
 from ...stores import SessionRow, Store
 from ...tools.terminals import HISTORY_LIMIT, TmuxServer
 from ..asking import (
@@ -82,37 +87,36 @@ from ..asking import (
     check_content,
 )
 from ..bus import EventBus, SessionChanges, SessionWatch, Subscription
-from ..cluster import Elsewhere, Moved, Ownership, SharedOwnership, SoloOwnership, Tenure
-from ..session import TurnEvents
-from ..tools import (
-    PolicyAllowlist,
-    PolicyEvent,
-    ProvidedTool,
-    Tool,
-    ToolPlace,
-    ToolRegistry,
-    Verdict,
-)
+from ..cluster import Elsewhere, Moved, Ownership, SharedOwnership, Tenure
+from ..session import HistoryCache, TurnEvents
+from ..tools import ClientTool, ClientTools, PolicyEvent, Tool, ToolRegistry, ToolServices, Verdict
 from ..work import (
     CANCEL_GRACE,
     DEFAULT_TTL,
     BlockingCalls,
+    ChildWorkHooks,
+    ClientMcp,
     ClientMcpReport,
     HeldToolCall,
+    SubAgents,
     check_client_servers,
     client_connection,
     client_server_refusal,
     open_server_set,
 )
-from ._agents import AgentCatalog
+from ._actors import Actors
+from ._agent_catalog import AgentCatalog
 from ._asking import Asking
+from ._builder import Builder
 from ._files import FileService
-from ._host import ActorHost
 from ._inputs import ApprovalData, McpElicitationData, parse_event, parse_message_content
+from ._live import LiveSessions
 from ._messages import Messages
+from ._options import RuntimeOptions
 from ._orchestration import Orchestration
 from ._placed import PlacedCalls
-from ._sessions import SessionRecords
+from ._session_catalog import SessionCatalog
+from ._specs import AgentSpecs
 from ._stopping import AFTER_GRACE, Stopping
 
 if TYPE_CHECKING:
@@ -148,98 +152,152 @@ class Runtime(metaclass=_NoPublicConstructor):
     def __init__(
         self,
         *,
+        options: RuntimeOptions,
         store: Store,
         bus: EventBus,
         nursery: trio.Nursery,
         http: httpx.AsyncClient,
-        harnesses: HarnessRegistry,
-        place: ToolPlace,
-        default_policies: Sequence[PolicySpec] = (),
-        policy_allowlist: PolicyAllowlist | None = None,
-        allowed_commands: Collection[str] = (),
-        allowed_mcp_urls: Sequence[str] = (),
-        records_only: bool = False,
-        processes: ProcessManager | None = None,
-        tmux: TmuxServer | None = None,
-        shutdown_grace: float = 5.0,
-        ownership: Ownership | None = None,
-        changes: SessionChanges | None = None,
+        processes: ProcessManager | None,
+        tmux: TmuxServer | None,
+        ownership: Ownership,
+        changes: SessionChanges,
     ) -> None:
+        """Build every part of the runtime, once, each given what it stands on.
+
+        ``open_runtime`` passes what it opened (and closes it): the store, the event
+        bus, the work nursery actors run in, the HTTP client, the process manager,
+        the tmux server, the ownership of session trees and the sessions feed.
+
+        The parts are built lowest first; two calls go back up to parts built later,
+        and are given as this runtime's own methods: a session's snapshot asks the
+        holder of its tree for its pending elicitations (:meth:`_pending_elsewhere`,
+        a routed call), and the orchestration tools hand a dispatched message to its
+        child's actor (:meth:`_hand_over`, through the actors the tools' builder
+        starts).
+        """
         self.state = RuntimeState.OPENING
-        # The sessions feed (watch_sessions); the bus tells it of stored events.
-        self._changes = changes if changes is not None else SessionChanges()
-        self._ownership: Ownership = ownership if ownership is not None else SoloOwnership()
+        self.records_only = options.records_only
+        self._options = options
         self._started_at = now()
-        self._processes = processes
-        self.records_only = records_only
-        self._allowed_mcp_urls = tuple(allowed_mcp_urls)
+        # What open_runtime opened, and closes.
         self._store = store
         self._bus = bus
-        self._harnesses = harnesses
-        # A cancelled sync tool's thread gets this long to return (a shutdown's
-        # grace, if shorter), then its turn ends without it.
-        self._threads = BlockingCalls(min(CANCEL_GRACE, shutdown_grace))
+        self._ownership = ownership
+        self._changes = changes  # the sessions feed; the bus tells it of stored events
+        self._processes = processes
+        # The ground every other part stands on. A cancelled sync tool's thread gets
+        # CANCEL_GRACE to return (a shutdown's grace, if shorter), then its turn ends
+        # without it.
+        self._threads = BlockingCalls(min(CANCEL_GRACE, options.shutdown_grace))
         self._tools = ToolRegistry(self._threads)
         self._files = FileService(store)
         self._elicitations = Elicitations(store, bus)
         self._permissions = Permissions(store)
-        self._host = ActorHost(
-            nursery=nursery,
+        self._histories = HistoryCache(store)
+        self._subagents = SubAgents(store, bus)
+        self._client_tools = ClientTools()
+        self._client_mcp = ClientMcp()
+        self._live = LiveSessions()
+        self._specs = AgentSpecs(
+            store=store,
+            harnesses=options.harnesses,
+            place=options.place,
+            threads=self._threads,
+            default_policies=options.default_policies,
+            policy_allowlist=options.policy_allowlist,
+        )
+        # Records: agents and sessions, and who may read them.
+        self._agents = AgentCatalog(
+            store=store, specs=self._specs, allowed_commands=options.allowed_commands
+        )
+        self._sessions = SessionCatalog(
             store=store,
             bus=bus,
-            http=http,
-            harnesses=harnesses,
-            tools=self._tools,
+            specs=self._specs,
+            live=self._live,
             files=self._files,
             elicitations=self._elicitations,
-            place=place,
-            default_policies=default_policies,
-            policy_allowlist=policy_allowlist or PolicyAllowlist(load_entry_points=False),
-            allowed_commands=allowed_commands,
-            permissions=self._permissions,
-            processes=processes,
-            tmux=tmux,
-            threads=self._threads,
-            ownership=self._ownership,
+            subagents=self._subagents,
+            ownership=ownership,
+            pending_elsewhere=self._pending_elsewhere,
         )
+        self._visibility = Visibility(self._permissions, self._sessions.row)
         self._stopping = Stopping(
-            host=self._host,
+            live=self._live,
             elicitations=self._elicitations,
             threads=self._threads,
             store=store,
             bus=bus,
             processes=processes,
-            grace=shutdown_grace,
+            client_mcp=self._client_mcp,
+            subagents=self._subagents,
+            histories=self._histories,
+            grace=options.shutdown_grace,
         )
-        self._agents = AgentCatalog(store, self._host)
-        self._sessions = SessionRecords(
+        # Live work: what session actors run, and the actors.
+        live = self._live
+        orchestration = Orchestration(
+            store=store,
+            sessions=self._sessions,
+            agents=self._agents,
+            specs=self._specs,
+            live=live,
+            subagents=self._subagents,
+            permissions=self._permissions,
+            elicitations=self._elicitations,
+            hand_over=self._hand_over,
+            home=options.place.home,
+        )
+        builder = Builder(
+            store=store,
+            specs=self._specs,
+            tools=ToolServices(
+                registry=self._tools,
+                store=store,
+                bus=bus,
+                elicitations=self._elicitations,
+                place=options.place,
+                tmux=tmux,
+                client_tools=self._client_tools,
+                client_mcp=self._client_mcp,
+                control=orchestration,
+            ),
+            files=self._files,
+            http=http,
+            processes=processes,
+            subagents=self._subagents,
+            child_hooks=ChildWorkHooks(
+                announce=self._sessions.announce_to_parent,
+                stop_session=self._stopping.stop_and_wait,
+                closing=lambda: live.closing,
+            ),
+        )
+        self._actors = Actors(
+            live=live,
+            nursery=nursery,
+            ownership=ownership,
             store=store,
             bus=bus,
-            host=self._host,
-            files=self._files,
             elicitations=self._elicitations,
+            histories=self._histories,
+            builder=builder,
+            subagents=self._subagents,
+            announce=self._sessions.announce_to_parent,
         )
         self._messages = Messages(
-            store=store, bus=bus, host=self._host, files=self._files, sessions=self._sessions
-        )
-        self._asking = Asking(self._host, self._elicitations, self._sessions)
-        self._visibility = Visibility(self._permissions, self._sessions.row)
-        self._host.on_turn_changed = self._sessions.announce_to_parent
-        self._host.subagents.announce = self._sessions.announce_to_parent
-        self._host.subagents.stop_session = self._stopping.stop_and_wait
-        self._host.orchestration = Orchestration(
             store=store,
-            host=self._host,
+            bus=bus,
+            live=live,
+            actors=self._actors,
+            files=self._files,
             sessions=self._sessions,
-            messages=self._messages,
-            agents=self._agents,
-            home=place.home,
         )
+        self._asking = Asking(actors=self._actors, specs=self._specs, sessions=self._sessions)
         # Calls on live work run where the session's tree is held (see _ownership).
         self._placed = PlacedCalls(
-            ownership=self._ownership,
+            ownership=ownership,
             store=store,
-            host=self._host,
+            live=live,
             elicitations=self._elicitations,
             sessions=self._sessions,
             asking=self._asking,
@@ -247,10 +305,16 @@ class Runtime(metaclass=_NoPublicConstructor):
             stop_here=self._stopping.stop_here,
             stop_tree_here=self._stopping.stop_tree_here,
         )
-        self._messages.deliver = self._placed.deliver
-        self._sessions.announce = self._placed.announce
-        self._sessions.pending_elsewhere = self._placed.pending
-        self._asking.elicit = self._placed.elicit
+
+    async def _pending_elsewhere(self, row: SessionRow) -> tuple[ElicitationRequest, ...]:
+        """The pending elicitations of a session held by another server (its holder's)."""
+        return await self._placed.pending(row)
+
+    async def _hand_over(
+        self, session_id: str, item: MessageItem, *, before: Callable[[], None] | None = None
+    ) -> MessageAccepted:
+        """Store a message and give it to the session's actor (here), as one step."""
+        return await self._messages.hand_over(session_id, item, before=before)
 
     # -- state ---------------------------------------------------------------------
 
@@ -306,7 +370,7 @@ class Runtime(metaclass=_NoPublicConstructor):
     @property
     def allowed_mcp_urls(self) -> tuple[str, ...]:
         """URL prefixes a remote client's HTTP MCP servers may be under (``open_runtime``)."""
-        return self._allowed_mcp_urls
+        return self._options.allowed_mcp_urls
 
     @property
     def server_id(self) -> str:
@@ -320,7 +384,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         """
         self._open()
         if not isinstance(self._ownership, SharedOwnership):
-            sessions = len(self._host.actors)
+            sessions = len(self._live.actors)
             return [ServerInfo(self.server_id, self._started_at, sessions)]
         rows = await self._ownership.servers()
         return [ServerInfo(r.name, r.started_at, r.sessions) for r in rows]
@@ -342,11 +406,11 @@ class Runtime(metaclass=_NoPublicConstructor):
         """Live work: sessions with an actor, tasks in the runtime nursery, subscribers,
         pending elicitations, sub-agent dispatches not yet delivered."""
         return {
-            "active_sessions": len(self._host.actors),
-            "tasks": self._host.task_count,
+            "active_sessions": len(self._live.actors),
+            "tasks": self._actors.task_count,
             "subscribers": self._bus.statistics()["subscribers"],
             "elicitations": self._elicitations.waiting,
-            "sub_agent_work": self._host.subagents.watching,
+            "sub_agent_work": self._subagents.watching,
         }
 
     # -- agents ------------------------------------------------------------------------
@@ -396,7 +460,7 @@ class Runtime(metaclass=_NoPublicConstructor):
     async def get_agent_spec(self, agent_id: str, version: int | None = None) -> AgentSpec:
         """The spec of an agent version (the latest by default). Raises AgentNotFound."""
         self._open()
-        return await self._host.agent_spec(agent_id, version)
+        return await self._specs.agent_spec(agent_id, version)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -442,7 +506,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         if agent_name is not None:
             agent_id = (await self._agents.get_by_name(agent_name)).id
         assert agent_id is not None
-        created = await self._sessions.create(
+        row = await self._sessions.create(
             agent_id,
             title=title,
             parent_session_id=parent_session_id,
@@ -454,8 +518,10 @@ class Runtime(metaclass=_NoPublicConstructor):
             viewer=viewer,
             cwd=cwd,
         )
-        self._changes.touched([created.id])  # the sessions feed
-        return created
+        if parent_session_id is not None:
+            await self._placed.announce(row)  # the parent hears of its new child
+        self._changes.touched([row.id])  # the sessions feed
+        return await self._sessions.snapshot(row)
 
     async def get_session(self, session_id: str, *, viewer: str | None = None) -> SessionSnapshot:
         """The session's snapshot. Raises SessionNotFound.
@@ -559,12 +625,12 @@ class Runtime(metaclass=_NoPublicConstructor):
         """
         await self._working()
         row = await self._sessions.row(session_id)
-        host = self._host
-        host.deleting.add(session_id)  # from here no new work (or child) starts on it
+        deleting = self._live.deleting
+        deleting.add(session_id)  # from here no new work (or child) starts on it
         doomed = [session_id]
         try:
             doomed.extend(await self._store.descendant_ids(session_id))
-            host.deleting.update(doomed)
+            deleting.update(doomed)
             # Where the tree is held: here, or the server that runs it.
             await self._placed.stop_tree(row, doomed)
             self._bus.seal(doomed)
@@ -574,10 +640,10 @@ class Runtime(metaclass=_NoPublicConstructor):
             for sid in doomed:
                 self._bus.forget_session(sid)
                 self._elicitations.forget_session(sid)
-                host.histories.drop(sid)
+                self._histories.drop(sid)
         finally:
             self._bus.unseal(doomed)
-            host.deleting.difference_update(doomed)
+            deleting.difference_update(doomed)
 
     async def list_items(
         self,
@@ -603,7 +669,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         """
         self._open()
         await self._sessions.row(session_id)
-        return self._host.resources_of(session_id)
+        return self._live.resources_of(session_id)
 
     async def read_resource_screen(
         self, session_id: str, resource_id: str, *, scrollback: int = 0
@@ -623,7 +689,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             raise InvalidInput.at("scrollback", "must be an integer")
         if not 0 <= scrollback <= HISTORY_LIMIT:
             raise InvalidInput.at("scrollback", f"must be between 0 and {HISTORY_LIMIT}")
-        terminals = self._host.terminals_of(session_id)
+        terminals = self._live.terminals_of(session_id)
         if terminals is None:
             raise ResourceNotFound(resource_id)
         return await terminals.screen(resource_id, scrollback)
@@ -675,7 +741,9 @@ class Runtime(metaclass=_NoPublicConstructor):
             SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
         """
         await self._working()
-        return await self._messages.send(session_id, content, role, viewer)
+        item = await self._messages.compose(session_id, content, role, viewer)
+        status = await self._placed.deliver(await self._sessions.row(session_id), item)
+        return MessageAccepted(status, item.id)  # type: ignore[arg-type]
 
     async def check_content(
         self, content: str | Sequence[Any], *, root: str = "content", viewer: str | None = None
@@ -716,7 +784,9 @@ class Runtime(metaclass=_NoPublicConstructor):
     ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
         await self._working()
         admits = self._visibility.event_filter(viewer)
-        turn = self._messages.open_turn_stream(session_id, content, role, viewer, admits=admits)
+        turn = self._messages.open_turn_stream(
+            session_id, content, role, viewer, deliver=self._placed.deliver, admits=admits
+        )
         async with turn as opened:
             yield opened
 
@@ -931,7 +1001,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         await self._working()
         tenure = await self._here(await self._sessions.row(session_id))
         try:
-            return await self._host.actor(session_id).tool_schemas()
+            return await self._actors.actor(session_id).tool_schemas()
         finally:
             tenure.release()
 
@@ -959,7 +1029,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         tenure = await self._here(await self._sessions.row(session_id))
         try:
             call = HeldToolCall(session_id, name, dict(arguments), ttl)
-            self._host.actor(session_id).hold_tool_call(call)
+            self._actors.actor(session_id).hold_tool_call(call)
         finally:
             tenure.release()
         return call
@@ -982,8 +1052,8 @@ class Runtime(metaclass=_NoPublicConstructor):
 
     def held_tool_call(self, session_id: str, call_id: str) -> HeldToolCall | None:
         """A call :meth:`start_tool_call` made on ``session_id`` that is not collected yet."""
-        actor = self._host.actors.get(session_id)
-        return None if actor is None else actor.held_calls.get(call_id)
+        actor = self._live.actor(session_id)
+        return None if actor is None else actor.held_call(call_id)
 
     async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
         """Evaluate the session's policies (and the runtime defaults) on ``event``.
@@ -1004,7 +1074,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         elif isinstance(event, PolicyEvent):
             for name in ("data", "request_data", "context"):
                 check_depth(getattr(event, name), loc=f"event.{name}")
-        return await self._asking.evaluate_policy(session_id, event)
+        return await self._asking.evaluate_policy(session_id, event, ask=self._placed.elicit)
 
     # -- sharing -----------------------------------------------------------------------
 
@@ -1060,10 +1130,10 @@ class Runtime(metaclass=_NoPublicConstructor):
         return self._tools.register(fn, **options)
 
     @asynccontextmanager
-    async def open_tool_provider(
-        self, session_id: str, tools: Mapping[str, ProvidedTool]
+    async def open_client_tools(
+        self, session_id: str, tools: Mapping[str, ClientTool]
     ) -> AsyncIterator[None]:
-        """Run these tools of the session with ``tools`` while the block runs.
+        """Run these tools of the session with ``tools`` (a client's) while the block runs.
 
         ``tools`` maps a tool name (``sys_os_read``, say) to an async function taking
         the decoded argument object and returning the tool's output string: an
@@ -1081,7 +1151,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         for name, fn in tools.items():
             if not isinstance(name, str) or not name or not callable(fn):
                 raise InvalidInput.at("tools", "maps tool names to async functions")
-        with self._host.providers.provide(session_id, tools):
+        with self._client_tools.supply(session_id, tools):
             yield
 
     @asynccontextmanager
@@ -1130,16 +1200,20 @@ class Runtime(metaclass=_NoPublicConstructor):
         check_client_servers(servers)
         if not mcp_installed():
             raise ConfigError(f"MCP servers need the mcp extra: {MCP_INSTALL_HINT}")
-        host = self._host
-        connect = client_connection(host, session_id)
+        connect = client_connection(
+            session_id,
+            elicitations=self._elicitations,
+            workdir=functools.partial(self._specs.workdir, session_id),
+        )
+        options = self._options
 
         def refuse(server: McpServerSpec) -> str | None:
             if not from_client:
                 return None
-            return client_server_refusal(server, host.allowed_commands, self._allowed_mcp_urls)
+            return client_server_refusal(server, options.allowed_commands, options.allowed_mcp_urls)
 
         async with open_server_set(
-            host.client_mcp,
+            self._client_mcp,
             session_id,
             servers,
             connect=connect,
@@ -1167,7 +1241,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         (see :class:`omnigent.harnesses.HarnessInfo`).
         """
         self._open()
-        self._harnesses.register(
+        self._options.harnesses.register(
             name,
             factory,
             aliases=aliases,

@@ -5,7 +5,7 @@ a ``cwd`` and ``initial_items`` (each of the :class:`InitialItem` shape), and up
 (``PATCH``) in its :data:`UPDATABLE` fields. Each value is checked here before anything
 is stored; a bad one raises :class:`~omnigent.errors.InvalidInput` at its field. These
 are pure functions of the wire values, kept apart from
-:class:`~._sessions.SessionRecords` — which reads and writes the rows, and checks what
+:class:`~._session_catalog.SessionCatalog` — which reads and writes the rows, and checks what
 needs them (the agent, the parent, file references, whether the agent can run the
 override) — so that each field's rule is stated once.
 """

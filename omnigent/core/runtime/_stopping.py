@@ -31,9 +31,9 @@ import trio
 from ...stores import Store
 from ..asking import Elicitations
 from ..bus import EventBus
-from ..session import SessionActor
-from ..work import BlockingCalls
-from ._host import ActorHost
+from ..session import HistoryCache, SessionActor
+from ..work import BlockingCalls, ClientMcp, SubAgents
+from ._live import LiveSessions
 
 if TYPE_CHECKING:
     from ...processes import ProcessManager
@@ -54,20 +54,37 @@ class Stopping:
     """Stops sessions: one, a doomed tree, or all of them within a grace period.
 
     Owned by the ``Runtime``.
+
+    Args:
+        live: the live work (the actors to stop).
+        elicitations: what is pending on the sessions (withdrawn).
+        threads: blocking calls (abandoned past the shutdown grace).
+        store, bus: where the stops' ends are written.
+        processes: native coding agents' processes (ended with their session).
+        client_mcp: MCP servers clients supplied (stopped with their session).
+        subagents: dispatches (a deleted child's is delivered first).
+        histories: kept histories (a stop's dropped messages invalidate one).
+        grace: the shutdown grace, in seconds.
     """
 
     def __init__(
         self,
         *,
-        host: ActorHost,
+        live: LiveSessions,
         elicitations: Elicitations,
         threads: BlockingCalls,
         store: Store,
         bus: EventBus,
         processes: ProcessManager | None,
+        client_mcp: ClientMcp,
+        subagents: SubAgents,
+        histories: HistoryCache,
         grace: float,
     ) -> None:
-        self._host = host
+        self._live = live
+        self._client_mcp = client_mcp
+        self._subagents = subagents
+        self._histories = histories
         self._elicitations = elicitations
         self._threads = threads
         self._store = store
@@ -86,7 +103,7 @@ class Stopping:
         turn will answer them), and returns once the stop's terminal events are
         stored.
         """
-        actor = self._host.actors.get(session_id)
+        actor = self._live.actor(session_id)
         if actor is not None and (waiting := sorted(actor.pending_ids())):
             # Settled before the stop ends anything: a turn stream on another server
             # waiting on one of these learns that no turn will answer it.
@@ -94,7 +111,7 @@ class Stopping:
                 await self._store.settle_items(session_id, waiting)
         tree = [session_id, *await self._store.descendant_ids(session_id)]
         dropped = await self._stop_and_withdraw([session_id], withdraw=tree)
-        self._host.histories.drop(session_id)  # dropped messages stay in the history
+        self._histories.drop(session_id)  # dropped messages stay in the history
         with trio.move_on_after(_WITHDRAW_WAIT, shield=True):
             await self._store.settle_items(session_id, dropped)
             # The stop's terminal events are stored before it answers; their queued
@@ -105,7 +122,7 @@ class Stopping:
         """What a delete stops, where the tree is held: every doomed session's work."""
         await self._stop_and_withdraw(doomed)
         # A deleted child's dispatch is delivered to its (surviving) parent first.
-        await self._host.subagents.wait_concluded(doomed)
+        await self._subagents.wait_concluded(doomed)
         with trio.move_on_after(_WITHDRAW_WAIT, shield=True):
             await self._bus.flush()
 
@@ -118,14 +135,14 @@ class Stopping:
     ) -> list[str]:
         """Stop the sessions' actors and withdraw what is pending on ``withdraw``
         (default: the same sessions); wait for both. Returns the dropped messages."""
-        actors = [a for a in (self._host.actors.get(sid) for sid in session_ids) if a]
+        actors = [a for a in (self._live.actor(sid) for sid in session_ids) if a]
         dropped = [item_id for actor in actors for item_id in actor.stop()]
         waiters = self._elicitations.withdraw(set(withdraw or session_ids))
         for actor in actors:
             await actor.done.wait()
         # MCP servers a connected client supplies: stopped too (the next turn on that
         # connection starts them again; a deleted session has none).
-        await self._host.client_mcp.stop(session_ids)
+        await self._client_mcp.stop(session_ids)
         if self._processes is not None:
             # A native coding agent's process serves this session only: a stop or a
             # delete leaves none behind (an idle session's included).
@@ -158,9 +175,9 @@ class Stopping:
                 self.done.set()
 
     async def _stop_all(self) -> None:
-        host = self._host
-        host.closing = True
-        actors = list(host.actors.values())
+        live = self._live
+        live.closing = True
+        actors = list(live.actors.values())
         for actor in actors:
             actor.stop()
         # Hook requests and policy ASKs held by callers outside any session: answered

@@ -14,44 +14,69 @@ background task delivers to the inbox and no turn is running, the actor drains t
 inbox into a message and runs a turn for it, so an orchestrator sees results without a
 user prompt.
 
-Two parts live beside this module, each with one job: :mod:`._host` states what
-an actor needs from its runtime (:class:`SessionHost`, re-exported here), and
-:mod:`._held` is the work the actor holds for callers outside its turns (held
-elicitations and tool calls, the :class:`~._held.HeldWork` mixin).
+An actor is given everything it stands on at construction (:class:`~._services.ActorServices`,
+one frozen container per runtime) and owns the work it holds for callers outside its
+turns (:class:`~._held.HeldWork`). Its life is one :class:`ActorState` at a time::
+
+    waiting ──► running ──► leaving ──► done
+       └────────────┴──► stopped ──┘
+
+``waiting`` until its predecessor (an actor of the same session that was leaving) has
+ended; ``leaving`` once it decided, synchronously, that it has no work left, and
+``stopped`` once a stop cancelled its nursery — from either of those it takes no new
+work (the runtime starts a successor); ``done`` when it has ended.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 
 import trio
 
 from ...errors import Conflict
 from ...harnesses.base import Harness, ToolSchema, TurnRequest
-from ...model import InputText, Item, MessageItem, unstructure
+from ...model import ElicitationParams, InputText, Item, MessageItem, unstructure
 from ..tools import SessionTools
-from ..work import BackgroundTasks, ChildWork, RecordedGroups, TurnOutcome
-from ._held import HeldWork
+from ..work import BackgroundTasks, ChildWork, HeldToolCall, RecordedGroups, TurnOutcome
+from ._held import HeldElicitation, HeldWork
 from ._history import History
-from ._host import SessionHost
+from ._services import ActorServices
 from ._turn import Turn
 
-__all__ = ["SessionActor", "SessionHost"]
+__all__ = ["ActorState", "SessionActor"]
 
 log = logging.getLogger(__name__)
 
 
-class SessionActor(HeldWork):
-    """The live part of one session. Created and owned by the ``Runtime``."""
+class ActorState(enum.Enum):
+    """Where a session actor is in its life (see the module docstring)."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    LEAVING = "leaving"
+    STOPPED = "stopped"
+    DONE = "done"
+
+
+class SessionActor:
+    """The live part of one session. Created and owned by the runtime."""
 
     def __init__(
-        self, session_id: str, host: SessionHost, predecessor: SessionActor | None = None
+        self,
+        session_id: str,
+        services: ActorServices,
+        *,
+        predecessor: SessionActor | None = None,
     ) -> None:
-        super().__init__()  # the held work's state
         self.session_id = session_id
+        self.state = ActorState.WAITING
         self._predecessor = predecessor
         self.harness_name = "unknown"
-        self._host = host
+        self._services = services
+        self._held = HeldWork(
+            session_id, services.elicitations, tools=self._session_tools, wake=self._wake
+        )
         self._pending: list[MessageItem] = []
         self._harness: Harness | None = None
         self._tools: SessionTools | None = None
@@ -69,11 +94,14 @@ class SessionActor(HeldWork):
         self._inbox_arrived = False
         self._ready = trio.Event()
         self._history: History | None = None
-        self._stopped = False
-        self.leaving = False
         self.done = trio.Event()
 
     # -- called by the runtime -------------------------------------------------------
+
+    @property
+    def leaving(self) -> bool:
+        """Whether it takes no new work (it is leaving, stopped or done)."""
+        return self.state in (ActorState.LEAVING, ActorState.STOPPED, ActorState.DONE)
 
     @property
     def busy(self) -> bool:
@@ -116,14 +144,14 @@ class SessionActor(HeldWork):
         Returns the ids of the messages dropped (still pending in the store: the
         caller settles them, or — at shutdown — leaves them for the next start).
         """
-        self._withdraw_held()
+        self._held.withdraw()
         dropped, self._pending = self._pending, []
-        self._host.messages_taken([m.id for m in dropped], "")
+        self._services.reports.messages_taken([m.id for m in dropped], "")
         # From now on new work goes to a successor (which waits for this actor to
         # end), not to this one, whose nursery is being cancelled. This actor stays
         # the session's entry until then, so the successor can find it.
-        self.leaving = True
-        self._stopped = True
+        if self.state is not ActorState.DONE:
+            self.state = ActorState.STOPPED
         groups = self._tools.groups if self._tools is not None else None
         if isinstance(groups, RecordedGroups):
             groups.terminate()  # every shell at once, before the tasks unwind
@@ -134,6 +162,18 @@ class SessionActor(HeldWork):
     def pending_ids(self) -> set[str]:
         """Ids of buffered messages no turn has taken yet."""
         return {m.id for m in self._pending}
+
+    def hold_elicitation(self, params: ElicitationParams) -> HeldElicitation:
+        """Open an elicitation the session holds (see :meth:`HeldWork.hold_elicitation`)."""
+        return self._held.hold_elicitation(params)
+
+    def hold_tool_call(self, call: HeldToolCall) -> None:
+        """Run ``call`` in the session's nursery (see :meth:`HeldWork.hold_tool_call`)."""
+        self._held.hold_tool_call(call)
+
+    def held_call(self, call_id: str) -> HeldToolCall | None:
+        """A held tool call that is not collected yet."""
+        return self._held.calls.get(call_id)
 
     async def wait_for_injection(self) -> None:
         """Return once a message is buffered (at once if one is)."""
@@ -146,12 +186,12 @@ class SessionActor(HeldWork):
         taken, self._pending = self._pending, []
         response_id = self._turn.response_id if self._turn is not None else None
         if taken and response_id is not None:
-            self._host.messages_taken([m.id for m in taken], response_id)
+            self._services.reports.messages_taken([m.id for m in taken], response_id)
         if taken:
             if self._history is not None:
                 for message in taken:  # in the order the store puts them at the end
                     self._history.record(message)
-            store = self._host.services.store
+            store = self._services.store
             try:
                 await store.move_items_to_end(
                     self.session_id, [m.id for m in taken], taken_by=response_id
@@ -167,8 +207,8 @@ class SessionActor(HeldWork):
         self._inbox_arrived = True
         self._wakeup.set()
 
-    def _note_work_done(self) -> None:
-        self._wakeup.set()  # the actor may have no work left
+    def _wake(self) -> None:
+        self._wakeup.set()  # work arrived, or the actor may have no work left
 
     # -- the actor ---------------------------------------------------------------------
 
@@ -179,44 +219,52 @@ class SessionActor(HeldWork):
         status), background tasks (each still delivers its inbox item), terminals
         (each kills its pane and announces its end) and closes the harness.
         """
+        services = self._services
         hold = None
         try:
             if self._predecessor is not None:
                 await self._predecessor.done.wait()
                 self._predecessor = None
             # While the actor lives the bus keeps the session's counter in memory.
-            hold = self._host.services.bus.hold(self.session_id)
+            hold = services.bus.hold(self.session_id)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                if self._stopped:
+                if self.state is ActorState.STOPPED:
                     nursery.cancel_scope.cancel()
-                services = self._host.services
+                else:
+                    self.state = ActorState.RUNNING
                 self._tasks = BackgroundTasks(
                     self.session_id,
                     nursery,
                     services.store,
                     services.bus,
                     self.note_inbox,
-                    on_work_done=self._note_work_done,
+                    on_work_done=self._wake,
                 )
-                self._work = self._host.child_work(self.session_id, nursery, self.note_inbox)
+                self._work = services.builder.child_work(self.session_id, nursery, self.note_inbox)
                 self._ready.set()
                 await self._loop(nursery)
         finally:
             self._ready.set()
-            self.leaving = True
-            self._host.actor_left(self)
-            self._host.session_settled(self.session_id, self.last_outcome, ended=True)
+            self._leave()
+            services.reports.session_settled(self.session_id, self.last_outcome, ended=True)
             try:
                 await self._close_harness()
             finally:
                 if hold is not None:
-                    self._host.services.bus.release(hold)
+                    services.bus.release(hold)
+                self.state = ActorState.DONE
                 self.done.set()
+
+    def _leave(self) -> None:
+        """Take no more work: the runtime starts a successor for the next."""
+        if self.state is not ActorState.STOPPED:
+            self.state = ActorState.LEAVING
+        self._services.reports.actor_left(self)
 
     async def _loop(self, nursery: trio.Nursery) -> None:
         while True:
-            self._start_held(nursery)
+            self._held.start_waiting(nursery)
             if self._pending:
                 await self._run_turn()
                 continue
@@ -232,8 +280,7 @@ class SessionActor(HeldWork):
                 # Decided synchronously: from here no message can reach this actor;
                 # the runtime starts a new one for the next message. Its services (MCP
                 # connections) close with it.
-                self.leaving = True
-                self._host.actor_left(self)
+                self._leave()
                 if self._tools is not None:
                     self._tools.close_services()
                 return
@@ -248,7 +295,7 @@ class SessionActor(HeldWork):
         """
         if self._settle_due and self._quiescent():
             self._settle_due = False
-            self._host.session_settled(self.session_id, self.last_outcome)
+            self._services.reports.session_settled(self.session_id, self.last_outcome)
 
     def _quiescent(self) -> bool:
         """No turn, message, inbox notice, background task or child work is pending."""
@@ -259,7 +306,7 @@ class SessionActor(HeldWork):
     async def _inbox_notice(self) -> MessageItem | None:
         """Drain the inbox into a message for a wake-up turn (None if it is empty)."""
         tools = await self._session_tools()
-        store = self._host.services.store
+        store = self._services.store
         notice: list[MessageItem] = []
 
         async def store_notice(lines: list[str]) -> None:
@@ -286,16 +333,18 @@ class SessionActor(HeldWork):
         async with self._building_tools:
             if self._tools is None:
                 assert self._tasks is not None and self._work is not None
-                self._tools = await self._host.make_tools(self.session_id, self._tasks, self._work)
+                builder = self._services.builder
+                self._tools = await builder.make_tools(self.session_id, self._tasks, self._work)
             return self._tools
 
     async def _run_turn(self) -> None:
         messages, self._pending = self._pending, []
         ids = [m.id for m in messages]
-        turn = Turn(self.session_id, self.harness_name, self._host.services)
+        services = self._services
+        turn = Turn(self.session_id, self.harness_name, services)
         self._turn = turn
-        self._host.messages_taken(ids, turn.response_id)
-        store = self._host.services.store
+        services.reports.messages_taken(ids, turn.response_id)
+        store = services.store
         taken = False
 
         async def prepare() -> tuple[Harness, TurnRequest]:
@@ -303,11 +352,11 @@ class SessionActor(HeldWork):
             # The turn's ``running`` status must be durable before its messages stop
             # being pending: a crash in between would leave a session stored idle
             # whose messages no turn answers and no recovery finds.
-            await self._host.services.bus.flush()
+            await services.bus.flush()
             await store.move_items_to_end(self.session_id, ids, taken_by=turn.response_id)
             taken = True
             exclude = set(ids) | self.pending_ids()
-            history = await self._host.histories.get(self.session_id, exclude)
+            history = await services.histories.get(self.session_id, exclude)
             self._history = history
             before, images = history.items(), history.image_positions()
             for message in messages:  # history from the next turn on
@@ -316,12 +365,12 @@ class SessionActor(HeldWork):
             turn.bind(tools, self.take_injections, self.wait_for_injection, history)
             assert self._nursery is not None
             await tools.start_services(self._nursery)  # MCP servers, on the first turn
-            request = await self._host.build_request(
-                self, turn.response_id, messages, before, images
+            request = await services.builder.build_request(
+                self.session_id, tools, turn.response_id, messages, before, images
             )
             if self._harness is None:
-                self._harness, self.harness_name = await self._host.make_harness(
-                    self.session_id, await self._session_tools()
+                self._harness, self.harness_name = await services.builder.make_harness(
+                    self.session_id, tools
                 )
                 turn.harness_name = self.harness_name
             await self._announce()
@@ -343,13 +392,13 @@ class SessionActor(HeldWork):
 
     async def _settle_messages(self, ids: list[str]) -> None:
         try:
-            await self._host.services.store.settle_items(self.session_id, ids)
+            await self._services.store.settle_items(self.session_id, ids)
         except Exception:
             log.warning("could not settle messages of %s", self.session_id, exc_info=True)
 
     async def _announce(self) -> None:
         try:
-            await self._host.turn_changed(self.session_id)
+            await self._services.reports.turn_changed(self.session_id)
         except Exception:
             log.warning("could not tell the parent of %s", self.session_id, exc_info=True)
 

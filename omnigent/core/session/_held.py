@@ -7,11 +7,10 @@ multi-round-trip tool calls). Being in the actor's nursery, each keeps the actor
 while it lasts and is cancelled by a stop, a delete or shutdown; one that a stop finds
 not yet started is withdrawn.
 
-:class:`HeldWork` is a mixin of :class:`~._actor.SessionActor`. It is apart from the
-actor because it is a job of its own with state of its own (what waits to be started,
-the held calls by id); the actor's part is to start what waits on each pass of its
-loop (:meth:`HeldWork._start_held`) and to withdraw it on a stop
-(:meth:`HeldWork._withdraw_held`).
+:class:`HeldWork` is owned by its :class:`~._actor.SessionActor`: a job of its own with
+state of its own (what waits to be started, the held calls by id). The actor's part is
+to start what waits on each pass of its loop (:meth:`HeldWork.start_waiting`) and to
+withdraw it on a stop (:meth:`HeldWork.withdraw`).
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ import trio
 
 from ...errors import HarnessError
 from ...model import ElicitationParams
+from ..asking import Elicitations
 from ..tools import SessionTools
 from ..work import EXPIRED, HeldToolCall
-from ._host import SessionHost
 
 __all__ = ["HeldElicitation", "HeldWork"]
 
@@ -42,20 +41,31 @@ class HeldElicitation:
 
 
 class HeldWork:
-    """The held elicitations and tool calls of a session actor (a mixin of it)."""
+    """The held elicitations and tool calls of one session actor.
 
-    # The actor's own, shared with these methods (see SessionActor).
-    session_id: str
-    _host: SessionHost
-    _nursery: trio.Nursery | None
-    _wakeup: trio.Event
-    _session_tools: Callable[[], Awaitable[SessionTools]]
+    Args:
+        session_id: the session.
+        elicitations: where a held elicitation is opened.
+        tools: the session's tool set (built on first use by the actor).
+        wake: wakes the actor's loop (something waits to be started, or ended).
+    """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        elicitations: Elicitations,
+        *,
+        tools: Callable[[], Awaitable[SessionTools]],
+        wake: Callable[[], None],
+    ) -> None:
+        self._session_id = session_id
+        self._elicitations = elicitations
+        self._tools = tools
+        self._wake = wake
         self._to_hold: list[HeldElicitation] = []
         self._to_call: list[HeldToolCall] = []
         # Held tool calls by id, from start until collected or expired.
-        self.held_calls: dict[str, HeldToolCall] = {}
+        self.calls: dict[str, HeldToolCall] = {}
 
     def hold_elicitation(self, params: ElicitationParams) -> HeldElicitation:
         """Open an elicitation held by the session's nursery until it is answered.
@@ -65,56 +75,54 @@ class HeldWork:
         """
         held = HeldElicitation(params)
         self._to_hold.append(held)
-        self._wakeup.set()
+        self._wake()
         return held
 
     def hold_tool_call(self, call: HeldToolCall) -> None:
         """Run ``call`` in the session's nursery (see :class:`HeldToolCall`)."""
         self._to_call.append(call)
-        self.held_calls[call.call_id] = call
-        self._wakeup.set()
+        self.calls[call.call_id] = call
+        self._wake()
 
-    def _withdraw_held(self) -> None:
+    def withdraw(self) -> None:
         """A stop: what waits to be started never runs (each waiter is told so)."""
         for held in self._to_hold:
             held.started.set()
         self._to_hold.clear()
         for call in self._to_call:
             call.finish(_STOPPED)
-            self.held_calls.pop(call.call_id, None)
+            self.calls.pop(call.call_id, None)
         self._to_call.clear()
 
-    def _start_held(self, nursery: trio.Nursery) -> None:
+    def start_waiting(self, nursery: trio.Nursery) -> None:
         """Start, in the actor's nursery, every held elicitation and call that waits."""
         while self._to_hold:
             nursery.start_soon(self._hold, self._to_hold.pop(0))
         while self._to_call:
-            nursery.start_soon(self._run_held_call, self._to_call.pop(0))
+            nursery.start_soon(self._run_call, self._to_call.pop(0), nursery)
 
     async def _hold(self, held: HeldElicitation) -> None:
-        elicitations = self._host.services.elicitations
         try:
-            async with elicitations.open(
-                self.session_id, held.params, mark_waiting=False
+            async with self._elicitations.open(
+                self._session_id, held.params, mark_waiting=False
             ) as waiter:
                 held.elicitation_id = waiter.request.elicitation_id
                 held.started.set()
                 await waiter.done.wait()
         finally:
             held.started.set()
-            self._wakeup.set()  # the actor may have no work left
+            self._wake()  # the actor may have no work left
 
-    async def _run_held_call(self, call: HeldToolCall) -> None:
+    async def _run_call(self, call: HeldToolCall, nursery: trio.Nursery) -> None:
         """Run a held call, then keep it until its output is collected (or it expires).
 
         Outside any turn: its ASKs do not change the session's status.
         """
         try:
             with trio.move_on_after(call.ttl):
-                tools = await self._session_tools()
-                assert self._nursery is not None
+                tools = await self._tools()
                 try:
-                    await tools.start_services(self._nursery)
+                    await tools.start_services(nursery)
                     output = await tools.call(
                         call.name, call.arguments, in_turn=False, on_ask=call.note_ask
                     )
@@ -125,5 +133,5 @@ class HeldWork:
         finally:
             if not call.done:
                 call.finish(EXPIRED)
-            self.held_calls.pop(call.call_id, None)
-            self._wakeup.set()  # the actor may have no work left
+            self.calls.pop(call.call_id, None)
+            self._wake()  # the actor may have no work left

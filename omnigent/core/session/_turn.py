@@ -54,12 +54,10 @@ from ...model import (
     item_text,
     unstructure,
 )
-from ...stores import Store
-from ..asking import Elicitations
-from ..bus import EventBus
 from ..tools import SessionTools
 from ..work import TurnOutcome
 from ._history import History
+from ._services import ActorServices
 
 __all__ = [
     "CRASHED_MESSAGE",
@@ -124,19 +122,10 @@ def describe_failure(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(CRASHED_MESSAGE, "harness_crashed")
 
 
-@attrs.define(eq=False)
-class TurnServices:
-    """What a turn needs from its runtime."""
-
-    store: Store
-    bus: EventBus
-    elicitations: Elicitations
-
-
 class Turn:
     """A running turn, and the context its harness talks to."""
 
-    def __init__(self, session_id: str, harness_name: str, services: TurnServices) -> None:
+    def __init__(self, session_id: str, harness_name: str, services: ActorServices) -> None:
         self.session_id = session_id
         self.response_id = new_id("resp")
         self.harness_name = harness_name

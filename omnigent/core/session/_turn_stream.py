@@ -5,7 +5,7 @@ session's :class:`~omnigent.core.bus._subscription.Subscription`, ended after th
 terminal event of the turn that handled the message (its ``response.*``), or after the
 session's terminal status when a stop dropped the message before any turn took it.
 
-Which turn took the message is known locally (``host.watched``, filled in by the turn
+Which turn took the message is known locally (``watched``, filled in by the turn
 that takes it) or, when another server ran that turn, from the store
 (:meth:`~omnigent.stores.Store.item_taken_by`). Each event is handed out first and
 decided about on the next call — the client sees a terminal event without waiting

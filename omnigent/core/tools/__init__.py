@@ -2,12 +2,15 @@
 
 :class:`SessionTools` builds a session's tool set (built-in ``sys_*`` tools, registered
 Python tools, MCP tools, orchestration tools) and runs each call through the
-:class:`PolicyEngine` (ALLOW, DENY, ASK). The orchestration tools (``sys_session_*``,
-``sys_agent_*``) are functions over the runtime's orchestration object, which they see
-only as a type.
+:class:`PolicyEngine` (ALLOW, DENY, ASK); what every session's tools stand on is one
+frozen :class:`ToolServices`, built by the runtime. The orchestration tools
+(``sys_session_*``, ``sys_agent_*``) act only through :class:`SessionControl`, a narrow
+interface the runtime implements: this package never imports the runtime.
 """
 
 from ._agent_args import SendArgs, TypedError, is_closed, parse_send, split_title, visible_title
+from ._client_tools import ClientTool, ClientTools
+from ._control import ChildClaims, SessionControl
 from ._place import ToolPlace, working_directory
 from ._policies import (
     PHASE_TOOL_CALL,
@@ -21,25 +24,27 @@ from ._policies import (
 )
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._policy_event import WirePolicyEvent
-from ._provided import ProvidedTool, ToolProviders
 from ._registry import Tool, ToolRegistry
-from ._session_tools import SessionTools
+from ._session_tools import SessionTools, ToolServices
 
 __all__ = [
     "PHASE_TOOL_CALL",
     "PHASE_TOOL_RESULT",
+    "ChildClaims",
+    "ClientTool",
+    "ClientTools",
     "PolicyAllowlist",
     "PolicyEngine",
     "PolicyEvent",
     "PolicyFunction",
     "PolicyFunctions",
-    "ProvidedTool",
     "SendArgs",
+    "SessionControl",
     "SessionTools",
     "Tool",
     "ToolPlace",
-    "ToolProviders",
     "ToolRegistry",
+    "ToolServices",
     "TypedError",
     "Verdict",
     "WirePolicyEvent",

@@ -78,9 +78,11 @@ def _only_keys(args: Mapping[str, Any], tool: str, allowed: set[str]) -> str | N
 
 
 def orchestrated(run: Any) -> Builtin:
+    """The adapter of one orchestration tool: it acts through the session's control."""
+
     async def call(tools: SessionTools, args: dict[str, Any]) -> str:
-        assert tools.orchestration is not None
-        output: str = await run(tools.orchestration, tools, args)
+        assert tools.control is not None  # offered only with a control
+        output: str = await run(tools.control, tools, args)
         return output
 
     return call

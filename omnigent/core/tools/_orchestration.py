@@ -17,17 +17,20 @@ from ...spec import AgentSpec
 from . import _orchestration_agents as agents
 from . import _orchestration_manage as manage
 from . import _orchestration_reads as reads
+from ._control import SessionControl
+from ._orchestration_send import send
 
 if TYPE_CHECKING:
-    from ..runtime import Orchestration
     from ._session_tools import SessionTools
 
 __all__ = ["DISPATCH_TOOLS", "SPAWN_TOOLS", "TOOLS", "granted_tools"]
 
-Run = Callable[["Orchestration", "SessionTools", Any], Awaitable[str]]
+Run = Callable[[SessionControl, "SessionTools", Any], Awaitable[str]]
+"""One orchestration tool: the control, the caller's tools and the raw arguments in,
+the tool's output out."""
 
 TOOLS: dict[str, Run] = {
-    "sys_session_send": lambda o, t, a: o.send(t, a),
+    "sys_session_send": send,
     "sys_session_create": manage.create,
     "sys_session_list": reads.session_list,
     "sys_session_get_history": reads.session_get_history,

@@ -1,7 +1,7 @@
 """The orchestration tools about agents and models: get, list, download, list models.
 
-Each function is one tool call from a calling session over the runtime's
-:class:`~._orchestration.Orchestration`, and answers the tool's output string. Files
+Each function is one tool call from a calling session, acting through
+:class:`~._control.SessionControl`, and answers the tool's output string. Files
 are read and written inside the caller's working directory only
 (:mod:`omnigent.core.tools._agent_files`).
 """
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...errors import ConfigError, NotFound, OmnigentError
-from ...providers import Worker, list_models, load_provider_config
+from ...errors import ConfigError, OmnigentError
+from ...providers import Worker, list_models
 from ...spec import AgentSpec
 from ...tools import ArgField, ToolError, check_args, non_empty_string
 from ._agent_args import TypedError
@@ -26,56 +26,53 @@ from ._agent_files import (
     spec_text,
     write_beneath,
 )
+from ._control import SessionControl
 
 if TYPE_CHECKING:
-    from ..runtime import Orchestration
     from ._session_tools import SessionTools
 
 __all__ = ["agent_download", "agent_get", "agent_list", "sys_list_models", "workers_of"]
 
 
-def _describe(spec: AgentSpec, orch: Orchestration, **extra: Any) -> dict[str, Any]:
+def _describe(spec: AgentSpec, control: SessionControl, **extra: Any) -> dict[str, Any]:
     return {
         "name": spec.name,
         "description": spec.description,
-        "harness": orch.host.harness_of(spec, None, strict=False),
+        "harness": control.harness_of(spec, strict=False),
         "model": spec.model,
         **extra,
     }
 
 
 async def _find_agent(
-    orch: Orchestration, tools: SessionTools, ref: str
+    control: SessionControl, tools: SessionTools, ref: str
 ) -> tuple[dict[str, Any], AgentSpec]:
     """One of the caller's sub-agents by name, else a registered agent by id or name."""
     for sub in tools.spec.sub_agents:
         if sub.name == ref:
             granted = ref in tools.spec.granted_sub_agents()
-            return _describe(sub, orch, source="sub_agent", granted=granted), sub
-    for lookup in (orch.agents.get, orch.agents.get_by_name):
-        try:
-            agent = await lookup(ref)
-        except NotFound:
-            continue
-        spec = await orch.host.agent_spec(agent.id, agent.version)
-        described = _describe(
-            spec, orch, source="registered", agent_id=agent.id, version=agent.version
-        )
-        return described, spec
-    raise TypedError("agent_not_found", f"no agent {ref!r} (sys_agent_list lists them)")
+            return _describe(sub, control, source="sub_agent", granted=granted), sub
+    agent = await control.find_agent(ref)
+    if agent is None:
+        raise TypedError("agent_not_found", f"no agent {ref!r} (sys_agent_list lists them)")
+    spec = await control.agent_spec(agent)
+    described = _describe(
+        spec, control, source="registered", agent_id=agent.id, version=agent.version
+    )
+    return described, spec
 
 
-async def agent_get(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def agent_get(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_agent_get``: one of the caller's sub-agents, or a registered agent."""
     try:
         args = check_args("sys_agent_get", raw, (ArgField("agent_id", non_empty_string, True),))
-        described, _ = await _find_agent(orch, tools, args["agent_id"])
+        described, _ = await _find_agent(control, tools, args["agent_id"])
         return json.dumps(described)
     except ToolError as exc:
         return exc.render()
 
 
-async def agent_list(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def agent_list(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_agent_list``: sub-agents, registered agents and the local folder's specs.
 
     A source that fails is reported under ``errors`` and the others still answer.
@@ -86,12 +83,12 @@ async def agent_list(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
         return exc.render()
     granted = tools.spec.granted_sub_agents()
     agents = [
-        _describe(sub, orch, source="sub_agent", granted=sub.name in granted)
+        _describe(sub, control, source="sub_agent", granted=sub.name in granted)
         for sub in tools.spec.sub_agents
     ]
     errors: list[dict[str, str]] = []
     try:
-        for agent in await orch.agents.list():
+        for agent in await control.list_agents():
             agents.append(
                 {
                     "name": agent.name,
@@ -107,14 +104,14 @@ async def agent_list(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
         errors.append({"source": "registered", "message": f"{type(exc).__name__}: {exc}"})
     try:
         local, problems = await trio.to_thread.run_sync(local_specs, await tools.cwd())
-        agents += [_describe(spec, orch, source="local", path=path) for path, spec in local]
+        agents += [_describe(spec, control, source="local", path=path) for path, spec in local]
         errors += problems
     except Exception as exc:
         errors.append({"source": "local", "message": f"{type(exc).__name__}: {exc}"})
     return json.dumps({"agents": agents, "errors": errors})
 
 
-async def agent_download(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def agent_download(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_agent_download``: an agent's spec, written under ``.omnigent/agents``.
 
     A path in the file name is refused, and so is a destination a symlink would take
@@ -129,7 +126,7 @@ async def agent_download(orch: Orchestration, tools: SessionTools, raw: Any) -> 
                 ArgField("filename", plain_filename),
             ),
         )
-        _, spec = await _find_agent(orch, tools, args["agent_id"])
+        _, spec = await _find_agent(control, tools, args["agent_id"])
         filename = args.get("filename") or f"{spec.name}.yaml"
         relative = str(AGENTS_FOLDER / filename)
         text = spec_text(spec, filename)
@@ -139,7 +136,7 @@ async def agent_download(orch: Orchestration, tools: SessionTools, raw: Any) -> 
     return json.dumps({"downloaded": True, "agent": spec.name, "path": relative, "bytes": written})
 
 
-def workers_of(orch: Orchestration, spec: AgentSpec | None) -> list[Worker]:
+def workers_of(control: SessionControl, spec: AgentSpec | None) -> list[Worker]:
     """``self`` and each sub-agent of ``spec``, as the model catalog sees them.
 
     Raises:
@@ -151,11 +148,11 @@ def workers_of(orch: Orchestration, spec: AgentSpec | None) -> list[Worker]:
             "session has none"
         )
     workers = []
-    registry = orch.host.harnesses
+    registry = control.harnesses
     for name, worker in (("self", spec), *((s.name, s) for s in spec.sub_agents)):
         config = worker.executor.config
         try:
-            harness = orch.host.harness_of(worker, None)
+            harness = control.harness_of(worker)
             info = registry.info(harness)
         except OmnigentError as exc:
             workers.append(Worker(name, worker.harness, config.model, unavailable=exc.message))
@@ -170,7 +167,7 @@ def workers_of(orch: Orchestration, spec: AgentSpec | None) -> list[Worker]:
                 guard=None if rule is None else functools.partial(rule.refusal, harness),
                 examples=rule.examples if rule is not None else (),
                 accepts_model=info.accepts_model,
-                unavailable=orch.host.harnesses.unavailable_reason(harness),
+                unavailable=registry.unavailable_reason(harness),
             )
         )
     return workers
@@ -182,7 +179,7 @@ def _names(value: Any) -> str | None:
     return "must be an array of at most 100 strings"
 
 
-async def sys_list_models(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def sys_list_models(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_list_models``: per worker, the models it can be asked to run."""
     try:
         args = check_args(
@@ -190,9 +187,9 @@ async def sys_list_models(orch: Orchestration, tools: SessionTools, raw: Any) ->
             raw,
             (ArgField("workers", _names), ArgField("model_ids", _names)),
         )
-        workers = workers_of(orch, tools.spec)
+        workers = workers_of(control, tools.spec)
         try:
-            config = await trio.to_thread.run_sync(load_provider_config, orch.home)
+            config = await control.provider_config()
         except ConfigError as exc:
             raise ToolError(f"cannot read the provider configuration: {exc.message}") from None
     except ToolError as exc:

@@ -1,7 +1,7 @@
 """The orchestration tools that manage children: create, cancel, close — and share.
 
-Each function is one tool call from a calling session over the runtime's
-:class:`~._orchestration.Orchestration`, and answers the tool's output string.
+Each function is one tool call from a calling session, acting through
+:class:`~._control.SessionControl`, and answers the tool's output string.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...errors import Forbidden, NotFound, OmnigentError
+from ...errors import Forbidden, OmnigentError
 from ...model import Agent
 from ...tools import ArgField, ToolError, check_args, non_empty_string
 from ..asking import PUBLIC, check_level
@@ -28,9 +28,10 @@ from ._agent_args import (
     split_title,
 )
 from ._agent_files import read_spec
+from ._control import SessionControl
+from ._orchestration_send import dispatch_to, model_for, tree_target
 
 if TYPE_CHECKING:
-    from ..runtime import Orchestration
     from ._session_tools import SessionTools
 
 __all__ = ["CANCEL_WAIT", "cancel_task", "close", "create", "session_share"]
@@ -39,44 +40,39 @@ __all__ = ["CANCEL_WAIT", "cancel_task", "close", "create", "session_share"]
 CANCEL_WAIT = 10.0
 
 
-async def create(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def create(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_session_create``: a child of a registered agent or of a spec file."""
     try:
         args = parse_create(raw)
-        caller = await orch.caller(tools)
+        caller = await control.row(tools.session_id)
         if args.config_path is not None:
             spec = await trio.to_thread.run_sync(read_spec, await tools.cwd(), args.config_path)
             try:
                 # A spec file in the workspace is the model's (or a client's) writing,
                 # not the operator's: it may not name programs to run.
-                agent = await orch.agents.create(spec, caller.owner, from_client=True)
+                agent = await control.register_agent(spec, caller.owner)
             except Forbidden as exc:
                 raise TypedError("access_denied", exc.message) from None
             except OmnigentError as exc:
                 raise ToolError(f"cannot register {args.config_path}: {exc.message}") from None
         else:
             assert args.agent_id is not None
-            agent = await _registered(orch, args.agent_id)
-        spec = await orch.host.agent_spec(agent.id, agent.version)
-        model = await orch.model_for(agent.name, spec, args.model)
+            agent = await _registered(control, args.agent_id)
+        spec = await control.agent_spec(agent)
+        model = await model_for(control, agent.name, spec, args.model)
         try:
-            snapshot = await orch.sessions.create(
+            child = await control.create_child(
+                caller,
                 agent.id,
+                agent.version,
                 title=args.title,
-                parent_session_id=caller.id,
-                harness_override=None,
                 model_override=model,
-                labels=None,
-                initial_items=(),
-                owner=caller.owner,
-                viewer=None,
-                agent_version=agent.version,
                 cwd=str(await tools.cwd()),  # a child works where its parent works
             )
         except OmnigentError as exc:
             raise ToolError(f"could not create the session: {exc.message}") from None
         handle: dict[str, Any] = {
-            "conversation_id": snapshot.id,
+            "conversation_id": child.id,
             "kind": "sub_agent",
             "agent_id": agent.id,
             "agent_name": agent.name,
@@ -84,10 +80,9 @@ async def create(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
             "status": "created",
         }
         if args.message is not None:
-            child = await orch.sessions.row(snapshot.id)
             sent = json.loads(
-                await orch.dispatch(
-                    tools, caller, child, agent.name, args.title or "", args.message
+                await dispatch_to(
+                    control, tools, caller, child, agent.name, args.title or "", args.message
                 )
             )
             handle.update(task_id=sent["task_id"], status="launching", message=sent["message"])
@@ -96,29 +91,25 @@ async def create(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
         return exc.render()
 
 
-async def _registered(orch: Orchestration, agent_id: str) -> Agent:
-    for lookup in (orch.agents.get, orch.agents.get_by_name):
-        try:
-            return await lookup(agent_id)
-        except NotFound:
-            continue
-    raise TypedError("agent_not_found", f"no agent {agent_id!r} (sys_agent_list lists them)")
+async def _registered(control: SessionControl, agent_id: str) -> Agent:
+    agent = await control.find_agent(agent_id)
+    if agent is None:
+        raise TypedError("agent_not_found", f"no agent {agent_id!r} (sys_agent_list lists them)")
+    return agent
 
 
-async def cancel_task(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def cancel_task(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_cancel_task``: stop a sub-agent's work (or a background task)."""
     try:
         task_id = parse_cancel(raw)
     except ToolError as exc:
         return exc.render()
-    dispatch = orch.host.subagents.open_for(task_id)
+    dispatch = control.open_dispatch(task_id)
     if dispatch is not None and dispatch.row.parent_session_id == tools.session_id:
-        return await _cancel(orch, dispatch, task_id)
+        return await _cancel(control, dispatch, task_id)
     if tools.cancel_background(task_id):
         return json.dumps({"cancelled": True, "task_id": task_id, "status": "cancelled"})
-    done = await orch.store.list_work(
-        parent_session_id=tools.session_id, child_session_id=task_id, open_only=False
-    )
+    done = await control.dispatches(tools.session_id, task_id)
     if done:
         status = done[-1].status
         return json.dumps(
@@ -135,8 +126,8 @@ def _cancel_answer(task_id: str, status: str) -> str:
     return json.dumps({"cancelled": status == "cancelled", "task_id": task_id, "status": status})
 
 
-async def _cancel(orch: Orchestration, dispatch: Dispatch, task_id: str) -> str:
-    orch.host.subagents.cancel(dispatch)
+async def _cancel(control: SessionControl, dispatch: Dispatch, task_id: str) -> str:
+    control.cancel_dispatch(dispatch)
     with trio.move_on_after(CANCEL_WAIT):
         await dispatch.done.wait()
     if dispatch.done.is_set() and dispatch.result is not None:
@@ -160,11 +151,11 @@ async def _cancel(orch: Orchestration, dispatch: Dispatch, task_id: str) -> str:
     )
 
 
-async def close(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def close(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_session_close``: retire a sub-agent session in the caller's tree."""
     try:
-        caller = await orch.caller(tools)
-        target = await orch.tree_target(caller, raw, "sys_session_close")
+        caller = await control.row(tools.session_id)
+        target = await tree_target(control, caller, raw, "sys_session_close")
         if target.parent_session_id is None or target.sub_agent is None:
             raise TypedError(
                 "session_not_a_sub_agent",
@@ -182,21 +173,17 @@ async def close(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
         }
         if is_closed(target.labels, target.title):
             return json.dumps({**answer, "already_closed": True})
-        actor = orch.host.actors.get(target.id)
-        if orch.host.subagents.open_for(target.id) is not None or (
-            actor is not None and actor.busy
-        ):
+        if control.open_dispatch(target.id) is not None or control.busy(target.id):
             raise TypedError(
                 "sub_agent_busy",
                 f"{target.id!r} is still working; wait for its result or stop it with "
                 "sys_cancel_task, then close it",
             )
-        await orch.store.update_session(
-            target.id,
-            title=closed_title(target.title, target.id),
-            labels={**target.labels, CLOSED_LABEL: "true"},
+        await control.retitle(
+            target,
+            closed_title(target.title, target.id),
+            {**target.labels, CLOSED_LABEL: "true"},
         )
-        await orch.host.turn_changed(target.id)
         return json.dumps(answer)
     except ToolError as exc:
         return exc.render()
@@ -209,16 +196,16 @@ _SHARE_FIELDS = (
 )
 
 
-async def session_share(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def session_share(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_session_share``: offered only when the spec's ``agent_session_sharing``
     allows it; this session or one of its descendants, at read, edit or manage."""
     try:
-        return await _share(tools, raw)
+        return await _share(control, tools, raw)
     except ToolError as exc:
         return exc.render()
 
 
-async def _share(tools: SessionTools, raw: Any) -> str:
+async def _share(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     sharing = tools.spec.agent_session_sharing
     args = check_args("sys_session_share", raw, _SHARE_FIELDS)
     user_id, target = args["user_id"], args.get("session_id", tools.session_id)
@@ -227,10 +214,10 @@ async def _share(tools: SessionTools, raw: Any) -> str:
             f"this agent may not make sessions public (agent_session_sharing: {sharing})"
         )
     level = parse_level(args.get("level", "read"))
-    if target != tools.session_id and target not in await tools.descendants():
+    if target != tools.session_id and target not in await control.descendant_ids(tools.session_id):
         raise ToolError("only this session and its sub-sessions can be shared")
     try:
-        grant = await tools.permissions.grant(target, user_id, check_level(level, user_id))
+        grant = await control.grant(target, user_id, check_level(level, user_id))
     except OmnigentError as exc:
         raise ToolError(exc.message) from None
     names = {number: name for name, number in LEVELS.items()}

@@ -1,7 +1,7 @@
 """The orchestration tools that read sessions: list, history, info.
 
-Each function is one tool call from a calling session over the runtime's
-:class:`~._orchestration.Orchestration`, and answers the tool's output string.
+Each function is one tool call from a calling session, acting through
+:class:`~._control.SessionControl`, and answers the tool's output string.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from ...model import (
     Item,
     MessageItem,
     item_text,
-    structure,
 )
 from ...stores import SessionRow
 from ...tools import ArgField, ToolError, check_args, non_empty_string
 from ..asking import READ
 from ._agent_args import TypedError, is_closed, parse_history, split_title, visible_title
+from ._control import SessionControl
+from ._orchestration_send import tree_target
 
 if TYPE_CHECKING:
-    from ..runtime import Orchestration
     from ._session_tools import SessionTools
 
 __all__ = [
@@ -60,16 +60,16 @@ def _named(row: SessionRow) -> dict[str, Any] | None:
     return {"agent": agent, "title": title, "conversation_id": row.id}
 
 
-async def session_list(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def session_list(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_session_list``: the caller's open sub-agents, and the sessions it can access."""
     try:
         args = check_args("sys_session_list", raw, (ArgField("agent_name", non_empty_string),))
-        caller = await orch.caller(tools)
+        caller = await control.row(tools.session_id)
     except ToolError as exc:
         return exc.render()
-    sub_agents = [entry for row in await orch.children(caller.id) if (entry := _named(row))]
+    sub_agents = [entry for row in await control.children(caller.id) if (entry := _named(row))]
     if caller.parent_session_id is not None:
-        parent = await orch.store.get_session(caller.parent_session_id)
+        parent = await control.find_session(caller.parent_session_id)
         if parent is not None:
             sub_agents.append(
                 {
@@ -78,17 +78,13 @@ async def session_list(orch: Orchestration, tools: SessionTools, raw: Any) -> st
                     "conversation_id": parent.id,
                 }
             )
-            for row in await orch.children(parent.id):
+            for row in await control.children(parent.id):
                 entry = _named(row)
                 if entry is not None and row.id != caller.id:
                     sub_agents.append(entry)
     try:
-        page = await orch.sessions.list(
-            agent_name=args.get("agent_name"),
-            parent_session_id=None,
-            limit=50,
-            after=None,
-            viewer=caller.owner,
+        page = await control.list_sessions(
+            viewer=caller.owner, agent_name=args.get("agent_name"), limit=50
         )
     except OmnigentError as exc:
         return f"Error: cannot list sessions: {exc.message}"
@@ -106,21 +102,20 @@ async def session_list(orch: Orchestration, tools: SessionTools, raw: Any) -> st
     return json.dumps({"sub_agents": sub_agents, "sessions": sessions, "has_more": page.has_more})
 
 
-async def session_get_history(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def session_get_history(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_session_get_history``: a tree session's latest items, then its questions."""
     try:
         target_id, tail = parse_history(raw)
-        caller = await orch.caller(tools)
-        target = await orch.tree_target(
-            caller, {"conversation_id": target_id}, "sys_session_get_history"
+        caller = await control.row(tools.session_id)
+        target = await tree_target(
+            control, caller, {"conversation_id": target_id}, "sys_session_get_history"
         )
     except ToolError as exc:
         return exc.render()
-    page = await orch.store.list_items(target.id, order="desc", limit=tail)
     items: list[dict[str, Any]] = [
-        project_item(structure(row, Item)) for row in reversed(page.rows)
+        project_item(item) for item in await control.latest_items(target.id, tail)
     ]
-    for request in orch.host.services.elicitations.pending_for(target.id):
+    for request in control.pending_elicitations(target.id):
         params = request.params
         items.append(
             {
@@ -138,22 +133,22 @@ async def session_get_history(orch: Orchestration, tools: SessionTools, raw: Any
     )
 
 
-async def session_get_info(orch: Orchestration, tools: SessionTools, raw: Any) -> str:
+async def session_get_info(control: SessionControl, tools: SessionTools, raw: Any) -> str:
     """``sys_session_get_info``: metadata of a session the caller's user can read."""
     try:
         args = check_args("sys_session_get_info", raw, (ArgField("session_id", non_empty_string),))
-        caller = await orch.caller(tools)
+        caller = await control.row(tools.session_id)
     except ToolError as exc:
         return exc.render()
     target_id = args.get("session_id", caller.id)
-    target = await orch.store.get_session(target_id)
-    if target is None or target_id in orch.host.deleting:
+    target = await control.find_session(target_id)
+    if target is None:
         return TypedError("session_not_found", f"no session {target_id!r}").render()
-    if await orch.host.permissions.level(target, caller.owner) < READ:
+    if await control.access_level(target, caller.owner) < READ:
         return TypedError(
             "access_denied", f"the user behind this session may not read {target_id!r}"
         ).render()
-    snapshot = await orch.sessions.snapshot(target)
+    snapshot = await control.snapshot(target)
     agent, title = split_title(snapshot.title)
     return json.dumps(
         {

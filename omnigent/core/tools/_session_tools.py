@@ -11,11 +11,16 @@ is the one path every tool call takes, from a turn or a background task:
 2. ``PHASE_TOOL_CALL`` policies: DENY returns ``Error: denied by policy …`` and the tool
    never runs; ASK parks an elicitation and runs the tool only on ``accept``;
 3. run the tool — or the implementation a client supplies for this session
-   (:mod:`._provided`) — a failure is an ``Error: …`` string;
+   (:mod:`._client_tools`) — a failure is an ``Error: …`` string;
 4. ``PHASE_TOOL_RESULT`` policies may replace the output, or withhold it;
 5. after a write, edit, shell command or terminal input,
    ``session.changed_files.invalidated`` is published at most once per throttle
    window (leading edge).
+
+What every session's tools stand on — the registry, the store and bus, where tools
+act, the client-supplied tools and MCP servers, and the :class:`~._control.SessionControl`
+the orchestration tools act through — is built once by the runtime, in one frozen
+:class:`ToolServices`.
 """
 
 from __future__ import annotations
@@ -42,9 +47,9 @@ from ...spec import AgentSpec
 from ...stores import Store
 from ...tools import os as os_tools
 from ...tools import terminals as terminal_tools
-from ..asking import Elicitations, Permissions
+from ..asking import Elicitations
 from ..bus import EventBus
-from ..work import BackgroundTasks, ClientMcp, SessionTerminals, format_inbox, vet_inbox
+from ..work import BackgroundTasks, ChildWork, ClientMcp, SessionTerminals, format_inbox, vet_inbox
 from ._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
 from ._builtin import (
     ASYNC_TOOLS,
@@ -57,6 +62,8 @@ from ._builtin import (
     read_inbox,
     terminal_tool,
 )
+from ._client_tools import ClientTools, run_client_tool
+from ._control import ChildClaims, SessionControl
 from ._orchestration import TOOLS, granted_tools
 from ._place import ToolPlace, working_directory
 from ._policies import (
@@ -67,64 +74,88 @@ from ._policies import (
     Verdict,
     parse_policy_event,
 )
-from ._provided import ToolProviders, run_provided
 from ._registry import ToolRegistry, decode_arguments
 
 if TYPE_CHECKING:
     from ...mcp import McpServers
-    from ..runtime import Orchestration
-    from ..work import ChildWork
 
-__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
+__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools", "ToolServices"]
 
 CHANGED_FILES_WINDOW = 2.0
 
 OnAsk = Callable[[ElicitationRequest | None], None]
 
 
+@attrs.frozen(eq=False)
+class ToolServices:
+    """What the tools of every session of one runtime stand on (built once by it).
+
+    Attributes:
+        registry: the Python tools registered on the runtime.
+        store, bus, elicitations: where tools record, publish and ask.
+        place: where OS tools act.
+        tmux: the runtime's tmux server (terminals); None without one.
+        client_tools: tool implementations clients supply for their sessions.
+        client_mcp: MCP servers clients supply for their sessions.
+        control: what the orchestration tools act through (None: tools made
+            outside a runtime, which offer no orchestration tools).
+        claims: the children sends are working on (shared by every session).
+    """
+
+    registry: ToolRegistry
+    store: Store
+    bus: EventBus
+    elicitations: Elicitations
+    place: ToolPlace
+    tmux: terminal_tools.TmuxServer | None = None
+    client_tools: ClientTools = attrs.field(factory=ClientTools)
+    client_mcp: ClientMcp | None = None
+    control: SessionControl | None = None
+    claims: ChildClaims = attrs.field(factory=ChildClaims)
+
+
 class SessionTools:
-    """The tools of one session. Made by the runtime for each session actor."""
+    """The tools of one session. Made by the runtime for each session actor.
+
+    Args:
+        session_id: the session.
+        spec: the spec it runs (which tools it is offered).
+        services: what every session's tools stand on.
+        policies: the session's policy engine.
+        tasks: its background tasks (``sys_call_async``, terminals).
+        work: its dispatches to children (None for tools made outside an actor).
+        groups: where its shells' process groups are recorded.
+        session_cwd: the directory its client works in, if it named one.
+    """
 
     def __init__(
         self,
         *,
         session_id: str,
         spec: AgentSpec,
-        registry: ToolRegistry,
+        services: ToolServices,
         policies: PolicyEngine,
-        elicitations: Elicitations,
         tasks: BackgroundTasks,
-        store: Store,
-        bus: EventBus,
-        place: ToolPlace,
-        permissions: Permissions,
-        tmux: terminal_tools.TmuxServer | None = None,
-        session_cwd: str | None = None,
-        providers: ToolProviders | None = None,
-        client_mcp: ClientMcp | None = None,
         work: ChildWork | None = None,
-        orchestration: Orchestration | None = None,
         groups: TrackedGroups | None = None,
+        session_cwd: str | None = None,
     ) -> None:
         self.session_id = session_id
+        self.spec = spec
+        self._services = services
         self._session_cwd = Path(session_cwd) if session_cwd is not None else None
-        self._providers = providers
-        # MCP servers clients supply for this session while connected (ACP's).
-        self._client_mcp = client_mcp
+        self._policies = policies
+        self._tasks = tasks
         # The session's dispatches to its children, and what the orchestration
         # tools act through (both absent for tools made outside an actor).
         self.work = work
-        self.orchestration = orchestration
+        self.control = services.control
+        self.claims = services.claims
         self.groups = groups
-        self.spec = spec
-        self._registry = registry
-        self._policies = policies
-        self._elicitations = elicitations
-        self._tasks = tasks
-        self._store = store
-        self._bus = bus
-        self._place = place
-        self.permissions = permissions
+        self._registry = services.registry
+        self._elicitations = services.elicitations
+        self._store = services.store
+        self._bus = services.bus
         self._cwd: Path | None = None
         self._last_change = -math.inf
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
@@ -136,20 +167,20 @@ class SessionTools:
         self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, os_tool(name))
-        if orchestration is not None:
+        if self.control is not None:
             self._add_orchestration(spec)
         if spec.async_enabled:
             self._add("sys_call_async", SESSION_TOOL_SCHEMAS["sys_call_async"], call_async)
             self._add("sys_read_inbox", SESSION_TOOL_SCHEMAS["sys_read_inbox"], read_inbox)
             self._add("sys_cancel_async", SESSION_TOOL_SCHEMAS["sys_cancel_async"], cancel_async)
         self.terminals: SessionTerminals | None = None
-        if spec.terminals and tmux is not None:
+        if spec.terminals and services.tmux is not None:
             self.terminals = SessionTerminals(
                 session_id=session_id,
                 specs=spec.terminals,
-                server=tmux,
+                server=services.tmux,
                 tasks=tasks,
-                bus=bus,
+                bus=services.bus,
                 workdir=self.cwd,
             )
             for name, schema in terminal_tools.TERMINAL_TOOL_SCHEMAS.items():
@@ -183,10 +214,11 @@ class SessionTools:
             *(s for s in self._registry.schemas() if s.name not in self._builtins),
             *(self._mcp.schemas() if self._mcp is not None else ()),
         )
-        if self._client_mcp is None:
+        client_mcp = self._services.client_mcp
+        if client_mcp is None:
             return own
         taken = {s.name for s in own}
-        return (*own, *self._client_mcp.schemas(self.session_id, taken))
+        return (*own, *client_mcp.schemas(self.session_id, taken))
 
     def offers(self, name: str) -> bool:
         return (
@@ -197,9 +229,10 @@ class SessionTools:
         )
 
     def _client_server(self, name: str) -> McpServers | None:
-        if self._client_mcp is None:
+        client_mcp = self._services.client_mcp
+        if client_mcp is None:
             return None
-        return self._client_mcp.server_for(self.session_id, name)
+        return client_mcp.server_for(self.session_id, name)
 
     # -- services: the spec's MCP servers ----------------------------------------------
 
@@ -217,8 +250,8 @@ class SessionTools:
         """
         if self._mcp is not None:
             await self._mcp.start(nursery)
-        if self._client_mcp is not None:
-            await self._client_mcp.resume(self.session_id)
+        if self._services.client_mcp is not None:
+            await self._services.client_mcp.resume(self.session_id)
 
     @property
     def services_running(self) -> int:
@@ -241,7 +274,7 @@ class SessionTools:
         """
         if self._cwd is None:
             self._cwd = await working_directory(
-                self.spec, self._session_cwd, self._place, self.session_id
+                self.spec, self._session_cwd, self._services.place, self.session_id
             )
         return self._cwd
 
@@ -342,10 +375,10 @@ class SessionTools:
             return verdict.resolve(waiter.resolution.accepted, event)
 
     async def _run(self, name: str, args: dict[str, Any], in_turn: bool) -> str:
-        provided = self._providers.get(self.session_id, name) if self._providers else None
+        supplied = self._services.client_tools.get(self.session_id, name)
         builtin = self._builtins.get(name)
-        if provided is not None:
-            output = await run_provided(name, provided, args)
+        if supplied is not None:
+            output = await run_client_tool(name, supplied, args)
         elif builtin is None:
             if self._mcp is not None and self._mcp.offers(name):
                 return await self._mcp.call(name, args, in_turn=in_turn)
@@ -364,9 +397,6 @@ class SessionTools:
         if now - self._last_change >= CHANGED_FILES_WINDOW:
             self._last_change = now
             await self._bus.publish(self.session_id, ChangedFilesInvalidated())
-
-    async def descendants(self) -> list[str]:
-        return await self._store.descendant_ids(self.session_id)
 
     # -- used by the async tools -------------------------------------------------------
 

@@ -19,7 +19,15 @@ from ._client_mcp import (
 )
 from ._groups import RecordedGroups
 from ._held_calls import DEFAULT_TTL, EXPIRED, HeldToolCall
-from ._subagents import ChildWork, Dispatch, SubAgents, TurnOutcome, new_work_id, recover_work
+from ._subagents import (
+    ChildWork,
+    ChildWorkHooks,
+    Dispatch,
+    SubAgents,
+    TurnOutcome,
+    new_work_id,
+    recover_work,
+)
 from ._tasks import BackgroundTasks, format_inbox, vet_inbox
 from ._terminals import SessionTerminals
 from ._threads import CANCEL_GRACE, BlockingCalls
@@ -31,6 +39,7 @@ __all__ = [
     "BackgroundTasks",
     "BlockingCalls",
     "ChildWork",
+    "ChildWorkHooks",
     "ClientMcp",
     "ClientMcpReport",
     "Dispatch",

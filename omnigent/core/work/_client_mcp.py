@@ -33,7 +33,7 @@ indexes the open sets by session, for the tools and for stops; it owns no task.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,10 +47,10 @@ from ...harnesses.base import ToolSchema
 from ...model import ElicitationParams
 from ...processes import base_environment
 from ...spec import McpServerSpec
+from ..asking import Elicitations
 
 if TYPE_CHECKING:
     from ...mcp import McpServers
-    from ..runtime import ActorHost
 
 __all__ = [
     "MAX_CLIENT_SERVERS",
@@ -364,18 +364,23 @@ async def open_server_set(
             nursery.cancel_scope.cancel()
 
 
-def client_connection(host: ActorHost, session_id: str) -> Connect:
-    """How one client server of the session is connected (the ``mcp`` SDK's client)."""
+def client_connection(
+    session_id: str, *, elicitations: Elicitations, workdir: Callable[[], Awaitable[Path]]
+) -> Connect:
+    """How one client server of the session is connected (the ``mcp`` SDK's client).
+
+    Args:
+        session_id: the session the server serves.
+        elicitations: where the server's questions to a person are asked.
+        workdir: the session's working directory (where a stdio server runs).
+    """
     from ...mcp import McpServers  # the optional `mcp` extra
 
     async def ask(params: ElicitationParams, mark_waiting: bool) -> tuple[str, Any]:
-        answer = await host.services.elicitations.ask(session_id, params, mark_waiting=mark_waiting)
+        answer = await elicitations.ask(session_id, params, mark_waiting=mark_waiting)
         return answer.action, answer.content
 
-    async def cwd() -> Path:
-        return await host.workdir(session_id)
-
     def connect(spec: McpServerSpec) -> McpServers:
-        return McpServers((spec,), ask=ask, cwd=cwd, base_env=base_environment())
+        return McpServers((spec,), ask=ask, cwd=workdir, base_env=base_environment())
 
     return connect

@@ -51,6 +51,7 @@ from ..bus import EventBus
 __all__ = [
     "INTERRUPTED_WORK",
     "ChildWork",
+    "ChildWorkHooks",
     "Dispatch",
     "SubAgents",
     "new_work_id",
@@ -140,22 +141,17 @@ class TurnOutcome:
 
 
 class SubAgents:
-    """Every dispatch the runtime watches, by child and by message. Owned by the host.
+    """Every dispatch the runtime watches, by child and by message. Owned by the runtime.
 
     The actor hooks (:meth:`messages_taken`, :meth:`session_settled`) are synchronous
     and cheap when a session has no dispatch (one dict lookup).
     """
 
-    def __init__(self, store: Store, bus: EventBus, closing: Callable[[], bool]) -> None:
+    def __init__(self, store: Store, bus: EventBus) -> None:
         self._store = store
         self._bus = bus
-        self._closing = closing
         self._by_child: dict[str, Dispatch] = {}
         self._by_message: dict[str, Dispatch] = {}
-        # Set by the runtime: publish a session's summary on its parent; stop a
-        # session (its actor) and wait for it.
-        self.announce: Callable[[str], Awaitable[None]] = _nothing
-        self.stop_session: Callable[[str], Awaitable[None]] = _nothing
 
     @property
     def watching(self) -> int:
@@ -252,12 +248,6 @@ class SubAgents:
             return False
         dispatch.delivered = status
         await self._bus.publish(dispatch.row.parent_session_id, InboxUpdated(count=count))
-        try:
-            await self.announce(dispatch.child_id)
-        except NotFound:
-            pass  # the child is being deleted: there is nothing to show
-        except Exception:
-            log.warning("could not announce %s to its parent", dispatch.child_id, exc_info=True)
         return True
 
     def cancel(self, dispatch: Dispatch) -> None:
@@ -271,13 +261,21 @@ class SubAgents:
             dispatch.stop_child = True
         dispatch.scope.cancel()
 
-    @property
-    def closing(self) -> bool:
-        return self._closing()
 
+@attrs.frozen(eq=False)
+class ChildWorkHooks:
+    """What a dispatch watcher asks of the runtime, given once by it.
 
-async def _nothing(session_id: str) -> None:
-    return None
+    Attributes:
+        announce: publish a child's summary on its parent (its dispatch was delivered).
+        stop_session: stop a session (a cancelled dispatch's child) and wait for it.
+        closing: whether the runtime is shutting down (an unsettled dispatch is then
+            left open for the next start).
+    """
+
+    announce: Callable[[str], Awaitable[None]]
+    stop_session: Callable[[str], Awaitable[None]]
+    closing: Callable[[], bool]
 
 
 class ChildWork:
@@ -287,6 +285,7 @@ class ChildWork:
         session_id: the parent session.
         nursery: its actor's nursery (the watchers are its children).
         subagents: the runtime's registry.
+        hooks: what the watchers ask of the runtime.
         on_inbox: called after a result reaches the inbox (wakes the parent).
     """
 
@@ -295,11 +294,13 @@ class ChildWork:
         session_id: str,
         nursery: trio.Nursery,
         subagents: SubAgents,
+        hooks: ChildWorkHooks,
         on_inbox: Callable[[], None],
     ) -> None:
         self.session_id = session_id
         self._nursery = nursery
         self._subagents = subagents
+        self._hooks = hooks
         self._on_inbox = on_inbox
         self._running = 0
 
@@ -342,12 +343,14 @@ class ChildWork:
         delivered = False
         try:
             with trio.move_on_after(_CONCLUDE_TIMEOUT, shield=True):
-                if dispatch.result is None and self._subagents.closing:
+                if dispatch.result is None and self._hooks.closing():
                     return  # left open: the next start settles it (recover_work)
                 dispatch.settle("cancelled", "")
                 if dispatch.stop_child:
-                    await self._subagents.stop_session(dispatch.child_id)
+                    await self._hooks.stop_session(dispatch.child_id)
                 delivered = await self._subagents.finish(dispatch)
+                if delivered:
+                    await self._announce(dispatch.child_id)
         except Exception:
             log.exception("could not deliver %s", dispatch.row.work_id)
         finally:
@@ -356,6 +359,14 @@ class ChildWork:
             dispatch.done.set()
             if delivered:
                 self._on_inbox()
+
+    async def _announce(self, child_id: str) -> None:
+        try:
+            await self._hooks.announce(child_id)
+        except NotFound:
+            pass  # the child is being deleted: there is nothing to show
+        except Exception:
+            log.warning("could not announce %s to its parent", child_id, exc_info=True)
 
 
 async def recover_work(store: Store, bus: EventBus, sessions: set[str] | None = None) -> set[str]:

@@ -260,9 +260,9 @@ class AcpAgent:
             return relay
         assert self._client is not None
         relay = SessionRelay(self, snapshot.id, snapshot.cwd or cwd)
-        providers = client_tools(self.connection, relay, self._client)
+        supplied = client_tools(self.connection, relay, self._client)
         servers = offer.servers, self.client_mcp == "client"
-        await self.connection.nursery.start(relay.run, snapshot.last_event_id, providers, servers)
+        await self.connection.nursery.start(relay.run, snapshot.last_event_id, supplied, servers)
         self._relays[snapshot.id] = relay
         for request in snapshot.pending_elicitations:
             relay.ask(request)

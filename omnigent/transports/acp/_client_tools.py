@@ -24,7 +24,7 @@ from typing import Any, ParamSpec, Protocol
 
 import trio
 
-from ...core import ProvidedTool
+from ...core import ClientTool
 from ...rpc import ConnectionClosed, RpcConnection, RpcError
 from ._updates import Translator
 
@@ -64,19 +64,19 @@ class RelayView(Protocol):
 
 def client_tools(
     connection: RpcConnection, relay: RelayView, caps: ClientCapabilities
-) -> dict[str, ProvidedTool]:
+) -> dict[str, ClientTool]:
     """The session's tools the client will run (none without a working directory)."""
     if relay.cwd is None:
         return {}
     tools = _Tools(connection, relay, relay.cwd)
-    provided: dict[str, ProvidedTool] = {}
+    supplied: dict[str, ClientTool] = {}
     if caps.read:
-        provided["sys_os_read"] = tools.read
+        supplied["sys_os_read"] = tools.read
     if caps.write:
-        provided["sys_os_write"] = tools.write
+        supplied["sys_os_write"] = tools.write
     if caps.terminal:
-        provided["sys_os_shell"] = tools.shell
-    return provided
+        supplied["sys_os_shell"] = tools.shell
+    return supplied
 
 
 class _Invalid(Exception):

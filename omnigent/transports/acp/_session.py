@@ -9,7 +9,7 @@ elicitation of the session *and of its descendants* (their requests are mirrored
 this session's stream) into a ``session/request_permission`` request to the client.
 
 The relay is also where the connection's tool implementations live
-(:meth:`~omnigent.Runtime.open_tool_provider`: the editor's files and terminal) and
+(:meth:`~omnigent.Runtime.open_client_tools`: the editor's files and terminal) and
 the MCP servers the client passed for the session
 (:meth:`~omnigent.Runtime.open_client_mcp_servers`), so they are withdrawn — the
 servers' processes stopped — the moment the connection ends.
@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import trio
 
-from ...core import ClientMcpReport, ProvidedTool, Runtime, wants_content
+from ...core import ClientMcpReport, ClientTool, Runtime, wants_content
 from ...errors import OmnigentError
 from ...model import ElicitationRequest, Event, OutputTextDelta
 from ...rpc import ConnectionClosed, RpcConnection, RpcError
@@ -125,7 +125,7 @@ class SessionRelay:
     async def run(
         self,
         after: int,
-        providers: Mapping[str, ProvidedTool],
+        client_tools: Mapping[str, ClientTool],
         mcp: tuple[Sequence[McpServerSpec], bool] = ((), False),
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -135,7 +135,7 @@ class SessionRelay:
         ``mcp`` is the client's MCP servers and whether they come from a remote
         client (``from_client``); started once they are connected (or failed).
 
-        Cancellation: the subscription and the tool providers are released, and the
+        Cancellation: the subscription and the client tools are released, and the
         MCP servers stopped.
         """
         self.relayed_through = after
@@ -143,9 +143,9 @@ class SessionRelay:
         try:
             async with AsyncExitStack() as stack:
                 runtime = self._ctx.runtime
-                if providers:
+                if client_tools:
                     await stack.enter_async_context(
-                        runtime.open_tool_provider(self.session_id, providers)
+                        runtime.open_client_tools(self.session_id, client_tools)
                     )
                 servers, from_client = mcp
                 if servers:

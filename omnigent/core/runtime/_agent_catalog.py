@@ -1,7 +1,8 @@
 """Agent records: registration (with its checks) and the agent view.
 
-:class:`AgentCatalog` is owned by the runtime; it needs only the store and the actor
-host (for the spec cache and harness names), so the runtime reads as its API.
+:class:`AgentCatalog` is owned by the runtime; it needs only the store and the
+runtime's :class:`~._specs.AgentSpecs` (the spec cache, harness names and policy
+checks), so the runtime reads as its API.
 """
 
 from __future__ import annotations
@@ -16,17 +17,27 @@ from ...mcp import require_mcp
 from ...model import Agent
 from ...spec import AgentSpec, client_spec_problems, unbuilt_keys
 from ...stores import AgentRow, Store
-from ._host import ActorHost
+from ._specs import AgentSpecs
 
 __all__ = ["AgentCatalog"]
 
 
 class AgentCatalog:
-    """Registered agents and their versions. Owned by the ``Runtime``."""
+    """Registered agents and their versions. Owned by the ``Runtime``.
 
-    def __init__(self, store: Store, host: ActorHost) -> None:
+    Args:
+        store: where agent versions are kept.
+        specs: the spec cache, harness names and policy checks.
+        allowed_commands: programs a client's spec may name (see
+            :mod:`omnigent.spec._trust`).
+    """
+
+    def __init__(
+        self, *, store: Store, specs: AgentSpecs, allowed_commands: frozenset[str]
+    ) -> None:
         self._store = store
-        self._host = host
+        self._specs = specs
+        self._allowed_commands = allowed_commands
 
     async def create(
         self, spec: AgentSpec | Mapping[str, Any], owner: str, *, from_client: bool = False
@@ -45,7 +56,7 @@ class AgentCatalog:
         """
         if not isinstance(spec, AgentSpec):
             spec = AgentSpec.from_dict(spec)
-        harness = self._host.harness_of(spec, None)
+        harness = self._specs.harness_of(spec, None)
         require_mcp(spec)
         # Refused early, before a policy module is imported for a name the caller
         # cannot have. The store's write checks the owner again, atomically: this
@@ -55,26 +66,26 @@ class AgentCatalog:
             raise Forbidden(f"agent {spec.name!r} belongs to another user")
         # The keys omnigent has not built, the harness's own refusals (a model of
         # another family, keys it cannot honour), then the policies.
-        problems = unbuilt_keys(spec) + self._host.harnesses.spec_problems(harness, spec)
+        problems = unbuilt_keys(spec) + self._specs.harnesses.spec_problems(harness, spec)
         problems += self._policy_problems(spec)
         if from_client:
-            problems += client_spec_problems(spec, self._host.allowed_commands)
+            problems += client_spec_problems(spec, self._allowed_commands)
         if not problems:
             # Importing an allowed function policy's module may block: in a thread.
-            problems = await trio.to_thread.run_sync(self._host.new_policy_engine(spec).check)
+            problems = await trio.to_thread.run_sync(self._specs.new_policy_engine(spec).check)
             problems = [p for p in problems if p.loc.startswith("policies[")]
         if problems:
             summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
             raise SpecError(f"invalid AgentSpec: {summary}", problems)
         row = await self._store.put_agent_version(spec.name, spec.to_dict(), owner)
-        self._host.remember_spec(row.id, row.version, spec)
+        self._specs.remember_spec(row.id, row.version, spec)
         return Agent(
             row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
         )
 
     def _policy_problems(self, spec: AgentSpec) -> list[ErrorDetail]:
         """Function references the operator did not allow. Imports nothing."""
-        allowlist = self._host.policy_allowlist
+        allowlist = self._specs.policy_allowlist
         return [
             ErrorDetail(f"policies[{index}].function", problem)
             for index, policy in enumerate(spec.policies)
@@ -84,6 +95,11 @@ class AgentCatalog:
 
     async def get(self, agent_id: str) -> Agent:
         return self.view(await self._store.get_agent(agent_id), agent_id)
+
+    async def find(self, ref: str) -> Agent | None:
+        """An agent by id, else by name; None if neither names one."""
+        row = await self._store.get_agent(ref) or await self._store.get_agent_by_name(ref)
+        return None if row is None else self.view(row, ref)
 
     async def get_by_name(self, name: str) -> Agent:
         return self.view(await self._store.get_agent_by_name(name), name)
@@ -95,13 +111,13 @@ class AgentCatalog:
         """The wire view of an agent row. Raises AgentNotFound for ``None``."""
         if row is None:
             raise AgentNotFound(looked_up)
-        spec = self._host.spec_of(row.id, row.version, row.spec)
+        spec = self._specs.spec_of(row.id, row.version, row.spec)
         return Agent(
             row.id,
             row.name,
             row.version,
             spec.description,
-            self._host.harness_of(spec, None, strict=False),
+            self._specs.harness_of(spec, None, strict=False),
             spec.model,
             row.created_at,
         )

@@ -1,10 +1,15 @@
-"""Session records: creation with its validation, snapshots, listing, updates, items.
+"""The sessions' catalog: creation with its validation, snapshots, listing, updates, items.
 
-:class:`SessionRecords` is owned by the runtime. It reads and writes session rows and
-builds the views a client sees (snapshots, child summaries, item pages); it starts no
-work of its own. The checks on the fields a client sends (title, labels,
-``model_override``, ``cwd``, ``initial_items``) are pure and live in
-:mod:`._session_input`.
+:class:`SessionCatalog` is owned by the runtime. It reads and writes session rows (the
+store's) and builds the views a client sees (snapshots, child summaries, item pages:
+the API's records); it starts no work of its own. The checks on the fields a client
+sends (title, labels, ``model_override``, ``cwd``, ``initial_items``) are pure and live
+in :mod:`._session_input`.
+
+What only the holder of a session's tree knows (its live status, whether a turn runs,
+its pending elicitations, its terminals) is read from :class:`~._live.LiveSessions`
+when the tree is held here, and — for its pending elicitations — asked of the holder
+otherwise (``pending_elsewhere``, given by the runtime: a routed call).
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from ...model import (
 from ...stores import SessionRow, Store
 from ..asking import Elicitations
 from ..bus import EventBus
+from ..cluster import Ownership
 from ..tools import split_title, visible_title
+from ..work import SubAgents
 from ._files import FileService
-from ._host import ActorHost, sub_agent_spec
+from ._live import LiveSessions
 from ._session_input import (
     InitialItem,
     check_changes,
@@ -42,42 +49,66 @@ from ._session_input import (
     check_model_override,
     check_title,
 )
+from ._specs import AgentSpecs, sub_agent_spec
 
-__all__ = ["PREVIEW_CHARS", "SessionRecords"]
+__all__ = ["PREVIEW_CHARS", "SessionCatalog"]
 
 PREVIEW_CHARS = 200
 
+PendingElsewhere = Callable[[SessionRow], Awaitable[tuple[ElicitationRequest, ...]]]
+"""The pending elicitations of a session whose tree another server holds (its holder's)."""
 
-class SessionRecords:
-    """Session rows and the views built from them. Owned by the ``Runtime``."""
+
+class SessionCatalog:
+    """Session rows and the views built from them. Owned by the ``Runtime``.
+
+    Args:
+        store, bus: the rows, and the live status and newest event id of the
+            sessions whose tree is held here.
+        specs: which spec a session runs.
+        live: the live work of this process.
+        files: checks file references in initial items.
+        elicitations: the pending elicitations of sessions held here.
+        subagents: open dispatches (a child's task status).
+        ownership: where session trees are held.
+        pending_elsewhere: asks a tree's holder for a session's pending elicitations.
+    """
 
     def __init__(
         self,
         *,
         store: Store,
         bus: EventBus,
-        host: ActorHost,
+        specs: AgentSpecs,
+        live: LiveSessions,
         files: FileService,
         elicitations: Elicitations,
+        subagents: SubAgents,
+        ownership: Ownership,
+        pending_elsewhere: PendingElsewhere,
     ) -> None:
         self._store = store
         self._bus = bus
-        self._host = host
+        self._specs = specs
+        self._live = live
         self._files = files
         self._elicitations = elicitations
-        # Set by the runtime to its routed calls (see _placed): where a session's
-        # parent is told it changed, and where the pending elicitations of a session
-        # held by another server are read from.
-        self.announce: Callable[[SessionRow], Awaitable[None]] = self._announce_row
-        self.pending_elsewhere: Callable[
-            [SessionRow], Awaitable[tuple[ElicitationRequest, ...]]
-        ] = _no_pending
+        self._subagents = subagents
+        self._ownership = ownership
+        self._pending_elsewhere = pending_elsewhere
 
     async def row(self, session_id: str) -> SessionRow:
         """The session's row. Raises SessionNotFound (also while it is being deleted)."""
-        row = await self._store.get_session(session_id)
-        if row is None or session_id in self._host.deleting:
+        row = await self.find(session_id)
+        if row is None:
             raise SessionNotFound(session_id)
+        return row
+
+    async def find(self, session_id: str) -> SessionRow | None:
+        """The session's row, or None (also while it is being deleted)."""
+        row = await self._store.get_session(session_id)
+        if row is None or session_id in self._live.deleting:
+            return None
         return row
 
     async def create(
@@ -95,12 +126,12 @@ class SessionRecords:
         cwd: str | None = None,
         agent_version: int | None = None,
         sub_agent: str | None = None,
-    ) -> SessionSnapshot:
-        """See :meth:`Runtime.create_session`.
+    ) -> SessionRow:
+        """See :meth:`Runtime.create_session`; returns the new session's row.
 
         ``agent_version`` and ``sub_agent`` (a path into that version's spec) make a
         sub-agent's session: it runs that sub-agent of the exact version its parent
-        runs.
+        runs. A child's parent is not told here: the caller announces the new row.
         """
         title = check_title(title)
         cwd = check_cwd(cwd)
@@ -117,7 +148,7 @@ class SessionRecords:
         agent = await self._store.get_agent(agent_id, agent_version)
         if agent is None:
             raise AgentNotFound(agent_id)
-        spec = await self._host.agent_spec(agent.id, agent.version)
+        spec = await self._specs.agent_spec(agent.id, agent.version)
         if sub_agent is not None:
             spec = sub_agent_spec(spec, sub_agent, agent.id)
         if harness_override is not None:
@@ -126,8 +157,8 @@ class SessionRecords:
                     f"agent {spec.name!r} runs executor type {spec.executor.type!r}, "
                     "which takes no harness_override"
                 )
-            harness_override = self._host.harnesses.canonical(harness_override)
-        self._host.check_runnable(spec, harness_override, model_override)
+            harness_override = self._specs.harnesses.canonical(harness_override)
+        self._specs.check_runnable(spec, harness_override, model_override)
         root = None
         if parent_session_id is not None:
             parent = await self.row(parent_session_id)
@@ -158,47 +189,46 @@ class SessionRecords:
             await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
         except LookupError:  # the parent was deleted meanwhile
             raise SessionNotFound(parent_session_id or session_id) from None
-        self._host.ownership.note(row.id, row.root_session_id)
-        if parent_session_id is not None:
-            if (
-                parent_session_id in self._host.deleting
-                or await self._store.get_session(session_id) is None
-            ):
-                # The parent's delete started (or even finished) while this child was
-                # being stored: it may have listed the tree before the child existed,
-                # or taken the child with it. Either way the child is refused.
-                await self._store.delete_sessions([session_id])
-                raise SessionNotFound(parent_session_id)
-            await self.announce(row)
-        return await self.snapshot(row)
+        self._ownership.note(row.id, row.root_session_id)
+        if parent_session_id is not None and (
+            parent_session_id in self._live.deleting
+            or await self._store.get_session(session_id) is None
+        ):
+            # The parent's delete started (or even finished) while this child was
+            # being stored: it may have listed the tree before the child existed, or
+            # taken the child with it. Either way the child is refused.
+            await self._store.delete_sessions([session_id])
+            raise SessionNotFound(parent_session_id)
+        return row
 
     async def snapshot(self, row: SessionRow) -> SessionSnapshot:
-        spec = await self._host.agent_spec(row.agent_id, row.agent_version)
+        """The session's snapshot (see the module docstring for where each part is read)."""
+        spec = await self._specs.agent_spec(row.agent_id, row.agent_version)
         if row.sub_agent is not None:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
-        if not self._host.ownership.owns(row.id):
+        harness = self._specs.harness_of(spec, row.harness_override, strict=False)
+        if not self._ownership.owns(row.id):
             # Not held here (by another server, or by none): what the store says, and
             # the holder's pending elicitations.
             return _snapshot(
                 row,
                 spec,
                 status=row.status,
-                harness=self._host.harness_of(spec, row.harness_override, strict=False),
+                harness=harness,
                 busy=row.status in _ACTIVE,
-                pending=await self.pending_elsewhere(row),
+                pending=await self._pending_elsewhere(row),
                 last_event_id=row.last_event_id,
                 resources=(),
             )
-        actor = self._host.actors.get(row.id)
         return _snapshot(
             row,
             spec,
             status=self._bus.status_of(row.id) or row.status,
-            harness=self._host.harness_of(spec, row.harness_override, strict=False),
-            busy=actor is not None and actor.busy,
+            harness=harness,
+            busy=self._live.busy(row.id),
             pending=tuple(self._elicitations.pending_for(row.id)),
             last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
-            resources=tuple(self._host.resources_of(row.id)),
+            resources=tuple(self._live.resources_of(row.id)),
         )
 
     async def list(
@@ -237,8 +267,8 @@ class SessionRecords:
         fields = check_changes(changes)
         if "model_override" in fields:
             row = await self.row(session_id)
-            spec = await self._host.agent_spec(row.agent_id, row.agent_version)
-            self._host.check_runnable(spec, row.harness_override, fields["model_override"])
+            spec = await self._specs.agent_spec(row.agent_id, row.agent_version)
+            self._specs.check_runnable(spec, row.harness_override, fields["model_override"])
         if fields:
             await self._store.update_session(session_id, **fields)
         return await self.snapshot(await self.row(session_id))
@@ -298,7 +328,7 @@ class SessionRecords:
     async def _task_status(self, child: SessionSnapshot) -> str | None:
         if child.busy or child.status in ("launching", "running", "waiting"):
             return "in_progress"
-        dispatch = self._host.subagents.open_for(child.id)
+        dispatch = self._subagents.open_for(child.id)
         if dispatch is not None and dispatch.result is None:
             return "in_progress"
         if child.status in ("failed", "cancelled"):
@@ -313,7 +343,7 @@ class SessionRecords:
         and only assistant messages are structured — every child's turn end and
         conclusion announces a summary, so a stop of ten children did this twenty times.
         """
-        if session_id in self._host.deleting:
+        if session_id in self._live.deleting:
             raise SessionNotFound(session_id)
         page = await self._store.list_items(session_id, order="desc", limit=50)
         for data in page.rows:
@@ -325,9 +355,6 @@ class SessionRecords:
                 if text:
                     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
         return None
-
-    async def _announce_row(self, row: SessionRow) -> None:
-        await self.announce_to_parent(row.id)
 
     async def announce_to_parent(self, session_id: str) -> None:
         """Publish ``session.child_session.updated`` on the session's parent, if any."""
@@ -346,10 +373,6 @@ def _assistant_message(data: Any) -> bool:
 
 
 _ACTIVE = ("launching", "running", "waiting")
-
-
-async def _no_pending(row: SessionRow) -> tuple[ElicitationRequest, ...]:
-    return ()
 
 
 def _snapshot(

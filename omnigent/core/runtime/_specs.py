@@ -1,21 +1,25 @@
-"""The actor host's specs: which spec a session runs, and what that spec implies.
+"""Agent specs as the runtime uses them: which spec a session runs, and what it implies.
 
-:class:`HostSpecs` is the base of :class:`~._host.ActorHost`. It keeps the parsed spec
-of every agent version this process has seen (parsed once, served without a store
-read after that) and one policy engine per agent version and sub-agent (so function
-references resolve once), and answers what follows from a spec: the harness a session
-runs, whether that harness can run it, and where its OS tools act. It is a base of
-the host rather than an object of its own because everything that needs a spec —
-the session records, the agent catalog, the asking path, client MCP servers — reaches
-it through the host it already holds, and the host's own builders (harness, tools,
-turn requests) start from it; a base costs those calls nothing.
+:class:`AgentSpecs` is owned by the runtime and shared by everything that needs a
+spec (the agent and session catalogs, the builder of what actors run, policy
+evaluation from outside a turn, client MCP servers). It keeps the parsed spec of the
+agent versions this process used lately (parsed once, then served without a store
+read) and one policy engine per agent version and sub-agent (so function references
+resolve once), and answers what follows from a spec: the harness a session runs,
+whether that harness can run it, and where its OS tools act.
+
+Both caches are bounded (:data:`MAX_CACHED_SPECS`, :data:`MAX_CACHED_ENGINES`): agent
+versions are client input (every ``POST /v1/agents`` may make one), so a cache keyed
+by them must not grow with it. Past the bound the least recently used entry is
+evicted, and read (or built) again the next time it is needed (issue 22, defect 6).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ...errors import AgentNotFound, ErrorDetail, InvalidInput, SessionNotFound
 from ...harnesses.registry import HarnessRegistry
@@ -24,7 +28,41 @@ from ...stores import SessionRow, Store
 from ..tools import PolicyAllowlist, PolicyEngine, ToolPlace, working_directory
 from ..work import BlockingCalls
 
-__all__ = ["HostSpecs", "sub_agent_spec"]
+__all__ = ["MAX_CACHED_ENGINES", "MAX_CACHED_SPECS", "AgentSpecs", "sub_agent_spec"]
+
+MAX_CACHED_SPECS = 1024
+"""Parsed agent specs kept in memory (least recently used evicted past it)."""
+MAX_CACHED_ENGINES = 1024
+"""Policy engines kept in memory (least recently used evicted past it)."""
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Recent(Generic[K, V]):
+    """At most ``limit`` entries; past it, the least recently used is evicted."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("a cache holds at least one entry")
+        self._limit = limit
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: K) -> V | None:
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> V:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+        return value
 
 
 def sub_agent_spec(spec: AgentSpec, path: str, agent_id: str = "") -> AgentSpec:
@@ -42,8 +80,18 @@ def sub_agent_spec(spec: AgentSpec, path: str, agent_id: str = "") -> AgentSpec:
     return current
 
 
-class HostSpecs:
-    """Parsed specs and policy engines, cached per process (see the module docstring)."""
+class AgentSpecs:
+    """Parsed specs and policy engines, kept per process (see the module docstring).
+
+    Args:
+        store: where agent versions are read from.
+        harnesses: the harness registry (which harness a spec runs, and its checks).
+        place: where sessions' OS tools act.
+        threads: where sync policy functions run.
+        default_policies: applied to every session after its agent's own.
+        policy_allowlist: which function policies may be resolved.
+        max_specs, max_engines: the bounds of the two caches.
+    """
 
     def __init__(
         self,
@@ -54,6 +102,8 @@ class HostSpecs:
         threads: BlockingCalls,
         default_policies: Sequence[PolicySpec],
         policy_allowlist: PolicyAllowlist,
+        max_specs: int = MAX_CACHED_SPECS,
+        max_engines: int = MAX_CACHED_ENGINES,
     ) -> None:
         self._store = store
         self.harnesses = harnesses
@@ -61,20 +111,26 @@ class HostSpecs:
         self._threads = threads
         self._default_policies = tuple(default_policies)
         self.policy_allowlist = policy_allowlist
-        self._specs: dict[tuple[str, int], AgentSpec] = {}
+        self._specs: _Recent[tuple[str, int], AgentSpec] = _Recent(max_specs)
         # One engine per agent version (and sub-agent), so function references resolve
-        # once.
-        self._engines: dict[tuple[str, int, str | None], PolicyEngine] = {}
+        # once while it is kept.
+        self._engines: _Recent[tuple[str, int, str | None], PolicyEngine] = _Recent(max_engines)
+
+    def statistics(self) -> dict[str, int]:
+        """How many specs and policy engines are kept now."""
+        return {"specs": len(self._specs), "engines": len(self._engines)}
 
     def spec_of(self, agent_id: str, version: int, data: dict[str, Any]) -> AgentSpec:
-        """The parsed spec of one agent version (parsed once per process)."""
+        """The parsed spec of one agent version (parsed again only once evicted)."""
         key = (agent_id, version)
-        if key not in self._specs:
-            self._specs[key] = AgentSpec.from_dict(data)
-        return self._specs[key]
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs.put(key, AgentSpec.from_dict(data))
+        return spec
 
     def remember_spec(self, agent_id: str, version: int, spec: AgentSpec) -> None:
-        self._specs[(agent_id, version)] = spec
+        """Keep the spec of a version just registered (its store row is the same)."""
+        self._specs.put((agent_id, version), spec)
 
     def harness_of(self, spec: AgentSpec, override: str | None, *, strict: bool = True) -> str:
         """The canonical harness a session of ``spec`` runs.
@@ -142,9 +198,15 @@ class HostSpecs:
         return await working_directory(spec, session_cwd, self._place, session_id)
 
     async def agent_spec(self, agent_id: str, version: int | None) -> AgentSpec:
-        """An agent version's spec; a known version is served without a store read."""
-        if version is not None and (agent_id, version) in self._specs:
-            return self._specs[(agent_id, version)]
+        """An agent version's spec; a kept version is served without a store read.
+
+        Raises:
+            AgentNotFound.
+        """
+        if version is not None:
+            kept = self._specs.get((agent_id, version))
+            if kept is not None:
+                return kept
         agent = await self._store.get_agent(agent_id, version)
         if agent is None:
             raise AgentNotFound(agent_id)
@@ -153,9 +215,10 @@ class HostSpecs:
     def policy_engine(self, row: SessionRow, spec: AgentSpec) -> PolicyEngine:
         """The policy engine of a session's agent version (its policies, then defaults)."""
         key = (row.agent_id, row.agent_version, row.sub_agent)
-        if key not in self._engines:
-            self._engines[key] = self.new_policy_engine(spec)
-        return self._engines[key]
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = self._engines.put(key, self.new_policy_engine(spec))
+        return engine
 
     def new_policy_engine(self, spec: AgentSpec) -> PolicyEngine:
         """An engine for ``spec``'s policies, then the defaults, resolving only what the

@@ -1,0 +1,158 @@
+"""What session actors run, built on demand: :class:`Builder`.
+
+:class:`Builder` implements :class:`~omnigent.core.session.SessionBuilder`: a session's
+tool set (its spec's tools over the runtime's :class:`~omnigent.core.tools.ToolServices`,
+through its agent version's policy engine), its harness (from the registry, with the
+session's model override, working directory, stored harness state and the endpoint
+its provider serves), each turn's request (the kept history, uploaded images resolved
+to ``data:`` URLs) and the watcher of its dispatches to child sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+import httpx
+import trio
+
+from ...errors import ConfigError
+from ...harnesses.base import Harness, HarnessEnv, TurnRequest
+from ...model import Item, MessageItem
+from ...providers import Provider, load_provider_config
+from ...stores import Store
+from ..session import StoredHarnessState
+from ..tools import SessionTools, ToolServices
+from ..work import BackgroundTasks, ChildWork, ChildWorkHooks, RecordedGroups, SubAgents
+from ._files import FileService
+from ._specs import AgentSpecs
+
+if TYPE_CHECKING:
+    from ...processes import ProcessManager
+
+__all__ = ["Builder"]
+
+log = logging.getLogger(__name__)
+
+
+class Builder:
+    """Builds what session actors run. Owned by the ``Runtime``.
+
+    Args:
+        store: where harness state and turn numbers are kept.
+        specs: which spec a session runs, and its policy engine.
+        tools: what every session's tools stand on.
+        files: resolves uploaded images.
+        http: the client harnesses reach model endpoints with.
+        processes: the harness process manager (None for a runtime without one).
+        subagents: the dispatches the runtime watches.
+        child_hooks: what a dispatch watcher asks of the runtime.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        specs: AgentSpecs,
+        tools: ToolServices,
+        files: FileService,
+        http: httpx.AsyncClient,
+        processes: ProcessManager | None,
+        subagents: SubAgents,
+        child_hooks: ChildWorkHooks,
+    ) -> None:
+        self._store = store
+        self._specs = specs
+        self._tools = tools
+        self._files = files
+        self._http = http
+        self._processes = processes
+        self._subagents = subagents
+        self._child_hooks = child_hooks
+
+    async def make_tools(
+        self, session_id: str, tasks: BackgroundTasks, work: ChildWork
+    ) -> SessionTools:
+        row, spec = await self._specs.session_spec(session_id)
+        return SessionTools(
+            session_id=session_id,
+            spec=spec,
+            services=self._tools,
+            policies=self._specs.policy_engine(row, spec),
+            tasks=tasks,
+            work=work,
+            groups=RecordedGroups(self._store, session_id),
+            session_cwd=row.cwd,
+        )
+
+    async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
+        row, spec = await self._specs.session_spec(session_id)
+        name = self._specs.harness_of(spec, row.harness_override)
+        config = spec.executor.config
+        if row.model_override is not None and row.model_override != config.model:
+            # What the harness actually runs: a harness reading its config sees the
+            # session's model, as one reading TurnRequest.model does.
+            config = attrs.evolve(config, model=row.model_override)
+        home = self._tools.place.home
+        env = HarnessEnv(
+            session_id,
+            spec,
+            config,
+            self._http,
+            harness_name=name,
+            processes=self._processes,
+            working_directory=tools.cwd,
+            state=StoredHarnessState(self._store, session_id, name),
+            data_dir=home / "harnesses" / name,
+            provider=await self._provider_serving(name),
+        )
+        return self._specs.harnesses.create(name, env), name
+
+    async def _provider_serving(self, harness: str) -> Provider | None:
+        """The provider of ``config.yaml`` whose endpoint ``harness`` uses by default.
+
+        A configuration that cannot be read is logged and treated as empty here: a
+        session whose spec or environment names its endpoint must not fail for it
+        (``sys_list_models`` reports the error to the agent).
+        """
+        try:
+            config = await trio.to_thread.run_sync(load_provider_config, self._tools.place.home)
+        except ConfigError as exc:
+            log.warning("ignoring the provider configuration for endpoints: %s", exc.message)
+            return None
+        return config.serving(harness)
+
+    async def build_request(
+        self,
+        session_id: str,
+        tools: SessionTools,
+        response_id: str,
+        messages: list[MessageItem],
+        history: list[Item],
+        image_positions: list[int],
+    ) -> TurnRequest:
+        """The turn's request: ``history`` as kept
+        (:mod:`omnigent.core.session._history`), its uploaded
+        images (at ``image_positions``) and the input's resolved to ``data:`` URLs."""
+        row, spec = await self._specs.session_spec(session_id)
+        resolve = self._files.resolver()
+        for position in image_positions:
+            history[position] = await resolve(history[position])
+        return TurnRequest(
+            session_id=session_id,
+            response_id=response_id,
+            turn_number=await self._store.begin_turn(session_id),
+            history=tuple(history),
+            input=tuple([await resolve(m) for m in messages]),  # type: ignore[misc]
+            instructions=spec.prompt,
+            model=row.model_override or spec.model,
+            tools=tools.schemas(),
+            spec=spec,
+        )
+
+    def child_work(
+        self, session_id: str, nursery: trio.Nursery, on_inbox: Callable[[], None]
+    ) -> ChildWork:
+        return ChildWork(session_id, nursery, self._subagents, self._child_hooks, on_inbox)

@@ -1,0 +1,140 @@
+"""A runtime's settings: what ``open_runtime`` was asked for, checked once.
+
+:class:`RuntimeOptions` holds the settings of one runtime — no resource, nothing with a
+lifetime — built by :func:`runtime_options` from :func:`~._open.open_runtime`'s
+arguments before anything is opened, so a bad argument is refused before a store or
+a process is touched. ``open_runtime`` passes it to the :class:`~._runtime.Runtime`
+beside what it opened (the store, the bus, the nurseries, …).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..._config import omnigent_home
+from ...errors import InvalidInput
+from ...harnesses.base import HarnessFactory
+from ...harnesses.registry import HarnessRegistry
+from ...processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT
+from ...spec import PolicySpec, parse_policy_spec
+from ..tools import PolicyAllowlist, PolicyFunctions, ToolPlace
+from ..work import url_prefix_problem
+
+__all__ = ["RuntimeOptions", "runtime_options"]
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen(eq=False)
+class RuntimeOptions:
+    """One runtime's settings (see :func:`~omnigent.core.open_runtime` for each).
+
+    Attributes:
+        place: where sessions' OS tools act (workspace, home, default directory).
+        harnesses: the harness registry (entry points and the harnesses given).
+        default_policies: applied to every session after its agent's own.
+        policy_allowlist: which function policies an agent may name.
+        allowed_commands: programs a client's spec (or a remote client's MCP server)
+            may name.
+        allowed_mcp_urls: URL prefixes a remote client's HTTP MCP servers may be under.
+        exclusive: this runtime owns its database (else: records only).
+        shutdown_grace: seconds sessions get to end at shutdown.
+        harness_idle_timeout: seconds an external harness process may sit unused.
+    """
+
+    place: ToolPlace
+    harnesses: HarnessRegistry
+    default_policies: tuple[PolicySpec, ...] = ()
+    policy_allowlist: PolicyAllowlist = attrs.field(
+        factory=lambda: PolicyAllowlist(load_entry_points=False)
+    )
+    allowed_commands: frozenset[str] = frozenset()
+    allowed_mcp_urls: tuple[str, ...] = ()
+    exclusive: bool = True
+    shutdown_grace: float = DEFAULT_GRACE
+    harness_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+
+    @property
+    def records_only(self) -> bool:
+        """Whether the runtime only reads and writes records (``exclusive=False``)."""
+        return not self.exclusive
+
+
+def runtime_options(
+    *,
+    load_entry_points: bool = True,
+    home: str | Path | None = None,
+    workspace: str | Path | None = None,
+    default_cwd: str | Path | None = None,
+    default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
+    policy_functions: PolicyFunctions | None = None,
+    policy_modules: Iterable[str] = (),
+    allowed_commands: Iterable[str] = (),
+    allowed_mcp_urls: Iterable[str] = (),
+    exclusive: bool = True,
+    shutdown_grace: float = DEFAULT_GRACE,
+    harness_idle_timeout: float | None = None,
+    harnesses: Mapping[str, HarnessFactory] | None = None,
+) -> RuntimeOptions:
+    """Check ``open_runtime``'s settings and build the runtime's options.
+
+    Raises:
+        InvalidInput: a bad ``policy_modules`` name or ``policy_functions`` entry, or
+            an ``allowed_mcp_urls`` entry that is not an http(s) URL prefix.
+    """
+    place = ToolPlace(
+        workspace=Path(workspace) if workspace is not None else Path.cwd(),
+        home=Path(home) if home is not None else omnigent_home(),
+        default_cwd=Path(default_cwd) if default_cwd is not None else None,
+    )
+    mcp_urls = tuple(allowed_mcp_urls)
+    for index, prefix in enumerate(mcp_urls):
+        problem = url_prefix_problem(prefix) if isinstance(prefix, str) else "expected a string"
+        if problem is not None:
+            raise InvalidInput.at(f"allowed_mcp_urls[{index}]", problem)
+    policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
+    allowlist = PolicyAllowlist(
+        functions=policy_functions,
+        modules=policy_modules,
+        trusted=[p.function for p in policies if p.function is not None],
+        load_entry_points=load_entry_points,
+    )
+    registry = HarnessRegistry()
+    if load_entry_points:
+        registry.load_entry_points()
+    for name, factory in (harnesses or {}).items():
+        registry.register(name, factory, replace=True)
+    return RuntimeOptions(
+        place=place,
+        harnesses=registry,
+        default_policies=tuple(policies),
+        policy_allowlist=allowlist,
+        allowed_commands=frozenset(allowed_commands),
+        allowed_mcp_urls=mcp_urls,
+        exclusive=exclusive,
+        shutdown_grace=shutdown_grace,
+        harness_idle_timeout=_idle_timeout(harness_idle_timeout),
+    )
+
+
+def _idle_timeout(given: float | None) -> float:
+    """The harness idle timeout: ``given``, else ``$OMNIGENT_HARNESS_IDLE_TIMEOUT``."""
+    if given is not None:
+        return given
+    raw = os.environ.get("OMNIGENT_HARNESS_IDLE_TIMEOUT")
+    if not raw:
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        log.warning("ignoring OMNIGENT_HARNESS_IDLE_TIMEOUT=%r (not a number >= 0)", raw)
+        return DEFAULT_IDLE_TIMEOUT
+    return value

@@ -1,0 +1,104 @@
+"""What a session actor stands on: :class:`ActorServices`, built once by the runtime.
+
+An actor (:class:`~._actor.SessionActor`) builds nothing itself and knows nothing of
+the runtime above it. Everything it needs is given to it at construction, in one
+frozen container shared by every actor of a runtime:
+
+- the store, the event bus and the elicitations its turns write to;
+- the :class:`~._history.HistoryCache` its turns read the history from;
+- a :class:`SessionBuilder`, which builds what it runs (its tools, its harness, each
+  turn's request, the watcher of its dispatches to child sessions);
+- :class:`ActorReports`, where it tells the runtime what happened (it left, a turn
+  took messages, it has nothing left to do, a turn started or ended).
+
+The two protocols are the only way up: the runtime implements them, and the session
+package never imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+import trio
+
+from ...harnesses.base import Harness, TurnRequest
+from ...model import Item, MessageItem
+from ...stores import Store
+from ..asking import Elicitations
+from ..bus import EventBus
+from ..tools import SessionTools
+from ..work import BackgroundTasks, ChildWork, TurnOutcome
+from ._history import HistoryCache
+
+if TYPE_CHECKING:
+    from ._actor import SessionActor
+
+__all__ = ["ActorReports", "ActorServices", "SessionBuilder"]
+
+
+class SessionBuilder(Protocol):
+    """Builds what a session actor runs (implemented by the runtime)."""
+
+    async def make_tools(
+        self, session_id: str, tasks: BackgroundTasks, work: ChildWork
+    ) -> SessionTools:
+        """The session's tool set (built once per actor)."""
+        ...
+
+    async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
+        """The session's harness and its canonical name (built on its first turn)."""
+        ...
+
+    async def build_request(
+        self,
+        session_id: str,
+        tools: SessionTools,
+        response_id: str,
+        messages: list[MessageItem],
+        history: list[Item],
+        image_positions: list[int],
+    ) -> TurnRequest:
+        """One turn's request: ``history`` before it, ``messages`` its input."""
+        ...
+
+    def child_work(
+        self, session_id: str, nursery: trio.Nursery, on_inbox: Callable[[], None]
+    ) -> ChildWork:
+        """The watcher of the session's own dispatches to its children."""
+        ...
+
+
+class ActorReports(Protocol):
+    """What a session actor tells the runtime (implemented by the runtime)."""
+
+    def actor_left(self, actor: SessionActor) -> None:
+        """The actor takes no more work (it decided to leave, or it ended)."""
+        ...
+
+    def messages_taken(self, item_ids: list[str], response_id: str) -> None:
+        """A turn took these messages (``response_id`` ``""``: a stop dropped them)."""
+        ...
+
+    def session_settled(
+        self, session_id: str, outcome: TurnOutcome | None, *, ended: bool = False
+    ) -> None:
+        """The session has nothing left to do after a turn (see ``core.work``)."""
+        ...
+
+    async def turn_changed(self, session_id: str) -> None:
+        """A turn started or ended (a parent lists its children's state)."""
+        ...
+
+
+@attrs.frozen(eq=False)
+class ActorServices:
+    """What every session actor of one runtime is given (see the module docstring)."""
+
+    store: Store
+    bus: EventBus
+    elicitations: Elicitations
+    histories: HistoryCache
+    builder: SessionBuilder
+    reports: ActorReports
