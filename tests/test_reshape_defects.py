@@ -85,3 +85,54 @@ async def test_concurrent_callers_share_one_tool_set(
                 nursery.start_soon(list_tools)
     assert len(found) == 3 and found[0] == found[1] == found[2]
     assert built == [session]
+
+
+async def test_the_spec_caches_are_bounded_by_recent_use(tmp_path: Path) -> None:
+    """Defect 6: every agent version a client registered stayed parsed in memory, and
+    so did one policy engine per version: both grew with client input, for ever."""
+    from omnigent.core.runtime import MAX_CACHED_ENGINES, MAX_CACHED_SPECS, AgentSpecs
+    from omnigent.core.tools import PolicyAllowlist, ToolPlace
+    from omnigent.core.work import BlockingCalls
+    from omnigent.harnesses.registry import HarnessRegistry
+    from omnigent.stores import open_store
+
+    assert MAX_CACHED_SPECS <= 4096 and MAX_CACHED_ENGINES <= 4096
+    with trio.fail_after(20):
+        async with open_store(None) as store:
+            specs = AgentSpecs(
+                store=store,
+                harnesses=HarnessRegistry(),
+                place=ToolPlace(workspace=tmp_path, home=tmp_path),
+                threads=BlockingCalls(),
+                default_policies=(),
+                policy_allowlist=PolicyAllowlist(load_entry_points=False),
+                max_specs=3,
+                max_engines=2,
+            )
+            rows = [
+                await store.put_agent_version(f"a{i}", scripted(f"a{i}"), "local") for i in range(8)
+            ]
+            for row in rows:
+                assert (await specs.agent_spec(row.id, row.version)).name == row.name
+            assert specs.statistics()["specs"] == 3
+            # An evicted version is read again from the store when it is needed.
+            assert (await specs.agent_spec(rows[0].id, rows[0].version)).name == "a0"
+            assert specs.statistics()["specs"] == 3
+            sessions = []
+            for i, row in enumerate(rows):
+                session = await _session_row(store, row.id, row.version, f"conv_{i}")
+                sessions.append(session)
+                _, spec = await specs.session_spec(session.id)
+                specs.policy_engine(session, spec)
+            assert specs.statistics()["engines"] == 2
+            # The most recently used engine is kept: the same one is served again.
+            last, spec = await specs.session_spec(sessions[-1].id)
+            assert specs.policy_engine(last, spec) is specs.policy_engine(last, spec)
+
+
+async def _session_row(store: Any, agent_id: str, version: int, session_id: str) -> Any:
+    from .test_store import session_row
+
+    row = session_row(session_id, agent_id=agent_id, agent_version=version, owner="local")
+    await store.insert_session(row, [])
+    return row
