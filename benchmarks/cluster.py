@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import omnigent
 from omnigent.core import elicitation_params
-from omnigent.model import OutputTextDelta, SessionStatus
+from omnigent.model import OutputTextDelta, SessionStatusChanged
 from omnigent.transports.http._app import create_app
 from tests.pg_cluster import PgCluster, find_bindir
 
@@ -133,7 +133,7 @@ async def _one_turn(rt: omnigent.Runtime, session: str) -> None:
     async with rt.subscribe(session) as events:
         await rt.send_message(session, "go")
         async for event in events:
-            if isinstance(event, SessionStatus) and event.status == "idle":
+            if isinstance(event, SessionStatusChanged) and event.status == "idle":
                 return
 
 
@@ -175,7 +175,7 @@ async def _owner(url: str, count: int) -> None:
             async for event in events:
                 if isinstance(event, OutputTextDelta):
                     local.append(time.time() - float(event.delta))
-                if isinstance(event, SessionStatus) and event.status == "idle":
+                if isinstance(event, SessionStatusChanged) and event.status == "idle":
                     break
         await rt.resolve_elicitation(session, held, "cancel")
         print(json.dumps(local), flush=True)
@@ -196,7 +196,7 @@ async def _latency(url: str, count: int) -> tuple[list[float], list[float]]:
         async for event in events:
             if isinstance(event, OutputTextDelta):
                 remote.append(time.time() - float(event.delta))
-            if isinstance(event, SessionStatus) and event.status == "idle":
+            if isinstance(event, SessionStatusChanged) and event.status == "idle":
                 break
     local = json.loads(await lines.__anext__())
     await process.wait()

@@ -22,7 +22,7 @@ from _procs import session_row
 
 import omnigent
 from omnigent.core.bus._bus import encode_event
-from omnigent.model import OutputTextDelta, SessionStatus
+from omnigent.model import OutputTextDelta, SessionStatusChanged
 from omnigent.stores import StoredEvent, open_store
 
 
@@ -54,7 +54,7 @@ async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
             await rt.send_message(session.id, "go")
             async for event in events:
                 deltas += isinstance(event, OutputTextDelta)
-                if isinstance(event, SessionStatus) and event.status == "idle":
+                if isinstance(event, SessionStatusChanged) and event.status == "idle":
                     break
             elapsed = time.perf_counter() - start
         assert deltas == n, deltas

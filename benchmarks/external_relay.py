@@ -27,7 +27,7 @@ import httpx
 import trio
 
 import omnigent
-from omnigent.model import OutputTextDelta, SessionStatus
+from omnigent.model import OutputTextDelta, SessionStatusChanged
 from omnigent.testing import MockLLM
 
 HARNESS = Path(__file__).with_name("delta_harness.py")
@@ -43,7 +43,7 @@ async def timed_turn(rt: omnigent.Runtime, session_id: str, text: str) -> tuple[
             if isinstance(event, OutputTextDelta):
                 chars += len(event.delta)
                 deltas += 1
-            if isinstance(event, SessionStatus) and event.status in ("idle", "failed"):
+            if isinstance(event, SessionStatusChanged) and event.status in ("idle", "failed"):
                 assert event.status == "idle", event
                 return time.perf_counter() - started, chars, deltas
     raise AssertionError("the stream ended early")

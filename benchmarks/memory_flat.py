@@ -22,7 +22,7 @@ from pathlib import Path
 import trio
 
 import omnigent
-from omnigent.model import TERMINAL_STATUSES, SessionStatus
+from omnigent.model import TERMINAL_STATUSES, SessionStatusChanged
 
 SPEC = {
     "name": "touch",
@@ -42,7 +42,7 @@ async def touch(rt: omnigent.Runtime, agent_id: str) -> None:
     async with rt.subscribe(session) as events:
         await rt.send_message(session, "hi")
         async for event in events:
-            if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+            if isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES:
                 return
 
 

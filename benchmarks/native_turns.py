@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 import omnigent
-from omnigent.model import ElicitationRequest, OutputTextDelta, SessionStatus
+from omnigent.model import ElicitationRequest, OutputTextDelta, SessionStatusChanged
 from omnigent.testing import FakeAnthropic, FakeResponses, FakeShell, FakeTurn
 
 MODELS = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5.5"}
@@ -46,7 +46,11 @@ async def timed(rt: omnigent.Runtime, sid: str, text: str, *, interrupt: bool = 
                     await rt.interrupt(sid)
             if isinstance(event, ElicitationRequest):
                 await rt.resolve_elicitation(sid, event.elicitation_id, "accept")
-            if isinstance(event, SessionStatus) and event.status in ("idle", "failed", "cancelled"):
+            if isinstance(event, SessionStatusChanged) and event.status in (
+                "idle",
+                "failed",
+                "cancelled",
+            ):
                 assert event.status == ("cancelled" if interrupt else "idle"), event
                 return time.perf_counter() - started, deltas
     raise AssertionError("the stream ended early")

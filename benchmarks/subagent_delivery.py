@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 import omnigent
-from omnigent.model import InboxUpdated, SessionStatus
+from omnigent.model import InboxUpdated, SessionStatusChanged
 
 STAGGER = 5  # sub-agents w0..w4 finish 0, 10, 20, 30, 40 ms into their turn
 
@@ -66,7 +66,7 @@ async def fan_out(db: str, children: int) -> tuple[list[float], float]:
 
         async def timed_publish(session_id: str, *events: Any) -> None:
             await publish_now(session_id, *events)
-            if any(isinstance(e, SessionStatus) and e.status == "idle" for e in events):
+            if any(isinstance(e, SessionStatusChanged) and e.status == "idle" for e in events):
                 final[session_id] = time.perf_counter()
 
         async def timed_finish(work_id: str, status: str, output: str, *rest: Any) -> Any:
@@ -82,7 +82,7 @@ async def fan_out(db: str, children: int) -> tuple[list[float], float]:
             start = time.perf_counter()
             await rt.send_message(session.id, "go")
             async for event in events:
-                idle = isinstance(event, SessionStatus) and event.status == "idle"
+                idle = isinstance(event, SessionStatusChanged) and event.status == "idle"
                 if idle and len(latencies) == children and not await pending(rt, session.id):
                     break
             elapsed = time.perf_counter() - start

@@ -20,7 +20,7 @@ import time
 import trio
 
 import omnigent
-from omnigent.model import TERMINAL_STATUSES, MessageItem, OutputText, SessionStatus
+from omnigent.model import TERMINAL_STATUSES, MessageItem, OutputText, SessionStatusChanged
 from omnigent.model import InputText as Text
 
 SPEC = {
@@ -50,7 +50,7 @@ async def one_turn(rt: omnigent.Runtime, session_id: str) -> float:
         start = time.perf_counter()
         await rt.send_message(session_id, "go")
         async for event in events:
-            if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+            if isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES:
                 assert event.status == "idle", event
                 return time.perf_counter() - start
     raise AssertionError("the turn did not end")

@@ -37,7 +37,7 @@ async def main(db: str | None) -> int:
                     print(event.delta, end="", flush=True)
                 elif isinstance(event, omnigent.model.OutputItemDone):
                     print()  # the streamed message is complete
-                elif isinstance(event, omnigent.model.SessionStatus):
+                elif isinstance(event, omnigent.model.SessionStatusChanged):
                     print(f"[session.status: {event.status}]")
                     if event.status == "failed" and event.error is not None:
                         print(f"the turn failed: {event.error.message}", file=sys.stderr)

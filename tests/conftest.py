@@ -12,7 +12,7 @@ import trio
 
 import omnigent
 from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
-from omnigent.model import TERMINAL_STATUSES, Event, SessionStatus
+from omnigent.model import TERMINAL_STATUSES, Event, SessionStatusChanged
 
 from .pg_cluster import PgCluster, find_bindir
 
@@ -62,7 +62,7 @@ async def collect_turn(events: AsyncIterator[Event]) -> list[Event]:
     seen: list[Event] = []
     async for event in events:
         seen.append(event)
-        if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+        if isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES:
             return seen
     raise AssertionError(f"the stream ended without a terminal status: {seen}")
 
@@ -95,7 +95,7 @@ def all_tasks() -> set[trio.lowlevel.Task]:
 
 
 def statuses(events: list[Event]) -> list[str]:
-    return [e.status for e in events if isinstance(e, SessionStatus)]
+    return [e.status for e in events if isinstance(e, SessionStatusChanged)]
 
 
 def types(events: list[Event]) -> list[str]:

@@ -17,7 +17,7 @@ from omnigent.model import (
     FunctionCallOutputItem,
     MessageItem,
     OutputItemDone,
-    SessionStatus,
+    SessionStatusChanged,
 )
 
 from .conftest import collect_turn
@@ -85,7 +85,7 @@ async def turn(
                 reply = await answer(event)
                 if reply is not None:
                     await rt.resolve_elicitation(session_id, event.elicitation_id, *reply)
-            if isinstance(event, SessionStatus) and event.status in (
+            if isinstance(event, SessionStatusChanged) and event.status in (
                 "idle",
                 "failed",
                 "cancelled",
@@ -95,7 +95,7 @@ async def turn(
 
 
 def statuses(events: list[Event]) -> list[str]:
-    return [e.status for e in events if isinstance(e, SessionStatus)]
+    return [e.status for e in events if isinstance(e, SessionStatusChanged)]
 
 
 def said(events: list[Event]) -> str:

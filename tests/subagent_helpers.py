@@ -11,7 +11,7 @@ import trio
 
 import omnigent
 from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
-from omnigent.model import MessageItem, SessionStatus, item_text
+from omnigent.model import MessageItem, SessionStatusChanged, item_text
 
 Step = Callable[[TurnContext], Awaitable[None]]
 
@@ -123,7 +123,7 @@ async def wait_lines(
     with trio.fail_after(timeout):
         async with rt.subscribe(session_id, after=0) as events:
             async for event in events:
-                if isinstance(event, SessionStatus) and event.status == "idle":
+                if isinstance(event, SessionStatusChanged) and event.status == "idle":
                     lines = await inbox_lines(rt, session_id)
                     if len(lines) >= count:
                         return lines
@@ -137,5 +137,5 @@ async def wait_status(rt: omnigent.Runtime, session_id: str, *wanted: str) -> No
             return
         async with rt.subscribe(session_id, after=0) as events:
             async for event in events:
-                if isinstance(event, SessionStatus) and event.status in wanted:
+                if isinstance(event, SessionStatusChanged) and event.status in wanted:
                     return

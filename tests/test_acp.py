@@ -13,7 +13,7 @@ import trio
 
 import omnigent
 import omnigent.rpc as rpc
-from omnigent.model import ElicitationRequest, SessionStatus
+from omnigent.model import ElicitationRequest, SessionStatusChanged
 from omnigent.rpc import ConnectionClosed
 from omnigent.testing import MockLLM
 
@@ -334,7 +334,7 @@ async def test_a_child_sessions_elicitation_reaches_the_editor_naming_the_child(
                 assert asked.params["toolCall"]["title"] == "[digging] Run: echo hi"
                 asked.choose("allow_once")
                 async for event in events:
-                    if isinstance(event, SessionStatus) and event.status == "idle":
+                    if isinstance(event, SessionStatusChanged) and event.status == "idle":
                         break
             items = (await rt.list_items(child.id)).data
             assert '"exit_code": 0' in items[-1].output  # type: ignore[union-attr]
@@ -703,7 +703,7 @@ async def test_a_closed_connection_cancels_its_turn_and_leaves_no_task(
                 await editor.close()
             statuses = []
             async for event in events:
-                if isinstance(event, SessionStatus):
+                if isinstance(event, SessionStatusChanged):
                     statuses.append(event.status)
                     if event.status in ("idle", "failed", "cancelled"):
                         break

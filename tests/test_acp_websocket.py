@@ -22,7 +22,7 @@ import trio_websocket
 
 import omnigent.rpc as rpc
 from omnigent.client import ConnectionClosed, RpcError, open_acp_websocket
-from omnigent.model import SessionStatus
+from omnigent.model import SessionStatusChanged
 from omnigent.transports.http._websocket import origin_allowed
 
 from .conftest import all_tasks, scripted, wait_quiet
@@ -139,7 +139,7 @@ async def test_a_client_that_disconnects_mid_turn_cancels_the_turn_and_leaves_no
             statuses = []
             async with server.runtime.subscribe(sid, after=0) as events:
                 async for event in events:
-                    if isinstance(event, SessionStatus):
+                    if isinstance(event, SessionStatusChanged):
                         statuses.append(event.status)
                         if event.status in ("idle", "failed", "cancelled"):
                             break

@@ -11,7 +11,7 @@ import trio.lowlevel
 import omnigent
 from omnigent.core.bus import _live as live_module
 from omnigent.core.bus import _subscription as subscription_module
-from omnigent.model import Event, OutputTextDelta, SessionStatus
+from omnigent.model import Event, OutputTextDelta, SessionStatusChanged
 
 from .conftest import collect_turn, run_turn, scripted, statuses
 
@@ -32,7 +32,7 @@ async def test_every_event_is_persisted_before_a_subscriber_sees_it(
         async for event in events:
             stored = await rt._store.read_events(session.id, event.event_id - 1, 1)
             assert stored == [event.to_dict()]
-            if isinstance(event, SessionStatus) and event.status == "idle":
+            if isinstance(event, SessionStatusChanged) and event.status == "idle":
                 break
 
 
@@ -194,7 +194,7 @@ async def test_next_ready_takes_what_is_at_hand_and_never_waits(rt: omnigent.Run
                     chunk.append(more)
                 chunks += 1
                 ids += [e.event_id for e in chunk]
-                if any(isinstance(e, SessionStatus) and e.status == "idle" for e in chunk):
+                if any(isinstance(e, SessionStatusChanged) and e.status == "idle" for e in chunk):
                     break
     assert ids == list(range(ids[0], ids[0] + len(ids)))
     assert len(ids) > 1000 and chunks < len(ids) / 10

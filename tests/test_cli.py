@@ -56,7 +56,7 @@ from omnigent.model import (
     ResponseCompleted,
     ResponseFailed,
     ResponseInfo,
-    SessionStatus,
+    SessionStatusChanged,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -159,8 +159,8 @@ def test_render_cancelled_turn() -> None:
 
 
 def test_render_a_dropped_message_ends_on_the_session_status() -> None:
-    assert render([SessionStatus(status="cancelled")])[2] == 130
-    failed = SessionStatus(status="failed", error=ErrorInfo("gone", "x"))
+    assert render([SessionStatusChanged(status="cancelled")])[2] == 130
+    failed = SessionStatusChanged(status="failed", error=ErrorInfo("gone", "x"))
     assert render([failed])[1:] == ("Error: gone\n", 1)
 
 

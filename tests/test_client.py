@@ -28,7 +28,7 @@ from omnigent.model import (
     MessageItem,
     OutputTextDelta,
     ResponseCompleted,
-    SessionStatus,
+    SessionStatusChanged,
 )
 from omnigent.transports.http._serve import serve
 
@@ -120,7 +120,7 @@ async def test_http_calls_answer_typed_records_and_errors(tmp_path: Path) -> Non
                 accepted = await client.send_message(session.id, "hi")
                 assert accepted.status == "accepted"
                 async for event in events:
-                    if isinstance(event, SessionStatus) and event.status == "idle":
+                    if isinstance(event, SessionStatusChanged) and event.status == "idle":
                         break
             items = await client.list_items(session.id)
             assert [type(i) for i in items] == [MessageItem, MessageItem]
@@ -158,7 +158,7 @@ async def test_the_event_stream_resumes_after_a_dropped_connection(tmp_path: Pat
                         deltas += 1
                         if deltas in (100, 500):
                             proxy.cut()  # mid-stream, twice
-                    if isinstance(event, SessionStatus) and event.status == "idle":
+                    if isinstance(event, SessionStatusChanged) and event.status == "idle":
                         break
                 assert events.reconnects >= 2
             assert deltas == 800
@@ -183,7 +183,7 @@ async def test_the_event_stream_ends_with_an_error_when_the_session_goes(tmp_pat
                 await client.delete_session(session.id)
                 with pytest.raises(StreamError) as gone:
                     async for event in events:
-                        assert isinstance(event, SessionStatus)  # the turn's last event
+                        assert isinstance(event, SessionStatusChanged)  # the turn's last event
                 assert gone.value.status == 404
 
 

@@ -27,7 +27,7 @@ from omnigent.model import (
     OutputTextDelta,
     ResponseCancelled,
     ResponseCompleted,
-    SessionStatus,
+    SessionStatusChanged,
 )
 
 from .conftest import collect_turn, statuses
@@ -106,13 +106,13 @@ async def test_interrupt_and_stop_posted_to_the_other_server(
         async with b.subscribe(session) as events:
             assert await b.interrupt(session) is True
             await until(events, ResponseCancelled)
-            await until(events, SessionStatus, status="cancelled")
+            await until(events, SessionStatusChanged, status="cancelled")
         assert await b.interrupt(session) is False  # nothing runs now
         async with b.subscribe(session) as events:
             await a.send_message(session, "again")
             await until(events, OutputTextDelta)
             await b.stop_session(session)  # returns once the owner's work is over
-            await until(events, SessionStatus, status="cancelled")
+            await until(events, SessionStatusChanged, status="cancelled")
         # The lease goes once the last events are written (just after the stop returns).
         while {s.id: s.sessions for s in await b.list_servers()} != {"a": 0, "b": 0}:
             await trio.sleep(0.01)
@@ -128,7 +128,7 @@ async def test_an_approval_answered_through_the_other_server(
         async with b.subscribe(session) as events:
             await a.send_message(session, "go")
             request = await until(events, ElicitationRequest)
-            await until(events, SessionStatus, status="waiting")
+            await until(events, SessionStatusChanged, status="waiting")
             seen = await b.get_session(session)  # from the owner, through the database
             assert seen.status == "waiting" and seen.busy
             assert [p.elicitation_id for p in seen.pending_elicitations] == [request.elicitation_id]
@@ -294,7 +294,7 @@ async def test_a_lost_lease_stops_the_work_and_the_other_server_recovers(
             async with b.subscribe(session, after=0) as events:
                 # As if a's renewals never reached the database: its lease runs out.
                 await expire_leases(pg_url, "a")
-                ended = await until(events, SessionStatus, status="failed")
+                ended = await until(events, SessionStatusChanged, status="failed")
             assert ended.error is not None and ended.error.code == "runtime_restarted"
             async with b.subscribe(session, after=0) as replay:
                 log = []
@@ -338,7 +338,7 @@ async def test_an_orchestrator_and_its_sub_agents_run_together_on_one_server(
                     assert a.statistics()["active_sessions"] == 0  # all of it runs on b
                 # The dispatching turn, then wake-ups reading the results (results that
                 # arrive together are read by one).
-                idle = isinstance(event, SessionStatus) and event.status == "idle"
+                idle = isinstance(event, SessionStatusChanged) and event.status == "idle"
                 if idle and await results(a, session) == 3:
                     break
         assert len(children) == 3

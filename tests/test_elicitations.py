@@ -12,7 +12,7 @@ import trio
 
 import omnigent
 from omnigent.errors import InvalidInput
-from omnigent.model import ElicitationRequest, ElicitationResolved, Event, SessionStatus
+from omnigent.model import ElicitationRequest, ElicitationResolved, Event, SessionStatusChanged
 
 from .conftest import collect_turn, run_turn, scripted, statuses, wait_quiet
 
@@ -285,5 +285,5 @@ async def test_waiting_status_returns_to_running(rt: omnigent.Runtime) -> None:
         request = await next_of(events, ElicitationRequest)
         await rt.resolve_elicitation(session, request.elicitation_id, "accept")
         rest = await collect_turn(events)
-    history = [e.status for e in rest if isinstance(e, SessionStatus)]
+    history = [e.status for e in rest if isinstance(e, SessionStatusChanged)]
     assert history == ["waiting", "running", "idle"]

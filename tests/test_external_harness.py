@@ -24,7 +24,7 @@ from omnigent.model import (
     OutputItemDone,
     OutputTextDelta,
     ResponseFailed,
-    SessionStatus,
+    SessionStatusChanged,
 )
 
 from .conftest import collect_turn, run_turn, statuses, types
@@ -224,7 +224,7 @@ async def test_messages_mid_turn_are_forwarded_as_injections(rt: omnigent.Runtim
         async with rt.subscribe(sid) as events:
             await rt.send_message(sid, "inject")
             async for event in events:
-                if isinstance(event, SessionStatus) and event.status == "running":
+                if isinstance(event, SessionStatusChanged) and event.status == "running":
                     break  # the turn has started: the next message is buffered for it
             accepted = await rt.send_message(sid, "the late one")
             assert accepted.status == "buffered"

@@ -20,7 +20,7 @@ import omnigent
 from omnigent.core.bus import _bus as bus_module
 from omnigent.core.bus import _subscription as subscription_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
-from omnigent.model import OutputTextDelta, SessionStatus
+from omnigent.model import OutputTextDelta, SessionStatusChanged
 from omnigent.model._events import _ENCODE
 from omnigent.transports.http._openapi import openapi_document
 from omnigent.transports.http._sse import encode_event
@@ -54,8 +54,8 @@ def test_a_delta_that_json_cannot_carry_is_refused() -> None:
 
 
 def test_the_kept_encoding_is_not_part_of_the_value() -> None:
-    a = SessionStatus(status="idle").stamped(session_id="s", event_id=1, created_at=1.0)
-    b = SessionStatus(status="idle").stamped(session_id="s", event_id=1, created_at=1.0)
+    a = SessionStatusChanged(status="idle").stamped(session_id="s", event_id=1, created_at=1.0)
+    b = SessionStatusChanged(status="idle").stamped(session_id="s", event_id=1, created_at=1.0)
     a.to_json()
     assert a == b and hash(a) == hash(b) and repr(a) == repr(b)
     assert "_json" not in a.to_dict()
@@ -91,7 +91,7 @@ async def test_every_subscriber_gets_the_text_encoded_once_at_publish(
                     async for event in events:
                         assert event._json is not None  # encoded before it was delivered
                         mine.append(event)
-                        if isinstance(event, SessionStatus) and event.status == "idle":
+                        if isinstance(event, SessionStatusChanged) and event.status == "idle":
                             return
 
             for mine in seen:
@@ -216,7 +216,7 @@ async def test_a_waiting_subscription_holds_no_events(rt: omnigent.Runtime) -> N
                 async def read_two_turns() -> None:
                     idle = 0
                     async for event in events:
-                        if isinstance(event, SessionStatus) and event.status == "idle":
+                        if isinstance(event, SessionStatusChanged) and event.status == "idle":
                             idle += 1
                             if idle == 2:
                                 waiting.set()  # and on to wait for a next batch

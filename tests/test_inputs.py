@@ -12,7 +12,7 @@ import pytest
 import omnigent
 from omnigent.errors import InvalidInput
 from omnigent.harnesses.base import TurnContext, TurnRequest
-from omnigent.model import InputImage, event_from_dict
+from omnigent.model import EventAccepted, InputImage, MessageAccepted, event_from_dict
 
 from .conftest import Recorder, run_turn, scripted, statuses
 
@@ -67,9 +67,11 @@ async def test_post_event_message_and_interrupt(rt: omnigent.Runtime) -> None:
     answer = await rt.post_event(
         session.id, "message", {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
     )
-    assert answer["status"] == "accepted"
-    assert answer["item_id"].startswith("item_")
-    assert await rt.post_event(session.id, "interrupt", {}) == {"status": "accepted"}
+    assert isinstance(answer, MessageAccepted) and answer.status == "accepted"
+    assert answer.item_id.startswith("item_")
+    assert answer.to_dict() == {"status": "accepted", "item_id": answer.item_id}
+    interrupted = await rt.post_event(session.id, "interrupt", {})
+    assert interrupted == EventAccepted() and interrupted.to_dict() == {"status": "accepted"}
 
 
 @pytest.mark.parametrize(

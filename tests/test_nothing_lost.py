@@ -22,7 +22,7 @@ from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import (
     Event,
     ResourceCreated,
-    SessionStatus,
+    SessionStatusChanged,
 )
 from omnigent.stores import StoredEvent
 
@@ -86,7 +86,7 @@ async def test_one_sessions_bad_event_leaves_every_other_log_complete(tmp_path: 
         bad_turn = live[bad_session]
         assert statuses(bad_turn) == ["running", "failed"]
         failure = bad_turn[-1]
-        assert isinstance(failure, SessionStatus) and failure.error is not None
+        assert isinstance(failure, SessionStatusChanged) and failure.error is not None
         assert "cannot be stored" in failure.error.message
         for sid in [bad_session, *good]:
             stored = await stored_log(rt, sid)
@@ -175,9 +175,9 @@ async def test_a_records_only_bus_refuses_to_publish(tmp_path: Path) -> None:
         session = (await owner.create_session(agent.id)).id
         async with omnigent.open_runtime(db=db, exclusive=False) as reader:
             with pytest.raises(StoreBusy):
-                await reader._bus.publish(session, SessionStatus(status="idle"))
+                await reader._bus.publish(session, SessionStatusChanged(status="idle"))
             with pytest.raises(StoreBusy):
-                await reader._bus.publish_now(session, SessionStatus(status="idle"))
+                await reader._bus.publish_now(session, SessionStatusChanged(status="idle"))
             with pytest.raises(StoreBusy):
                 await reader._elicitations.ask(session, elicitation_params("x", "tool_call"))
         assert statuses(await run_turn(owner, session)) == ["running", "idle"]
@@ -243,7 +243,7 @@ async def test_delete_withdraws_held_approvals_and_nothing_publishes_into_the_se
         assert [a.action for a in answers] == ["cancel"]
         for sid in (parent, child):
             with pytest.raises(SessionNotFound):
-                await rt._bus.publish(sid, SessionStatus(status="idle"))
+                await rt._bus.publish(sid, SessionStatusChanged(status="idle"))
             assert await rt._store.read_events(sid, 0) == []
         assert await rt._store.get_elicitation(held) is None
         await rt._bus.flush()
@@ -373,7 +373,7 @@ async def test_the_writer_logs_each_refused_row_with_its_session(
         raise sqlite3.OperationalError("no")
 
     monkeypatch.setattr(rt._store, "append_events", refuse)
-    await rt._bus.publish(rec_session, SessionStatus(status="idle"))
+    await rt._bus.publish(rec_session, SessionStatusChanged(status="idle"))
     await rt._bus.flush()
     assert f"dropping event 1 (session.status) of session {rec_session}" in caplog.text
     assert "OperationalError: no" in caplog.text

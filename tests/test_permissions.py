@@ -8,9 +8,9 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core.asking._permissions import EDIT, MANAGE, NONE, PUBLIC, READ
+from omnigent.core import EDIT, MANAGE, NONE, PUBLIC, READ
 from omnigent.errors import InvalidInput
-from omnigent.model import ElicitationRequest, ElicitationResolved
+from omnigent.model import ElicitationHeld, ElicitationRequest, ElicitationResolved, ResolveResult
 
 from .conftest import run_turn, scripted, wait_quiet
 
@@ -82,7 +82,8 @@ async def test_mcp_elicitation_is_held_by_the_session_until_answered(
             "mcp_elicitation",
             {"message": "Pick a colour", "requestedSchema": {"type": "object"}},
         )
-        eid = answer["elicitation_id"]
+        assert isinstance(answer, ElicitationHeld)
+        eid = answer.elicitation_id
         request = await events.__anext__()
         assert isinstance(request, ElicitationRequest)
         assert request.elicitation_id == eid
@@ -93,7 +94,7 @@ async def test_mcp_elicitation_is_held_by_the_session_until_answered(
         resolved = await rt.post_event(
             session.id, "approval", {"elicitation_id": eid, "action": "accept", "content": {}}
         )
-        assert resolved == {"resolved": True}
+        assert resolved == ResolveResult(True)
         done = await events.__anext__()
         assert isinstance(done, ElicitationResolved)
         assert done.action == "accept"
@@ -107,7 +108,8 @@ async def test_stopping_a_session_withdraws_its_held_elicitations(rt: omnigent.R
     answer = await rt.post_event(session.id, "mcp_elicitation", {"message": "Still there?"})
     with trio.fail_after(5):
         await rt.stop_session(session.id)
-    stored = await rt.get_elicitation(session.id, answer["elicitation_id"])
+    assert isinstance(answer, ElicitationHeld)
+    stored = await rt.get_elicitation(session.id, answer.elicitation_id)
     assert stored.status == "expired"
     assert rt.statistics()["tasks"] == 0
 
@@ -125,7 +127,7 @@ async def test_approval_event_validation(rt: omnigent.Runtime) -> None:
     answer = await rt.post_event(
         session.id, "approval", {"elicitation_id": "elicit_unknown", "action": "decline"}
     )
-    assert answer["resolved"] is False
+    assert answer == ResolveResult(False)
     with pytest.raises(InvalidInput):
         await rt.post_event(session.id, "mcp_elicitation", {"requestedSchema": {}})
 

@@ -181,7 +181,7 @@ async def test_the_sweep_spares_live_owners_and_recycled_pids(tmp_path: Path) ->
 
 _RUNTIME = """
 import sys, trio, omnigent
-from omnigent.model import OutputItemDone, MessageItem, SessionStatus
+from omnigent.model import OutputItemDone, MessageItem, SessionStatusChanged
 
 async def main():
     async with omnigent.open_runtime() as rt:
@@ -195,7 +195,7 @@ async def main():
                 async for event in events:
                     if isinstance(event, OutputItemDone) and isinstance(event.item, MessageItem):
                         print(event.item.content[0].text, flush=True)
-                    if isinstance(event, SessionStatus) and event.status == "idle":
+                    if isinstance(event, SessionStatusChanged) and event.status == "idle":
                         break
         await trio.sleep_forever()
 

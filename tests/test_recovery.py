@@ -26,7 +26,7 @@ from omnigent.model import (
     MessageItem,
     ResponseCreated,
     ResponseFailed,
-    SessionStatus,
+    SessionStatusChanged,
     item_text,
 )
 
@@ -91,7 +91,7 @@ async def restart(
             answered = 0
             async for event in events:
                 log.append(event)
-                if isinstance(event, SessionStatus) and event.status == "idle":
+                if isinstance(event, SessionStatusChanged) and event.status == "idle":
                     answered += 1
                     if answered == 2:  # the buffered message, then the inbox
                         break
@@ -123,7 +123,7 @@ async def test_a_restart_after_kill_9_finishes_what_was_in_flight(tmp_path: Path
     assert failed.response.id == log[created[0]].response.id
     assert failed.error.code == "runtime_restarted"
     status = log[log.index(failed) + 1]
-    assert isinstance(status, SessionStatus) and status.status == "failed"
+    assert isinstance(status, SessionStatusChanged) and status.status == "failed"
     assert status.error is not None and status.error.code == "runtime_restarted"
     assert [e.type for e in log].count("response.failed") == 1
     # Its shell call, which never returned, has an output saying it was interrupted.
@@ -219,7 +219,7 @@ async def test_a_result_that_arrived_during_a_cut_short_turn_wakes_its_session(
         async with omnigent.open_runtime(db=db, workspace=tmp_path) as rt:
             async with rt.subscribe(session, after=0) as events:
                 async for event in events:
-                    if isinstance(event, SessionStatus) and event.status == "idle":
+                    if isinstance(event, SessionStatusChanged) and event.status == "idle":
                         break
             items = (await rt.list_items(session)).data
     texts = [item_text(i) for i in items if isinstance(i, MessageItem)]
@@ -237,7 +237,7 @@ async def idle_twice(rt: omnigent.Runtime, session: str) -> None:
     async with rt.subscribe(session, after=0) as events:
         answered = 0
         async for event in events:
-            if isinstance(event, SessionStatus) and event.status == "idle":
+            if isinstance(event, SessionStatusChanged) and event.status == "idle":
                 answered += 1
                 if answered == 2:
                     return

@@ -18,7 +18,7 @@ from omnigent.model import (
     OutputItemDone,
     OutputTextDelta,
     ResponseFailed,
-    SessionStatus,
+    SessionStatusChanged,
     item_text,
 )
 
@@ -384,7 +384,7 @@ async def test_a_second_session_status_event_is_published_per_turn_only(
     session = await rt.create_session(agent.id)
     for _ in range(3):
         events = await run_turn(rt, session.id)
-        assert [e for e in events if isinstance(e, SessionStatus)][-1].status == "idle"
+        assert [e for e in events if isinstance(e, SessionStatusChanged)][-1].status == "idle"
     async with rt.subscribe(session.id, after=0) as all_events:
         seen = []
         async for event in all_events:

@@ -15,7 +15,12 @@ from typing import Any
 import trio
 
 import omnigent
-from omnigent.model import ElicitationRequest, OutputTextDelta, ResponseCompleted, SessionStatus
+from omnigent.model import (
+    ElicitationRequest,
+    OutputTextDelta,
+    ResponseCompleted,
+    SessionStatusChanged,
+)
 from omnigent.stores import StoredEvent, open_store
 
 from .conftest import collect_turn, run_turn, scripted, statuses, types
@@ -77,11 +82,11 @@ async def test_interrupt_and_stop(db_url: str) -> None:
                 await rt.send_message(session, "go")
                 await first(events, OutputTextDelta)
                 assert await rt.interrupt(session)
-                await first(events, SessionStatus, status="cancelled")
+                await first(events, SessionStatusChanged, status="cancelled")
                 await rt.send_message(session, "again")
                 await first(events, OutputTextDelta)
                 await rt.stop_session(session)
-                await first(events, SessionStatus, status="cancelled")
+                await first(events, SessionStatusChanged, status="cancelled")
             assert not await rt.interrupt(session)
 
 
@@ -139,7 +144,7 @@ async def test_a_turn_a_dead_process_left_running_ends_failed(db_url: str) -> No
                 seen = [await events.__anext__() for _ in range(2)]
             assert types(seen) == ["session.status", "session.status"]
             ended = seen[-1]
-            assert isinstance(ended, SessionStatus) and ended.status == "failed"
+            assert isinstance(ended, SessionStatusChanged) and ended.status == "failed"
             assert ended.error is not None and ended.error.code == "runtime_restarted"
             after = await run_turn(rt, session)  # the next message runs normally
             assert statuses(after) == ["running", "idle"]

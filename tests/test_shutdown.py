@@ -23,7 +23,7 @@ import trio.lowlevel
 
 import omnigent
 from omnigent.harnesses.base import TurnContext, TurnRequest
-from omnigent.model import SessionStatus
+from omnigent.model import SessionStatusChanged
 from omnigent.transports.http._serve import add_serve_parser, serve
 
 from .conftest import Recorder, collect_turn, scripted, statuses, wait_quiet
@@ -103,7 +103,7 @@ async def test_a_locked_database_does_not_hold_shutdown(
         with trio.fail_after(10):
             async with omnigent.open_runtime(db=db, shutdown_grace=GRACE) as rt:
                 other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-                await rt._bus.publish(session, SessionStatus(status="idle"))
+                await rt._bus.publish(session, SessionStatusChanged(status="idle"))
                 while not rt._store._waits:  # type: ignore[attr-defined]
                     await trio.sleep(0.001)  # until the writer waits for the lock
                 leaving = time.monotonic()

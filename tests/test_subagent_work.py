@@ -10,8 +10,8 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core.session._turn import TurnOutcome
-from omnigent.core.work._subagents import Dispatch, SubAgents
+from omnigent.core.work import Dispatch, SubAgents, TurnOutcome
+from omnigent.model import TurnStatus
 from omnigent.stores import WorkRow
 
 from .conftest import all_tasks, wait_quiet
@@ -195,7 +195,7 @@ async def test_an_old_dispatchs_cleanup_never_removes_a_newer_one(rt: omnigent.R
     subagents.messages_taken(["item_o"], "resp_1")
     assert not new.taken
     subagents.messages_taken(["item_n"], "resp_2")
-    subagents.session_settled("c", TurnOutcome("idle", None, "answer"))
+    subagents.session_settled("c", TurnOutcome(TurnStatus.COMPLETED, None, "answer"))
     assert new.result == ("completed", "answer")
 
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from omnigent.core.session._turn_stream import TurnEvents
-from omnigent.model import Event, OutputTextDelta, ResponseCompleted, SessionStatus
+from omnigent.model import Event, OutputTextDelta, ResponseCompleted, SessionStatusChanged
 from omnigent.model._events import ResponseInfo
 
 ITEM = "item_1"
@@ -125,7 +125,7 @@ async def test_next_ready_takes_only_what_is_at_hand() -> None:
 
 
 async def test_a_dropped_message_ends_with_the_terminal_status() -> None:
-    cancelled = SessionStatus(status="cancelled").stamped(
+    cancelled = SessionStatusChanged(status="cancelled").stamped(
         session_id="conv_1", event_id=2, created_at=1.0
     )
     events = Events([completed("resp_1", 1), cancelled, delta("later", 3)])

@@ -35,7 +35,7 @@ from ..model import (
     ResponseCancelled,
     ResponseCompleted,
     ResponseFailed,
-    SessionStatus,
+    SessionStatusChanged,
 )
 from ._approval_render import (
     APPROVE_PROMPT,
@@ -181,7 +181,7 @@ class TurnRenderer:
         elif isinstance(event, ResponseCancelled):
             self._exit_code, self._error = EXIT_INTERRUPTED, None
         elif (
-            isinstance(event, SessionStatus)
+            isinstance(event, SessionStatusChanged)
             and event.status in TERMINAL_STATUSES
             and self._exit_code is None
         ):

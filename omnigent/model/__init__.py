@@ -26,8 +26,7 @@ from ._events import (
     ResponseCreated,
     ResponseFailed,
     ResponseInfo,
-    SessionStatus,
-    Status,
+    SessionStatusChanged,
     elicitation_params,
     event_from_dict,
 )
@@ -49,6 +48,7 @@ from ._records import (
     ElicitationHeld,
     ElicitationInfo,
     EventAccepted,
+    EventAnswer,
     FileInfo,
     Health,
     ItemPage,
@@ -61,6 +61,7 @@ from ._records import (
     SessionSnapshot,
 )
 from ._schema import SchemaBuilder, wire_as, wire_schema
+from ._statuses import SessionStatus, TurnStatus
 from ._wire import loads, structure, unstructure
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "EventAccepted",
+    "EventAnswer",
     "FileInfo",
     "FunctionCallItem",
     "FunctionCallOutputItem",
@@ -109,7 +111,8 @@ __all__ = [
     "SessionPage",
     "SessionSnapshot",
     "SessionStatus",
-    "Status",
+    "SessionStatusChanged",
+    "TurnStatus",
     "check_depth",
     "elicitation_params",
     "event_from_dict",

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ._items import Item
+from ._statuses import SessionStatus, TurnStatus
 from ._wire import converter, register_tagged_union, structure
 
 __all__ = [
@@ -44,8 +45,7 @@ __all__ = [
     "ResponseCreated",
     "ResponseFailed",
     "ResponseInfo",
-    "SessionStatus",
-    "Status",
+    "SessionStatusChanged",
     "elicitation_params",
     "event_from_dict",
 ]
@@ -54,8 +54,8 @@ __all__ = [
 # one on every call.
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
-Status = Literal["launching", "running", "waiting", "idle", "failed", "cancelled"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"idle", "failed", "cancelled"})
+TERMINAL_STATUSES: frozenset[SessionStatus] = frozenset(s for s in SessionStatus if s.terminal)
+"""The statuses a turn ends with: ``idle``, ``failed``, ``cancelled``."""
 
 
 @attrs.frozen
@@ -71,7 +71,7 @@ class ResponseInfo:
     """The response (one turn's output) an event belongs to."""
 
     id: str
-    status: Literal["in_progress", "completed", "failed", "cancelled"]
+    status: TurnStatus = attrs.field(converter=TurnStatus)
 
 
 @attrs.frozen(kw_only=True)
@@ -117,11 +117,11 @@ class _EventBase:
 
 
 @attrs.frozen(kw_only=True)
-class SessionStatus(_EventBase):
+class SessionStatusChanged(_EventBase):
     """The session's state changed; a turn ends with exactly one terminal status."""
 
     type: ClassVar[str] = "session.status"
-    status: Status
+    status: SessionStatus = attrs.field(converter=SessionStatus)
     error: ErrorInfo | None = None
 
 
@@ -278,9 +278,11 @@ class ChildSessionSummary:
     title: str | None
     agent: str
     session_name: str | None
-    status: str
+    status: SessionStatus
     busy: bool
-    current_task_status: str | None = None
+    # The child's work: ``in_progress`` while it runs or has work sent it no turn took,
+    # then how its last turn ended; ``None`` before its first.
+    current_task_status: TurnStatus | None = None
     # The sub-agent's name (the original omnigent's field; the same as ``agent``).
     tool: str | None = None
     preview: str | None = None
@@ -321,7 +323,7 @@ class ChangedFilesInvalidated(_EventBase):
 
 
 Event = (
-    SessionStatus
+    SessionStatusChanged
     | ResponseCreated
     | OutputTextDelta
     | OutputItemDone
@@ -340,7 +342,7 @@ Event = (
 EVENT_CLASSES: dict[str, type[Any]] = {
     c.type: c
     for c in (
-        SessionStatus,
+        SessionStatusChanged,
         ResponseCreated,
         OutputTextDelta,
         OutputItemDone,

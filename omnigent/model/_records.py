@@ -12,6 +12,7 @@ import attrs
 
 from ._events import ElicitationRequest
 from ._items import Item
+from ._statuses import SessionStatus
 from ._wire import unstructure
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "ElicitationHeld",
     "ElicitationInfo",
     "EventAccepted",
+    "EventAnswer",
     "FileInfo",
     "Health",
     "ItemPage",
@@ -86,7 +88,7 @@ class SessionSnapshot(_Wire):
     agent_id: str
     agent_name: str
     title: str | None
-    status: str
+    status: SessionStatus
     harness: str
     model: str | None
     harness_override: str | None
@@ -169,6 +171,12 @@ class ResolveResult(_Wire):
     """The answer to resolving an elicitation: false if this session did not hold it."""
 
     resolved: bool
+
+
+EventAnswer = MessageAccepted | ResolveResult | ElicitationHeld | EventAccepted
+"""What :meth:`~omnigent.Runtime.post_event` answers, by event type: a message's
+:class:`MessageAccepted`, an approval's :class:`ResolveResult`, an ``mcp_elicitation``'s
+:class:`ElicitationHeld`, else :class:`EventAccepted` (``to_dict()`` is the HTTP body)."""
 
 
 @attrs.frozen

@@ -7,7 +7,8 @@ accepts and sends. It reads only types and a few declarations on them:
 
 * ``str``, ``int``, ``float``, ``bool``, ``None``, ``Any`` → ``string``, ``integer``,
   ``number``, ``boolean``, ``null``, ``{}``; a ``Literal`` → ``enum`` (``const`` for
-  one value); ``X | None`` → a nullable ``X``; other unions → ``anyOf``.
+  one value); a string enum (``SessionStatus``) → a ``string`` ``enum`` of its values;
+  ``X | None`` → a nullable ``X``; other unions → ``anyOf``.
 * ``list[X]`` / ``tuple[X, ...]`` → arrays; ``tuple[X, Y]`` → ``prefixItems``;
   ``dict[str, X]`` / ``Mapping[str, X]`` → objects with ``additionalProperties: X``.
 * An attrs class → a ``$ref`` to a component named after it (a leading ``_`` dropped),
@@ -28,6 +29,7 @@ both directions requires what both agree on.
 
 from __future__ import annotations
 
+import enum
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -184,6 +186,8 @@ class SchemaBuilder:
             return {"type": "null"}
         if tp in _PRIMITIVES:
             return {"type": _PRIMITIVES[tp]}
+        if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
+            return {"type": "string", "enum": [member.value for member in tp]}
         if attrs.has(tp):
             return self._class(tp, direction)
         origin, args = typing.get_origin(tp), typing.get_args(tp)

@@ -2,7 +2,8 @@
 
 cattrs coerces by default (``"7"`` becomes ``7``, ``"false"`` becomes ``True``), which
 would let a wrong type through silently. Here every primitive must already have the
-right JSON type, unknown keys are refused, ``Literal`` values are checked, and tagged
+right JSON type, unknown keys are refused, ``Literal`` values and string enums
+(:class:`~._statuses.SessionStatus`) are checked (an enum travels as its string), and tagged
 unions dispatch on a ``type`` key held as a ``ClassVar`` on each class (a tag that is
 also an attrs field breaks ``forbid_extra_keys``: cattrs #483).
 
@@ -12,6 +13,7 @@ every bad field as a dotted path (``data.content[0].text``).
 
 from __future__ import annotations
 
+import enum
 import math
 import types
 import typing
@@ -108,6 +110,22 @@ def _literal_hook(tp: Any) -> Callable[[Any, Any], Any]:
         raise WireError(f"must be one of {choices}, got {value!r}")
 
     return structure_literal
+
+
+def _structure_str_enum(value: Any, cls: type[enum.StrEnum]) -> enum.StrEnum:
+    # Only the exact string of a member: no coercion, and no member of another enum.
+    if type(value) is str:
+        try:
+            return cls(value)
+        except ValueError:
+            pass
+    choices = ", ".join(repr(member.value) for member in cls)
+    raise WireError(f"must be one of {choices}, got {value!r}")
+
+
+def _plain_str(value: enum.StrEnum) -> str:
+    """A string enum's wire form: its value, as a plain ``str``."""
+    return str(value.value)
 
 
 def _dict_hook(tp: Any) -> Callable[[Any, Any], Any]:
@@ -218,6 +236,10 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(bool, _strict_bool)
     conv.register_structure_hook_factory(_is_literal, _literal_hook)
+    # Registered by class (as str is): a string enum is a str, and the most derived
+    # class wins.
+    conv.register_structure_hook(enum.StrEnum, _structure_str_enum)
+    conv.register_unstructure_hook(enum.StrEnum, _plain_str)
     conv.register_structure_hook_factory(_is_dict, _dict_hook)
     conv.register_structure_hook_factory(_is_sequence, _list_hook)
     conv.register_structure_hook_factory(_is_primitive_union, _primitive_union_hook)

@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from omnigent.client import OmnigentClient
-from omnigent.model import TERMINAL_STATUSES, Event, SessionStatus
+from omnigent.model import TERMINAL_STATUSES, Event, SessionStatusChanged
 
 from .procs import Proc, descendants
 
@@ -194,13 +194,15 @@ class Watch:
 
 
 def terminal_count(events: Sequence[Event]) -> int:
-    return sum(isinstance(e, SessionStatus) and e.status in TERMINAL_STATUSES for e in events)
+    return sum(
+        isinstance(e, SessionStatusChanged) and e.status in TERMINAL_STATUSES for e in events
+    )
 
 
 def summary(events: Sequence[Event]) -> list[str]:
     """``type[:status]`` of each event, for failure messages."""
     return [
-        f"{e.event_id}:{e.type}" + (f":{e.status}" if isinstance(e, SessionStatus) else "")
+        f"{e.event_id}:{e.type}" + (f":{e.status}" if isinstance(e, SessionStatusChanged) else "")
         for e in events
     ]
 

@@ -25,7 +25,7 @@ import pytest
 import trio
 
 from omnigent.client import OmnigentClient
-from omnigent.model import TERMINAL_STATUSES, SessionStatus
+from omnigent.model import TERMINAL_STATUSES, SessionStatusChanged
 
 from .procs import wait_no_stragglers
 from .serve_rig import (
@@ -92,7 +92,7 @@ async def quiet(watch: Watch, db: Path) -> None:
     sid = watch.session_id
     while True:
         last = watch.events[-1] if watch.events else None
-        if isinstance(last, SessionStatus) and last.status in TERMINAL_STATUSES:
+        if isinstance(last, SessionStatusChanged) and last.status in TERMINAL_STATUSES:
             waiting = read_db(
                 db,
                 "SELECT (SELECT COUNT(*) FROM items WHERE session_id = ?1 AND pending = 1)"

@@ -141,7 +141,7 @@ async def test_a_spec_with_its_own_endpoint_never_receives_the_servers_key(
             await rt.send_message(session, "hi")
             with trio.fail_after(10):
                 async for event in events:
-                    if isinstance(event, omnigent.model.SessionStatus) and event.status in (
+                    if isinstance(event, omnigent.model.SessionStatusChanged) and event.status in (
                         "idle",
                         "failed",
                     ):

@@ -51,6 +51,7 @@ from ...model import (
     ElicitationRequest,
     ElicitationResolved,
     SessionStatus,
+    SessionStatusChanged,
 )
 from ...stores import Store
 from ..bus import EventBus, encode_event
@@ -166,7 +167,9 @@ class Elicitations:
                 # request (and ask for the snapshot) before the mirrors are out.
                 await self._publish_everywhere(session_id, request, into=waiter.views)
                 if mark_waiting:
-                    await self._bus.publish(session_id, SessionStatus(status="waiting"))
+                    await self._bus.publish(
+                        session_id, SessionStatusChanged(status=SessionStatus.WAITING)
+                    )
             yield waiter
         finally:
             del self._waiters[elicitation_id]
@@ -193,7 +196,9 @@ class Elicitations:
         try:
             await self._publish_everywhere(waiter.session_id, resolved)
             if mark_waiting and waiter.resolution is not None:
-                await self._bus.publish(waiter.session_id, SessionStatus(status="running"))
+                await self._bus.publish(
+                    waiter.session_id, SessionStatusChanged(status=SessionStatus.RUNNING)
+                )
         except SessionNotFound:
             pass  # the session is being deleted: its log goes with it
 

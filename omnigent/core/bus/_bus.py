@@ -52,7 +52,7 @@ import trio
 
 from ..._ids import now
 from ...errors import InvalidInput, SessionElsewhere, SessionNotFound, StoreBusy
-from ...model import Event, SessionStatus
+from ...model import Event, SessionStatusChanged
 from ...stores import Store, StoredEvent
 from ..cluster import Ownership, SoloOwnership
 from ._live import LiveSubscribers
@@ -209,7 +209,7 @@ class EventBus(BusWriter, BusSubscribing):
             stamped: Event = event.stamped(
                 session_id=session_id, event_id=entry.last_id + offset, created_at=created
             )
-            status = stamped.status if isinstance(stamped, SessionStatus) else None
+            status = stamped.status if isinstance(stamped, SessionStatusChanged) else None
             row = StoredEvent(
                 session_id,
                 stamped.event_id,

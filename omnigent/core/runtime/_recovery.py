@@ -50,6 +50,8 @@ from ...model import (
     ResponseFailed,
     ResponseInfo,
     SessionStatus,
+    SessionStatusChanged,
+    TurnStatus,
     structure,
     unstructure,
 )
@@ -68,7 +70,7 @@ INTERRUPTED_CALL = (
 )
 INTERRUPTED_TASK = "interrupted by a restart"
 
-_UNFINISHED = ("launching", "running", "waiting")
+_UNFINISHED = tuple(status for status in SessionStatus if status.active)
 _RESPONSE_EVENTS = (
     "response.created",
     "response.completed",
@@ -163,11 +165,11 @@ async def _end_interrupted_turn(store: Store, bus: EventBus, session_id: str) ->
     if last is not None and last.get("type") == "response.created":
         response_id = str(last["response"]["id"])
     await _answer_interrupted_calls(store, bus, session_id, response_id)
-    ended = SessionStatus(status="failed", error=error)
+    ended = SessionStatusChanged(status=SessionStatus.FAILED, error=error)
     if response_id is None:
         await bus.publish_now(session_id, ended)
     else:
-        info = ResponseInfo(id=response_id, status="failed")
+        info = ResponseInfo(id=response_id, status=TurnStatus.FAILED)
         await bus.publish_now(session_id, ResponseFailed(response=info, error=error), ended)
     log.warning("session %s: its turn was interrupted by the restart", session_id)
 

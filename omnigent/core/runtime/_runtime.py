@@ -60,6 +60,7 @@ from ...model import (
     ElicitationParams,
     ElicitationRequest,
     EventAccepted,
+    EventAnswer,
     FileInfo,
     Health,
     ItemPage,
@@ -792,12 +793,13 @@ class Runtime(metaclass=_NoPublicConstructor):
 
     async def post_event(
         self, session_id: str, type: str, data: Any, *, viewer: str | None = None
-    ) -> dict[str, Any]:
+    ) -> EventAnswer:
         """Handle one ``{type, data}`` event as the HTTP and WebSocket routes do.
 
-        Returns the answer body: a :class:`MessageAccepted` for a message, a
-        :class:`ResolveResult` for an approval, an :class:`ElicitationHeld` for an
-        ``mcp_elicitation``, else an :class:`EventAccepted` (each as ``to_dict()``).
+        Returns the answer, a typed record (``to_dict()`` is the HTTP body): a
+        :class:`MessageAccepted` for a message, a :class:`ResolveResult` for an
+        approval, an :class:`ElicitationHeld` for an ``mcp_elicitation``, else an
+        :class:`EventAccepted`.
 
         Raises:
             InvalidInput naming ``type`` or the bad ``data`` field; SessionNotFound.
@@ -806,26 +808,25 @@ class Runtime(metaclass=_NoPublicConstructor):
         await self._working()
         if event.type == "message":
             await self._files.check_references(event.content, root="data.content", viewer=viewer)
-            accepted = await self.send_message(
+            return await self.send_message(
                 session_id, event.content, role=event.role, viewer=viewer
             )
-            return accepted.to_dict()
         if isinstance(event.data, ApprovalData):
             approval = event.data
             resolved = await self.resolve_elicitation(
                 session_id, approval.elicitation_id, approval.action, approval.content
             )
-            return ResolveResult(resolved).to_dict()
+            return ResolveResult(resolved)
         if isinstance(event.data, McpElicitationData):
             params = elicitation_params(
                 event.data.message, "mcp_elicitation", requestedSchema=event.data.requestedSchema
             )
-            return ElicitationHeld(await self.hold_elicitation(session_id, params)).to_dict()
+            return ElicitationHeld(await self.hold_elicitation(session_id, params))
         if event.type == "interrupt":
             await self.interrupt(session_id)
         elif event.type == "stop_session":
             await self.stop_session(session_id)
-        return EventAccepted().to_dict()
+        return EventAccepted()
 
     async def interrupt(self, session_id: str) -> bool:
         """Cancel the running turn, which ends ``cancelled``. False if none was running."""

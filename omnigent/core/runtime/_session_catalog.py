@@ -29,6 +29,8 @@ from ...model import (
     Resource,
     SessionPage,
     SessionSnapshot,
+    SessionStatus,
+    TurnStatus,
     item_text,
     structure,
     unstructure,
@@ -177,7 +179,7 @@ class SessionCatalog:
             harness_override=harness_override,
             model_override=model_override,
             labels=checked_labels,
-            status="idle",
+            status=SessionStatus.IDLE,
             last_event_id=0,
             turn_count=0,
             created_at=created,
@@ -210,12 +212,13 @@ class SessionCatalog:
         if not self._ownership.owns(row.id):
             # Not held here (by another server, or by none): what the store says, and
             # the holder's pending elicitations.
+            status = SessionStatus(row.status)
             return _snapshot(
                 row,
                 spec,
-                status=row.status,
+                status=status,
                 harness=harness,
-                busy=row.status in _ACTIVE,
+                busy=status.active,
                 pending=await self._pending_elsewhere(row),
                 last_event_id=row.last_event_id,
                 resources=(),
@@ -223,7 +226,7 @@ class SessionCatalog:
         return _snapshot(
             row,
             spec,
-            status=self._bus.status_of(row.id) or row.status,
+            status=SessionStatus(self._bus.status_of(row.id) or row.status),
             harness=harness,
             busy=self._live.busy(row.id),
             pending=tuple(self._elicitations.pending_for(row.id)),
@@ -325,16 +328,18 @@ class SessionCatalog:
             labels=child.labels,
         )
 
-    async def _task_status(self, child: SessionSnapshot) -> str | None:
-        if child.busy or child.status in ("launching", "running", "waiting"):
-            return "in_progress"
+    async def _task_status(self, child: SessionSnapshot) -> TurnStatus | None:
+        if child.busy or child.status.active:
+            return TurnStatus.IN_PROGRESS
         dispatch = self._subagents.open_for(child.id)
         if dispatch is not None and dispatch.result is None:
-            return "in_progress"
-        if child.status in ("failed", "cancelled"):
-            return child.status
+            return TurnStatus.IN_PROGRESS
+        if child.status is SessionStatus.FAILED:
+            return TurnStatus.FAILED
+        if child.status is SessionStatus.CANCELLED:
+            return TurnStatus.CANCELLED
         row = await self._store.get_session(child.id)
-        return "completed" if row is not None and row.turn_count > 0 else None
+        return TurnStatus.COMPLETED if row is not None and row.turn_count > 0 else None
 
     async def _preview(self, session_id: str) -> str | None:
         """The last assistant text of a session, truncated; None if it has none.
@@ -372,14 +377,11 @@ def _assistant_message(data: Any) -> bool:
     return data.get("type") == "message" and data.get("role") == "assistant"
 
 
-_ACTIVE = ("launching", "running", "waiting")
-
-
 def _snapshot(
     row: SessionRow,
     spec: Any,
     *,
-    status: str,
+    status: SessionStatus,
     harness: str,
     busy: bool,
     pending: tuple[ElicitationRequest, ...],

@@ -51,6 +51,8 @@ from ...model import (
     ResponseFailed,
     ResponseInfo,
     SessionStatus,
+    SessionStatusChanged,
+    TurnStatus,
     item_text,
     unstructure,
 )
@@ -227,9 +229,9 @@ class Turn:
 
     @asynccontextmanager
     async def launching(self) -> AsyncIterator[None]:
-        await self.emit(SessionStatus(status="launching"))
+        await self.emit(SessionStatusChanged(status=SessionStatus.LAUNCHING))
         yield
-        await self.emit(SessionStatus(status="running"))
+        await self.emit(SessionStatusChanged(status=SessionStatus.RUNNING))
 
     async def elicit(self, params: ElicitationParams) -> tuple[str, Any]:
         answer = await self._services.elicitations.ask(self.session_id, params)
@@ -248,8 +250,10 @@ class Turn:
 
     # -- the life of a turn ------------------------------------------------------------
 
-    async def run(self, prepare: Callable[[], Awaitable[tuple[Harness, TurnRequest]]]) -> str:
-        """Run the turn to its end; returns the terminal status.
+    async def run(
+        self, prepare: Callable[[], Awaitable[tuple[Harness, TurnRequest]]]
+    ) -> TurnStatus:
+        """Run the turn to its end; returns how it ended.
 
         ``prepare`` builds the harness and the request (inside the turn, so a setup
         failure is a failed turn, not a lost one).
@@ -257,27 +261,27 @@ class Turn:
         Cancellation: a cancel from outside (stop, shutdown) ends the turn
         ``cancelled`` and is re-raised after the terminal events are published.
         """
-        status = "failed"
+        status = TurnStatus.FAILED
         error: ErrorInfo | None = ErrorInfo("the turn ended unexpectedly", "internal_error")
         try:
-            await self.emit(SessionStatus(status="running"))
+            await self.emit(SessionStatusChanged(status=SessionStatus.RUNNING))
             with self.scope:
                 await self.emit(
                     ResponseCreated(
-                        response=ResponseInfo(id=self.response_id, status="in_progress")
+                        response=ResponseInfo(id=self.response_id, status=TurnStatus.IN_PROGRESS)
                     )
                 )
                 harness, request = await prepare()
                 await harness.run_turn(request, self)
                 status, error = self._outcome()
             if self.scope.cancelled_caught:
-                status, error = "cancelled", None
+                status, error = TurnStatus.CANCELLED, None
         except BaseException as exc:
             cancel, failure = split_cancellation(exc)
             if failure is None or not only_exceptions(failure):
-                status, error = "cancelled", None
+                status, error = TurnStatus.CANCELLED, None
                 raise
-            status, error = "failed", describe_failure(failure)
+            status, error = TurnStatus.FAILED, describe_failure(failure)
             leaf = _first_error(failure)
             if not isinstance(leaf, OmnigentError) or isinstance(leaf, InternalError):
                 log.exception(
@@ -301,23 +305,24 @@ class Turn:
                 await self._finalise(status, error)
         return status
 
-    def _outcome(self) -> tuple[str, ErrorInfo | None]:
-        if self._reported is not None and self._reported[0] == "failed":
+    def _outcome(self) -> tuple[TurnStatus, ErrorInfo | None]:
+        if self._reported is not None and self._reported[0] == TurnStatus.FAILED:
             message = self._reported[1] or "the harness reported a failed response"
-            return "failed", ErrorInfo(message, "harness_error")
-        return "idle", None
+            return TurnStatus.FAILED, ErrorInfo(message, "harness_error")
+        return TurnStatus.COMPLETED, None
 
-    async def _finalise(self, status: str, error: ErrorInfo | None) -> None:
-        info = ResponseInfo(id=self.response_id, status="completed")
+    async def _finalise(self, status: TurnStatus, error: ErrorInfo | None) -> None:
+        """Publish the turn's terminal pair: its ``response.*`` and ``session.status``."""
+        info = ResponseInfo(id=self.response_id, status=status)
         terminal: Event
-        if status == "idle":
+        if status is TurnStatus.COMPLETED:
             terminal = ResponseCompleted(response=info)
-        elif status == "cancelled":
-            terminal = ResponseCancelled(response=attrs.evolve(info, status="cancelled"))
+        elif status is TurnStatus.CANCELLED:
+            terminal = ResponseCancelled(response=info)
         else:
             assert error is not None
-            terminal = ResponseFailed(response=attrs.evolve(info, status="failed"), error=error)
-        ended = SessionStatus(status=status, error=error)  # type: ignore[arg-type]
+            terminal = ResponseFailed(response=info, error=error)
+        ended = SessionStatusChanged(status=status.session_status(), error=error)
         self.outcome = TurnOutcome(status, error.message if error else None, self._last_text)
         try:
             # Together and without waiting for room: a turn always ends, and never

@@ -28,7 +28,7 @@ from ...model import (
     ResponseCancelled,
     ResponseCompleted,
     ResponseFailed,
-    SessionStatus,
+    SessionStatusChanged,
 )
 from ...stores import Store
 from ..bus import Subscription
@@ -122,7 +122,7 @@ def _may_end(event: Event) -> bool:
     """Whether ``event`` could end a turn stream (a terminal response or status)."""
     if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
         return True
-    return isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES
+    return isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES
 
 
 def _ends_answer(event: Event, handled_by: str | None) -> bool:
@@ -133,6 +133,6 @@ def _ends_answer(event: Event, handled_by: str | None) -> bool:
     """
     if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
         return handled_by == event.response.id
-    if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+    if isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES:
         return handled_by == ""
     return False

@@ -44,7 +44,14 @@ import trio
 from ..._cancellation import only_exceptions, split_cancellation
 from ..._ids import new_id
 from ...errors import NotFound
-from ...model import InboxUpdated, MessageItem, item_text, structure
+from ...model import (
+    InboxUpdated,
+    MessageItem,
+    SessionStatus,
+    TurnStatus,
+    item_text,
+    structure,
+)
 from ...stores import Store, WorkRow
 from ..bus import EventBus
 
@@ -66,8 +73,6 @@ INTERRUPTED_WORK = "interrupted by a restart before the sub-agent finished; send
 # How long the shielded end of a dispatch may take: stopping the child (its turn's
 # terminal events, its harness closing) and writing the inbox item.
 _CONCLUDE_TIMEOUT = 30.0
-
-_STATUS_OF_TURN = {"idle": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
 def new_work_id() -> str:
@@ -106,18 +111,18 @@ class Dispatch:
     taken: bool = False
     moved: trio.Event = attrs.field(factory=trio.Event)
     settled: trio.Event = attrs.field(factory=trio.Event)
-    result: tuple[str, str] | None = None
+    result: tuple[TurnStatus, str] | None = None
     # Whether concluding must stop the child (a cancel from this side).
     stop_child: bool = False
     done: trio.Event = attrs.field(factory=trio.Event)
     # The status delivered to the parent (``None``: not delivered by this watcher).
-    delivered: str | None = None
+    delivered: TurnStatus | None = None
 
     @property
     def child_id(self) -> str:
         return self.row.child_session_id
 
-    def settle(self, status: str, output: str) -> None:
+    def settle(self, status: TurnStatus, output: str) -> None:
         """Fix the dispatch's result; the first one wins (a late completion is dropped)."""
         if self.result is None:
             self.result = (status, output)
@@ -130,12 +135,13 @@ class TurnOutcome:
     """How a turn ended, as a parent waiting on it needs to know.
 
     Attributes:
-        status: the terminal status (``idle``, ``failed`` or ``cancelled``).
+        status: how it ended (``completed``, ``failed`` or ``cancelled``): also the
+            status its dispatch is delivered with.
         error: the failure's message (``failed`` only).
         text: the text of the last assistant message the turn recorded ("" if none).
     """
 
-    status: str
+    status: TurnStatus
     error: str | None = None
     text: str = ""
 
@@ -203,7 +209,7 @@ class SubAgents:
                 dispatch.taken = True
                 dispatch.moved.set()
             else:
-                dispatch.settle("cancelled", "")
+                dispatch.settle(TurnStatus.CANCELLED, "")
 
     def session_settled(
         self, session_id: str, outcome: TurnOutcome | None, *, ended: bool = False
@@ -217,10 +223,10 @@ class SubAgents:
         if dispatch is None or not dispatch.taken:
             return
         if outcome is None:
-            dispatch.settle("cancelled", "")
+            dispatch.settle(TurnStatus.CANCELLED, "")
             return
-        status = _STATUS_OF_TURN.get(outcome.status, "failed")
-        if status == "failed":
+        status = outcome.status
+        if status is TurnStatus.FAILED:
             dispatch.settle(status, outcome.error or "the sub-agent's turn failed")
         else:
             dispatch.settle(status, outcome.text)
@@ -257,7 +263,7 @@ class SubAgents:
         result delivered.
         """
         if dispatch.result is None:
-            dispatch.settle("cancelled", "")
+            dispatch.settle(TurnStatus.CANCELLED, "")
             dispatch.stop_child = True
         dispatch.scope.cancel()
 
@@ -333,7 +339,7 @@ class ChildWork:
                 dispatch.stop_child = dispatch.result is None
                 raise
             log.warning("watching %s failed", dispatch.row.work_id, exc_info=failure)
-            dispatch.settle("failed", f"watching the sub-agent failed: {failure}")
+            dispatch.settle(TurnStatus.FAILED, f"watching the sub-agent failed: {failure}")
             if cancel is not None:
                 raise cancel from None
         finally:
@@ -345,7 +351,7 @@ class ChildWork:
             with trio.move_on_after(_CONCLUDE_TIMEOUT, shield=True):
                 if dispatch.result is None and self._hooks.closing():
                     return  # left open: the next start settles it (recover_work)
-                dispatch.settle("cancelled", "")
+                dispatch.settle(TurnStatus.CANCELLED, "")
                 if dispatch.stop_child:
                     await self._hooks.stop_session(dispatch.child_id)
                 delivered = await self._subagents.finish(dispatch)
@@ -389,10 +395,10 @@ async def recover_work(store: Store, bus: EventBus, sessions: set[str] | None = 
         if child is None or parent is None:
             await store.drop_work(row.work_id)
             continue
-        if row.status == "running" and child.status == "idle":
-            status, output = "completed", await _last_answer(store, row.child_session_id)
+        if row.status == "running" and child.status == SessionStatus.IDLE:
+            status, output = TurnStatus.COMPLETED, await _last_answer(store, row.child_session_id)
         else:
-            status, output = "failed", INTERRUPTED_WORK
+            status, output = TurnStatus.FAILED, INTERRUPTED_WORK
         data = json.dumps(work_payload(row, status, output))
         count = await store.finish_work(row.work_id, status, output, new_id("inbox"), data)
         if count is not None:

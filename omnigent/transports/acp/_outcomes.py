@@ -19,7 +19,7 @@ from ...model import (
     ResponseCancelled,
     ResponseCompleted,
     ResponseFailed,
-    SessionStatus,
+    SessionStatusChanged,
 )
 from ...rpc import INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError
 
@@ -60,7 +60,7 @@ def is_terminal(event: Event | None) -> bool:
     """Whether ``event`` ends a turn (its ``response.*`` end, or a terminal status)."""
     if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
         return True
-    return isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES
+    return isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES
 
 
 def stop_reason(terminal: Event | None) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def stop_reason(terminal: Event | None) -> dict[str, Any]:
     """
     if isinstance(terminal, ResponseCompleted):
         return {"stopReason": "end_turn"}
-    if isinstance(terminal, ResponseCancelled | SessionStatus):
+    if isinstance(terminal, ResponseCancelled | SessionStatusChanged):
         return {"stopReason": "cancelled"}  # a stop dropped the message, or cancelled it
     if isinstance(terminal, ResponseFailed):
         reason = _STOP_CODES.get(terminal.error.code)

@@ -53,7 +53,8 @@ async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
     body = await structured_body(EventBody)
     who = viewer()
     if not stream:
-        return await runtime.post_event(session_id, body.type, body.data, viewer=who), 202
+        answer = await runtime.post_event(session_id, body.type, body.data, viewer=who)
+        return answer.to_dict(), 202
     event = parse_event(body.type, body.data)
     if event.type != "message":
         raise InvalidInput.at("stream", "only a message event can be streamed")
