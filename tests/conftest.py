@@ -1,9 +1,14 @@
-"""Shared fixtures and doubles for the test suite."""
+"""Shared fixtures and small helpers for the test suite.
+
+The harness double and the turn helpers the tests use are public:
+:mod:`omnigent.testing` (``RecordingHarness``, ``scripted_agent``, ``run_turn``,
+``collect_turn``, ``probe``).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,67 +16,10 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
-from omnigent.model import TERMINAL_STATUSES, Event, SessionStatusChanged
+from omnigent.model import Event, SessionStatusChanged
+from omnigent.testing import RecordingHarness, scripted_agent
 
 from .pg_cluster import PgCluster, find_bindir
-
-TurnBody = Callable[[TurnRequest, TurnContext], Awaitable[None]]
-
-
-def scripted(name: str = "bot", script: list[Any] | None = None, **config: Any) -> dict[str, Any]:
-    """A scripted agent spec as a dict."""
-    cfg: dict[str, Any] = {"harness": "scripted", **config}
-    if script is not None:
-        cfg["script"] = script
-    return {"name": name, "executor": {"type": "omnigent", "config": cfg}}
-
-
-class Recorder:
-    """A harness double: records every request and runs ``body`` for each turn."""
-
-    def __init__(self, body: TurnBody | None = None) -> None:
-        self.requests: list[TurnRequest] = []
-        self.body = body
-        self.created = 0
-        self.closed = 0
-
-    def factory(self, env: HarnessEnv) -> Any:
-        self.created += 1
-        return _RecordingHarness(self)
-
-
-class _RecordingHarness:
-    def __init__(self, recorder: Recorder) -> None:
-        self._recorder = recorder
-
-    async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
-        self._recorder.requests.append(request)
-        if self._recorder.body is not None:
-            await self._recorder.body(request, ctx)
-        else:
-            async with ctx.open_message() as message:
-                await message.write(f"echo {len(self._recorder.requests)}")
-
-    async def aclose(self) -> None:
-        self._recorder.closed += 1
-
-
-async def collect_turn(events: AsyncIterator[Event]) -> list[Event]:
-    """Events up to and including the next terminal ``session.status``."""
-    seen: list[Event] = []
-    async for event in events:
-        seen.append(event)
-        if isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES:
-            return seen
-    raise AssertionError(f"the stream ended without a terminal status: {seen}")
-
-
-async def run_turn(rt: omnigent.Runtime, session_id: str, content: Any = "hi") -> list[Event]:
-    """Send a message and collect the events of the turn it starts."""
-    async with rt.subscribe(session_id) as events:
-        await rt.send_message(session_id, content)
-        return await collect_turn(events)
 
 
 async def wait_quiet(rt: omnigent.Runtime, timeout: float = 5) -> None:
@@ -117,15 +65,15 @@ async def rt() -> AsyncIterator[omnigent.Runtime]:
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
+def recorder() -> RecordingHarness:
+    return RecordingHarness()
 
 
 @pytest.fixture
-async def rec_session(rt: omnigent.Runtime, recorder: Recorder) -> str:
+async def rec_session(rt: omnigent.Runtime, recorder: RecordingHarness) -> str:
     """A session whose harness is ``recorder``."""
     rt.register_harness("recorder", recorder.factory)
-    agent = await rt.create_agent(scripted("rec", harness="recorder"))
+    agent = await rt.create_agent(scripted_agent("rec", harness="recorder"))
     return (await rt.create_session(agent.id)).id
 
 

@@ -19,6 +19,7 @@ import trio
 import trio.testing
 
 import omnigent
+from omnigent.testing import probe
 
 SPEC = {
     "name": "notified",
@@ -44,7 +45,7 @@ SPEC = {
 async def main(db: str, workdir: Path) -> None:
     async with omnigent.open_runtime(db=db, workspace=workdir) as rt:
         session = (await rt.create_session((await rt.create_agent(SPEC)).id)).id
-        store = rt._store
+        store = probe(rt).store
         put = store.put_items
         held = trio.Event()
 

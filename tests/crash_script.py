@@ -14,6 +14,7 @@ from pathlib import Path
 import trio
 
 import omnigent
+from omnigent.testing import probe
 
 
 def spec(workdir: Path) -> dict[str, object]:
@@ -55,7 +56,7 @@ async def main(db: str, workdir: Path) -> None:
                 await trio.sleep(0.01)
         accepted = await rt.send_message(session, "and this?")
         assert accepted.status == "buffered", accepted
-        await rt._bus.flush()
+        await probe(rt).bus.flush()
         print("READY", session, flush=True)
         await trio.sleep_forever()
 

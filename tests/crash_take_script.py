@@ -18,6 +18,7 @@ import trio.testing
 
 import omnigent
 from omnigent.stores import StoredEvent
+from omnigent.testing import probe
 
 SPEC = {
     "name": "taker",
@@ -33,8 +34,8 @@ async def main(db: str) -> None:
             async for event in events:
                 if getattr(event, "status", None) == "idle":
                     break
-        await rt._bus.flush()
-        store = rt._store
+        await probe(rt).bus.flush()
+        store = probe(rt).store
         write = store.append_events
         held = trio.Event()
 

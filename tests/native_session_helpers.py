@@ -19,8 +19,8 @@ from omnigent.model import (
     OutputItemDone,
     SessionStatusChanged,
 )
+from omnigent.testing import collect_turn
 
-from .conftest import collect_turn
 from .external_helpers import alive
 
 CLAUDE_MODEL = "claude-sonnet-4-5"

@@ -12,8 +12,9 @@ import trio
 import omnigent
 from omnigent.harnesses.base import TurnContext
 from omnigent.model import Event
+from omnigent.testing import run_turn
 
-from .conftest import run_turn, statuses
+from .conftest import statuses
 
 # A bash that reads no startup files, with a prompt the tests can recognise.
 BASH: dict[str, Any] = {

@@ -15,16 +15,16 @@ import omnigent
 import omnigent.rpc as rpc
 from omnigent.model import ElicitationRequest, SessionStatusChanged
 from omnigent.rpc import ConnectionClosed
-from omnigent.testing import MockLLM
+from omnigent.testing import MockLLM, scripted_agent
 
 from .acp_helpers import Editor, open_acp
-from .conftest import all_tasks, scripted, wait_quiet
+from .conftest import all_tasks, wait_quiet
 
 ASK_SHELL = [{"name": "ask_shell", "type": "ask_tools", "tools": ["sys_os_shell"], "reason": "ok?"}]
 
 
 def spec(name: str, script: list[Any], **extra: Any) -> dict[str, Any]:
-    out = scripted(name, script)
+    out = scripted_agent(name, script)
     out.update(extra)
     return out
 

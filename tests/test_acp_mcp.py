@@ -17,10 +17,10 @@ import trio
 
 import omnigent
 import omnigent.rpc as rpc
+from omnigent.testing import scripted_agent
 from omnigent.transports.acp._mcp_servers import slug
 
 from .acp_helpers import Editor, open_acp
-from .conftest import scripted
 from .external_helpers import HARNESSES, alive, wait_gone
 
 SERVER = str(HARNESSES / "mcp_server.py")
@@ -46,7 +46,7 @@ def tool_outputs(editor: Editor, session_id: str) -> str:
 async def test_the_editors_stdio_server_serves_the_session_while_connected(
     rt: omnigent.Runtime, tmp_path: Path
 ) -> None:
-    await rt.create_agent(scripted("adder", ADD))
+    await rt.create_agent(scripted_agent("adder", ADD))
     pid_file = tmp_path / "pid"
     with trio.fail_after(60):
         async with open_acp(rt, "adder", client_mcp="operator") as editor:
@@ -66,7 +66,7 @@ async def test_a_deny_policy_refuses_the_editors_tools(
     rt: omnigent.Runtime, tmp_path: Path
 ) -> None:
     policies = [{"name": "no_calc", "type": "deny_tools", "tools": ["mcp__calc__*"]}]
-    await rt.create_agent({**scripted("adder", ADD), "policies": policies})
+    await rt.create_agent({**scripted_agent("adder", ADD), "policies": policies})
     with trio.fail_after(60):
         async with open_acp(rt, "adder", client_mcp="operator") as editor:
             sid = (await new_session(editor, tmp_path, [stdio_server()]))["sessionId"]
@@ -78,7 +78,7 @@ async def test_a_deny_policy_refuses_the_editors_tools(
 async def test_load_on_a_new_connection_brings_that_connections_servers(
     rt: omnigent.Runtime, tmp_path: Path
 ) -> None:
-    await rt.create_agent(scripted("adder", ADD))
+    await rt.create_agent(scripted_agent("adder", ADD))
     with trio.fail_after(60):
         async with open_acp(rt, "adder", client_mcp="operator") as first:
             sid = (await new_session(first, tmp_path, []))["sessionId"]
@@ -100,7 +100,7 @@ async def test_over_a_remote_connection_only_allowed_programs_run(tmp_path: Path
         {"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []},
     ]
     async with omnigent.open_runtime(allowed_commands=[sys.executable]) as rt:
-        await rt.create_agent(scripted("adder", [{"call": "mcp__listed__add", "args": {}}]))
+        await rt.create_agent(scripted_agent("adder", [{"call": "mcp__listed__add", "args": {}}]))
         with trio.fail_after(60):
             async with open_acp(rt, "adder", client_mcp="client") as editor:
                 init = await editor.initialize()
@@ -126,7 +126,7 @@ async def test_capabilities_say_what_each_mode_connects(tmp_path: Path) -> None:
 async def test_a_server_that_fails_is_named_with_its_message(
     rt: omnigent.Runtime, tmp_path: Path
 ) -> None:
-    await rt.create_agent(scripted("plain", [{"say": "hi"}]))
+    await rt.create_agent(scripted_agent("plain", [{"say": "hi"}]))
     broken = stdio_server("broken", args=[SERVER, "--fail"])
     with trio.fail_after(60):
         async with open_acp(rt, "plain", client_mcp="operator") as editor:
@@ -184,7 +184,7 @@ def test_server_names_become_tool_prefixes() -> None:
 async def test_malformed_servers_are_refused_with_their_path(
     rt: omnigent.Runtime, tmp_path: Path, servers: Any, loc: str
 ) -> None:
-    await rt.create_agent(scripted("plain", [{"say": "hi"}]))
+    await rt.create_agent(scripted_agent("plain", [{"say": "hi"}]))
     with trio.fail_after(10):
         async with open_acp(rt, "plain", client_mcp="operator") as editor:
             with pytest.raises(rpc.RpcError) as bad:

@@ -23,9 +23,10 @@ import trio_websocket
 import omnigent.rpc as rpc
 from omnigent.client import ConnectionClosed, RpcError, open_acp_websocket
 from omnigent.model import SessionStatusChanged
+from omnigent.testing import scripted_agent
 from omnigent.transports.http._websocket import origin_allowed
 
-from .conftest import all_tasks, scripted, wait_quiet
+from .conftest import all_tasks, wait_quiet
 from .external_helpers import wait_gone
 from .http_helpers import open_server
 from .test_acp_stdio import run_driver, write_specs
@@ -116,7 +117,7 @@ def _ws(url: str, query: str = "") -> str:
 
 async def test_a_client_that_disconnects_mid_turn_cancels_the_turn_and_leaves_no_task() -> None:
     async with open_server() as server:
-        await server.agent(scripted("slow", [{"say": "thinking"}, {"sleep": 30}]))
+        await server.agent(scripted_agent("slow", [{"say": "thinking"}, {"sleep": 30}]))
         before = all_tasks()
         chunk = trio.Event()
 
@@ -172,7 +173,7 @@ async def test_a_foreign_origin_is_refused_and_allowed_origins_are_not() -> None
     assert origin_allowed("https://app.example/", "127.0.0.1:6767", ["https://APP.example"])
     assert not origin_allowed("http://127.0.0.1:6767", None, ())
     async with open_server(allowed_origins=["https://app.example"]) as server:
-        await server.agent(scripted("default", [{"say": "hi"}]))
+        await server.agent(scripted_agent("default", [{"say": "hi"}]))
         host = server.url.removeprefix("http://")
         with trio.fail_after(10):
             for origin in ("http://evil.example", "null", "http://localhost:1"):
@@ -191,7 +192,7 @@ async def test_a_foreign_origin_is_refused_and_allowed_origins_are_not() -> None
 
 async def test_with_header_auth_the_upgrade_carries_the_identity() -> None:
     async with open_server(auth="header") as server:
-        await server.runtime.create_agent(scripted("default", [{"say": "hi"}]), owner="alice")
+        await server.runtime.create_agent(scripted_agent("default", [{"say": "hi"}]), owner="alice")
         with trio.fail_after(10):
             missing = await _upgrade(f"{server.url}/v1/ws")
             assert missing.status_code == 401
@@ -220,13 +221,13 @@ async def test_the_agent_comes_from_the_query_else_default_else_the_only_one() -
                     await client.new_session("/tmp")
                 assert none.value.code == rpc.RESOURCE_NOT_FOUND
                 assert "?agent=NAME" in none.value.message
-                await server.agent(scripted("only", [{"say": "from only"}]))
+                await server.agent(scripted_agent("only", [{"say": "from only"}]))
                 sid = await client.new_session("/tmp")  # registered after connecting
                 assert (await client.prompt(sid, "hi")).text == "from only"
-                await server.agent(scripted("other", [{"say": "from other"}]))
+                await server.agent(scripted_agent("other", [{"say": "from other"}]))
                 with pytest.raises(RpcError):
                     await client.new_session("/tmp")  # two agents, none is "default"
-                await server.agent(scripted("default", [{"say": "from default"}]))
+                await server.agent(scripted_agent("default", [{"say": "from default"}]))
                 sid = await client.new_session("/tmp")
                 assert (await client.prompt(sid, "hi")).text == "from default"
             async with open_acp_websocket(_ws(server.url, "?agent=other")) as client:
@@ -239,7 +240,7 @@ async def test_the_agent_comes_from_the_query_else_default_else_the_only_one() -
 
 async def test_a_stopping_server_closes_its_sockets() -> None:
     async with open_server() as server:
-        await server.agent(scripted("default", [{"say": "hi"}]))
+        await server.agent(scripted_agent("default", [{"say": "hi"}]))
         with trio.fail_after(10):
             async with open_acp_websocket(_ws(server.url)) as client:
                 await client.new_session("/tmp")
@@ -262,7 +263,7 @@ async def test_the_editors_mcp_servers_run_only_if_the_operator_listed_the_progr
     options = {"allowed_commands": [sys.executable]}
     updates: list[dict[str, Any]] = []
     async with open_server(runtime_options=options) as server:
-        await server.agent(scripted("adder", script))
+        await server.agent(scripted_agent("adder", script))
         with trio.fail_after(60):
             async with open_acp_websocket(
                 _ws(server.url, "?agent=adder"), on_update=lambda _sid, u: updates.append(u)

@@ -19,9 +19,9 @@ import trio
 import omnigent
 from omnigent.errors import Forbidden
 from omnigent.stores import AgentRow, open_store
+from omnigent.testing import scripted_agent
 from omnigent.transports.http._params import IDENTITY_HEADER
 
-from .conftest import scripted
 from .http_helpers import HTTPX_GENERATORS, open_server
 
 pytestmark = HTTPX_GENERATORS
@@ -91,7 +91,7 @@ async def test_two_owners_creating_one_agent_at_once_on_a_runtime(db_url: str) -
         async with omnigent.open_runtime(db_url) as rt:
 
             async def create(name: str, owner: str) -> omnigent.Agent:
-                spec = scripted(name, script=[{"say": owner}])
+                spec = scripted_agent(name, script=[{"say": owner}])
                 return await rt.create_agent(spec, owner=owner)
 
             outcomes = await race(create, names)
@@ -116,7 +116,7 @@ async def test_two_users_posting_one_agent_at_once_over_http() -> None:
             try:
 
                 async def create(name: str, owner: str) -> dict[str, Any]:
-                    spec = scripted(name, script=[{"say": owner}])
+                    spec = scripted_agent(name, script=[{"say": owner}])
                     answer = await clients[owner].post("/v1/agents", json=spec)
                     if answer.status_code == 403:
                         assert answer.json()["error"]["code"] == "forbidden", answer.text

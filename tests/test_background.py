@@ -13,8 +13,9 @@ import trio
 import omnigent
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import ChangedFilesInvalidated, InboxUpdated, item_text
+from omnigent.testing import RecordingHarness, collect_turn, probe, run_turn, scripted_agent
 
-from .conftest import Recorder, all_tasks, collect_turn, run_turn, scripted, statuses, wait_quiet
+from .conftest import all_tasks, statuses, wait_quiet
 
 
 def pid_gone(pid: int) -> bool:
@@ -35,9 +36,9 @@ async def wait_gone(*pids: int) -> None:
             await trio.sleep(0.05)
 
 
-async def tool_session(rt: omnigent.Runtime, recorder: Recorder, **spec: Any) -> str:
+async def tool_session(rt: omnigent.Runtime, recorder: RecordingHarness, **spec: Any) -> str:
     rt.register_harness("recorder", recorder.factory)
-    agent = await rt.create_agent({**scripted("tooler", harness="recorder"), **spec})
+    agent = await rt.create_agent({**scripted_agent("tooler", harness="recorder"), **spec})
     return (await rt.create_session(agent.id)).id
 
 
@@ -54,7 +55,7 @@ def calls(*steps: tuple[str, dict[str, Any]]) -> Any:
 
 
 async def test_os_tools_use_the_per_session_workspace(
-    rt: omnigent.Runtime, recorder: Recorder, omnigent_home: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, omnigent_home: Path
 ) -> None:
     session = await tool_session(rt, recorder)
     recorder.body = calls(
@@ -77,7 +78,7 @@ async def test_os_tools_use_the_per_session_workspace(
     assert changed.to_dict()["environment_id"] == "default"
 
 
-async def test_os_env_cwd_absolute_and_dot(tmp_path: Path, recorder: Recorder) -> None:
+async def test_os_env_cwd_absolute_and_dot(tmp_path: Path, recorder: RecordingHarness) -> None:
     start = tmp_path / "start"
     start.mkdir()
     elsewhere = tmp_path / "elsewhere"
@@ -86,7 +87,7 @@ async def test_os_env_cwd_absolute_and_dot(tmp_path: Path, recorder: Recorder) -
         recorder.body = calls(("sys_os_write", {"path": "here.txt", "content": "1"}))
         await run_turn(rt, dot)
         agent = await rt.create_agent(
-            {**scripted("abs", harness="recorder"), "os_env": {"cwd": str(elsewhere)}}
+            {**scripted_agent("abs", harness="recorder"), "os_env": {"cwd": str(elsewhere)}}
         )
         absolute = (await rt.create_session(agent.id)).id
         await run_turn(rt, absolute)
@@ -95,7 +96,7 @@ async def test_os_env_cwd_absolute_and_dot(tmp_path: Path, recorder: Recorder) -
 
 
 async def test_interrupting_a_shell_kills_its_whole_process_group(
-    rt: omnigent.Runtime, recorder: Recorder, tmp_path: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     session = await tool_session(rt, recorder, os_env={"cwd": str(tmp_path)})
     script = "trap '' TERM; sleep 1000 & echo $! > child.pid; echo $$ > shell.pid; wait"
@@ -112,12 +113,12 @@ async def test_interrupting_a_shell_kills_its_whole_process_group(
     await wait_gone(*pids)
 
 
-async def background(rt: omnigent.Runtime, recorder: Recorder) -> str:
+async def background(rt: omnigent.Runtime, recorder: RecordingHarness) -> str:
     return await tool_session(rt, recorder, async_enabled=True)
 
 
 async def test_async_tools_are_offered_only_when_enabled(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     plain = await tool_session(rt, recorder)
     await run_turn(rt, plain)
@@ -125,7 +126,7 @@ async def test_async_tools_are_offered_only_when_enabled(
     assert {"sys_os_read", "sys_os_shell"} <= names
     assert "sys_call_async" not in names
     agent = await rt.create_agent(
-        {**scripted("asyncer", harness="recorder"), "async_enabled": True}
+        {**scripted_agent("asyncer", harness="recorder"), "async_enabled": True}
     )
     enabled = (await rt.create_session(agent.id)).id
     await run_turn(rt, enabled)
@@ -134,7 +135,7 @@ async def test_async_tools_are_offered_only_when_enabled(
 
 
 async def test_background_success_writes_one_inbox_item_and_wakes_the_session(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await background(rt, recorder)
     recorder.body = calls(
@@ -155,11 +156,11 @@ async def test_background_success_writes_one_inbox_item_and_wakes_the_session(
     assert notice.startswith(f"[System: task {started['handle_id']} completed — sys_os_shell")
     assert '"stdout": "done\\n"' in notice
     await wait_quiet(rt)
-    assert await rt._store.inbox_count(session) == 0
+    assert await probe(rt).store.inbox_count(session) == 0
 
 
 async def test_background_failure_and_cancel_each_write_one_item(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await background(rt, recorder)
     started = trio.Event()
@@ -197,16 +198,16 @@ async def test_background_failure_and_cancel_each_write_one_item(
 
 
 async def test_read_inbox_drains_and_reports_malformed_items(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await background(rt, recorder)
-    await rt._store.add_inbox_item(
+    await probe(rt).store.add_inbox_item(
         session,
         "inbox_1",
         json.dumps({"handle_id": "task_a", "tool": "t", "status": "completed", "output": ""}),
     )
-    await rt._store.add_inbox_item(session, "inbox_2", "{not json")
-    await rt._store.add_inbox_item(
+    await probe(rt).store.add_inbox_item(session, "inbox_2", "{not json")
+    await probe(rt).store.add_inbox_item(
         session,
         "inbox_3",
         json.dumps({"handle_id": "task_b", "tool": "t", "status": "completed", "output": "42"}),
@@ -222,7 +223,7 @@ async def test_read_inbox_drains_and_reports_malformed_items(
     assert second == "The inbox is empty."
 
 
-async def test_bad_async_calls_are_errors(rt: omnigent.Runtime, recorder: Recorder) -> None:
+async def test_bad_async_calls_are_errors(rt: omnigent.Runtime, recorder: RecordingHarness) -> None:
     session = await background(rt, recorder)
     recorder.body = calls(
         ("sys_call_async", {"tool": "nope"}),
@@ -234,11 +235,11 @@ async def test_bad_async_calls_are_errors(rt: omnigent.Runtime, recorder: Record
     await run_turn(rt, session)
     assert all(o.startswith("Error:") for o in recorder.body.outputs)
     await wait_quiet(rt)
-    assert await rt._store.inbox_count(session) == 0
+    assert await probe(rt).store.inbox_count(session) == 0
 
 
 async def test_a_thousand_background_tasks_cancelled_leave_nothing(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     async def wait_forever() -> str:
         await trio.sleep_forever()
@@ -255,17 +256,16 @@ async def test_a_thousand_background_tasks_cancelled_leave_nothing(
 
     recorder.body = body
     await run_turn(rt, session)
-    actor = rt._live.actors.get(session)
-    assert actor is not None and actor.background_tasks == 1000
+    assert probe(rt).background_tasks(session) == 1000
     with trio.fail_after(30):
         await rt.stop_session(session)
-    assert rt._live.actors.get(session) is None
+    assert probe(rt).actor_state(session) is None
     assert all_tasks() <= before
-    assert await rt._store.inbox_count(session) == 1000
+    assert await probe(rt).store.inbox_count(session) == 1000
 
 
 async def test_stop_session_kills_background_processes(
-    rt: omnigent.Runtime, recorder: Recorder, tmp_path: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     session = await tool_session(rt, recorder, async_enabled=True, os_env={"cwd": str(tmp_path)})
     command = "trap '' TERM; sleep 1000 & echo $! > child.pid; wait"
@@ -282,7 +282,7 @@ async def test_stop_session_kills_background_processes(
 
 async def test_an_undelivered_inbox_item_survives_a_restart(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'inbox.db'}"
-    recorder = Recorder()
+    recorder = RecordingHarness()
     async with omnigent.open_runtime(db=db) as rt:
         session = await background(rt, recorder)
         recorder.body = calls(
@@ -300,14 +300,14 @@ async def test_an_undelivered_inbox_item_survives_a_restart(tmp_path: Path) -> N
                     idle += getattr(event, "status", None) == "idle"
                     if idle == 2:  # the turn before the restart, then the wake-up
                         break
-        assert await rt._store.inbox_count(session) == 0
+        assert await probe(rt).store.inbox_count(session) == 0
     woken = recorder.requests[-1]
     assert "was cancelled — sys_os_shell" in item_text(woken.input[0])
 
 
 @pytest.mark.parametrize("async_enabled", [True])
 async def test_background_task_of_a_deleted_session_is_cancelled(
-    rt: omnigent.Runtime, recorder: Recorder, async_enabled: bool
+    rt: omnigent.Runtime, recorder: RecordingHarness, async_enabled: bool
 ) -> None:
     session = await tool_session(rt, recorder, async_enabled=async_enabled)
     recorder.body = calls(

@@ -12,25 +12,26 @@ import omnigent
 from omnigent.core.bus import _live as live_module
 from omnigent.core.bus import _subscription as subscription_module
 from omnigent.model import Event, OutputTextDelta, SessionStatusChanged
+from omnigent.testing import collect_turn, probe, run_turn, scripted_agent
 
-from .conftest import collect_turn, run_turn, scripted, statuses
+from .conftest import statuses
 
 WORDS = 400
 
 
 def long_say(words: int = WORDS) -> dict[str, Any]:
-    return scripted(script=[{"say": " ".join(f"w{i}" for i in range(words))}])
+    return scripted_agent(script=[{"say": " ".join(f"w{i}" for i in range(words))}])
 
 
 async def test_every_event_is_persisted_before_a_subscriber_sees_it(
     rt: omnigent.Runtime,
 ) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "a b c"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "a b c"}]))
     session = await rt.create_session(agent.id)
     async with rt.subscribe(session.id) as events:
         await rt.send_message(session.id, "go")
         async for event in events:
-            stored = await rt._store.read_events(session.id, event.event_id - 1, 1)
+            stored = await probe(rt).store.read_events(session.id, event.event_id - 1, 1)
             assert stored == [event.to_dict()]
             if isinstance(event, SessionStatusChanged) and event.status == "idle":
                 break
@@ -69,7 +70,7 @@ async def test_subscribers_at_every_after_see_the_same_events_once(
 
 
 async def test_live_only_subscription_starts_after_the_present(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     session = await rt.create_session(agent.id)
     first = await run_turn(rt, session.id)
     second = await run_turn(rt, session.id)
@@ -114,14 +115,14 @@ async def test_a_large_backlog_replays_in_pages(
 async def test_deltas_are_written_in_batches(rt: omnigent.Runtime) -> None:
     """A turn of thousands of deltas must not pay one store write per delta."""
     writes = 0
-    original = rt._store.append_events
+    original = probe(rt).store.append_events
 
     async def counting(events: Any) -> None:
         nonlocal writes
         writes += 1
         await original(events)
 
-    rt._store.append_events = counting  # type: ignore[method-assign]
+    probe(rt).store.append_events = counting  # type: ignore[method-assign]
     agent = await rt.create_agent(long_say(3000))
     session = await rt.create_session(agent.id)
     events = await run_turn(rt, session.id)
@@ -131,7 +132,7 @@ async def test_deltas_are_written_in_batches(rt: omnigent.Runtime) -> None:
 
 
 async def test_deleting_a_session_ends_its_subscriptions(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"sleep": 30}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"sleep": 30}]))
     session = await rt.create_session(agent.id)
     with trio.fail_after(5):
         async with rt.subscribe(session.id) as events:
@@ -147,10 +148,10 @@ async def test_deleting_a_session_ends_its_subscriptions(rt: omnigent.Runtime) -
 
 async def test_a_cancelled_catch_up_loses_nothing(rt: omnigent.Runtime) -> None:
     """Regression: a cancel between the first store read and going live made a gap."""
-    agent = await rt.create_agent(scripted(script=[{"say": "a b c d"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "a b c d"}]))
     session = await rt.create_session(agent.id)
     reference = await run_turn(rt, session.id)
-    original = rt._store.read_events
+    original = probe(rt).store.read_events
     calls = 0
     scope = trio.CancelScope()
 
@@ -162,7 +163,7 @@ async def test_a_cancelled_catch_up_loses_nothing(rt: omnigent.Runtime) -> None:
             await trio.lowlevel.checkpoint()
         return await original(session_id, after, limit)
 
-    rt._store.read_events = cancelled_on_second_read  # type: ignore[method-assign]
+    probe(rt).store.read_events = cancelled_on_second_read  # type: ignore[method-assign]
     async with rt.subscribe(session.id, after=0) as events:
         with scope:
             while True:

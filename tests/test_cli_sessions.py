@@ -16,8 +16,7 @@ import yaml
 
 import omnigent
 from omnigent.cli import main
-
-from .conftest import run_turn
+from omnigent.testing import run_turn
 
 REPO = Path(__file__).resolve().parent.parent
 SESSION_NOTE = re.compile(r"session (conv_\w+) \(continue it with --session \1\)")

@@ -30,9 +30,9 @@ from omnigent.model import (
     ResponseCompleted,
     SessionStatusChanged,
 )
+from omnigent.testing import scripted_agent
 from omnigent.transports.http._serve import serve
 
-from .conftest import scripted
 from .http_helpers import HTTPX_GENERATORS
 
 pytestmark = HTTPX_GENERATORS
@@ -102,10 +102,10 @@ async def test_http_calls_answer_typed_records_and_errors(tmp_path: Path) -> Non
     with trio.fail_after(20):
         async with running_server(tmp_path) as (url, _), OmnigentClient(url) as client:
             assert await client.health()
-            agent = await client.create_agent(scripted("greeter", [{"say": "hello you"}]))
+            agent = await client.create_agent(scripted_agent("greeter", [{"say": "hello you"}]))
             assert (agent.name, agent.version, agent.harness) == ("greeter", 1, "scripted")
             again = await client.create_agent(
-                yaml.safe_dump(scripted("greeter", [{"say": "hello again"}]))
+                yaml.safe_dump(scripted_agent("greeter", [{"say": "hello again"}]))
             )
             assert (again.id, again.version) == (agent.id, 2)
             assert [a.name for a in await client.list_agents()] == ["greeter"]
@@ -143,7 +143,7 @@ async def test_http_calls_answer_typed_records_and_errors(tmp_path: Path) -> Non
 
 async def test_the_event_stream_resumes_after_a_dropped_connection(tmp_path: Path) -> None:
     words = " ".join(f"w{i}" for i in range(400))
-    spec = scripted("talker", [{"say": words}, {"sleep": 0.05}, {"say": words}])
+    spec = scripted_agent("talker", [{"say": words}, {"sleep": 0.05}, {"say": words}])
     with trio.fail_after(30):
         async with running_server(tmp_path) as (url, proxy), OmnigentClient(url) as client:
             agent = await client.create_agent(spec)
@@ -169,7 +169,7 @@ async def test_the_event_stream_resumes_after_a_dropped_connection(tmp_path: Pat
 async def test_the_event_stream_ends_with_an_error_when_the_session_goes(tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with running_server(tmp_path) as (url, _), OmnigentClient(url) as client:
-            agent = await client.create_agent(scripted("quiet", [{"say": "hi"}]))
+            agent = await client.create_agent(scripted_agent("quiet", [{"say": "hi"}]))
             session = await client.create_session(agent.id)
             with pytest.raises(StreamError) as refused:
                 async with client.events("conv_missing", after=0) as events:
@@ -188,7 +188,7 @@ async def test_the_event_stream_ends_with_an_error_when_the_session_goes(tmp_pat
 
 
 async def test_acp_over_the_websocket_with_permissions(tmp_path: Path) -> None:
-    spec = scripted("asker", [{"call": "sys_os_shell", "args": {"command": "echo hi"}}])
+    spec = scripted_agent("asker", [{"call": "sys_os_shell", "args": {"command": "echo hi"}}])
     spec["policies"] = [{"name": "ask", "type": "ask_tools", "tools": ["sys_os_shell"]}]
     asked: list[dict[str, Any]] = []
 
@@ -216,7 +216,7 @@ async def test_acp_over_the_websocket_with_permissions(tmp_path: Path) -> None:
 
 async def test_acp_over_a_process_with_omnigent_stdio(tmp_path: Path) -> None:
     path = tmp_path / "agent.yaml"
-    path.write_text(yaml.safe_dump(scripted("local", [{"say": "from a process"}])))
+    path.write_text(yaml.safe_dump(scripted_agent("local", [{"say": "from a process"}])))
     command = [sys.executable, "-m", "omnigent", "stdio", "--agent", str(path)]
     command += ["--db", f"sqlite:///{tmp_path / 'stdio.db'}"]
     with trio.fail_after(30):

@@ -18,8 +18,9 @@ from omnigent.core.work._client_mcp import _url_allowed
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationRequest, FunctionCallOutputItem
 from omnigent.spec import McpServerSpec
+from omnigent.testing import collect_turn, run_turn, scripted_agent
 
-from .conftest import collect_turn, run_turn, scripted, statuses
+from .conftest import statuses
 from .external_helpers import HARNESSES, alive, wait_gone
 
 SERVER = (sys.executable, str(HARNESSES / "mcp_server.py"))
@@ -43,7 +44,7 @@ def outputs(events: list[Any]) -> list[str]:
 
 
 async def session(rt: omnigent.Runtime, script: list[Any], cwd: Path, **spec: Any) -> str:
-    agent = await rt.create_agent({**scripted("editor-user", script), **spec})
+    agent = await rt.create_agent({**scripted_agent("editor-user", script), **spec})
     return (await rt.create_session(agent.id, cwd=str(cwd))).id
 
 

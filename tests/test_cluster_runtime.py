@@ -29,8 +29,9 @@ from omnigent.model import (
     ResponseCompleted,
     SessionStatusChanged,
 )
+from omnigent.testing import collect_turn, probe
 
-from .conftest import collect_turn, statuses
+from .conftest import statuses
 
 LEASE = 2.0
 
@@ -267,7 +268,7 @@ async def test_a_routed_stop_returns_once_the_holder_gave_the_tree_back(
     (fault injection) so the answer would otherwise come first."""
     a, b = pair
     order: list[str] = []
-    store: Any = a._ownership._store  # type: ignore[attr-defined]
+    store: Any = probe(a).store
     release = store.release
 
     async def slow_release(root_id: str) -> Any:

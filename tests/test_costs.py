@@ -18,26 +18,30 @@ from omnigent.core.runtime import _files, _messages
 from omnigent.errors import Conflict
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import InputImage, MessageItem
+from omnigent.testing import RecordingHarness, collect_turn, probe, run_turn, scripted_agent
 
-from .conftest import Recorder, collect_turn, run_turn, scripted, statuses, wait_quiet
+from .conftest import statuses, wait_quiet
 from .http_helpers import HTTPX_GENERATORS
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
 
 
 async def test_a_session_reads_its_history_from_the_store_once(
-    rt: omnigent.Runtime, rec_session: str, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+    rt: omnigent.Runtime,
+    rec_session: str,
+    recorder: RecordingHarness,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Regression: every turn re-read and re-parsed the session's whole history."""
     reads = 0
-    original = rt._store.list_items
+    original = probe(rt).store.list_items
 
     async def counting(*args: Any, **kwargs: Any) -> Any:
         nonlocal reads
         reads += 1
         return await original(*args, **kwargs)
 
-    monkeypatch.setattr(rt._store, "list_items", counting)
+    monkeypatch.setattr(probe(rt).store, "list_items", counting)
     for _ in range(4):
         assert statuses(await run_turn(rt, rec_session)) == ["running", "idle"]
     assert reads == 1
@@ -49,7 +53,7 @@ async def test_a_session_reads_its_history_from_the_store_once(
 
 
 async def test_kept_history_matches_the_store_with_tools_and_injections(
-    rt: omnigent.Runtime, rec_session: str, recorder: Recorder
+    rt: omnigent.Runtime, rec_session: str, recorder: RecordingHarness
 ) -> None:
     released = trio.Event()
 
@@ -82,7 +86,10 @@ async def test_kept_history_matches_the_store_with_tools_and_injections(
 
 
 async def test_images_are_encoded_once_and_off_the_event_loop(
-    rt: omnigent.Runtime, rec_session: str, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+    rt: omnigent.Runtime,
+    rec_session: str,
+    recorder: RecordingHarness,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Regression: every image of the history was base64-encoded on the event loop on
     every turn (133 ms per 20 MiB image, per turn)."""
@@ -109,7 +116,7 @@ async def test_images_are_encoded_once_and_off_the_event_loop(
 
 
 async def _hanging_turn(rt: omnigent.Runtime) -> str:
-    agent = await rt.create_agent(scripted("h", script=[{"sleep": 30}]))
+    agent = await rt.create_agent(scripted_agent("h", script=[{"sleep": 30}]))
     session = (await rt.create_session(agent.id)).id
     async with rt.subscribe(session) as events:
         await rt.send_message(session, "busy")
@@ -158,13 +165,13 @@ async def test_the_bus_forgets_sessions_nobody_uses(tmp_path: Any) -> None:
     """Regression: the bus kept every session's counter and status for ever, so memory
     grew with every session a process touched."""
     async with omnigent.open_runtime(db=f"sqlite:///{tmp_path / 'm.db'}") as rt:
-        agent = await rt.create_agent(scripted(script=[{"say": "hi"}]))
+        agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
         sessions = [(await rt.create_session(agent.id)).id for _ in range(50)]
         for session in sessions:
             assert statuses(await run_turn(rt, session)) == ["running", "idle"]
         await wait_quiet(rt)
-        await rt._bus.flush()
-        assert rt._bus.statistics()["sessions"] == 0
+        await probe(rt).bus.flush()
+        assert probe(rt).bus.statistics()["sessions"] == 0
         # Forgotten, and still right: snapshots, resumption and new turns.
         snapshot = await rt.get_session(sessions[0])
         assert snapshot.status == "idle" and snapshot.last_event_id == 6
@@ -177,21 +184,21 @@ async def test_a_held_session_keeps_its_counter_while_its_actor_lives(
     rt: omnigent.Runtime,
 ) -> None:
     session = await _hanging_turn(rt)
-    assert rt._bus.statistics()["sessions"] == 1
+    assert probe(rt).bus.statistics()["sessions"] == 1
     await rt.stop_session(session)
     await wait_quiet(rt)
-    await rt._bus.flush()
-    assert rt._bus.statistics()["sessions"] == 0
+    await probe(rt).bus.flush()
+    assert probe(rt).bus.statistics()["sessions"] == 0
 
 
 async def test_kept_histories_are_bounded(rt: omnigent.Runtime) -> None:
     from omnigent.core.session._history import HistoryCache
 
-    agent = await rt.create_agent(scripted(script=[{"say": "hi"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
     sessions = [(await rt.create_session(agent.id)).id for _ in range(6)]
     for session in sessions:
         assert statuses(await run_turn(rt, session)) == ["running", "idle"]
-    cache = HistoryCache(rt._store, max_items=5, max_sessions=3)
+    cache = HistoryCache(probe(rt).store, max_items=5, max_sessions=3)
     for session in sessions:
         history = await cache.get(session)
         assert len(history) == 2  # the message and the answer

@@ -13,8 +13,9 @@ import trio
 import omnigent
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationRequest, ElicitationResolved, Event, SessionStatusChanged
+from omnigent.testing import collect_turn, run_turn, scripted_agent
 
-from .conftest import collect_turn, run_turn, scripted, statuses, wait_quiet
+from .conftest import statuses, wait_quiet
 
 CALLS: list[dict[str, Any]] = []
 
@@ -46,7 +47,7 @@ async def rt() -> AsyncIterator[omnigent.Runtime]:
 
 async def agent_with(rt: omnigent.Runtime, policies: list[dict[str, Any]], name: str = "p") -> str:
     rt.register_tool(record, replace=True)
-    spec = scripted(name, script=[{"call": "record", "args": {"x": 1}}])
+    spec = scripted_agent(name, script=[{"call": "record", "args": {"x": 1}}])
     spec["policies"] = policies
     return (await rt.create_agent(spec)).id
 

@@ -26,8 +26,9 @@ from omnigent.model import (
     ResponseFailed,
     SessionStatusChanged,
 )
+from omnigent.testing import collect_turn, run_turn
 
-from .conftest import collect_turn, run_turn, statuses, types
+from .conftest import statuses, types
 from .external_helpers import SCAFFOLD, alive, external, wait_gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")

@@ -11,8 +11,9 @@ import trio
 import omnigent
 from omnigent.core.bus import _persist as persist_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
+from omnigent.testing import RecordingHarness, collect_turn, probe, run_turn, scripted_agent
 
-from .conftest import Recorder, all_tasks, collect_turn, run_turn, scripted, statuses, wait_quiet
+from .conftest import all_tasks, statuses, wait_quiet
 
 
 async def hang(request: TurnRequest, ctx: TurnContext) -> None:
@@ -24,13 +25,13 @@ async def hang(request: TurnRequest, ctx: TurnContext) -> None:
 async def test_cancelling_the_runtime_from_outside_still_ends_every_turn(tmp_path: Path) -> None:
     """Regression: an outer cancel killed the bus writer before turns could end."""
     db = f"sqlite:///{tmp_path / 'outer.db'}"
-    recorder = Recorder(hang)
+    recorder = RecordingHarness(hang)
     started = trio.Event()
     before = all_tasks()
     with trio.move_on_after(5) as outer:
         async with omnigent.open_runtime(db=db) as rt:
             rt.register_harness("recorder", recorder.factory)
-            agent = await rt.create_agent(scripted(harness="recorder"))
+            agent = await rt.create_agent(scripted_agent(harness="recorder"))
             session = (await rt.create_session(agent.id)).id
             async with rt.subscribe(session) as events:
                 await rt.send_message(session, "go")
@@ -67,10 +68,14 @@ async def test_a_harness_failing_while_stopped_fails_only_its_own_session(
             started.set()
             await trio.sleep_forever()
 
-    broken = Recorder(broken_cleanup)
+    broken = RecordingHarness(broken_cleanup)
     rt.register_harness("broken", broken.factory)
-    bad = (await rt.create_session((await rt.create_agent(scripted("b", harness="broken"))).id)).id
-    good_agent = await rt.create_agent(scripted("g", script=[{"sleep": 0.2}, {"say": "fine"}]))
+    bad = (
+        await rt.create_session((await rt.create_agent(scripted_agent("b", harness="broken"))).id)
+    ).id
+    good_agent = await rt.create_agent(
+        scripted_agent("g", script=[{"sleep": 0.2}, {"say": "fine"}])
+    )
     good = (await rt.create_session(good_agent.id)).id
     async with rt.subscribe(bad) as bad_events, rt.subscribe(good) as good_events:
         await rt.send_message(bad, "go")
@@ -106,9 +111,11 @@ async def test_a_message_sent_while_a_stop_winds_down_is_answered(
                 winding_down.set()
                 await trio.sleep(0.2)
 
-    recorder = Recorder(slow_to_stop)
+    recorder = RecordingHarness(slow_to_stop)
     rt.register_harness("slow", recorder.factory)
-    session = (await rt.create_session((await rt.create_agent(scripted(harness="slow"))).id)).id
+    session = (
+        await rt.create_session((await rt.create_agent(scripted_agent(harness="slow"))).id)
+    ).id
     async with rt.subscribe(session) as events, trio.open_nursery() as nursery:
         await rt.send_message(session, "first")
         await started.wait()
@@ -125,9 +132,11 @@ async def test_a_message_sent_while_a_stop_winds_down_is_answered(
 
 async def test_no_work_starts_on_a_session_being_deleted(rt: omnigent.Runtime) -> None:
     """Regression: a message during a delete started an actor that outlived the session."""
-    recorder = Recorder(hang)
+    recorder = RecordingHarness(hang)
     rt.register_harness("recorder", recorder.factory)
-    session = (await rt.create_session((await rt.create_agent(scripted(harness="recorder"))).id)).id
+    session = (
+        await rt.create_session((await rt.create_agent(scripted_agent(harness="recorder"))).id)
+    ).id
     await rt.send_message(session, "go")
     refused: list[BaseException] = []
 
@@ -144,23 +153,23 @@ async def test_no_work_starts_on_a_session_being_deleted(rt: omnigent.Runtime) -
     assert len(refused) == 1
     await wait_quiet(rt)
     assert rt.statistics()["active_sessions"] == 0
-    assert await rt._store.read_events(session, 0) == []
+    assert await probe(rt).store.read_events(session, 0) == []
 
 
 async def test_no_work_starts_once_shutdown_began(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     session = (await rt.create_session(agent.id)).id
-    rt._live.closing = True
+    probe(rt).set_closing(True)
     with pytest.raises(omnigent.RuntimeClosed):
         await rt.send_message(session, "late")
-    rt._live.closing = False
+    probe(rt).set_closing(False)
 
 
 async def test_a_flaky_store_does_not_take_the_runtime_down(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     monkeypatch.setattr(persist_module, "_RETRY_DELAYS", (0.0, 0.0))
-    original = rt._store.append_events
+    original = probe(rt).store.append_events
     failures = 2
 
     async def flaky(events: Any) -> None:
@@ -170,20 +179,20 @@ async def test_a_flaky_store_does_not_take_the_runtime_down(
             raise OSError("disk hiccup")
         await original(events)
 
-    rt._store.append_events = flaky  # type: ignore[method-assign]
-    agent = await rt.create_agent(scripted(script=[{"say": "still here"}]))
+    probe(rt).store.append_events = flaky  # type: ignore[method-assign]
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "still here"}]))
     session = (await rt.create_session(agent.id)).id
     assert statuses(await run_turn(rt, session)) == ["running", "idle"]
 
     async def broken(events: Any) -> None:
         raise OSError("disk gone")
 
-    rt._store.append_events = broken  # type: ignore[method-assign]
+    probe(rt).store.append_events = broken  # type: ignore[method-assign]
     await rt.send_message(session, "lost")
     await wait_quiet(rt)
-    await rt._bus.flush()  # returns although the batch could not be written
+    await probe(rt).bus.flush()  # returns although the batch could not be written
     assert "dropping" in caplog.text
-    rt._store.append_events = original  # type: ignore[method-assign]
+    probe(rt).store.append_events = original  # type: ignore[method-assign]
     assert statuses(await run_turn(rt, session)) == ["running", "idle"]
 
 
@@ -191,10 +200,10 @@ async def test_one_runtime_owns_a_database_file(tmp_path: Path) -> None:
     """Regression: a second runtime on the same file "recovered" the first's live turns
     and reused its event ids, which crashed the first."""
     db = f"sqlite:///{tmp_path / 'shared.db'}"
-    recorder = Recorder(hang)
+    recorder = RecordingHarness(hang)
     async with omnigent.open_runtime(db=db) as owner:
         owner.register_harness("recorder", recorder.factory)
-        agent = await owner.create_agent(scripted(harness="recorder"))
+        agent = await owner.create_agent(scripted_agent(harness="recorder"))
         session = (await owner.create_session(agent.id)).id
         async with owner.subscribe(session) as events:
             await owner.send_message(session, "go")

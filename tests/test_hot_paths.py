@@ -22,11 +22,12 @@ from omnigent.core.bus import _subscription as subscription_module
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import OutputTextDelta, SessionStatusChanged
 from omnigent.model._events import _ENCODE
+from omnigent.testing import RecordingHarness, collect_turn, probe, scripted_agent
 from omnigent.transports.http._openapi import openapi_document
 from omnigent.transports.http._sse import encode_event
 from omnigent.transports.http._sse_pull import PulledSSEBody
 
-from .conftest import Recorder, collect_turn, scripted, statuses
+from .conftest import statuses
 
 
 @given(
@@ -78,7 +79,7 @@ async def test_every_subscriber_gets_the_text_encoded_once_at_publish(
         return _ENCODE(value)
 
     monkeypatch.setattr(_events, "_ENCODE", counting)  # the generic path (not deltas)
-    agent = await rt.create_agent(scripted(script=[{"say": "a b c d e f g h"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "a b c d e f g h"}]))
     session = await rt.create_session(agent.id)
     seen: list[list[Any]] = [[] for _ in range(5)]
     with trio.fail_after(10):
@@ -114,16 +115,16 @@ async def test_every_subscriber_gets_the_text_encoded_once_at_publish(
 async def test_a_turn_stream_reads_nothing_back_from_the_store(rt: omnigent.Runtime) -> None:
     """Regression: the turn's stream attached late and read its first events back."""
     reads = 0
-    original = rt._store.read_events
+    original = probe(rt).store.read_events
 
     async def counting(*args: Any, **kwargs: Any) -> Any:
         nonlocal reads
         reads += 1
         return await original(*args, **kwargs)
 
-    rt._store.read_events = counting  # type: ignore[method-assign]
+    probe(rt).store.read_events = counting  # type: ignore[method-assign]
     words = " ".join(f"w{i}" for i in range(500))  # fewer than a subscriber's buffer
-    agent = await rt.create_agent(scripted(script=[{"say": words}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": words}]))
     session = await rt.create_session(agent.id)
     with trio.fail_after(20):
         async with rt.open_turn_stream(session.id, "go") as (_accepted, events):
@@ -146,16 +147,18 @@ async def test_a_flooding_session_leaves_the_queue_to_the_others(
         async with ctx.open_message() as message:
             for i in range(30_000):
                 await message.write(f"d{i} ")
-                deepest = max(deepest, rt._bus.statistics()["queued"])
+                deepest = max(deepest, probe(rt).bus.statistics()["queued"])
                 if other_done.is_set() and i > 10_000:
                     return
 
-    rt.register_harness("flood", Recorder(flood).factory)
+    rt.register_harness("flood", RecordingHarness(flood).factory)
     flooded = (
-        await rt.create_session((await rt.create_agent(scripted("f", harness="flood"))).id)
+        await rt.create_session((await rt.create_agent(scripted_agent("f", harness="flood"))).id)
     ).id
     other = (
-        await rt.create_session((await rt.create_agent(scripted("o", script=[{"say": "x"}]))).id)
+        await rt.create_session(
+            (await rt.create_agent(scripted_agent("o", script=[{"say": "x"}]))).id
+        )
     ).id
     with trio.fail_after(30):
         async with rt.subscribe(flooded) as flood_events, rt.subscribe(other) as events:
@@ -203,7 +206,7 @@ async def test_a_waiting_subscription_holds_no_events(rt: omnigent.Runtime) -> N
     A thousand idle streams each held a deque (and the events of the last batch) long
     after serving them: while waiting for the next batch a subscription keeps nothing.
     """
-    agent = await rt.create_agent(scripted(script=[{"say": "a b c"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "a b c"}]))
     session = await rt.create_session(agent.id)
     with trio.fail_after(10):
         async with rt.subscribe(session.id) as first:

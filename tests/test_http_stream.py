@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import trio
 
+from omnigent.testing import probe
+
 from .conftest import all_tasks
 from .http_helpers import (
     HTTPX_GENERATORS,
@@ -142,7 +144,7 @@ async def test_client_disconnect_mid_stream_frees_the_subscription_and_tasks() -
     with trio.fail_after(10):
         async with open_server() as server:
             session_id = await server.session(spec)
-            bus = server.runtime._bus
+            bus = probe(server.runtime).bus
             await wait_for(lambda: server.runtime.statistics()["tasks"] == 0)
             baseline = {t.name for t in all_tasks()}
             url = f"/v1/sessions/{session_id}/stream?after=0"

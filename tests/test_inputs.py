@@ -13,8 +13,9 @@ import omnigent
 from omnigent.errors import InvalidInput
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import EventAccepted, InputImage, MessageAccepted, event_from_dict
+from omnigent.testing import RecordingHarness, probe, run_turn, scripted_agent
 
-from .conftest import Recorder, run_turn, scripted, statuses
+from .conftest import statuses
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -51,7 +52,7 @@ def locs(exc: pytest.ExceptionInfo[InvalidInput]) -> list[str]:
 async def test_bad_events_name_the_field_and_change_nothing(
     rt: omnigent.Runtime, type_: Any, data: Any, loc: str
 ) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     session = await rt.create_session(agent.id)
     with pytest.raises(InvalidInput) as caught:
         await rt.post_event(session.id, type_, data)
@@ -62,7 +63,7 @@ async def test_bad_events_name_the_field_and_change_nothing(
 
 
 async def test_post_event_message_and_interrupt(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     session = await rt.create_session(agent.id)
     answer = await rt.post_event(
         session.id, "message", {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
@@ -104,7 +105,7 @@ async def test_unknown_session_and_agent(rt: omnigent.Runtime) -> None:
 
 
 async def test_session_creation_validation(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     with pytest.raises(omnigent.UnknownHarness, match="nope"):
         await rt.create_session(agent.id, harness_override="nope")
     with pytest.raises(InvalidInput) as caught:
@@ -123,7 +124,7 @@ async def test_session_creation_validation(rt: omnigent.Runtime) -> None:
 
 
 async def test_harness_override_is_refused_for_other_executor_types(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     rt.register_harness("native", recorder.factory)
     agent = await rt.create_agent({"name": "native-agent", "executor": {"type": "native"}})
@@ -132,8 +133,8 @@ async def test_harness_override_is_refused_for_other_executor_types(
 
 
 async def test_sessions_list_filter_paginate_update_delete(rt: omnigent.Runtime) -> None:
-    a = await rt.create_agent(scripted("alpha"))
-    b = await rt.create_agent(scripted("beta"))
+    a = await rt.create_agent(scripted_agent("alpha"))
+    b = await rt.create_agent(scripted_agent("beta"))
     made = [(await rt.create_session(a.id, title=f"s{i}")).id for i in range(5)]
     parent = (await rt.create_session(b.id)).id
     child = await rt.create_session(b.id, parent_session_id=parent)
@@ -156,9 +157,11 @@ async def test_sessions_list_filter_paginate_update_delete(rt: omnigent.Runtime)
             await rt.get_session(gone)
 
 
-async def test_initial_items_become_history(rt: omnigent.Runtime, recorder: Recorder) -> None:
+async def test_initial_items_become_history(
+    rt: omnigent.Runtime, recorder: RecordingHarness
+) -> None:
     rt.register_harness("recorder", recorder.factory)
-    agent = await rt.create_agent(scripted(harness="recorder"))
+    agent = await rt.create_agent(scripted_agent(harness="recorder"))
     session = await rt.create_session(
         agent.id,
         initial_items=[
@@ -180,7 +183,7 @@ async def test_initial_items_become_history(rt: omnigent.Runtime, recorder: Reco
 
 
 async def test_image_file_ids_reach_the_harness_as_data_urls(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     image = await rt.upload_file(PNG, filename="dot.png")
     assert (image.content_type, image.bytes) == ("image/png", len(PNG))
@@ -209,7 +212,9 @@ async def test_unknown_or_non_image_file_ids_are_refused(
     assert (await rt.list_items(rec_session)).data == ()
 
 
-async def test_items_pagination(rt: omnigent.Runtime, recorder: Recorder, rec_session: str) -> None:
+async def test_items_pagination(
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
+) -> None:
     for i in range(3):
         await run_turn(rt, rec_session, f"m{i}")
     asc = await rt.list_items(rec_session, limit=2)
@@ -227,7 +232,7 @@ async def test_a_turn_left_running_by_a_dead_process_is_failed_on_restart(
 ) -> None:
     db = tmp_path / "crash.db"
     async with omnigent.open_runtime(db=f"sqlite:///{db}") as rt:
-        agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+        agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
         session = await rt.create_session(agent.id)
     # What a killed process leaves behind: the last status it wrote was "running".
     with sqlite3.connect(db) as conn:
@@ -266,16 +271,16 @@ async def test_store_schema_is_versioned(tmp_path: Path) -> None:
 
 
 async def test_agent_versions(rt: omnigent.Runtime) -> None:
-    first = await rt.create_agent(scripted("same", script=[{"say": "v1"}]))
-    second = await rt.create_agent(scripted("same", script=[{"say": "v2"}]))
+    first = await rt.create_agent(scripted_agent("same", script=[{"say": "v1"}]))
+    second = await rt.create_agent(scripted_agent("same", script=[{"say": "v2"}]))
     assert second.id == first.id and second.version == 2
     assert [a.name for a in await rt.list_agents()] == ["same"]
 
 
 async def test_an_unchanged_spec_keeps_its_version(rt: omnigent.Runtime) -> None:
     """Regression: every ``run`` and ``serve --agents`` start made a new version."""
-    first = await rt.create_agent(scripted("same", script=[{"say": "v1"}]))
-    again = await rt.create_agent(scripted("same", script=[{"say": "v1"}]))
+    first = await rt.create_agent(scripted_agent("same", script=[{"say": "v1"}]))
+    again = await rt.create_agent(scripted_agent("same", script=[{"say": "v1"}]))
     assert (again.id, again.version) == (first.id, 1)
     spec_v1 = await rt.get_agent_spec(first.id, 1)
     assert spec_v1.executor.config.script is not None
@@ -289,14 +294,14 @@ async def test_tools_validate_arguments(rt: omnigent.Runtime) -> None:
     tool = rt.register_tool(greet)
     assert tool.schema.parameters["required"] == ["name"]
     assert tool.schema.description == "Greet someone."
-    assert await rt._tools.invoke("greet", {"name": "ada", "times": 2}) == "hi ada hi ada"
-    assert await rt._tools.invoke("greet", '{"name": "ada"}') == "hi ada"
-    assert (await rt._tools.invoke("greet", {"name": 3})).startswith(
+    assert await probe(rt).tools.invoke("greet", {"name": "ada", "times": 2}) == "hi ada hi ada"
+    assert await probe(rt).tools.invoke("greet", '{"name": "ada"}') == "hi ada"
+    assert (await probe(rt).tools.invoke("greet", {"name": 3})).startswith(
         "Error: invalid arguments for greet: argument 'name' must be string"
     )
-    assert "unknown argument 'x'" in await rt._tools.invoke("greet", {"name": "a", "x": 1})
-    assert "not valid JSON" in await rt._tools.invoke("greet", "{nope")
-    assert (await rt._tools.invoke("missing", {})).startswith("Error: unknown tool 'missing'")
+    assert "unknown argument 'x'" in await probe(rt).tools.invoke("greet", {"name": "a", "x": 1})
+    assert "not valid JSON" in await probe(rt).tools.invoke("greet", "{nope")
+    assert (await probe(rt).tools.invoke("missing", {})).startswith("Error: unknown tool 'missing'")
     with pytest.raises(omnigent.Conflict):
         rt.register_tool(greet)
     with pytest.raises(omnigent.BadRequest):
@@ -308,7 +313,7 @@ async def test_a_raising_tool_becomes_an_error_string(rt: omnigent.Runtime) -> N
         raise OSError("disk on fire")
 
     rt.register_tool(explode)
-    assert await rt._tools.invoke("explode", {}) == "Error: explode failed: disk on fire"
+    assert await probe(rt).tools.invoke("explode", {}) == "Error: explode failed: disk on fire"
 
 
 def test_public_names() -> None:
@@ -320,7 +325,7 @@ def test_public_names() -> None:
 
 
 async def test_turn_context_is_what_harnesses_get(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         assert ctx.session_id == request.session_id

@@ -28,6 +28,7 @@ from omnigent.processes import _groups
 from omnigent.processes import _procfs as procfs
 from omnigent.stores import _sqlite_commit
 from omnigent.stores._sqlite_commit import WriteJob, run_batch
+from omnigent.testing import probe
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 
@@ -149,14 +150,14 @@ async def test_writes_waiting_together_are_one_transaction(
         counts: list[int] = []
 
         async def add(n: int) -> None:
-            counts.append(await rt._store.add_inbox_item(session.id, f"inbox_{n}", "{}"))
+            counts.append(await probe(rt).store.add_inbox_item(session.id, f"inbox_{n}", "{}"))
 
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 for n in range(50):
                     nursery.start_soon(add, n)
         assert sorted(counts) == list(range(1, 51))  # each saw its own write committed
-        assert await rt._store.inbox_count(session.id) == 50
+        assert await probe(rt).store.inbox_count(session.id) == 50
     assert sum(batches[:3]) >= 49 and len(batches) < 10, batches
 
 
@@ -168,7 +169,7 @@ async def test_a_stop_terminates_every_recorded_group_at_once(tmp_path: Path) ->
 
     async with omnigent.open_runtime(f"sqlite:///{tmp_path / 'db.sqlite'}") as rt:
         session = await rt.create_session((await rt.create_agent({"name": "plain"})).id)
-        groups = RecordedGroups(rt._store, session.id)
+        groups = RecordedGroups(probe(rt).store, session.id)
         procs = [
             await trio.lowlevel.open_process(["sleep", "300"], start_new_session=True)
             for _ in range(3)

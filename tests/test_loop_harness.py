@@ -22,9 +22,9 @@ from omnigent.model import (
     OutputText,
     OutputTextDelta,
 )
-from omnigent.testing import MockLLM
+from omnigent.testing import MockLLM, collect_turn, run_turn
 
-from .conftest import all_tasks, collect_turn, run_turn, statuses, wait_quiet
+from .conftest import all_tasks, statuses, wait_quiet
 
 
 def loop_spec(base_url: str, **config: Any) -> dict[str, Any]:

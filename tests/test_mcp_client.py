@@ -16,9 +16,9 @@ import trio
 import omnigent
 from omnigent.errors import SpecError
 from omnigent.model import ElicitationRequest, FunctionCallOutputItem, ResponseFailed
-from omnigent.testing import MockLLM
+from omnigent.testing import MockLLM, collect_turn, run_turn, scripted_agent
 
-from .conftest import collect_turn, run_turn, scripted, statuses
+from .conftest import statuses
 from .external_helpers import HARNESSES, wait_gone
 
 SERVER = [sys.executable, str(HARNESSES / "mcp_server.py")]
@@ -37,7 +37,9 @@ def outputs(events: list[Any]) -> list[str]:
 
 
 async def scripted_session(rt: omnigent.Runtime, script: list[Any], **spec: Any) -> str:
-    agent = await rt.create_agent({**scripted("mcp-user", script), "mcp_servers": [calc()], **spec})
+    agent = await rt.create_agent(
+        {**scripted_agent("mcp-user", script), "mcp_servers": [calc()], **spec}
+    )
     return (await rt.create_session(agent.id)).id
 
 
@@ -99,11 +101,13 @@ async def test_mcp_tools_go_through_the_policies(rt: omnigent.Runtime) -> None:
 
 async def test_an_mcp_server_asks_for_input_and_gets_the_answer(rt: omnigent.Runtime) -> None:
     with trio.fail_after(60):
-        parent_agent = await rt.create_agent(scripted("parent", []))
+        parent_agent = await rt.create_agent(scripted_agent("parent", []))
         parent = await rt.create_session(parent_agent.id)
         agent = await rt.create_agent(
             {
-                **scripted("asker", [{"call": "mcp__calc__confirm", "args": {"what": "delete"}}]),
+                **scripted_agent(
+                    "asker", [{"call": "mcp__calc__confirm", "args": {"what": "delete"}}]
+                ),
                 "mcp_servers": [calc()],
             }
         )
@@ -145,7 +149,7 @@ async def test_a_server_that_fails_to_start_fails_the_turn(rt: omnigent.Runtime)
     with trio.fail_after(60):
         agent = await rt.create_agent(
             {
-                **scripted("broken", [{"say": "never"}]),
+                **scripted_agent("broken", [{"say": "never"}]),
                 "mcp_servers": [calc(command=[*SERVER, "--fail"])],
             }
         )
@@ -164,7 +168,9 @@ async def test_the_servers_live_with_the_session_and_start_again(
     with trio.fail_after(60):
         agent = await rt.create_agent(
             {
-                **scripted("lifetime", [{"call": "mcp__calc__add", "args": {"a": 1, "b": 2}}]),
+                **scripted_agent(
+                    "lifetime", [{"call": "mcp__calc__add", "args": {"a": 1, "b": 2}}]
+                ),
                 "mcp_servers": [calc(env={"MCP_PID_FILE": str(pid_file)})],
             }
         )
@@ -184,10 +190,13 @@ async def test_without_the_mcp_extra_a_spec_with_servers_is_refused(
     import omnigent.mcp
 
     monkeypatch.setattr(omnigent.mcp, "mcp_installed", lambda: False)
-    spec = {**scripted("needs-mcp", []), "sub_agents": [{"name": "sub", "mcp_servers": [calc()]}]}
+    spec = {
+        **scripted_agent("needs-mcp", []),
+        "sub_agents": [{"name": "sub", "mcp_servers": [calc()]}],
+    }
     with pytest.raises(SpecError) as raised:
         await rt.create_agent(spec)
     assert [d.loc for d in raised.value.details] == ["sub_agents[0].mcp_servers"]
     assert "pip install 'omnigent[mcp]'" in raised.value.details[0].msg
-    assert json.dumps(scripted("fine", []))  # a spec without servers is unaffected
-    await rt.create_agent(scripted("fine", []))
+    assert json.dumps(scripted_agent("fine", []))  # a spec without servers is unaffected
+    await rt.create_agent(scripted_agent("fine", []))

@@ -26,9 +26,8 @@ from omnigent.model import (
     OutputTextDelta,
     ResponseFailed,
 )
-from omnigent.testing import FakeAnthropic, FakeShell, FakeToolUse, FakeTurn
+from omnigent.testing import FakeAnthropic, FakeShell, FakeToolUse, FakeTurn, collect_turn
 
-from .conftest import collect_turn
 from .external_helpers import alive
 from .native_helpers import claude_binary, require
 from .native_session_helpers import (

@@ -18,9 +18,8 @@ import trio
 
 import omnigent
 from omnigent.model import ElicitationRequest, ElicitationResolved, OutputTextDelta
-from omnigent.testing import FakeResponses, FakeShell, FakeToolUse, FakeTurn
+from omnigent.testing import FakeResponses, FakeShell, FakeToolUse, FakeTurn, collect_turn
 
-from .conftest import collect_turn
 from .external_helpers import alive
 from .native_helpers import codex_binary, require
 from .native_session_helpers import (

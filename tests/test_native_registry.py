@@ -18,8 +18,9 @@ from omnigent.harnesses.native._cli import CLAUDE_CLI, CODEX_CLI, model_endpoint
 from omnigent.model import ResponseFailed
 from omnigent.providers import Provider
 from omnigent.spec import AgentSpec
+from omnigent.testing import run_turn
 
-from .conftest import run_turn, statuses
+from .conftest import statuses
 from .native_session_helpers import native_spec
 
 

@@ -25,13 +25,14 @@ from omnigent.model import (
     SessionStatusChanged,
 )
 from omnigent.stores import StoredEvent
+from omnigent.testing import RecordingHarness, collect_turn, probe, run_turn, scripted_agent
 
-from .conftest import Recorder, collect_turn, run_turn, scripted, statuses, wait_quiet
+from .conftest import statuses, wait_quiet
 from .http_helpers import HTTPX_GENERATORS, open_server
 
 
 def long_say(n: int, name: str) -> dict[str, Any]:
-    return scripted(name, script=[{"say": " ".join(f"w{i}" for i in range(n))}])
+    return scripted_agent(name, script=[{"say": " ".join(f"w{i}" for i in range(n))}])
 
 
 async def stored_log(rt: omnigent.Runtime, session_id: str) -> list[dict[str, Any]]:
@@ -66,9 +67,9 @@ async def test_one_sessions_bad_event_leaves_every_other_log_complete(tmp_path: 
         await ctx.emit(ResourceCreated(resource={"when": datetime.datetime.now()}))
 
     async with omnigent.open_runtime(db=f"sqlite:///{tmp_path / 'a.db'}") as rt:
-        rt.register_harness("bad", Recorder(bad).factory)
+        rt.register_harness("bad", RecordingHarness(bad).factory)
         bad_session = (
-            await rt.create_session((await rt.create_agent(scripted("b", harness="bad"))).id)
+            await rt.create_session((await rt.create_agent(scripted_agent("b", harness="bad"))).id)
         ).id
         good = [
             (await rt.create_session((await rt.create_agent(long_say(3000, f"g{i}"))).id)).id
@@ -102,17 +103,19 @@ async def test_a_row_the_store_refuses_costs_only_that_row(
     """Regression: a batch the store would not take was dropped whole."""
     monkeypatch.setattr("omnigent.core.bus._persist._RETRY_DELAYS", (0.0,))
     victim = (
-        await rt.create_session((await rt.create_agent(scripted("v", script=[{"say": "x"}]))).id)
+        await rt.create_session(
+            (await rt.create_agent(scripted_agent("v", script=[{"say": "x"}]))).id
+        )
     ).id
     other = (await rt.create_session((await rt.create_agent(long_say(500, "o"))).id)).id
-    original = rt._store.append_events
+    original = probe(rt).store.append_events
 
     async def picky(events: list[StoredEvent]) -> None:
         if any(e.session_id == victim and e.type == "response.created" for e in events):
             raise sqlite3.IntegrityError("this row cannot be stored")
         await original(events)
 
-    monkeypatch.setattr(rt._store, "append_events", picky)
+    monkeypatch.setattr(probe(rt).store, "append_events", picky)
     seen: dict[str, list[Event]] = {victim: [], other: []}
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
@@ -144,7 +147,7 @@ async def test_resolving_with_content_that_is_not_json_is_refused(
 
 
 async def test_a_tool_publishing_a_bad_payload_gets_an_error_string(
-    rt: omnigent.Runtime, rec_session: str, recorder: Recorder
+    rt: omnigent.Runtime, rec_session: str, recorder: RecordingHarness
 ) -> None:
     outputs: list[str] = []
 
@@ -171,15 +174,15 @@ async def test_a_records_only_bus_refuses_to_publish(tmp_path: Path) -> None:
     colliding with its event ids (the owner's batch then dropped)."""
     db = f"sqlite:///{tmp_path / 'shared.db'}"
     async with omnigent.open_runtime(db=db) as owner:
-        agent = await owner.create_agent(scripted(script=[{"say": "x"}]))
+        agent = await owner.create_agent(scripted_agent(script=[{"say": "x"}]))
         session = (await owner.create_session(agent.id)).id
         async with omnigent.open_runtime(db=db, exclusive=False) as reader:
             with pytest.raises(StoreBusy):
-                await reader._bus.publish(session, SessionStatusChanged(status="idle"))
+                await probe(reader).bus.publish(session, SessionStatusChanged(status="idle"))
             with pytest.raises(StoreBusy):
-                await reader._bus.publish_now(session, SessionStatusChanged(status="idle"))
+                await probe(reader).bus.publish_now(session, SessionStatusChanged(status="idle"))
             with pytest.raises(StoreBusy):
-                await reader._elicitations.ask(session, elicitation_params("x", "tool_call"))
+                await probe(reader).elicitations.ask(session, elicitation_params("x", "tool_call"))
         assert statuses(await run_turn(owner, session)) == ["running", "idle"]
         assert_gap_free(await stored_log(owner, session))
 
@@ -199,7 +202,7 @@ async def test_stop_withdraws_hooks_held_on_the_session_and_its_children(
     rt: omnigent.Runtime,
 ) -> None:
     """Regression: a hook request parked on a session outlived stop_session."""
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     parent = (await rt.create_session(agent.id)).id
     child = (await rt.create_session(agent.id, parent_session_id=parent)).id
     answers: dict[str, Any] = {}
@@ -217,7 +220,7 @@ async def test_stop_withdraws_hooks_held_on_the_session_and_its_children(
     assert trio.current_time() - start < 1.0
     assert answers[parent].action == answers[child].action == "cancel"
     assert (await rt.get_session(parent)).pending_elicitations == ()
-    row = await rt._store.get_elicitation(child_eid)
+    row = await probe(rt).store.get_elicitation(child_eid)
     assert row is not None and row["status"] == "expired"
 
 
@@ -227,7 +230,7 @@ async def test_delete_withdraws_held_approvals_and_nothing_publishes_into_the_se
     """Regression: a held waiter wrote ``response.elicitation_resolved`` into a deleted
     session's log after the delete."""
     async with omnigent.open_runtime(db=f"sqlite:///{tmp_path / 'd.db'}") as rt:
-        agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+        agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
         parent = (await rt.create_session(agent.id)).id
         child = (await rt.create_session(agent.id, parent_session_id=parent)).id
         answers: list[Any] = []
@@ -243,10 +246,10 @@ async def test_delete_withdraws_held_approvals_and_nothing_publishes_into_the_se
         assert [a.action for a in answers] == ["cancel"]
         for sid in (parent, child):
             with pytest.raises(SessionNotFound):
-                await rt._bus.publish(sid, SessionStatusChanged(status="idle"))
-            assert await rt._store.read_events(sid, 0) == []
-        assert await rt._store.get_elicitation(held) is None
-        await rt._bus.flush()
+                await probe(rt).bus.publish(sid, SessionStatusChanged(status="idle"))
+            assert await probe(rt).store.read_events(sid, 0) == []
+        assert await probe(rt).store.get_elicitation(held) is None
+        await probe(rt).bus.flush()
     raw = sqlite3.connect(tmp_path / "d.db")
     assert raw.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
     raw.close()
@@ -255,7 +258,7 @@ async def test_delete_withdraws_held_approvals_and_nothing_publishes_into_the_se
 async def test_a_policy_ask_held_outside_a_turn_is_denied_by_a_stop(
     rt: omnigent.Runtime,
 ) -> None:
-    spec = scripted(script=[{"say": "x"}])
+    spec = scripted_agent(script=[{"say": "x"}])
     spec["policies"] = [{"name": "ask", "type": "ask_tools", "tools": ["sys_os_shell"]}]
     session = (await rt.create_session((await rt.create_agent(spec)).id)).id
     verdicts: list[Any] = []
@@ -278,63 +281,63 @@ async def test_a_child_created_while_its_parent_is_deleted_is_refused(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Regression: a child stored while its parent's delete finished was left orphaned."""
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     parent = (await rt.create_session(agent.id)).id
-    original = rt._store.insert_session
+    original = probe(rt).store.insert_session
 
     async def insert_then_delete_parent(row: Any, items: Any = ()) -> None:
         await original(row, items)
         # The parent's whole delete runs between the child's insert and its check.
-        monkeypatch.setattr(rt._store, "insert_session", original)
+        monkeypatch.setattr(probe(rt).store, "insert_session", original)
         await rt.delete_session(parent)
 
-    monkeypatch.setattr(rt._store, "insert_session", insert_then_delete_parent)
+    monkeypatch.setattr(probe(rt).store, "insert_session", insert_then_delete_parent)
     with pytest.raises(SessionNotFound):
         await rt.create_session(agent.id, parent_session_id=parent)
     assert (await rt.list_sessions()).data == ()
 
 
 async def test_the_store_refuses_a_child_of_a_missing_parent(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     parent = (await rt.create_session(agent.id)).id
-    original = rt._store.insert_session
+    original = probe(rt).store.insert_session
 
     async def delete_parent_first(row: Any, items: Any = ()) -> None:
-        await rt._store.delete_sessions([parent])
+        await probe(rt).store.delete_sessions([parent])
         await original(row, items)
 
-    rt._store.insert_session = delete_parent_first  # type: ignore[method-assign]
+    probe(rt).store.insert_session = delete_parent_first  # type: ignore[method-assign]
     with pytest.raises(SessionNotFound):
         await rt.create_session(agent.id, parent_session_id=parent)
-    rt._store.insert_session = original  # type: ignore[method-assign]
+    probe(rt).store.insert_session = original  # type: ignore[method-assign]
     assert (await rt.list_sessions()).data == ()
 
 
 async def test_the_stores_delete_takes_a_child_created_on_the_way(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     parent = (await rt.create_session(agent.id)).id
-    doomed = [parent, *await rt._store.descendant_ids(parent)]  # listed: no child yet
+    doomed = [parent, *await probe(rt).store.descendant_ids(parent)]  # listed: no child yet
     child = (await rt.create_session(agent.id, parent_session_id=parent)).id
-    await rt._store.delete_sessions(doomed)
-    assert await rt._store.get_session(child) is None
+    await probe(rt).store.delete_sessions(doomed)
+    assert await probe(rt).store.get_session(child) is None
 
 
 async def test_a_message_refused_as_the_runtime_closes_is_not_stored(
     rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Regression: the message was stored, then refused with RuntimeClosed."""
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     session = (await rt.create_session(agent.id)).id
-    original = rt._store.put_items
+    original = probe(rt).store.put_items
 
     async def close_meanwhile(session_id: str, items: Any, **options: Any) -> None:
         await original(session_id, items, **options)
-        rt._live.closing = True  # shutdown began while the message was being written
+        probe(rt).set_closing(True)  # shutdown began while the message was being written
 
-    monkeypatch.setattr(rt._store, "put_items", close_meanwhile)
+    monkeypatch.setattr(probe(rt).store, "put_items", close_meanwhile)
     with pytest.raises(omnigent.RuntimeClosed):
         await rt.send_message(session, "late")
-    rt._live.closing = False
+    probe(rt).set_closing(False)
     assert (await rt.list_items(session)).data == ()
 
 
@@ -343,7 +346,7 @@ async def test_a_cancel_right_after_the_pending_row_is_written_leaves_none(
 ) -> None:
     """Regression: the row was written before the waiter existed: a cancel in between
     left it pending for ever."""
-    original = rt._store.insert_elicitation
+    original = probe(rt).store.insert_elicitation
     inserted: list[str] = []
     scope = trio.CancelScope()
 
@@ -355,10 +358,10 @@ async def test_a_cancel_right_after_the_pending_row_is_written_leaves_none(
         scope.cancel()
         await trio.lowlevel.checkpoint()
 
-    monkeypatch.setattr(rt._store, "insert_elicitation", insert_then_cancel)
+    monkeypatch.setattr(probe(rt).store, "insert_elicitation", insert_then_cancel)
     with scope:
         await rt.elicit(rec_session, elicitation_params("x", "tool_call"))
-    row = await rt._store.get_elicitation(inserted[0])
+    row = await probe(rt).store.get_elicitation(inserted[0])
     assert row is not None and row["status"] == "expired"
     assert rt.statistics()["elicitations"] == 0
 
@@ -372,9 +375,9 @@ async def test_the_writer_logs_each_refused_row_with_its_session(
     async def refuse(events: list[StoredEvent]) -> None:
         raise sqlite3.OperationalError("no")
 
-    monkeypatch.setattr(rt._store, "append_events", refuse)
-    await rt._bus.publish(rec_session, SessionStatusChanged(status="idle"))
-    await rt._bus.flush()
+    monkeypatch.setattr(probe(rt).store, "append_events", refuse)
+    await probe(rt).bus.publish(rec_session, SessionStatusChanged(status="idle"))
+    await probe(rt).bus.flush()
     assert f"dropping event 1 (session.status) of session {rec_session}" in caplog.text
     assert "OperationalError: no" in caplog.text
     await wait_quiet(rt)

@@ -11,12 +11,13 @@ import omnigent
 from omnigent.core import EDIT, MANAGE, NONE, PUBLIC, READ
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationHeld, ElicitationRequest, ElicitationResolved, ResolveResult
+from omnigent.testing import run_turn, scripted_agent
 
-from .conftest import run_turn, scripted, wait_quiet
+from .conftest import wait_quiet
 
 
 async def test_levels_follow_owner_grants_root_and_public(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(), owner="alice")
+    agent = await rt.create_agent(scripted_agent(), owner="alice")
     root = await rt.create_session(agent.id, owner="alice")
     child = await rt.create_session(agent.id, parent_session_id=root.id, owner="alice")
     assert await rt.access_level(root.id, "alice") == MANAGE
@@ -37,7 +38,7 @@ async def test_levels_follow_owner_grants_root_and_public(rt: omnigent.Runtime) 
 
 
 async def test_bad_grants_are_refused(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     session = await rt.create_session(agent.id)
     for user, level, loc in [
         (PUBLIC, EDIT, "level"),
@@ -53,7 +54,7 @@ async def test_bad_grants_are_refused(rt: omnigent.Runtime) -> None:
 
 
 async def test_session_lists_show_only_what_the_viewer_may_read(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     mine = await rt.create_session(agent.id, owner="alice")
     theirs = await rt.create_session(agent.id, owner="bob")
     public = await rt.create_session(agent.id, owner="bob")
@@ -64,17 +65,17 @@ async def test_session_lists_show_only_what_the_viewer_may_read(rt: omnigent.Run
 
 
 async def test_an_agent_name_belongs_to_its_creator(rt: omnigent.Runtime) -> None:
-    await rt.create_agent(scripted("shared-name"), owner="alice")
+    await rt.create_agent(scripted_agent("shared-name"), owner="alice")
     with pytest.raises(omnigent.Forbidden):
-        await rt.create_agent(scripted("shared-name"), owner="bob")
-    again = await rt.create_agent(scripted("shared-name", [{"say": "new"}]), owner="alice")
+        await rt.create_agent(scripted_agent("shared-name"), owner="bob")
+    again = await rt.create_agent(scripted_agent("shared-name", [{"say": "new"}]), owner="alice")
     assert again.version == 2
 
 
 async def test_mcp_elicitation_is_held_by_the_session_until_answered(
     rt: omnigent.Runtime,
 ) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     session = await rt.create_session(agent.id)
     async with rt.subscribe(session.id) as events:
         answer = await rt.post_event(
@@ -103,7 +104,7 @@ async def test_mcp_elicitation_is_held_by_the_session_until_answered(
 
 
 async def test_stopping_a_session_withdraws_its_held_elicitations(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     session = await rt.create_session(agent.id)
     answer = await rt.post_event(session.id, "mcp_elicitation", {"message": "Still there?"})
     with trio.fail_after(5):
@@ -115,7 +116,7 @@ async def test_stopping_a_session_withdraws_its_held_elicitations(rt: omnigent.R
 
 
 async def test_approval_event_validation(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     session = await rt.create_session(agent.id)
     for data, loc in [
         ({"elicitation_id": "e", "action": "maybe"}, "data.action"),
@@ -148,7 +149,7 @@ async def test_approval_event_validation(rt: omnigent.Runtime) -> None:
 async def test_session_share_refusals_write_nothing(
     rt: omnigent.Runtime, sharing: str, args: dict[str, object], expect: str
 ) -> None:
-    spec = scripted(script=[{"call": "sys_session_share", "args": args}])
+    spec = scripted_agent(script=[{"call": "sys_session_share", "args": args}])
     spec["agent_session_sharing"] = sharing
     agent = await rt.create_agent(spec)
     session = await rt.create_session(agent.id)
@@ -171,7 +172,7 @@ async def test_session_share_refusals_write_nothing(
 async def test_session_share_grants(
     rt: omnigent.Runtime, sharing: str, user: str, level: object, named: str, number: int
 ) -> None:
-    spec = scripted(
+    spec = scripted_agent(
         script=[{"call": "sys_session_share", "args": {"user_id": user, "level": level}}]
     )
     spec["agent_session_sharing"] = sharing
@@ -191,7 +192,7 @@ async def test_session_share_grants(
 async def test_the_owner_cannot_be_granted_and_unknown_sessions_cannot_be_revoked(
     rt: omnigent.Runtime,
 ) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     session = await rt.create_session(agent.id, owner="alice")
     with pytest.raises(omnigent.Conflict):
         await rt.grant(session.id, "alice", READ)
@@ -202,7 +203,7 @@ async def test_the_owner_cannot_be_granted_and_unknown_sessions_cannot_be_revoke
 
 
 async def test_initial_items_may_not_name_unknown_files(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     with pytest.raises(InvalidInput) as caught:
         await rt.create_session(
             agent.id,

@@ -11,8 +11,7 @@ import pytest
 import omnigent
 from omnigent.core.tools._policy_allowlist import PolicyAllowlist, function_name
 from omnigent.errors import InvalidInput
-
-from .conftest import scripted
+from omnigent.testing import scripted_agent
 
 HERE = __name__
 
@@ -128,7 +127,7 @@ def test_entry_points_by_name_and_by_value(tmp_path: Path, monkeypatch: pytest.M
 
 
 def policy(ref: str) -> dict[str, Any]:
-    return {**scripted("a"), "policies": [{"name": "p", "type": "function", "function": ref}]}
+    return {**scripted_agent("a"), "policies": [{"name": "p", "type": "function", "function": ref}]}
 
 
 async def test_the_library_default_allows_no_module() -> None:
@@ -151,7 +150,7 @@ async def test_the_library_registers_callables() -> None:
 async def test_default_policies_may_name_any_module() -> None:
     defaults = [{"name": "d", "type": "function", "function": f"{HERE}:deny"}]
     async with omnigent.open_runtime(default_policies=defaults) as rt:
-        session = await rt.create_session((await rt.create_agent(scripted("a"))).id)
+        session = await rt.create_session((await rt.create_agent(scripted_agent("a"))).id)
         call = {"type": "PHASE_TOOL_CALL", "data": {"name": "x"}}
         assert (await rt.evaluate_policy(session.id, call)).policy_name == "d"
 

@@ -15,8 +15,9 @@ import trio
 
 import omnigent
 from omnigent.core import elicitation_params
+from omnigent.testing import RecordingHarness, probe, scripted_agent
 
-from .conftest import Recorder, scripted, wait_quiet
+from .conftest import wait_quiet
 
 
 async def test_a_send_cancelled_as_its_write_returns_is_not_answered_after_a_restart(
@@ -25,12 +26,12 @@ async def test_a_send_cancelled_as_its_write_returns_is_not_answered_after_a_res
     """Defect 3: the message was stored, then the send was cancelled before the actor
     had it; nothing answered it until the next start, which did."""
     db = f"sqlite:///{tmp_path / 'omnigent.db'}"
-    recorder = Recorder()
+    recorder = RecordingHarness()
     with trio.fail_after(20):
         async with omnigent.open_runtime(db, harnesses={"rec": recorder.factory}) as rt:
-            agent = await rt.create_agent(scripted("rec", harness="rec"))
+            agent = await rt.create_agent(scripted_agent("rec", harness="rec"))
             session = (await rt.create_session(agent.id)).id
-            store = rt._store
+            store = probe(rt).store
             original = store.put_items
             scope = trio.CancelScope()
 
@@ -70,7 +71,7 @@ async def test_concurrent_callers_share_one_tool_set(
         original(self, **kwargs)
 
     monkeypatch.setattr(SessionTools, "__init__", counting)
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     session = (await rt.create_session(agent.id)).id
     # An elicitation the session holds keeps one actor alive, and builds no tools.
     await rt.hold_elicitation(session, elicitation_params("wait", "mcp_elicitation"))
@@ -110,7 +111,8 @@ async def test_the_spec_caches_are_bounded_by_recent_use(tmp_path: Path) -> None
                 max_engines=2,
             )
             rows = [
-                await store.put_agent_version(f"a{i}", scripted(f"a{i}"), "local") for i in range(8)
+                await store.put_agent_version(f"a{i}", scripted_agent(f"a{i}"), "local")
+                for i in range(8)
             ]
             for row in rows:
                 assert (await specs.agent_spec(row.id, row.version)).name == row.name

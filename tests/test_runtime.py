@@ -21,17 +21,9 @@ from omnigent.model import (
     SessionStatusChanged,
     item_text,
 )
+from omnigent.testing import RecordingHarness, collect_turn, run_turn, scripted_agent
 
-from .conftest import (
-    Recorder,
-    all_tasks,
-    collect_turn,
-    run_turn,
-    scripted,
-    statuses,
-    types,
-    wait_quiet,
-)
+from .conftest import all_tasks, statuses, types, wait_quiet
 
 LIBRARY_YAML = """
 name: greeter
@@ -66,7 +58,7 @@ async def test_library_example_runs_as_written() -> None:
 
 
 async def test_turn_publishes_running_then_exactly_one_terminal(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "one two"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "one two"}]))
     session = await rt.create_session(agent.id)
     events = await run_turn(rt, session.id)
     assert types(events)[:2] == ["session.status", "response.created"]
@@ -84,7 +76,7 @@ async def test_turn_publishes_running_then_exactly_one_terminal(rt: omnigent.Run
 
 
 async def test_fail_step_ends_failed_with_its_message(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "partial"}, {"fail": "no luck"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "partial"}, {"fail": "no luck"}]))
     session = await rt.create_session(agent.id)
     events = await run_turn(rt, session.id)
     assert statuses(events) == ["running", "failed"]
@@ -100,7 +92,7 @@ async def test_harness_that_fails_in_setup(rt: omnigent.Runtime) -> None:
         raise RuntimeError("cannot start")
 
     rt.register_harness("broken", broken_factory)
-    agent = await rt.create_agent(scripted(harness="broken"))
+    agent = await rt.create_agent(scripted_agent(harness="broken"))
     session = await rt.create_session(agent.id)
     before = all_tasks()
     events = await run_turn(rt, session.id)
@@ -113,7 +105,7 @@ async def test_harness_that_fails_in_setup(rt: omnigent.Runtime) -> None:
 
 
 async def test_harness_that_raises_mid_stream_keeps_partial_text(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         async with ctx.open_message() as message:
@@ -133,7 +125,7 @@ async def test_harness_that_raises_mid_stream_keeps_partial_text(
 
 
 async def test_harness_error_message_is_shown(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         raise HarnessError("the model is on strike")
@@ -145,7 +137,7 @@ async def test_harness_error_message_is_shown(
 
 
 async def test_hanging_harness_is_interrupted_within_a_second(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     started = trio.Event()
 
@@ -173,7 +165,7 @@ async def test_hanging_harness_is_interrupted_within_a_second(
 
 
 async def test_stop_session_cancels_the_turn(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     started = trio.Event()
 
@@ -193,7 +185,7 @@ async def test_stop_session_cancels_the_turn(
 
 
 async def test_reported_failed_then_completed_ends_idle(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         ctx.report_response_status("failed", "transient")
@@ -207,7 +199,7 @@ async def test_reported_failed_then_completed_ends_idle(
 
 
 async def test_reported_failed_ends_failed_with_the_harness_message(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         ctx.report_response_status("failed", "rate limited upstream")
@@ -219,7 +211,7 @@ async def test_reported_failed_ends_failed_with_the_harness_message(
 
 
 async def test_mid_turn_message_is_buffered_then_answered_by_a_continuation(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     release = trio.Event()
     started = trio.Event()
@@ -251,7 +243,7 @@ async def test_mid_turn_message_is_buffered_then_answered_by_a_continuation(
 
 
 async def test_injected_message_is_answered_by_the_running_turn(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     arrived = trio.Event()
     started = trio.Event()
@@ -278,7 +270,7 @@ async def test_injected_message_is_answered_by_the_running_turn(
 
 
 async def test_turn_stream_ends_with_the_turn_that_answers(
-    rt: omnigent.Runtime, recorder: Recorder, rec_session: str
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
 ) -> None:
     async with rt.open_turn_stream(rec_session, "hello") as (accepted, events):
         seen = [e async for e in events]
@@ -293,7 +285,9 @@ async def test_tool_calls_are_recorded_with_statuses(rt: omnigent.Runtime) -> No
 
     rt.register_tool(add)
     agent = await rt.create_agent(
-        scripted(script=[{"call": "add", "args": {"a": 2, "b": 3}}, {"call": "add", "args": {}}])
+        scripted_agent(
+            script=[{"call": "add", "args": {"a": 2, "b": 3}}, {"call": "add", "args": {}}]
+        )
     )
     session = await rt.create_session(agent.id)
     events = await run_turn(rt, session.id)
@@ -320,7 +314,7 @@ async def test_tool_calls_are_recorded_with_statuses(rt: omnigent.Runtime) -> No
 
 async def test_runtime_exit_cancels_running_turns(tmp_path: Any) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    recorder = Recorder()
+    recorder = RecordingHarness()
     started = trio.Event()
 
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
@@ -331,7 +325,7 @@ async def test_runtime_exit_cancels_running_turns(tmp_path: Any) -> None:
     before = all_tasks()
     async with omnigent.open_runtime(db=db) as rt:
         rt.register_harness("recorder", recorder.factory)
-        agent = await rt.create_agent(scripted(harness="recorder"))
+        agent = await rt.create_agent(scripted_agent(harness="recorder"))
         session = await rt.create_session(agent.id)
         await rt.send_message(session.id, "go")
         await started.wait()
@@ -346,10 +340,10 @@ async def test_runtime_exit_cancels_running_turns(tmp_path: Any) -> None:
 async def test_harnesses_given_to_open_runtime_are_there_before_it_yields() -> None:
     """Regression (issue 17): a harness a recovered turn needs at start could only be
     registered after ``open_runtime`` yielded, racing that turn (two flaky tests)."""
-    recorder = Recorder()
+    recorder = RecordingHarness()
     with trio.fail_after(10):
         async with omnigent.open_runtime(harnesses={"recorder": recorder.factory}) as rt:
-            agent = await rt.create_agent(scripted(harness="recorder"))
+            agent = await rt.create_agent(scripted_agent(harness="recorder"))
             session = await rt.create_session(agent.id)
             seen = await run_turn(rt, session.id, "hi")
     assert statuses(seen) == ["running", "idle"]
@@ -362,7 +356,7 @@ async def test_user_exception_from_the_runtime_block_is_not_wrapped() -> None:
 
 
 async def test_many_sessions_in_parallel_each_end_once(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(script=[{"sleep": 0.01}, {"say": "done"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"sleep": 0.01}, {"say": "done"}]))
     sessions = [(await rt.create_session(agent.id)).id for _ in range(20)]
     results: dict[str, list[str]] = {}
 
@@ -380,7 +374,7 @@ async def test_many_sessions_in_parallel_each_end_once(rt: omnigent.Runtime) -> 
 async def test_a_second_session_status_event_is_published_per_turn_only(
     rt: omnigent.Runtime,
 ) -> None:
-    agent = await rt.create_agent(scripted(script=[{"say": "x"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
     session = await rt.create_session(agent.id)
     for _ in range(3):
         events = await run_turn(rt, session.id)
@@ -396,7 +390,7 @@ async def test_a_second_session_status_event_is_published_per_turn_only(
 
 async def test_a_parent_hears_about_its_children(rt: omnigent.Runtime) -> None:
     """Regression: session.child_session.updated was defined but never published."""
-    agent = await rt.create_agent(scripted(script=[{"say": "child answer"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "child answer"}]))
     parent = (await rt.create_session(agent.id)).id
     async with rt.subscribe(parent) as events:
         child = (await rt.create_session(agent.id, parent_session_id=parent, title="kid")).id

@@ -13,12 +13,13 @@ import trio
 import omnigent
 from omnigent.errors import InvalidInput, SessionNotFound
 from omnigent.model import ElicitationRequest, OutputItemDone
+from omnigent.testing import run_turn, scripted_agent
 
-from .conftest import run_turn, scripted, statuses, wait_quiet
+from .conftest import statuses, wait_quiet
 
 
 async def test_access_level_reports_owner_grant_and_stranger(rt: omnigent.Runtime) -> None:
-    agent = await rt.create_agent(scripted(), owner="alice")
+    agent = await rt.create_agent(scripted_agent(), owner="alice")
     session = await rt.create_session(agent.id, owner="alice")
     assert await rt.access_level(session.id, "alice") == 3
     assert await rt.access_level(session.id, "bob") == 0
@@ -33,7 +34,7 @@ async def test_session_cwd_is_kept_listed_and_where_the_os_tools_act(tmp_path: P
     project.mkdir()
     (project / "notes.txt").write_text("from the project\n")
     db = f"sqlite:///{tmp_path / 'cwd.db'}"
-    spec = scripted("reader", [{"call": "sys_os_read", "args": {"path": "notes.txt"}}])
+    spec = scripted_agent("reader", [{"call": "sys_os_read", "args": {"path": "notes.txt"}}])
     async with omnigent.open_runtime(db) as rt:
         agent = await rt.create_agent(spec)
         inside = await rt.create_session(agent.id, cwd=str(project))
@@ -62,7 +63,7 @@ async def test_session_cwd_is_kept_listed_and_where_the_os_tools_act(tmp_path: P
 
 @pytest.mark.parametrize("cwd", ["relative/dir", "", 7, "/nul\x00byte", "/" + "x" * 5000])
 async def test_a_bad_cwd_is_refused_at_cwd(rt: omnigent.Runtime, cwd: Any) -> None:
-    agent = await rt.create_agent(scripted())
+    agent = await rt.create_agent(scripted_agent())
     with pytest.raises(InvalidInput) as caught:
         await rt.create_session(agent.id, cwd=cwd)
     assert caught.value.details[0].loc == "cwd"
@@ -72,7 +73,7 @@ async def test_a_bad_cwd_is_refused_at_cwd(rt: omnigent.Runtime, cwd: Any) -> No
 async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
-        agent = await rt.create_agent(scripted())
+        agent = await rt.create_agent(scripted_agent())
         old = await rt.create_session(agent.id)
     with sqlite3.connect(path) as conn:  # back to how version 1 left it
         conn.execute("DROP TABLE subagent_work")  # migration 4
@@ -93,7 +94,7 @@ async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> 
 
 
 def _asking_spec(name: str = "asker") -> dict[str, Any]:
-    spec = scripted(name, [{"call": "sys_os_read", "args": {"path": "missing.txt"}}])
+    spec = scripted_agent(name, [{"call": "sys_os_read", "args": {"path": "missing.txt"}}])
     spec["policies"] = [{"name": "ask_read", "type": "ask_tools", "tools": ["sys_os_read"]}]
     return spec
 
@@ -193,7 +194,7 @@ async def test_remember_answer_refuses_bad_input(rt: omnigent.Runtime) -> None:
 async def test_a_provided_tool_runs_instead_of_the_builtin_while_open(
     rt: omnigent.Runtime,
 ) -> None:
-    spec = scripted("fs", [{"call": "sys_os_read", "args": {"path": "buffer.py"}}])
+    spec = scripted_agent("fs", [{"call": "sys_os_read", "args": {"path": "buffer.py"}}])
     agent = await rt.create_agent(spec)
     session = await rt.create_session(agent.id)
     calls: list[dict[str, Any]] = []
@@ -226,7 +227,7 @@ async def test_a_provided_tool_runs_instead_of_the_builtin_while_open(
 
 
 async def test_policies_still_decide_before_a_provided_tool(rt: omnigent.Runtime) -> None:
-    spec = scripted("fs", [{"call": "sys_os_read", "args": {"path": "x"}}])
+    spec = scripted_agent("fs", [{"call": "sys_os_read", "args": {"path": "x"}}])
     spec["policies"] = [{"name": "no_read", "type": "deny_tools", "tools": ["sys_os_read"]}]
     agent = await rt.create_agent(spec)
     session = await rt.create_session(agent.id)

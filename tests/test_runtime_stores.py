@@ -22,14 +22,15 @@ from omnigent.model import (
     SessionStatusChanged,
 )
 from omnigent.stores import StoredEvent, open_store
+from omnigent.testing import collect_turn, run_turn, scripted_agent
 
-from .conftest import collect_turn, run_turn, scripted, statuses, types
+from .conftest import statuses, types
 
 SLOW = [{"say": "started"}, {"sleep": 30}]
 
 
 def turns(*scripts: list[dict[str, Any]]) -> dict[str, Any]:
-    spec = scripted("multi")
+    spec = scripted_agent("multi")
     spec["executor"]["config"]["turns"] = list(scripts)
     return spec
 
@@ -44,7 +45,7 @@ async def first(events: Any, kind: type, **fields: Any) -> Any:
 async def test_a_turn_and_its_replay_after_a_restart(db_url: str) -> None:
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
-            agent = await rt.create_agent(scripted(script=[{"say": "hello there"}]))
+            agent = await rt.create_agent(scripted_agent(script=[{"say": "hello there"}]))
             session = (await rt.create_session(agent.id, title="t")).id
             live = await run_turn(rt, session)
         assert statuses(live) == ["running", "idle"]
@@ -76,7 +77,7 @@ async def test_a_buffered_message_is_answered_by_the_continuation(db_url: str) -
 async def test_interrupt_and_stop(db_url: str) -> None:
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
-            agent = await rt.create_agent(scripted(script=SLOW))
+            agent = await rt.create_agent(scripted_agent(script=SLOW))
             session = (await rt.create_session(agent.id)).id
             async with rt.subscribe(session) as events:
                 await rt.send_message(session, "go")
@@ -97,7 +98,7 @@ async def test_an_approval(db_url: str) -> None:
         calls.append(kwargs)
         return "ok"
 
-    spec = scripted(script=[{"call": "record", "args": {"x": 1}}])
+    spec = scripted_agent(script=[{"call": "record", "args": {"x": 1}}])
     spec["policies"] = [{"name": "ask", "type": "ask_tools", "tools": ["record"]}]
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
@@ -116,7 +117,7 @@ async def test_an_approval(db_url: str) -> None:
 async def test_a_delete_takes_the_session_and_ends_its_streams(db_url: str) -> None:
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
-            agent = await rt.create_agent(scripted(script=SLOW))
+            agent = await rt.create_agent(scripted_agent(script=SLOW))
             parent = (await rt.create_session(agent.id)).id
             child = (await rt.create_session(agent.id, parent_session_id=parent)).id
             async with rt.subscribe(child) as events:
@@ -132,7 +133,7 @@ async def test_a_delete_takes_the_session_and_ends_its_streams(db_url: str) -> N
 async def test_a_turn_a_dead_process_left_running_ends_failed(db_url: str) -> None:
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
-            agent = await rt.create_agent(scripted(script=[{"say": "hi"}]))
+            agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
             session = (await rt.create_session(agent.id)).id
         # What a process killed mid-turn leaves: a running status, and nobody's work.
         async with open_store(db_url) as store:

@@ -24,9 +24,10 @@ import trio.lowlevel
 import omnigent
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import SessionStatusChanged
+from omnigent.testing import RecordingHarness, collect_turn, probe, scripted_agent
 from omnigent.transports.http._serve import add_serve_parser, serve
 
-from .conftest import Recorder, collect_turn, scripted, statuses, wait_quiet
+from .conftest import statuses, wait_quiet
 from .http_helpers import HTTPX_GENERATORS, open_stream
 
 GRACE = 0.5
@@ -53,7 +54,7 @@ async def test_a_sync_tool_stuck_in_sleep_does_not_hold_shutdown(
     with trio.fail_after(10):
         async with omnigent.open_runtime(db=db, shutdown_grace=GRACE) as rt:
             rt.register_tool(sleepy)
-            agent = await rt.create_agent(scripted(script=[{"call": "sleepy", "args": {}}]))
+            agent = await rt.create_agent(scripted_agent(script=[{"call": "sleepy", "args": {}}]))
             session = (await rt.create_session(agent.id)).id
             await rt.send_message(session, "rest")
             await started.wait()
@@ -76,7 +77,7 @@ def slow_policy(event: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_sync_policy_stuck_in_sleep_does_not_hold_shutdown() -> None:
-    spec = scripted(script=[{"call": "sys_os_read", "args": {"path": "x"}}])
+    spec = scripted_agent(script=[{"call": "sys_os_read", "args": {"path": "x"}}])
     spec["policies"] = [{"name": "slow", "type": "function", "function": f"{__name__}:slow_policy"}]
     POLICY_STARTED[:] = [trio.Event()]
     with trio.fail_after(10):
@@ -97,14 +98,14 @@ async def test_a_locked_database_does_not_hold_shutdown(
     path = tmp_path / "locked.db"
     db = f"sqlite:///{path}"
     async with omnigent.open_runtime(db=db) as rt:
-        session = (await rt.create_session((await rt.create_agent(scripted())).id)).id
+        session = (await rt.create_session((await rt.create_agent(scripted_agent())).id)).id
     other = sqlite3.connect(path, isolation_level=None)
     try:
         with trio.fail_after(10):
             async with omnigent.open_runtime(db=db, shutdown_grace=GRACE) as rt:
                 other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-                await rt._bus.publish(session, SessionStatusChanged(status="idle"))
-                while not rt._store._waits:  # type: ignore[attr-defined]
+                await probe(rt).bus.publish(session, SessionStatusChanged(status="idle"))
+                while not probe(rt).store._waits:
                     await trio.sleep(0.001)  # until the writer waits for the lock
                 leaving = time.monotonic()
             took = time.monotonic() - leaving
@@ -239,13 +240,15 @@ async def test_a_harness_streaming_from_memory_is_interrupted_at_once() -> None:
     with trio.fail_after(30):
         async with omnigent.open_runtime() as rt, trio.open_nursery() as nursery:
             nursery.start_soon(ticker)
-            rt.register_harness("flood", Recorder(flood).factory)
+            rt.register_harness("flood", RecordingHarness(flood).factory)
             flooded = (
-                await rt.create_session((await rt.create_agent(scripted("f", harness="flood"))).id)
+                await rt.create_session(
+                    (await rt.create_agent(scripted_agent("f", harness="flood"))).id
+                )
             ).id
             other = (
                 await rt.create_session(
-                    (await rt.create_agent(scripted("o", script=[{"say": "meanwhile"}]))).id
+                    (await rt.create_agent(scripted_agent("o", script=[{"say": "meanwhile"}]))).id
                 )
             ).id
             # Nobody subscribes to the flood itself: a reader of 100,000 events would
@@ -260,7 +263,7 @@ async def test_a_harness_streaming_from_memory_is_interrupted_at_once() -> None:
             interrupted = True
             await stopped.wait()
             await wait_quiet(rt)
-            await rt._bus.flush()
+            await probe(rt).bus.flush()
             assert (await rt.get_session(flooded)).status == "cancelled"
             nursery.cancel_scope.cancel()
         # Counted, not timed: the next publish after the interrupt raises Cancelled.
@@ -339,7 +342,7 @@ async def test_at_serve_shutdown_every_stream_gets_the_terminal_events() -> None
     """Regression: at shutdown, open streams stopped after the last delta; the turn's
     ``response.cancelled`` and ``session.status cancelled`` never reached them."""
     stop = trio.Event()
-    spec = scripted(script=[{"say": "working"}, {"sleep": 30}])
+    spec = scripted_agent(script=[{"say": "working"}, {"sleep": 30}])
     body = {"type": "message", "data": {"content": [{"type": "input_text", "text": "go"}]}}
     session_frames: list[Any] = []
     turn_frames: list[Any] = []

@@ -9,8 +9,7 @@ import pytest
 import omnigent
 from omnigent.spec import _unbuilt
 from omnigent.spec._unbuilt import UNBUILT
-
-from .conftest import scripted
+from omnigent.testing import scripted_agent
 
 SETTINGS: dict[str, dict[str, Any]] = {}
 
@@ -21,7 +20,7 @@ def test_every_unbuilt_key_has_a_case_here() -> None:
 
 
 def _spec(**extra: Any) -> dict[str, Any]:
-    return {**scripted("a"), **extra}
+    return {**scripted_agent("a"), **extra}
 
 
 async def test_a_key_whose_feature_is_not_built_is_refused(
@@ -42,5 +41,5 @@ async def test_keys_left_at_their_defaults_ask_for_nothing(rt: omnigent.Runtime)
 
 
 async def test_the_sub_agent_keys_are_built(rt: omnigent.Runtime) -> None:
-    spec = _spec(spawn=True, sub_agents=[scripted("helper")], tools={"agents": ["helper"]})
+    spec = _spec(spawn=True, sub_agents=[scripted_agent("helper")], tools={"agents": ["helper"]})
     assert (await rt.create_agent(spec)).version == 1

@@ -13,6 +13,7 @@ import yaml
 import omnigent
 from omnigent.core.tools._orchestration_agents import workers_of
 from omnigent.harnesses.registry import ModelRule
+from omnigent.testing import probe
 from omnigent.tools import ToolError
 
 from .subagent_helpers import Driver, call, handle, lead, wait_lines, worker
@@ -236,7 +237,7 @@ async def test_agent_list_merges_sources_and_degrades(
     async def broken() -> list[Any]:
         raise OSError("the store is unwell")
 
-    monkeypatch.setattr(rt._agents, "list", broken)  # type: ignore[attr-defined]
+    monkeypatch.setattr(probe(rt).store, "list_agents", broken)
     driver.then(call(driver, "sys_agent_list", {}, "sys_agent_get", {"agent_id": "nobody"}))
     await trio_turn(rt, parent)
     degraded = json.loads(driver.outputs[2])

@@ -13,6 +13,7 @@ import omnigent
 from omnigent.core.work import Dispatch, SubAgents, TurnOutcome
 from omnigent.model import TurnStatus
 from omnigent.stores import WorkRow
+from omnigent.testing import probe
 
 from .conftest import all_tasks, wait_quiet
 from .subagent_helpers import Driver, call, handle, inbox_lines, lead, wait_lines, worker
@@ -36,9 +37,9 @@ async def test_a_fan_out_of_twenty_is_delivered_exactly_once(rt: omnigent.Runtim
     lines = await inbox_lines(rt, parent)
     assert sorted(t for t, _, _ in lines) == sorted(tasks)
     assert {(s, r.split(" returned: ")[1]) for _, s, r in lines} == {("completed", "done")}
-    rows = await rt._store.list_work(parent_session_id=parent, open_only=False)
+    rows = await probe(rt).store.list_work(parent_session_id=parent, open_only=False)
     assert len(rows) == 20 and {r.status for r in rows} == {"completed"}
-    assert await rt._store.inbox_count(parent) == 0
+    assert await probe(rt).store.inbox_count(parent) == 0
     assert rt.statistics()["sub_agent_work"] == 0
 
 
@@ -58,7 +59,7 @@ async def test_a_continuation_turn_delivers_only_after_the_last_turn(rt: omnigen
     await wait_quiet(rt)
     assert await inbox_lines(rt, parent) == lines
     assert lines == [(child, "completed", "w:t returned: the final answer")]
-    assert (await rt._store.list_work(child_session_id=child, open_only=False))[0].status == (
+    assert (await probe(rt).store.list_work(child_session_id=child, open_only=False))[0].status == (
         "completed"
     )
 
@@ -184,7 +185,7 @@ async def test_a_late_completion_after_a_cancel_is_dropped() -> None:
 
 
 async def test_an_old_dispatchs_cleanup_never_removes_a_newer_one(rt: omnigent.Runtime) -> None:
-    subagents = SubAgents(rt._store, rt._bus)  # type: ignore[attr-defined]
+    subagents = SubAgents(probe(rt).store, probe(rt).bus)
     old = Dispatch(WorkRow("subagent_old", "p", "c", "w", "t", "item_o", "launching", None, 0.0))
     new = Dispatch(WorkRow("subagent_new", "p", "c", "w", "t", "item_n", "launching", None, 1.0))
     subagents.watch(old)
@@ -204,7 +205,7 @@ async def test_the_store_finishes_a_dispatch_once(rt: omnigent.Runtime) -> None:
     parent = (await rt.create_session(agent.id)).id
     child = (await rt.create_session(agent.id, parent_session_id=parent)).id
     row = WorkRow("subagent_x", parent, child, "w", "t", "item_x", "launching", None, 0.0)
-    store = rt._store
+    store = probe(rt).store
     await store.insert_work(row)
     assert await store.start_work("subagent_x") is True
     assert await store.start_work("subagent_x") is False
@@ -242,10 +243,10 @@ async def test_stopping_a_parent_while_five_children_run_leaves_no_task_and_no_p
     assert rt.statistics()["sub_agent_work"] == 0
     kids = await children(rt, parent)
     assert {k.status for k in kids} == {"cancelled"}
-    rows = await rt._store.list_work(parent_session_id=parent, open_only=False)
+    rows = await probe(rt).store.list_work(parent_session_id=parent, open_only=False)
     assert {r.status for r in rows} == {"cancelled"} and len(rows) == 5
     # Delivered, but the stopped parent is not woken by them.
-    assert await rt._store.inbox_count(parent) == 5
+    assert await probe(rt).store.inbox_count(parent) == 5
     assert (await rt.get_session(parent)).status == "idle"
 
 
@@ -256,7 +257,7 @@ async def test_deleting_a_parent_cancels_its_childrens_work(rt: omnigent.Runtime
     await wait_quiet(rt)
     with pytest.raises(omnigent.SessionNotFound):
         await rt.get_session(child)
-    assert await rt._store.list_work(open_only=False) == []
+    assert await probe(rt).store.list_work(open_only=False) == []
     assert rt.statistics()["sub_agent_work"] == 0
 
 
@@ -293,7 +294,7 @@ async def test_cancelling_a_middle_child_stops_the_grandchild(rt: omnigent.Runti
     assert json.loads(driver.outputs[1])["cancelled"] is True
     await wait_quiet(rt)
     assert (await rt.get_session(leaf.id)).status == "cancelled"
-    mid_rows = await rt._store.list_work(parent_session_id=mid, open_only=False)
+    mid_rows = await probe(rt).store.list_work(parent_session_id=mid, open_only=False)
     assert [r.status for r in mid_rows] == ["cancelled"]
 
 
@@ -368,13 +369,13 @@ async def test_a_failing_policy_hides_the_result_and_keeps_it_for_the_next_read(
         )
     ]
     await wait_quiet(rt)
-    assert await rt._store.inbox_count(parent) == 1
+    assert await probe(rt).store.inbox_count(parent) == 1
     # The next read, with the policies back, shows the real result.
     await trio_turn(rt, parent, "read it")
     assert driver.outputs[-1] == (
         f"[System: sub-agent task {child} completed — w:t returned: the answer]"
     )
-    assert await rt._store.inbox_count(parent) == 0
+    assert await probe(rt).store.inbox_count(parent) == 0
 
 
 async def test_a_shutdown_leaves_unsettled_work_for_the_next_start(tmp_path: Path) -> None:
@@ -438,18 +439,18 @@ async def test_a_crash_after_the_child_finished_delivers_its_answer(tmp_path: Pa
         done = (await rt.create_session(helper.id, parent_session_id=parent)).id
         await trio_turn(rt, done)
         never = (await rt.create_session(helper.id, parent_session_id=parent)).id
-        await rt._store.insert_work(
+        await probe(rt).store.insert_work(
             WorkRow("subagent_d", parent, done, "w", "a", None, "launching", None, 0.0)
         )
-        await rt._store.start_work("subagent_d")
-        await rt._store.insert_work(
+        await probe(rt).store.start_work("subagent_d")
+        await probe(rt).store.insert_work(
             WorkRow("subagent_n", parent, never, "w", "b", None, "launching", None, 1.0)
         )
         await wait_quiet(rt)
     driver.then(None)
     async with omnigent.open_runtime(db, harnesses={"driver": driver.factory}) as rt:
         lines = await wait_lines(rt, parent, 2)
-        assert await rt._store.list_work() == []
+        assert await probe(rt).store.list_work() == []
     assert sorted(lines) == sorted(
         [
             (done, "completed", "w:a returned: finished before the crash"),
@@ -478,8 +479,8 @@ async def test_a_version_3_database_gains_sub_agent_work(tmp_path: Path) -> None
         conn.execute("DROP TABLE process_groups")
         conn.execute("PRAGMA user_version = 3")
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
-        assert (await rt._store.get_session(old.id)).sub_agent is None  # type: ignore[union-attr]
-        assert await rt._store.list_work(open_only=False) == []
+        assert (await probe(rt).store.get_session(old.id)).sub_agent is None  # type: ignore[union-attr]
+        assert await probe(rt).store.list_work(open_only=False) == []
         driver = Driver()
         parent = await start(rt, lead([worker("w", [{"say": "migrated"}])]), driver)
         driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
@@ -547,7 +548,7 @@ async def test_a_kill_9_mid_work_is_delivered_as_interrupted_and_wakes_the_paren
         ]
         await wait_quiet(rt)
         assert (await rt.get_session(child)).status == "failed"
-        assert await rt._store.list_work() == []
+        assert await probe(rt).store.list_work() == []
 
 
 async def test_deleting_a_working_child_delivers_cancelled_to_its_parent(
@@ -560,7 +561,7 @@ async def test_deleting_a_working_child_delivers_cancelled_to_its_parent(
     lines = await wait_lines(rt, parent, 1)
     assert lines == [(child, "cancelled", "w:t")]
     await wait_quiet(rt)
-    assert await rt._store.list_work() == []
+    assert await probe(rt).store.list_work() == []
 
 
 async def test_a_child_that_is_slow_to_stop_gets_a_best_effort_answer(

@@ -13,8 +13,9 @@ import trio
 import omnigent
 from omnigent.harnesses.base import HarnessEnv, TurnContext, TurnRequest
 from omnigent.harnesses.registry import ModelRule
+from omnigent.testing import RecordingHarness, probe
 
-from .conftest import Recorder, wait_quiet
+from .conftest import wait_quiet
 from .subagent_helpers import Driver, call, handle, inbox_lines, lead, say, wait_lines, worker
 
 CLAUDE = ModelRule("Claude models", ("*claude*",))
@@ -185,10 +186,10 @@ async def test_bad_sends_fail_loud_and_change_nothing(
     await trio_turn(rt, parent)
     assert driver.outputs[0].startswith(expect), driver.outputs[0]
     assert await children(rt, parent) == []
-    assert await rt._store.list_work(open_only=False) == []
+    assert await probe(rt).store.list_work(open_only=False) == []
 
 
-class ClaudeOnly(Recorder):
+class ClaudeOnly(RecordingHarness):
     """A single-vendor harness double that records the model it was given."""
 
     def factory(self, env: HarnessEnv) -> Any:
@@ -423,7 +424,7 @@ async def test_overrides_reach_the_harness_that_runs(rt: omnigent.Runtime) -> No
 
     def probe(env: HarnessEnv) -> Any:
         seen.append((env.harness_name, env.config.model))
-        return Recorder().factory(env)
+        return RecordingHarness().factory(env)
 
     rt.register_harness("probe", probe)
     agent = await rt.create_agent(worker("w", model="spec-model"))

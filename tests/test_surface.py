@@ -24,8 +24,7 @@ from omnigent.model import (
     item_from_dict,
     unstructure,
 )
-
-from .conftest import Recorder, collect_turn, scripted
+from omnigent.testing import RecordingHarness, collect_turn, scripted_agent
 
 MODULES = [
     omnigent,
@@ -74,13 +73,13 @@ def test_only_open_runtime_makes_a_runtime() -> None:
 async def test_a_closed_runtime_refuses_every_call() -> None:
     async with omnigent.open_runtime() as rt:
         assert rt.state is omnigent.RuntimeState.OPEN
-        agent = await rt.create_agent(scripted())
+        agent = await rt.create_agent(scripted_agent())
         session = await rt.create_session(agent.id)
     assert rt.state is omnigent.RuntimeState.CLOSED
     calls = [
         rt.get_session(session.id),
         rt.list_sessions(),
-        rt.create_agent(scripted("other")),
+        rt.create_agent(scripted_agent("other")),
         rt.send_message(session.id, "late"),
         rt.list_items(session.id),
     ]
@@ -94,7 +93,7 @@ async def test_a_closed_runtime_refuses_every_call() -> None:
 
 async def test_a_released_subscription_cannot_be_iterated_again(rt: omnigent.Runtime) -> None:
     """Regression: iterating it after its block silently registered it again."""
-    agent = await rt.create_agent(scripted(script=[{"say": "hi"}]))
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
     session = (await rt.create_session(agent.id)).id
     async with rt.subscribe(session, after=0) as events:
         await rt.send_message(session, "go")
@@ -126,11 +125,11 @@ async def test_a_records_only_runtime_reads_but_never_publishes_or_deletes(
     """Regression: beside an owner it published events (colliding with the owner's
     ids) and deleted rows."""
     db = str(tmp_path / "shared.db")
-    recorder = Recorder()
+    recorder = RecordingHarness()
     with trio.fail_after(10):
         async with omnigent.open_runtime(db=db) as owner:
             owner.register_harness("recorder", recorder.factory)
-            spec = scripted(harness="recorder")
+            spec = scripted_agent(harness="recorder")
             spec["policies"] = [{"name": "ask", "type": "ask_tools", "tools": ["x"]}]
             agent = await owner.create_agent(spec)
             session = (await owner.create_session(agent.id)).id

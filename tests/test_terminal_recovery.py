@@ -22,9 +22,9 @@ import trio
 
 import omnigent
 from omnigent.harnesses.base import TurnContext, TurnRequest
+from omnigent.testing import RecordingHarness
 from omnigent.tools.terminals import default_base
 
-from .conftest import Recorder
 from .terminal_helpers import (
     SPAWN,
     ok,
@@ -115,7 +115,7 @@ async def test_a_restart_kills_the_terminals_of_a_runtime_that_crashed(
 
 
 async def test_a_live_runtime_keeps_its_terminals_when_another_starts(
-    short_tmp: Path, tmp_path: Path, recorder: Recorder
+    short_tmp: Path, tmp_path: Path, recorder: RecordingHarness
 ) -> None:
     with trio.fail_after(30):
         async with omnigent.open_runtime() as first:
@@ -156,7 +156,7 @@ async def test_leftovers_without_a_server_are_removed(short_tmp: Path) -> None:
 
 
 async def test_a_base_directory_open_to_others_is_refused(
-    short_tmp: Path, recorder: Recorder, caplog: pytest.LogCaptureFixture
+    short_tmp: Path, recorder: RecordingHarness, caplog: pytest.LogCaptureFixture
 ) -> None:
     base = default_base()
     base.mkdir()

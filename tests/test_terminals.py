@@ -13,9 +13,10 @@ import trio
 import omnigent
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import Event, ResourceCreated, ResourceDeleted
+from omnigent.testing import RecordingHarness, collect_turn, probe
 from omnigent.tools.terminals import TERMINAL_TOOLS
 
-from .conftest import Recorder, collect_turn, wait_quiet
+from .conftest import wait_quiet
 from .terminal_helpers import (
     SPAWN,
     ok,
@@ -30,7 +31,7 @@ from .terminal_helpers import (
 
 
 async def terminal_session(
-    rt: omnigent.Runtime, recorder: Recorder, cwd: Path | None = None, **terminal: Any
+    rt: omnigent.Runtime, recorder: RecordingHarness, cwd: Path | None = None, **terminal: Any
 ) -> str:
     with contextlib.suppress(omnigent.Conflict):  # registered by an earlier call
         rt.register_harness("recorder", recorder.factory)
@@ -46,7 +47,7 @@ def resource_events(events: list[Event]) -> list[Event]:
 
 
 async def test_launch_send_read_list_close(
-    rt: omnigent.Runtime, recorder: Recorder, tmp_path: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     session = await terminal_session(rt, recorder, cwd=tmp_path)
     seen: dict[str, Any] = {}
@@ -92,7 +93,7 @@ async def test_launch_send_read_list_close(
 
 
 async def test_launch_is_idempotent_and_announces_once(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await terminal_session(rt, recorder)
     statuses: list[str] = []
@@ -131,7 +132,7 @@ async def test_launch_is_idempotent_and_announces_once(
 
 
 async def test_terminal_tools_are_offered_only_when_the_spec_declares_terminals(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     rt.register_harness("recorder", recorder.factory)
     outputs: list[str] = []
@@ -158,7 +159,7 @@ async def test_terminal_tools_are_offered_only_when_the_spec_declares_terminals(
 
 
 async def test_bad_arguments_are_errors_and_start_nothing(
-    rt: omnigent.Runtime, recorder: Recorder, tmp_path: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     inside = tmp_path / "work"
     inside.mkdir()
@@ -190,7 +191,9 @@ async def test_bad_arguments_are_errors_and_start_nothing(
     await wait_quiet(rt)  # no terminal was left behind
 
 
-async def test_text_reaches_the_terminal_exactly(rt: omnigent.Runtime, recorder: Recorder) -> None:
+async def test_text_reaches_the_terminal_exactly(
+    rt: omnigent.Runtime, recorder: RecordingHarness
+) -> None:
     session = await terminal_session(rt, recorder)
     screens: list[str] = []
 
@@ -226,7 +229,7 @@ async def test_text_reaches_the_terminal_exactly(rt: omnigent.Runtime, recorder:
     await rt.stop_session(session)
 
 
-async def _launch_and_spawn(rt: omnigent.Runtime, recorder: Recorder, session: str) -> None:
+async def _launch_and_spawn(rt: omnigent.Runtime, recorder: RecordingHarness, session: str) -> None:
     async def body(request: TurnRequest, ctx: TurnContext) -> None:
         ok(await ctx.call_tool("sys_terminal_launch", target()))
         ok(await ctx.call_tool("sys_terminal_send", target(text=SPAWN)))
@@ -236,7 +239,7 @@ async def _launch_and_spawn(rt: omnigent.Runtime, recorder: Recorder, session: s
 
 
 async def test_stop_session_kills_the_pane_and_everything_in_it(
-    rt: omnigent.Runtime, recorder: Recorder, tmp_path: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     session = await terminal_session(rt, recorder, cwd=tmp_path)
     await _launch_and_spawn(rt, recorder, session)
@@ -254,7 +257,7 @@ async def test_stop_session_kills_the_pane_and_everything_in_it(
 
 
 async def test_delete_session_kills_its_terminals(
-    rt: omnigent.Runtime, recorder: Recorder, tmp_path: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     session = await terminal_session(rt, recorder, cwd=tmp_path)
     await _launch_and_spawn(rt, recorder, session)
@@ -266,7 +269,7 @@ async def test_delete_session_kills_its_terminals(
 
 
 async def test_shutdown_kills_terminals_the_server_and_its_directory(
-    recorder: Recorder, tmp_path: Path
+    recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     async with omnigent.open_runtime() as rt:
         session = await terminal_session(rt, recorder, cwd=tmp_path)
@@ -277,7 +280,7 @@ async def test_shutdown_kills_terminals_the_server_and_its_directory(
 
 
 async def test_shutdown_publishes_the_deletion_before_closing(
-    recorder: Recorder, tmp_path: Path
+    recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     db = f"sqlite:///{tmp_path / 'rt.db'}"
     async with omnigent.open_runtime(db) as rt:
@@ -298,7 +301,7 @@ async def test_shutdown_publishes_the_deletion_before_closing(
 
 
 async def test_a_terminal_whose_command_exits_is_announced_gone(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await terminal_session(rt, recorder)
 
@@ -318,7 +321,7 @@ async def test_a_terminal_whose_command_exits_is_announced_gone(
 
 
 async def test_a_quiet_terminal_wakes_the_agent_with_an_idle_notice(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await terminal_session(rt, recorder, idle_after=0.3)
     woken = trio.Event()
@@ -343,13 +346,13 @@ async def test_a_quiet_terminal_wakes_the_agent_with_an_idle_notice(
 
 
 async def test_idle_notices_go_to_sys_read_inbox_and_malformed_ones_are_skipped(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await terminal_session(rt, recorder)
     spec = (await rt.get_agent_spec((await rt.get_session(session)).agent_id)).to_dict()
     agent = await rt.create_agent({**spec, "name": "reader", "async_enabled": True})
     session = (await rt.create_session(agent.id)).id
-    store = rt._store
+    store = probe(rt).store
     for item_id, data in [
         ("inbox_1", {"type": "terminal_idle", "terminal": 7, "session": "s1"}),
         ("inbox_2", ["not", "an", "object"]),
@@ -373,7 +376,7 @@ async def test_idle_notices_go_to_sys_read_inbox_and_malformed_ones_are_skipped(
 
 
 async def test_without_tmux_a_launch_says_so(
-    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+    recorder: RecordingHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     async with omnigent.open_runtime() as rt:
@@ -390,7 +393,7 @@ async def test_without_tmux_a_launch_says_so(
 
 
 async def test_an_interrupt_ends_the_turn_not_the_terminals(
-    rt: omnigent.Runtime, recorder: Recorder, tmp_path: Path
+    rt: omnigent.Runtime, recorder: RecordingHarness, tmp_path: Path
 ) -> None:
     session = await terminal_session(rt, recorder, cwd=tmp_path)
     launched = trio.Event()
@@ -417,7 +420,7 @@ async def test_an_interrupt_ends_the_turn_not_the_terminals(
 
 
 async def test_clients_read_resources_and_screens_through_the_runtime(
-    rt: omnigent.Runtime, recorder: Recorder
+    rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     session = await terminal_session(rt, recorder)
     with pytest.raises(omnigent.ResourceNotFound):  # no work, no terminals

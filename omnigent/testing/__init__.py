@@ -11,10 +11,16 @@ base_url``), and runnable on their own with ``python -m omnigent.testing``:
 The two vendor fakes share one script vocabulary (:class:`FakeTurn`,
 :class:`FakeToolUse`, :class:`FakeShell`, :class:`ErrorReply`, :class:`HangReply`), so
 the same turns drive either CLI.
+
+For tests of code built on the runtime: :class:`RecordingHarness`, a harness double
+that records every turn's request and plays a body you write (with
+:func:`scripted_agent`, :func:`run_turn` and :func:`collect_turn`), and :func:`probe`,
+a typed window into a running runtime for what the API does not show.
 """
 
 from ._fake_anthropic import FakeAnthropic
 from ._fake_responses import FakeResponses
+from ._harness import RecordingHarness, TurnBody, collect_turn, run_turn, scripted_agent
 from ._mockllm import (
     ErrorReply,
     HangReply,
@@ -24,6 +30,7 @@ from ._mockllm import (
     TextReply,
     ToolCallsReply,
 )
+from ._probe import RuntimeProbe, probe
 from ._script import (
     FakeReply,
     FakeShell,
@@ -46,10 +53,17 @@ __all__ = [
     "HangReply",
     "MockLLM",
     "MockToolCall",
+    "RecordingHarness",
     "Reply",
+    "RuntimeProbe",
     "ScriptedFake",
     "TextReply",
     "ToolCallsReply",
+    "TurnBody",
     "chat_reply",
+    "collect_turn",
     "load_script",
+    "probe",
+    "run_turn",
+    "scripted_agent",
 ]

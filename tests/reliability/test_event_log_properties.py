@@ -41,6 +41,7 @@ from omnigent.core.bus import _subscription as subscription_module
 from omnigent.core.bus._bus import EventBus
 from omnigent.model import Event, OutputTextDelta, event_from_dict
 from omnigent.stores import open_store
+from omnigent.testing import probe
 
 from ..http_helpers import HTTPX_GENERATORS, open_server, scripted
 from .event_log_world import (
@@ -133,7 +134,7 @@ async def test_every_bus_subscriber_gets_every_event_once_in_order(
 async def open_http_process(url: str) -> AsyncIterator[HttpProcess]:
     """A runtime on ``url`` served over loopback; its bus publishes, clients stream."""
     async with open_server(url) as server:
-        yield HttpProcess(server.runtime._bus, server.client)
+        yield HttpProcess(probe(server.runtime).bus, server.client)
 
 
 async def http_sessions(url: str) -> tuple[str, ...]:

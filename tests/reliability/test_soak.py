@@ -38,6 +38,7 @@ import pytest
 import trio
 
 from omnigent.model import TERMINAL_STATUSES
+from omnigent.testing import probe
 
 from ..conftest import all_tasks, wait_quiet
 from ..http_helpers import HTTPX_GENERATORS, Server, SSEReader, open_server, open_stream
@@ -86,8 +87,8 @@ def rss() -> int:
 
 def kept(runtime: Any) -> tuple[int, ...]:
     """Actors, subscribers, sessions the bus keeps, kept histories and their items."""
-    stats, bus = runtime.statistics(), runtime._bus.statistics()
-    histories = runtime._histories.statistics()
+    stats, bus = runtime.statistics(), probe(runtime).bus.statistics()
+    histories = probe(runtime).history_statistics()
     return (
         stats["active_sessions"],
         stats["tasks"],

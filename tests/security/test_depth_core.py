@@ -20,8 +20,9 @@ from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.harnesses.external._protocol import FrameReader
 from omnigent.model import MAX_DEPTH, check_depth, loads
 from omnigent.spec import AgentSpec, load_yaml
+from omnigent.testing import RecordingHarness, run_turn, scripted_agent
 
-from ..conftest import Recorder, run_turn, scripted, statuses
+from ..conftest import statuses
 
 
 def deep(levels: int, leaf: Any = 1) -> Any:
@@ -81,8 +82,8 @@ async def test_the_runtime_refuses_deep_values_and_its_sessions_keep_working(
 ) -> None:
     with trio.fail_after(10):
         with pytest.raises(SpecError):
-            await rt.create_agent({**scripted("d"), "metadata": deep(500)})
-        agent = await rt.create_agent(scripted("bot", [{"say": "fine"}]))
+            await rt.create_agent({**scripted_agent("d"), "metadata": deep(500)})
+        agent = await rt.create_agent(scripted_agent("bot", [{"say": "fine"}]))
         session = await rt.create_session(agent.id)
         schema = elicitation_params("m", "mcp_elicitation", requestedSchema=deep(500))
         with pytest.raises(InvalidInput) as caught:
@@ -118,10 +119,10 @@ async def test_deep_tool_arguments_are_an_error_the_model_reads(rt: omnigent.Run
     def echo(x: Any) -> str:
         return f"echo {x}"
 
-    recorder = Recorder(body)
+    recorder = RecordingHarness(body)
     rt.register_harness("deep-caller", recorder.factory)
     rt.register_tool(echo)
-    agent = await rt.create_agent(scripted("caller", harness="deep-caller"))
+    agent = await rt.create_agent(scripted_agent("caller", harness="deep-caller"))
     session = await rt.create_session(agent.id)
     with trio.fail_after(10):
         assert statuses(await run_turn(rt, session.id)) == ["running", "idle"]

@@ -17,9 +17,9 @@ import httpx
 import trio
 
 import omnigent
+from omnigent.testing import run_turn
+from omnigent.testing import scripted_agent as core_scripted
 
-from ..conftest import run_turn
-from ..conftest import scripted as core_scripted
 from ..http_helpers import HTTPX_GENERATORS, SSEReader
 from .serve_helpers import ALICE, BOB, CAROL, open_serve, scripted
 
