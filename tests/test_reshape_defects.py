@@ -138,3 +138,25 @@ async def _session_row(store: Any, agent_id: str, version: int, session_id: str)
     row = session_row(session_id, agent_id=agent_id, agent_version=version, owner="local")
     await store.insert_session(row, [])
     return row
+
+
+async def test_standing_answers_are_bounded_and_refused_past_the_bound(
+    rt: omnigent.Runtime,
+) -> None:
+    """Defect 6 (kin): every tool name a client gave a standing answer for stayed in
+    memory, without bound; now one past the bound is refused, never dropped."""
+    from omnigent.core.asking import MAX_STANDING_PER_SESSION
+    from omnigent.errors import Conflict
+
+    agent = await rt.create_agent(scripted_agent(script=[{"say": "x"}]))
+    session = (await rt.create_session(agent.id)).id
+    with trio.fail_after(10):
+        for index in range(MAX_STANDING_PER_SESSION):
+            await rt.remember_answer(session, f"tool_{index}", "accept")
+        await rt.remember_answer(session, "tool_0", "decline")  # a change is no new entry
+        with pytest.raises(Conflict):
+            await rt.remember_answer(session, "one_more", "accept")
+        await rt.remember_answer(session, "tool_1", None)  # withdrawn: room for one
+        await rt.remember_answer(session, "one_more", "accept")
+        other = (await rt.create_session(agent.id)).id
+        await rt.remember_answer(other, "tool_0", "accept")  # the bound is per session

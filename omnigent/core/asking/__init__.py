@@ -8,6 +8,8 @@ grants (read, edit, manage, ``__public__``) inherited down a session tree;
 
 from ._elicitations import (
     ACTIONS,
+    MAX_STANDING,
+    MAX_STANDING_PER_SESSION,
     Elicitations,
     Resolution,
     check_content,
@@ -20,6 +22,8 @@ __all__ = [
     "ACTIONS",
     "EDIT",
     "MANAGE",
+    "MAX_STANDING",
+    "MAX_STANDING_PER_SESSION",
     "NONE",
     "PUBLIC",
     "READ",

@@ -19,7 +19,9 @@ A *standing answer* (:meth:`Elicitations.remember`) answers every later elicitat
 about one tool in one session, in one phase, without asking anyone: an editor's
 "always allow" / "always reject". Nothing is published for an elicitation answered
 that way; the tool call itself is still in the history. Standing answers live in
-memory for the runtime's lifetime (or until the session is deleted).
+memory for the runtime's lifetime (or until the session is deleted), at most
+:data:`MAX_STANDING_PER_SESSION` per session and :data:`MAX_STANDING` in all: one more
+is refused with ``Conflict``, never dropped silently.
 A stop or delete of a session *withdraws* (:meth:`Elicitations.withdraw`) what is
 pending on it and its descendants, including what callers outside the session hold (a
 coding agent's hook request, a policy ASK): each waiter wakes at once with ``cancel``
@@ -44,7 +46,7 @@ import attrs
 import trio
 
 from ..._ids import new_id
-from ...errors import InvalidInput, SessionNotFound
+from ...errors import Conflict, InvalidInput, SessionNotFound
 from ...model import (
     ElicitationInfo,
     ElicitationParams,
@@ -58,6 +60,8 @@ from ..bus import EventBus, encode_event
 
 __all__ = [
     "ACTIONS",
+    "MAX_STANDING",
+    "MAX_STANDING_PER_SESSION",
     "Elicitations",
     "Resolution",
     "check_content",
@@ -65,6 +69,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+MAX_STANDING_PER_SESSION = 256
+"""Standing answers one session may have (past it: ``Conflict``)."""
+MAX_STANDING = 65_536
+"""Standing answers one runtime keeps in all (past it: ``Conflict``)."""
 
 Action = Literal["accept", "decline", "cancel"]
 ACTIONS: tuple[str, ...] = ("accept", "decline", "cancel")
@@ -102,8 +111,10 @@ class Elicitations:
         self._store = store
         self._bus = bus
         self._waiters: dict[str, _Waiter] = {}
-        # (session id, phase, tool name) -> the answer given to every such elicitation.
-        self._standing: dict[tuple[str, str, str], Resolution] = {}
+        # Session id -> (phase, tool name) -> the answer given to every such
+        # elicitation; bounded per session and in all (client input).
+        self._standing: dict[str, dict[tuple[str, str], Resolution]] = {}
+        self._standing_count = 0
 
     @property
     def waiting(self) -> int:
@@ -268,13 +279,26 @@ class Elicitations:
         Elicitations of that kind already waiting in the session are answered too;
         returns how many.
         """
-        key = (session_id, phase, tool_name)
+        answers = self._standing.get(session_id, {})
+        key = (phase, tool_name)
         if action is None:
-            self._standing.pop(key, None)
+            if answers.pop(key, None) is not None:
+                self._standing_count -= 1
+                if not answers:
+                    del self._standing[session_id]
             return 0
         if action not in ("accept", "decline"):
             raise ValueError(f"a standing answer is accept or decline, not {action!r}")
-        self._standing[key] = Resolution(action)  # type: ignore[arg-type]
+        if key not in answers:
+            if len(answers) >= MAX_STANDING_PER_SESSION:
+                raise Conflict(
+                    f"the session already has {len(answers)} standing answers; withdraw "
+                    "one (action None) before giving another"
+                )
+            if self._standing_count >= MAX_STANDING:
+                raise Conflict(f"the runtime already keeps {self._standing_count} standing answers")
+            self._standing_count += 1
+        self._standing.setdefault(session_id, answers)[key] = Resolution(action)  # type: ignore[arg-type]
         waiting = [
             w
             for w in self._waiters.values()
@@ -289,13 +313,12 @@ class Elicitations:
 
     def forget_session(self, session_id: str) -> None:
         """Drop every standing answer of a (deleted) session."""
-        for key in [k for k in self._standing if k[0] == session_id]:
-            del self._standing[key]
+        self._standing_count -= len(self._standing.pop(session_id, {}))
 
     def _standing_answer(self, session_id: str, params: ElicitationParams) -> Resolution | None:
         if params.tool_name is None or wants_content(params):
             return None
-        return self._standing.get((session_id, params.phase, params.tool_name))
+        return self._standing.get(session_id, {}).get((params.phase, params.tool_name))
 
     def pending_for(self, session_id: str) -> list[ElicitationRequest]:
         """Pending requests shown on ``session_id``: its own and its descendants'.

@@ -949,7 +949,8 @@ class Runtime(metaclass=_NoPublicConstructor):
         for the runtime's lifetime; deleting the session drops it.
 
         Raises:
-            SessionNotFound; InvalidInput at ``action`` or ``tool_name``.
+            SessionNotFound; InvalidInput at ``action`` or ``tool_name``; Conflict: the
+            session has 256 standing answers already (or the runtime 65,536).
         """
         self._open()
         await self._sessions.row(session_id)

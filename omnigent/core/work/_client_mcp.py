@@ -304,7 +304,7 @@ class ClientMcp:
     def schemas(self, session_id: str, taken: set[str]) -> list[ToolSchema]:
         """The tools client servers add to the session: names not ``taken`` yet.
 
-        The latest set wins a name two sets share (as the latest tool provider does).
+        The latest set wins a name two sets share (as the latest client tool does).
         """
         seen = set(taken)
         found: list[ToolSchema] = []

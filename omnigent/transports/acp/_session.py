@@ -314,9 +314,12 @@ class SessionRelay:
     ) -> None:
         runtime = self._ctx.runtime
         tool = request.params.tool_name
-        try:
-            if always and tool and not wants_content(request.params):
+        if always and tool and not wants_content(request.params):
+            try:
                 await runtime.remember_answer(owner, tool, action, phase=request.params.phase)
+            except OmnigentError as exc:  # too many standing answers, or the session went
+                log.info("could not remember the answer to %s: %s", tool, exc.message)
+        try:
             await runtime.resolve_elicitation(owner, request.elicitation_id, action)
         except OmnigentError as exc:  # the session went away meanwhile
             log.info("could not answer %s: %s", request.elicitation_id, exc.message)
