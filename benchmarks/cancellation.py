@@ -31,6 +31,7 @@ import trio
 from _procs import median
 
 import omnigent
+from omnigent.testing import probe
 
 MARK = "7211.5"  # `sleep 7211.5`: this benchmark's processes, told apart from others
 
@@ -80,7 +81,7 @@ async def stop_run(db: str, tasks: int, children: int) -> dict[str, float]:
         with trio.fail_after(60):
             while len(await trio.to_thread.run_sync(sleepers)) < tasks + children:  # noqa: ASYNC110 - /proc has no event
                 await trio.sleep(0.05)
-        child_ids = await rt._store.descendant_ids(session.id)
+        child_ids = await probe(rt).store.descendant_ids(session.id)
         assert len(child_ids) == children, child_ids
         started = time.perf_counter()
         await rt.stop_session(session.id)
@@ -92,7 +93,7 @@ async def stop_run(db: str, tasks: int, children: int) -> dict[str, float]:
             left = await trio.to_thread.run_sync(sleepers)
         gone = time.perf_counter() - started
         statuses = [(await rt.get_session(c)).status for c in child_ids]
-        inbox = await rt._store.inbox_count(session.id)
+        inbox = await probe(rt).store.inbox_count(session.id)
         assert all(s == "cancelled" for s in statuses), statuses
         assert inbox >= tasks, inbox
         return {"returned": returned, "gone": gone, "left": at_return}

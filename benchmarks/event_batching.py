@@ -24,6 +24,7 @@ import omnigent
 from omnigent.core.bus._bus import encode_event
 from omnigent.model import OutputTextDelta, SessionStatusChanged
 from omnigent.stores import StoredEvent, open_store
+from omnigent.testing import probe
 
 
 async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
@@ -40,14 +41,14 @@ async def omnigent_turn(db: str, n: int) -> tuple[float, int]:
         agent = await rt.create_agent(spec)
         session = await rt.create_session(agent.id)
         writes = 0
-        original = rt._store.append_events
+        original = probe(rt).store.append_events
 
         async def counting(events: list[StoredEvent]) -> None:
             nonlocal writes
             writes += 1
             await original(events)
 
-        rt._store.append_events = counting  # type: ignore[method-assign]
+        probe(rt).store.append_events = counting  # type: ignore[method-assign]
         deltas = 0
         async with rt.subscribe(session.id) as events:
             start = time.perf_counter()

@@ -23,6 +23,7 @@ import trio
 
 import omnigent
 from omnigent.model import TERMINAL_STATUSES, SessionStatusChanged
+from omnigent.testing import probe
 
 SPEC = {
     "name": "touch",
@@ -63,7 +64,7 @@ async def touch_many(rt: omnigent.Runtime, agent_id: str, count: int, concurrenc
 async def settled(rt: omnigent.Runtime) -> float:
     while rt.statistics()["tasks"]:  # noqa: ASYNC110 - no event says "no work left"
         await trio.sleep(0.01)
-    await rt._bus.flush()
+    await probe(rt).bus.flush()
     gc.collect()
     return rss_mib()
 
@@ -78,7 +79,7 @@ async def main(n: int, concurrency: int) -> None:
             await touch_many(rt, agent, n - 1000, concurrency)
             at_n = await settled(rt)
             elapsed = time.perf_counter() - start
-            kept = rt._bus.statistics()["sessions"]
+            kept = probe(rt).bus.statistics()["sessions"]
     print(f"sessions touched: {n} ({n / elapsed:,.0f}/s, concurrency {concurrency})")
     print(f"RSS after 1,000: {at_1000:.1f} MiB; after {n:,}: {at_n:.1f} MiB")
     print(f"growth: {(at_n / at_1000 - 1) * 100:+.1f} %; sessions the bus keeps: {kept}")

@@ -27,6 +27,7 @@ import trio
 
 import omnigent
 from omnigent.model import InboxUpdated, SessionStatusChanged
+from omnigent.testing import probe
 
 STAGGER = 5  # sub-agents w0..w4 finish 0, 10, 20, 30, 40 ms into their turn
 
@@ -61,7 +62,7 @@ async def fan_out(db: str, children: int) -> tuple[list[float], float]:
     async with omnigent.open_runtime(db) as rt:
         final: dict[str, float] = {}
         latencies: list[float] = []
-        bus, store = rt._bus, rt._store  # instrumentation only
+        bus, store = probe(rt).bus, probe(rt).store  # instrumentation only
         publish_now, finish_work = bus.publish_now, store.finish_work
 
         async def timed_publish(session_id: str, *events: Any) -> None:
@@ -92,7 +93,7 @@ async def fan_out(db: str, children: int) -> tuple[list[float], float]:
 
 async def pending(rt: omnigent.Runtime, session_id: str) -> int:
     """Inbox items the parent has not read yet."""
-    return await rt._store.inbox_count(session_id)
+    return await probe(rt).store.inbox_count(session_id)
 
 
 async def baseline(db: str, children: int) -> list[float]:
@@ -102,8 +103,8 @@ async def baseline(db: str, children: int) -> list[float]:
         took = []
         for n in range(children):
             start = time.perf_counter()
-            count = await rt._store.add_inbox_item(session.id, f"inbox_{n}", "{}")
-            await rt._bus.publish(session.id, InboxUpdated(count=count))
+            count = await probe(rt).store.add_inbox_item(session.id, f"inbox_{n}", "{}")
+            await probe(rt).bus.publish(session.id, InboxUpdated(count=count))
             took.append(time.perf_counter() - start)
         return took
 

@@ -22,6 +22,7 @@ import trio
 import omnigent
 from omnigent.model import TERMINAL_STATUSES, MessageItem, OutputText, SessionStatusChanged
 from omnigent.model import InputText as Text
+from omnigent.testing import probe
 
 SPEC = {
     "name": "one-delta",
@@ -39,10 +40,10 @@ async def fill(rt: omnigent.Runtime, session_id: str, n: int) -> None:
             item = MessageItem(role="assistant", content=(OutputText(f"answer {i} " * 20),))
         batch.append(item.to_dict())
         if len(batch) == 1000:
-            await rt._store.put_items(session_id, batch)
+            await probe(rt).store.put_items(session_id, batch)
             batch = []
     if batch:
-        await rt._store.put_items(session_id, batch)
+        await probe(rt).store.put_items(session_id, batch)
 
 
 async def one_turn(rt: omnigent.Runtime, session_id: str) -> float:

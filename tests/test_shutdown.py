@@ -143,7 +143,7 @@ async def test_a_sync_tool_blocked_in_its_thread_does_not_hold_an_interrupt_or_a
     with trio.fail_after(20):
         async with omnigent.open_runtime(db=db) as rt:
             rt.register_tool(stuck)
-            spec = scripted(script=[{"call": "stuck", "args": {}}, {"say": "after the tool"}])
+            spec = scripted_agent(script=[{"call": "stuck", "args": {}}, {"say": "after the tool"}])
             session = (await rt.create_session((await rt.create_agent(spec)).id)).id
             try:
                 async with rt.subscribe(session, after=0) as events:
@@ -191,7 +191,7 @@ async def test_a_sync_tool_that_returns_within_the_grace_finishes_with_its_turn(
     with trio.fail_after(20):
         async with omnigent.open_runtime(db=f"sqlite:///{tmp_path / 's.db'}") as rt:
             rt.register_tool(brief)
-            spec = scripted(script=[{"call": "brief", "args": {}}, {"sleep": 30}])
+            spec = scripted_agent(script=[{"call": "brief", "args": {}}, {"sleep": 30}])
             session = (await rt.create_session((await rt.create_agent(spec)).id)).id
             async with rt.subscribe(session, after=0) as events:
                 await rt.send_message(session, "go")

@@ -27,8 +27,9 @@ import omnigent
 from omnigent.errors import StoreTimeout
 from omnigent.model import OutputTextDelta
 from omnigent.stores import Store, StoredEvent, is_postgres_url, open_store, parse_sqlite_url
+from omnigent.testing import collect_turn, probe, scripted_agent
 
-from .conftest import collect_turn, scripted, statuses
+from .conftest import statuses
 from .test_nothing_lost import assert_gap_free, stored_log
 from .test_store import event, message, session_row
 
@@ -192,7 +193,7 @@ async def test_the_lease_renewer_gives_up_a_heartbeat_the_database_holds_up(
     heartbeat stuck on a lock kept it from noticing that its leases were running out."""
     caplog.set_level(logging.WARNING)
     ttl = 1.5
-    spec = scripted("slow", script=[{"say": "started"}, {"sleep": 30}])
+    spec = scripted_agent("slow", script=[{"say": "started"}, {"sleep": 30}])
     with trio.fail_after(30):
         async with omnigent.open_runtime(pg_url, server_id="a", lease_ttl=ttl) as rt:
             session = (await rt.create_session((await rt.create_agent(spec)).id)).id
@@ -227,9 +228,11 @@ async def test_an_event_batch_whose_write_answered_too_late_is_not_lost(
     monkeypatch.setattr("omnigent.core.bus._persist._UNREACHABLE_DELAY", 0.0)
     async with omnigent.open_runtime(db=f"sqlite:///{tmp_path / 'a.db'}") as rt:
         session = (
-            await rt.create_session((await rt.create_agent(scripted(script=[{"say": "x"}]))).id)
+            await rt.create_session(
+                (await rt.create_agent(scripted_agent(script=[{"say": "x"}]))).id
+            )
         ).id
-        store: Store = rt._store
+        store: Store = probe(rt).store
         original = store.append_events
         late: list[int] = []
 
