@@ -55,9 +55,18 @@ def codex_binary() -> Path | None:
     return Path(found) if found else None
 
 
-def require(binary: Path | None, name: str, extra: str) -> pytest.MarkDecorator:
+def pi_binary() -> Path | None:
+    """The ``pi`` CLI: npm's ``@mariozechner/pi-coding-agent`` on PATH."""
+    found = shutil.which("pi")
+    return Path(found) if found else None
+
+
+def require(
+    binary: Path | None, name: str, extra: str, *, install: str | None = None
+) -> pytest.MarkDecorator:
     """Skips (or, under ``OMNIGENT_REQUIRE_NATIVE_CLIS=1``, fails) without ``binary``."""
-    reason = f"the {name} CLI is not installed (pip install 'omnigent[{extra}]')"
+    how = install or f"pip install 'omnigent[{extra}]'"
+    reason = f"the {name} CLI is not installed ({how})"
     if binary is None and os.environ.get("OMNIGENT_REQUIRE_NATIVE_CLIS") == "1":
         pytest.fail(f"{reason}, and OMNIGENT_REQUIRE_NATIVE_CLIS=1", pytrace=False)
     return pytest.mark.skipif(binary is None, reason=reason)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -178,3 +179,19 @@ def test_run_reports_a_function_policy_that_cannot_load(
     assert main(["run", path, "hi"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("Error: cannot load 'no_such_module_here:check'"), err
+
+
+def test_the_agents_of_its_spec_file_are_the_operators(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ``openai-agents`` agent named in the spec file is trusted like its function
+    policies (nothing is imported by registering it)."""
+    config = {
+        "harness": "openai-agents",
+        "agent": "tests.harnesses.sdk_agents:assistant",
+        "model": "mock-model",
+    }
+    path = tmp_path / "sdk.yaml"
+    path.write_text(json.dumps({"name": "sdk", "executor": {"config": config}}))
+    assert main(["agents", "add", str(path)]) == 0
+    assert "sdk" in capsys.readouterr().out

@@ -342,3 +342,24 @@ async def test_serve_breaks_off_a_stalled_stream_when_closing() -> None:
                 await nursery.start(stalled)
                 leaving = trio.current_time()
             assert trio.current_time() - leaving < 0.5
+
+
+async def test_a_bare_name_calls_the_mcp_tool_offered_under_it(
+    fake_http: tuple[FakeAnthropic, httpx.AsyncClient],
+) -> None:
+    """Claude Code offers an MCP server's tools as ``mcp__<server>__<tool>``: a script
+    may name them bare; a name offered as is, or by no tool, is used as written."""
+    fake, http = fake_http
+    fake.reply(FakeTurn(None, [FakeToolUse("sys_session_send", {"args": "go"})]))
+    fake.reply(FakeTurn(None, [FakeToolUse("Bash", {"command": "ls"})]))
+    fake.reply(FakeTurn(None, [FakeToolUse("Unlisted", {})]))
+    tools = [
+        {"name": "Bash", "input_schema": {"type": "object"}},
+        {"name": "mcp__omnigent__sys_session_send", "input_schema": {"type": "object"}},
+    ]
+    names = []
+    for _ in range(3):
+        answer = await http.post("/v1/messages", json=messages(stream=False, tools=tools))
+        [block] = answer.json()["content"]
+        names.append(block["name"])
+    assert names == ["mcp__omnigent__sys_session_send", "Bash", "Unlisted"]

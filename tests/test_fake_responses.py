@@ -244,3 +244,66 @@ async def test_serve_answers_over_loopback() -> None:
             response = await http.post(f"{base_url}/responses", json=request())
     events = sse_events(response.content)
     assert events[-1]["response"]["output"][0]["content"][0]["text"] == "over the wire"
+
+
+async def test_a_tool_behind_tool_search_is_searched_for_then_called_in_its_namespace(
+    fake_http: tuple[FakeResponses, httpx.AsyncClient],
+) -> None:
+    """Codex keeps MCP tools behind ``tool_search``: the fake finds one the way a model
+    does, one extra request, then calls it in the namespace the search loaded."""
+    fake, http = fake_http
+    fake.reply(FakeTurn("Sending.", [FakeToolUse("sys_session_send", {"args": "go"})]))
+    search_tool = {"type": "tool_search", "execution": "client", "parameters": {}}
+    body = request(stream=False, tools=[EXEC_COMMAND, search_tool])
+    first = (await http.post("/v1/responses", json=body)).json()
+    [search] = first["output"]
+    assert search["type"] == "tool_search_call" and search["execution"] == "client"
+    assert search["arguments"] == {"query": "sys_session_send", "limit": 8}
+    assert fake.pending == 1  # the same turn answers the next request
+    loaded = {
+        "type": "tool_search_output",
+        "call_id": search["call_id"],
+        "execution": "client",
+        "tools": [
+            {
+                "type": "namespace",
+                "name": "mcp__omnigent",
+                "tools": [{"type": "function", "name": "sys_session_send", "parameters": {}}],
+            }
+        ],
+    }
+    body["input"] = [*body["input"], search, loaded]
+    second = (await http.post("/v1/responses", json=body)).json()
+    message, call = second["output"]
+    assert message["content"][0]["text"] == "Sending."
+    assert call["type"] == "function_call" and call["namespace"] == "mcp__omnigent"
+    assert call["name"] == "sys_session_send" and json.loads(call["arguments"]) == {"args": "go"}
+    assert fake.pending == 0
+
+
+async def test_a_search_that_finds_nothing_is_not_repeated(
+    fake_http: tuple[FakeResponses, httpx.AsyncClient],
+) -> None:
+    fake, http = fake_http
+    fake.reply(FakeTurn(None, [FakeToolUse("nowhere", {})]))
+    search_tool = {"type": "tool_search", "execution": "client", "parameters": {}}
+    body = request(stream=True, tools=[search_tool])
+    first = sse_events((await http.post("/v1/responses", json=body)).content)
+    [search] = [e["item"] for e in first if e["type"] == "response.output_item.done"]
+    assert search["type"] == "tool_search_call"
+    body["input"] = [*body["input"], search]
+    second = (await http.post("/v1/responses", json={**body, "stream": False})).json()
+    [call] = second["output"]
+    assert call["type"] == "function_call" and call["name"] == "nowhere"
+    assert "namespace" not in call
+
+
+async def test_a_bare_name_calls_the_mcp_tool_offered_under_it(
+    fake_http: tuple[FakeResponses, httpx.AsyncClient],
+) -> None:
+    fake, http = fake_http
+    fake.reply(FakeTurn(None, [FakeToolUse("sys_read_inbox", {})]))
+    offered = {"type": "function", "name": "mcp__omnigent__sys_read_inbox", "parameters": {}}
+    body = request(stream=False, tools=[EXEC_COMMAND, offered])
+    [call] = (await http.post("/v1/responses", json=body)).json()["output"]
+    assert call["name"] == "mcp__omnigent__sys_read_inbox"

@@ -75,7 +75,7 @@ def workdir(tmp_path: Path) -> Path:
 
 
 async def session(rt: omnigent.Runtime, url: str, workdir: Path, **extra: Any) -> str:
-    agent = await rt.create_agent(native_spec("claude", url, cwd=workdir, **extra))
+    agent = await rt.create_agent(native_spec(HARNESS, url, cwd=workdir, **extra))
     return (await rt.create_session(agent.id)).id
 
 
@@ -417,7 +417,7 @@ async def test_stop_delete_and_shutdown_leave_no_claude_process(workdir: Path) -
     with trio.fail_after(TIMEOUT):
         async with fake.serve() as url:
             async with omnigent.open_runtime() as rt:
-                agent = await rt.create_agent(native_spec("claude", url, cwd=workdir))
+                agent = await rt.create_agent(native_spec(HARNESS, url, cwd=workdir))
                 stopped, deleted, kept = [(await rt.create_session(agent.id)).id for _ in range(3)]
                 # stop, mid-turn
                 async with rt.subscribe(stopped) as events:
@@ -447,7 +447,7 @@ async def test_without_a_key_the_turn_fails_saying_how_to_give_one(
     fake = FakeAnthropic()
     with trio.fail_after(TIMEOUT):
         async with fake.serve() as url, omnigent.open_runtime() as rt:
-            spec = native_spec("claude", url, cwd=workdir)
+            spec = native_spec(HARNESS, url, cwd=workdir)
             del spec["executor"]["config"]["api_key"]
             sid = (await rt.create_session((await rt.create_agent(spec)).id)).id
             events = await turn(rt, sid, "hi")
@@ -479,7 +479,7 @@ async def test_the_provider_configuration_gives_the_endpoint_and_its_key(
             }
             (omnigent_home / "config.yaml").write_text(json.dumps({"providers": [provider]}))
             async with omnigent.open_runtime() as rt:
-                spec = native_spec("claude", url, cwd=workdir)
+                spec = native_spec(HARNESS, url, cwd=workdir)
                 del spec["executor"]["config"]["api_key"], spec["executor"]["config"]["base_url"]
                 sid = (await rt.create_session((await rt.create_agent(spec)).id)).id
                 events = await turn(rt, sid, "hi")

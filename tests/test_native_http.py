@@ -110,7 +110,16 @@ async def test_a_wrong_model_is_refused_over_http_naming_the_rule() -> None:
         answer = await server.client.post(
             "/v1/sessions", json={"agent_id": agent_id, "harness_override": "claude-native"}
         )
-        assert answer.status_code == 201 and answer.json()["harness"] == "claude-code"
+        assert answer.status_code == 201 and answer.json()["harness"] == "claude-native"
+        assert answer.json()["harness_override"] == "claude-native"
+        answer = await server.client.post(
+            "/v1/sessions", json={"agent_id": agent_id, "harness_override": "claude-cod"}
+        )
+        assert answer.status_code == 400
+        assert answer.json()["error"]["code"] == "unknown_harness"
+        assert "'claude-cod'" in answer.json()["error"]["message"]
+        listed = (await server.client.get("/v1/sessions")).json()["data"]
+        assert len(listed) == 1  # the refused one left no row
 
 
 async def _serve(db: Path, env: dict[str, str]) -> tuple[trio.Process, str]:

@@ -27,6 +27,7 @@ from omnigent.harnesses.native._relay import (
     Say,
     merge_text,
 )
+from omnigent.harnesses.bridge import SHIM, BridgeAddress, shim_command
 from omnigent.model import (
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -275,6 +276,7 @@ def test_the_command_line_starts_or_resumes_a_conversation() -> None:
         "--include-partial-messages",
     )
     assert argv[9:] == (
+        "--strict-mcp-config",  # never a repository's .mcp.json
         "--model",
         "sonnet",
         "--append-system-prompt",
@@ -285,7 +287,38 @@ def test_the_command_line_starts_or_resumes_a_conversation() -> None:
     resumed = claude.claude_argv(
         "claude", conversation="u-1", resume=True, model=None, instructions=""
     )
-    assert resumed[9:] == ("--resume", "u-1")
+    assert resumed[9:] == ("--strict-mcp-config", "--resume", "u-1")
+
+
+def test_omnigent_tools_come_as_the_mcp_server_omnigent(tmp_path: Path) -> None:
+    address = BridgeAddress(tmp_path / "b.sock", "tok")
+    shim = shim_command(address, "1.2")
+    config = claude.mcp_config(shim)
+    assert config == {
+        "mcpServers": {
+            "omnigent": {
+                "type": "stdio",
+                "command": sys.executable,
+                "args": ["-I", "-S", str(SHIM), str(tmp_path / "b.sock"), "1.2"],
+                "alwaysLoad": True,
+                "timeout": 86_400_000,
+            }
+        }
+    }
+    argv = claude.claude_argv(
+        "claude", conversation="u", resume=False, model=None, instructions="", mcp_config=config
+    )
+    given = argv[argv.index("--mcp-config") + 1]
+    assert json.loads(given) == config and "tok" not in " ".join(argv)
+    env = claude.claude_environment(
+        {}, config_dir=tmp_path, endpoint=ModelEndpoint(None, None), extra={}, bridge_token="tok"
+    )
+    assert env["OMNIGENT_BRIDGE_TOKEN"] == "tok"
+    assert claude.bridged_name("mcp__omnigent__sys_session_send")
+    assert not claude.bridged_name("mcp__fs__read") and not claude.bridged_name("Bash")
+    hook = {"input": {"tool_name": "mcp__omnigent__sys_read_inbox", "tool_input": {}}}
+    assert claude.bridged_hook(hook)
+    assert not claude.bridged_hook({"input": {"tool_name": "Bash", "tool_input": {}}})
 
 
 def test_the_environment_is_built_not_inherited(tmp_path: Path) -> None:
@@ -510,6 +543,26 @@ def test_the_command_line_names_omnigents_provider() -> None:
     assert "env_key" not in " ".join(keyless) and codex.DEFAULT_BASE_URL in " ".join(keyless)
     env = codex.codex_environment({}, home=Path("/h"), endpoint=ModelEndpoint(None, "k"), extra={})
     assert env == {"CODEX_HOME": "/h", "OMNIGENT_MODEL_KEY": "k"}
+    assert not [a for a in argv if a.startswith("mcp_servers.")]
+
+
+def test_codex_gets_omnigent_tools_as_the_mcp_server_omnigent() -> None:
+    shim = ("/py", "-I", "-S", "/shim.py", '/tmp/s "x".sock', "1.2")
+    argv = codex.codex_argv("codex", endpoint=ModelEndpoint(None, None), model=None, shim=shim)
+    overrides = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-c"]
+    server = [o.removeprefix("mcp_servers.omnigent.") for o in overrides if "mcp_servers" in o]
+    assert server == [
+        'command="/py"',
+        'args=["-I", "-S", "/shim.py", "/tmp/s \\"x\\".sock", "1.2"]',
+        'env_vars=["OMNIGENT_BRIDGE_TOKEN"]',
+        'default_tools_approval_mode="approve"',
+        "startup_timeout_sec=30",
+        "tool_timeout_sec=86400",
+    ]
+    env = codex.codex_environment(
+        {}, home=Path("/h"), endpoint=ModelEndpoint(None, None), extra={}, bridge_token="t"
+    )
+    assert env == {"CODEX_HOME": "/h", "OMNIGENT_BRIDGE_TOKEN": "t"}
 
 
 def test_thread_params_ask_about_everything() -> None:

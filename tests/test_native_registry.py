@@ -35,25 +35,55 @@ def spec(harness: str, model: str | None = None, **extra: Any) -> dict[str, Any]
     ("name", "canonical"),
     [
         ("claude-code", "claude-code"),
-        ("claude-sdk", "claude-code"),
-        ("claude-native", "claude-code"),
-        ("claude", "claude-code"),
+        ("claude-sdk", "claude-sdk"),
+        ("claude-native", "claude-native"),
+        ("claude", "claude-sdk"),
         ("codex", "codex"),
-        ("codex-native", "codex"),
+        ("codex-native", "codex-native"),
+        ("pi", "pi"),
     ],
 )
 def test_builtin_names_and_aliases(name: str, canonical: str) -> None:
+    """The original omnigent's names read back as written (``claude`` is its alias of
+    ``claude-sdk``)."""
     assert HarnessRegistry().canonical(name) == canonical
 
 
-async def test_harness_override_is_canonicalised() -> None:
+@pytest.mark.parametrize(
+    ("written", "read_back"),
+    [
+        ("claude-sdk", "claude-sdk"),
+        ("claude-native", "claude-native"),
+        ("claude", "claude-sdk"),
+        ("codex-native", "codex-native"),
+        ("pi", "pi"),
+    ],
+)
+async def test_a_spec_and_an_override_read_back_the_name_as_written(
+    written: str, read_back: str
+) -> None:
+    async with omnigent.open_runtime() as rt:
+        agent = await rt.create_agent(spec(written))
+        assert agent.harness == read_back
+        session = await rt.create_session(agent.id)
+        assert session.harness == read_back and session.harness_override is None
+        looped = await rt.create_agent(
+            {"name": "looper", "executor": {"config": {"harness": "loop"}}}
+        )
+        model = spec(written)["executor"]["config"]["model"]
+        session = await rt.create_session(looped.id, harness_override=written, model_override=model)
+        assert session.harness_override == read_back and session.harness == read_back
+
+
+async def test_an_unknown_harness_is_a_400_naming_it_and_leaves_no_session() -> None:
     async with omnigent.open_runtime() as rt:
         agent = await rt.create_agent(spec("claude"))
-        session = await rt.create_session(agent.id, harness_override="claude-sdk")
-        assert session.harness_override == "claude-code" and session.harness == "claude-code"
-        agent = await rt.create_agent(spec("codex", name="cx"))
-        session = await rt.create_session(agent.id, harness_override="codex-native")
-        assert session.harness == "codex"
+        with pytest.raises(omnigent.UnknownHarness, match="'claude-sdkk'") as caught:
+            await rt.create_session(agent.id, harness_override="claude-sdkk")
+        assert caught.value.status == 400 and caught.value.code == "unknown_harness"
+        assert (await rt.list_sessions()).data == ()
+        with pytest.raises(omnigent.UnknownHarness, match="'pi-native'"):
+            await rt.create_agent(spec("pi-native", name="other"))
 
 
 @pytest.mark.parametrize(
@@ -61,8 +91,10 @@ async def test_harness_override_is_canonicalised() -> None:
     [
         ("claude-code", "gpt-4o", "only runs Claude models"),
         ("claude", "o4-mini", "only runs Claude models"),
-        ("codex", "claude-sonnet-4-5", "only runs OpenAI models"),
-        ("codex-native", "llama3", "only runs OpenAI models"),
+        ("claude-native", "meta-llama-3.3-70b-instruct", "only runs Claude models"),
+        ("codex", "claude-sonnet-4-5", "only runs GPT models"),
+        ("codex-native", "llama3", "only runs GPT models"),
+        ("codex", "databricks-claude-opus-4-8", "only runs GPT models"),
     ],
 )
 async def test_a_model_of_the_wrong_family_is_refused_up_front(
@@ -79,7 +111,11 @@ async def test_a_model_of_the_wrong_family_is_refused_up_front(
     ("harness", "good"),
     [
         ("claude-code", ["claude-opus-5-5", "sonnet", "OPUS", "us.anthropic.claude-haiku-4-5"]),
+        ("claude-sdk", ["databricks-claude-sonnet-4-6", "anthropic/claude-opus-4-8"]),
         ("codex", ["gpt-5.5", "o3", "gpt-5-codex", "codex-mini-latest"]),
+        # A gateway's spelling of a GPT id is a GPT id (the original's rewrite of gpt-5-4).
+        ("codex-native", ["databricks-gpt-5-4", "openai/gpt-4o", "chatgpt-4o-latest"]),
+        ("pi", ["gpt-5.5", "claude-sonnet-4-5", "meta-llama-3.3-70b-instruct"]),
     ],
 )
 async def test_models_of_the_family_are_accepted(harness: str, good: list[str]) -> None:
@@ -116,25 +152,17 @@ async def test_a_harness_override_checks_the_model_and_the_spec() -> None:
         ok = await rt.create_session(
             loop_agent.id, harness_override="claude", model_override="sonnet"
         )
-        assert ok.harness == "claude-code" and ok.model == "sonnet"
-        tooled = await rt.create_agent(
-            {
-                "name": "tooled",
-                "executor": {"config": {"harness": "loop"}},
-                "terminals": {"bash": {"command": "bash"}},
-            }
+        assert ok.harness == "claude-sdk" and ok.model == "sonnet"
+        heated = await rt.create_agent(
+            {"name": "heated", "executor": {"config": {"harness": "loop", "temperature": 0.3}}}
         )
-        with pytest.raises(omnigent.InvalidInput, match="terminals"):
-            await rt.create_session(tooled.id, harness_override="codex")
+        with pytest.raises(omnigent.InvalidInput, match="temperature"):
+            await rt.create_session(heated.id, harness_override="codex")
 
 
 @pytest.mark.parametrize(
     ("extra", "loc"),
     [
-        ({"terminals": {"bash": {"command": "bash"}}}, "terminals"),
-        ({"mcp_servers": [{"name": "fs", "url": "http://127.0.0.1:1/mcp"}]}, "mcp_servers"),
-        ({"async_enabled": True}, "async_enabled"),
-        ({"spawn": True}, "spawn"),
         ({"config": {"temperature": 0.2}}, "executor.config.temperature"),
         ({"config": {"script": [{"say": "x"}]}}, "executor.config.script"),
         ({"config": {"options": {"turbo": True}}}, "executor.config.options.turbo"),
@@ -151,6 +179,23 @@ async def test_claude_code_refuses_what_it_cannot_honour(extra: dict[str, Any], 
         with pytest.raises(omnigent.SpecError) as caught:
             await rt.create_agent(spec("claude", **extra))
         assert loc in [d.loc for d in caught.value.details]
+
+
+@pytest.mark.parametrize("harness", ["claude-sdk", "claude-native", "codex-native", "pi"])
+async def test_omnigent_tools_are_honoured_for_a_native_harness(harness: str) -> None:
+    """A native CLI gets omnigent's tools through the bridge: the spec keys that grant
+    them are no longer refused."""
+    granting = {
+        "terminals": {"bash": {"command": "bash"}},
+        "mcp_servers": [{"name": "fs", "url": "http://127.0.0.1:1/mcp"}],
+        "async_enabled": True,
+        "spawn": True,
+        "sub_agents": [{"name": "helper", "executor": {"config": {"harness": "scripted"}}}],
+        "tools": {"agents": ["helper"]},
+    }
+    async with omnigent.open_runtime() as rt:
+        agent = await rt.create_agent(spec(harness, **granting))
+        assert agent.harness == harness
 
 
 async def test_what_the_native_harnesses_do_honour_is_accepted() -> None:
@@ -186,12 +231,17 @@ async def test_a_missing_cli_fails_the_turn_naming_the_package(
     uninstall_both(monkeypatch, tmp_path)
     registry = HarnessRegistry()
     assert "pip install 'omnigent[claude]'" in (registry.unavailable("claude-sdk") or "")
+    assert registry.unavailable("pi") == (
+        "harness 'pi' needs the pi CLI, which is not installed: "
+        "npm install -g @mariozechner/pi-coding-agent"
+    )
     assert registry.unavailable("loop") is None
     with trio.fail_after(10):
         async with omnigent.open_runtime() as rt:
             for harness, canonical, extra in (
-                ("claude", "claude-code", "claude"),
-                ("codex", "codex", "codex"),
+                ("claude", "claude-sdk", "pip install 'omnigent[claude]'"),
+                ("codex", "codex", "pip install 'omnigent[codex]'"),
+                ("pi", "pi", "npm install -g @mariozechner/pi-coding-agent"),
             ):
                 agent = await rt.create_agent(spec(harness, name=f"n-{harness}"))
                 session = await rt.create_session(agent.id)
@@ -200,7 +250,7 @@ async def test_a_missing_cli_fails_the_turn_naming_the_package(
                 failure = next(e for e in events if isinstance(e, ResponseFailed))
                 assert failure.error.code == "harness_unavailable"
                 assert failure.error.message.startswith(f"harness {canonical!r} needs")
-                assert f"pip install 'omnigent[{extra}]'" in failure.error.message
+                assert extra in failure.error.message
                 assert rt.processes is not None and rt.processes.processes == []
 
 
@@ -208,7 +258,8 @@ def test_an_explicit_cli_path_that_is_not_executable_is_named(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("OMNIGENT_CODEX_CLI", str(tmp_path / "no-codex"))
-    assert f"OMNIGENT_CODEX_CLI={tmp_path / 'no-codex'}" in (CODEX_CLI.missing() or "")
+    missing = CODEX_CLI.missing("codex-native") or ""
+    assert f"OMNIGENT_CODEX_CLI={tmp_path / 'no-codex'}" in missing
 
 
 def test_the_missing_message_names_the_extra_and_the_npm_package(
@@ -217,17 +268,17 @@ def test_the_missing_message_names_the_extra_and_the_npm_package(
     empty = {"PATH": str(tmp_path)}
     uninstall_both(monkeypatch, tmp_path)
     assert CLAUDE_CLI.find(empty) is None
-    assert CLAUDE_CLI.missing(empty) == (
-        "harness 'claude-code' needs the Claude Code CLI, which is not installed: "
+    assert CLAUDE_CLI.missing("claude-native", empty) == (
+        "harness 'claude-native' needs the Claude Code CLI, which is not installed: "
         "pip install 'omnigent[claude]' (or npm install -g @anthropic-ai/claude-code)"
     )
-    assert "pip install 'omnigent[codex]'" in (CODEX_CLI.missing(empty) or "")
-    assert "@openai/codex" in (CODEX_CLI.missing(empty) or "")
+    assert "pip install 'omnigent[codex]'" in (CODEX_CLI.missing("codex", empty) or "")
+    assert "@openai/codex" in (CODEX_CLI.missing("codex", empty) or "")
     binary = tmp_path / "claude"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
     assert CLAUDE_CLI.find(empty) == binary  # on PATH
-    assert CLAUDE_CLI.missing(empty) is None
+    assert CLAUDE_CLI.missing("claude-sdk", empty) is None
 
 
 def test_the_model_endpoint_prefers_the_spec_then_the_environment() -> None:

@@ -499,9 +499,18 @@ async def test_concurrent_sends_make_no_twin_children(rt: omnigent.Runtime) -> N
     ("harness", "model", "expect"),
     [
         ("claude-code", "gpt-5", "harness 'claude-code' only runs Claude models"),
-        ("codex", "claude-sonnet-4-6", "harness 'codex' only runs OpenAI models"),
+        ("claude-native", "llama-3", "harness 'claude-native' only runs Claude models"),
+        ("codex", "claude-sonnet-4-6", "harness 'codex' only runs GPT models"),
+        ("codex-native", "kimi-k2", "harness 'codex-native' only runs GPT models"),
         ("claude-code", None, "harness 'claude-code' needs the Claude Code CLI"),
+        ("claude-sdk", None, "harness 'claude-sdk' needs the Claude Code CLI"),
         ("codex", None, "harness 'codex' needs the Codex CLI"),
+        (
+            "pi",
+            None,
+            "harness 'pi' needs the pi CLI, which is not installed: "
+            "npm install -g @mariozechner/pi-coding-agent",
+        ),
     ],
 )
 async def test_the_native_harnesses_guard_their_dispatches(
@@ -516,6 +525,7 @@ async def test_the_native_harnesses_guard_their_dispatches(
     cli = "/bin/true" if model is not None else str(tmp_path / "missing")
     monkeypatch.setenv("OMNIGENT_CLAUDE_CLI", cli)
     monkeypatch.setenv("OMNIGENT_CODEX_CLI", cli)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pi on it
     driver = Driver()
     parent = await start(rt, lead([worker("w", harness=harness)]), driver)
     args: Any = "hi" if model is None else {"input": "hi", "model": model}

@@ -24,7 +24,7 @@ import argparse
 import functools
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
@@ -36,7 +36,7 @@ from ..core import PolicyFunction, Runtime, SessionSnapshot, open_runtime
 from ..core import load_policy_function as load_function
 from ..errors import BadRequest, OmnigentError
 from ..model import Item
-from ..spec import AgentSpec
+from ..spec import AgentSpec, agent_references
 from ._mock_llm import add_mock_llm_parser
 from ._output import Chunk, write
 
@@ -251,7 +251,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         open_lines=_stdin_lines,
         session_id=args.session,
         policy_functions=_own_policy_functions(spec),
-        policy_modules=args.policy_modules,
+        policy_modules=[*args.policy_modules, *_own_agent_modules(spec)],
     )
     # Ctrl-C outside the turn (while the runtime opens, say) then surfaces at a
     # checkpoint of the main task, where every cleanup below still runs.
@@ -262,7 +262,10 @@ def _cmd_agents_add(args: argparse.Namespace) -> int:
     spec = _load_spec(args.path)
     functions = _own_policy_functions(spec)
     agent = _with_runtime(
-        _db_url(args), lambda rt: rt.create_agent(spec), policy_functions=functions
+        _db_url(args),
+        lambda rt: rt.create_agent(spec),
+        policy_functions=functions,
+        policy_modules=_own_agent_modules(spec),
     )
     print(format_agent(agent))
     return 0
@@ -312,6 +315,12 @@ def _own_policy_functions(spec: AgentSpec) -> dict[str, PolicyFunction]:
     return {ref: load_function(ref) for ref in refs if ":" in ref or "." in ref}
 
 
+def _own_agent_modules(spec: AgentSpec) -> list[str]:
+    """The modules of the ``openai-agents`` agents a spec file names: the file is the
+    operator's, so its agents are trusted (imported only in their harness's process)."""
+    return [ref.partition(":")[0] for ref in agent_references(spec)]
+
+
 def _load_spec(path: str) -> AgentSpec:
     """The spec in ``path``.
 
@@ -332,12 +341,18 @@ def _with_runtime(
     action: Callable[[Runtime], Awaitable[T]],
     *,
     policy_functions: dict[str, PolicyFunction] | None = None,
+    policy_modules: Sequence[str] = (),
 ) -> T:
     """Open a runtime on ``db``, await ``action(runtime)``, close it; its result."""
 
     async def run() -> T:
         # Records only, beside a server that may own the database.
-        async with open_runtime(db=db, exclusive=False, policy_functions=policy_functions) as rt:
+        async with open_runtime(
+            db=db,
+            exclusive=False,
+            policy_functions=policy_functions,
+            policy_modules=policy_modules,
+        ) as rt:
             return await action(rt)
 
     return trio.run(run, restrict_keyboard_interrupt_to_checkpoints=True)

@@ -3,9 +3,12 @@
 Built in: ``loop`` (aliases ``agent``, ``default``, ``omnigent``, ``openai``),
 ``scripted`` (aliases ``script``, ``mock``), ``external`` (the program named by
 ``executor.config.command``, see :mod:`omnigent.harnesses.external._harness`), and the
-native coding agents ``claude-code`` (aliases ``claude-sdk``, ``claude-native``,
-``claude``: the Claude Code CLI) and ``codex`` (alias ``codex-native``: ``codex
-app-server``). Packages add harnesses through the ``omnigent.harnesses`` entry-point
+native coding agents under the names the original omnigent gives them, each read
+back as written: ``claude-sdk`` (alias ``claude``), ``claude-native`` and
+``claude-code`` (the Claude Code CLI), ``codex`` and ``codex-native`` (``codex
+app-server``), ``pi`` (the pi coding agent) and ``openai-agents`` (alias
+``openai-agents-sdk``: an OpenAI Agents SDK agent, in a process of its own).
+Packages add harnesses through the ``omnigent.harnesses`` entry-point
 group: each entry point loads a factory (a callable ``HarnessEnv -> Harness``, such
 as :func:`omnigent.harnesses.external._harness.external_harness` builds) registered under
 the entry point's name.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from functools import partial
 from importlib.metadata import entry_points
 
 import attrs
@@ -28,15 +32,28 @@ import attrs
 from ..errors import Conflict, ErrorDetail, UnknownHarness
 from ..spec import AgentSpec
 from .base import Harness, HarnessEnv, HarnessFactory
-from .native import CLAUDE_CLI, CLAUDE_MODELS, CODEX_CLI, OPENAI_MODELS, ModelRule
+from .native import (
+    AGENTS_SDK,
+    CLAUDE_CLI,
+    CLAUDE_MODELS,
+    CODEX_CLI,
+    GPT_MODELS,
+    PI_CLI,
+    ModelRule,
+)
 
-__all__ = ["HarnessInfo", "HarnessRegistry", "ModelRule"]
+__all__ = ["CLAUDE_NAMES", "CODEX_NAMES", "HarnessInfo", "HarnessRegistry", "ModelRule"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "omnigent.harnesses"
 
 SpecCheck = Callable[[AgentSpec], list[ErrorDetail]]
+
+CLAUDE_NAMES = ("claude-sdk", "claude-native", "claude-code")
+"""The names Claude Code runs under: the original omnigent's two, and this one's."""
+CODEX_NAMES = ("codex", "codex-native")
+"""The names ``codex app-server`` runs under."""
 
 
 @attrs.frozen
@@ -92,10 +109,34 @@ def _make_codex(env: HarnessEnv) -> Harness:
     return CodexHarness(env)
 
 
-def _check_claude(spec: AgentSpec) -> list[ErrorDetail]:
+def _make_pi(env: HarnessEnv) -> Harness:
+    from .pi import PiHarness
+
+    return PiHarness(env)
+
+
+def _make_agents(env: HarnessEnv) -> Harness:
+    from .agents_sdk import AgentsHarness
+
+    return AgentsHarness(env)
+
+
+def _check_agents(spec: AgentSpec) -> list[ErrorDetail]:
+    from .agents_sdk import spec_problems
+
+    return spec_problems(spec, "openai-agents")
+
+
+def _check_claude(harness: str, spec: AgentSpec) -> list[ErrorDetail]:
     from .claude import spec_problems
 
-    return spec_problems(spec)
+    return spec_problems(spec, harness)
+
+
+def _check_pi(spec: AgentSpec) -> list[ErrorDetail]:
+    from .pi import spec_problems
+
+    return spec_problems(spec, "pi")
 
 
 def _unread(spec: AgentSpec, harness: str, keys: tuple[str, ...]) -> list[ErrorDetail]:
@@ -109,17 +150,21 @@ def _unread(spec: AgentSpec, harness: str, keys: tuple[str, ...]) -> list[ErrorD
 
 
 def _check_loop(spec: AgentSpec) -> list[ErrorDetail]:
-    return _unread(spec, "loop", ("script", "turns", "command"))
+    return _unread(spec, "loop", ("script", "turns", "command", "agent"))
 
 
 def _check_scripted(spec: AgentSpec) -> list[ErrorDetail]:
-    return _unread(spec, "scripted", ("command",))
+    return _unread(spec, "scripted", ("command", "agent"))
 
 
-def _check_codex(spec: AgentSpec) -> list[ErrorDetail]:
+def _check_external(spec: AgentSpec) -> list[ErrorDetail]:
+    return _unread(spec, "external", ("agent",))
+
+
+def _check_codex(harness: str, spec: AgentSpec) -> list[ErrorDetail]:
     from .codex import spec_problems
 
-    return spec_problems(spec)
+    return spec_problems(spec, harness)
 
 
 class HarnessRegistry:
@@ -142,22 +187,33 @@ class HarnessRegistry:
                 accepts_model=False,
                 check_spec=_check_scripted,
             )
-            self.register("external", _make_external)
+            self.register("external", _make_external, check_spec=_check_external)
+            for name in CLAUDE_NAMES:
+                self.register(
+                    name,
+                    _make_claude,
+                    aliases=("claude",) if name == "claude-sdk" else (),
+                    models=CLAUDE_MODELS,
+                    requires=partial(CLAUDE_CLI.missing, name),
+                    check_spec=partial(_check_claude, name),
+                )
+            for name in CODEX_NAMES:
+                self.register(
+                    name,
+                    _make_codex,
+                    models=GPT_MODELS,
+                    requires=partial(CODEX_CLI.missing, name),
+                    check_spec=partial(_check_codex, name),
+                )
             self.register(
-                "claude-code",
-                _make_claude,
-                aliases=("claude-sdk", "claude-native", "claude"),
-                models=CLAUDE_MODELS,
-                requires=CLAUDE_CLI.missing,
-                check_spec=_check_claude,
+                "pi", _make_pi, requires=partial(PI_CLI.missing, "pi"), check_spec=_check_pi
             )
             self.register(
-                "codex",
-                _make_codex,
-                aliases=("codex-native",),
-                models=OPENAI_MODELS,
-                requires=CODEX_CLI.missing,
-                check_spec=_check_codex,
+                "openai-agents",
+                _make_agents,
+                aliases=("openai-agents-sdk",),
+                requires=partial(AGENTS_SDK.missing, "openai-agents"),
+                check_spec=_check_agents,
             )
 
     def register(

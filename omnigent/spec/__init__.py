@@ -22,6 +22,7 @@ from ._spec import (
     SandboxSpec,
     TerminalSpec,
     ToolsGrant,
+    agent_references,
     parse_policy_spec,
 )
 from ._trust import client_spec_problems
@@ -43,6 +44,7 @@ __all__ = [
     "SleepStep",
     "TerminalSpec",
     "ToolsGrant",
+    "agent_references",
     "client_spec_problems",
     "load_yaml",
     "parse_policy_spec",

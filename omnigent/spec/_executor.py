@@ -93,6 +93,8 @@ class ExecutorConfig:
     ``script`` (steps played on every turn) and ``turns`` (turn N plays list N, the
     last repeating) drive the ``scripted`` harness and are mutually exclusive.
     ``command`` starts an external harness (required for ``harness: external``).
+    ``agent`` names the OpenAI Agents SDK agent an ``openai-agents`` session runs
+    (``package.module:attr``; the operator must allow its module).
     ``options`` is free-form and read by the harness.
     """
 
@@ -101,6 +103,7 @@ class ExecutorConfig:
         "max_steps": rule.at_least_one,
         "turns": rule.non_empty,
         "command": rule.command,
+        "agent": rule.agent_ref,
         "options": rule.shallow,
     }
     harness: str = "loop"
@@ -112,6 +115,7 @@ class ExecutorConfig:
     script: tuple[ScriptStep, ...] | None = None
     turns: tuple[tuple[ScriptStep, ...], ...] | None = None
     command: tuple[str, ...] | None = None
+    agent: str | None = None
     env: dict[str, str] = attrs.field(factory=dict, hash=False)
     options: dict[str, Any] = attrs.field(factory=dict, hash=False)
 

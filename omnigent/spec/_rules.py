@@ -157,6 +157,19 @@ def function_ref(ref: str | None) -> Problems:
     return [ErrorDetail("", f"must be 'pkg.module:attr' or a registered name, got {ref!r}")]
 
 
+@_described({"maxLength": _MAX_REF})
+def agent_ref(ref: str | None) -> Problems:
+    """An ``openai-agents`` agent: ``package.module:attr`` (identifiers only)."""
+    if ref is None:
+        return []
+    if len(ref) > _MAX_REF:
+        return [ErrorDetail("", f"must be at most {_MAX_REF} characters")]
+    module, colon, attr = ref.partition(":")
+    if colon and all(p.isidentifier() for part in (module, attr) for p in part.split(".")):
+        return []
+    return [ErrorDetail("", f"must be 'package.module:attr', got {ref!r}")]
+
+
 @_described({"minimum": 0})
 def optional_seconds(value: float | None) -> Problems:
     return [] if value is None else seconds(value)

@@ -329,3 +329,12 @@ def parse_policy_spec(data: Any, *, root: str = "") -> PolicySpec:
     """
     policy: PolicySpec = structure(data, PolicySpec, root=root, error=SpecError)
     return policy
+
+
+def agent_references(spec: AgentSpec) -> tuple[str, ...]:
+    """Every ``executor.config.agent`` of ``spec`` and its sub-agents, each once (the
+    ``openai-agents`` agents it names: code that runs only if the operator trusts it)."""
+    refs = [spec.executor.config.agent] if spec.executor.config.agent else []
+    for sub in spec.sub_agents:
+        refs += agent_references(sub)
+    return tuple(dict.fromkeys(refs))

@@ -21,7 +21,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from ._mockllm import ErrorReply
-from ._script import FakeShell, FakeToolResult, FakeToolUse, FakeTurn, ScriptedFake
+from ._script import (
+    FakeShell,
+    FakeToolResult,
+    FakeToolUse,
+    FakeTurn,
+    ScriptedFake,
+    offered_name,
+)
 from ._serve import Rendered, error_rendered, json_rendered
 from ._wire import fragments
 
@@ -124,8 +131,9 @@ class FakeAnthropic(ScriptedFake):
             if isinstance(tool.input, str):
                 return f"tool {tool.name}: Messages tool inputs are JSON objects, not text"
             call_id = tool.call_id or f"toolu_fake{self._next_id('tool'):02d}"
+            name = offered_name(tool.name, _tool_names(body))
             blocks.append(
-                {"type": "tool_use", "id": call_id, "name": tool.name, "input": dict(tool.input)}
+                {"type": "tool_use", "id": call_id, "name": name, "input": dict(tool.input)}
             )
         return blocks
 

@@ -24,7 +24,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from ._mockllm import ErrorReply
-from ._script import FakeShell, FakeToolResult, FakeToolUse, FakeTurn, ScriptedFake
+from ._script import (
+    FakeShell,
+    FakeToolResult,
+    FakeToolUse,
+    FakeTurn,
+    ScriptedFake,
+    offered_name,
+)
 from ._serve import Rendered, error_rendered, json_rendered
 from ._wire import fragments
 
@@ -53,6 +60,14 @@ class FakeResponses(ScriptedFake):
     ``model_providers`` entry or of an OpenAI SDK client. Shell uses
     (:class:`FakeShell`) call the first of ``exec_command``, ``shell_command`` and
     ``shell`` that the request's ``tools`` list offers.
+
+    A :class:`FakeToolUse` of a tool the request does not offer directly is looked up
+    in the namespaces it offers (``{"type": "namespace", "tools": [...]}``, and those a
+    ``tool_search_output`` in its input loaded): found, the call names its
+    ``namespace``. Not found, but the request offers Codex's ``tool_search``: the
+    answer is a ``tool_search_call`` for the tool, and the same turn answers the next
+    request (which carries the search's output) — Codex keeps MCP tools behind that
+    search.
 
     Example::
 
@@ -120,6 +135,17 @@ class FakeResponses(ScriptedFake):
         return error_rendered(status, body, reply.retry_after)
 
     def _output(self, turn: FakeTurn, body: dict[str, Any]) -> list[dict[str, Any]] | str:
+        searched = _searched(body)
+        wanted = [
+            tool.name
+            for tool in turn.tools
+            if isinstance(tool, FakeToolUse)
+            and tool.name not in searched
+            and _locate(tool.name, body) is None
+        ]
+        if wanted and any(t.get("type") == "tool_search" for t in _tools(body)):
+            self._queue.appendleft(turn)  # answers the next request, once it is found
+            return [self._search_item(name) for name in wanted]
         output: list[dict[str, Any]] = []
         if turn.text is not None:
             content = [{"type": "output_text", "text": turn.text, "annotations": []}]
@@ -139,30 +165,46 @@ class FakeResponses(ScriptedFake):
                     offered = sorted(_tool_names(body))
                     return f"FakeShell needs a shell tool; offered: {offered}"
                 tool = resolved
-            output.append(self._call_item(tool, _custom_tool_names(body)))
+            output.append(self._call_item(tool, body))
         return output
 
-    def _call_item(self, tool: FakeToolUse, custom: set[str]) -> dict[str, Any]:
+    def _search_item(self, name: str) -> dict[str, Any]:
         number = self._next_id("tool")
+        return {
+            "type": "tool_search_call",
+            "id": f"ts_fake{number}",
+            "call_id": f"call_search{number}",
+            "execution": "client",
+            "arguments": {"query": name, "limit": 8},
+            "status": "completed",
+        }
+
+    def _call_item(self, tool: FakeToolUse, body: dict[str, Any]) -> dict[str, Any]:
+        number = self._next_id("tool")
+        custom = _custom_tool_names(body)
+        namespace, name = _locate(tool.name, body) or (None, tool.name)
         text = tool.input if isinstance(tool.input, str) else json.dumps(tool.input)
         call_id = tool.call_id or f"call_fake{number}"
-        if tool.name in custom:
+        if name in custom:
             return {
                 "type": "custom_tool_call",
                 "id": f"ctc_fake{number}",
                 "call_id": call_id,
-                "name": tool.name,
+                "name": name,
                 "input": text,
                 "status": "completed",
             }
-        return {
+        item = {
             "type": "function_call",
             "id": f"fc_fake{number}",
             "call_id": call_id,
-            "name": tool.name,
+            "name": name,
             "arguments": text,
             "status": "completed",
         }
+        if namespace is not None:
+            item["namespace"] = namespace
+        return item
 
     def _tool_results_in(self, body: dict[str, Any]) -> Iterable[FakeToolResult]:
         items = body.get("input")
@@ -193,6 +235,8 @@ def _stream_events(response: dict[str, Any], chunk_size: int) -> Iterator[dict[s
             added = {**item, "status": "in_progress", "content": []}
             yield {"type": "response.output_item.added", "output_index": index, "item": added}
             yield from _text_events(item["content"][0], where, chunk_size)
+        elif item["type"] not in _CALL_STREAMS:  # a tool search: no deltas
+            yield {"type": "response.output_item.added", "output_index": index, "item": item}
         else:
             # function_call streams `arguments`, custom_tool_call streams `input`
             field, prefix = _CALL_STREAMS[item["type"]]
@@ -232,6 +276,47 @@ def _usage(input_tokens: int, output: list[dict[str, Any]]) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": input_tokens + output_tokens,
     }
+
+
+def _locate(name: str, body: dict[str, Any]) -> tuple[str | None, str] | None:
+    """``(namespace, name)`` of the tool ``name`` as the request offers it — directly
+    (namespace ``None``), in a namespace it lists, or in one a ``tool_search_output``
+    in its input loaded — or ``None`` if it is not offered."""
+    direct = _tool_names(body)
+    found = offered_name(name, direct)
+    if found in direct:
+        return None, found
+    namespaces = [t for t in _tools(body) if t.get("type") == "namespace"]
+    items = body.get("input")
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "tool_search_output":
+            loaded = item.get("tools")
+            namespaces += (
+                [t for t in loaded if isinstance(t, dict)] if isinstance(loaded, list) else []
+            )
+    for namespace in namespaces:
+        members = namespace.get("tools")
+        names = {
+            str(t.get("name"))
+            for t in (members if isinstance(members, list) else [])
+            if isinstance(t, dict)
+        }
+        if name in names:
+            return str(namespace.get("name")), name
+    return None
+
+
+def _searched(body: dict[str, Any]) -> set[str]:
+    """What the conversation has searched for already (searched once, a tool still
+    not found is called by its name, and the client says what it makes of that)."""
+    items = body.get("input")
+    out = set()
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "tool_search_call":
+            arguments = item.get("arguments")
+            if isinstance(arguments, dict) and isinstance(arguments.get("query"), str):
+                out.add(arguments["query"])
+    return out
 
 
 def _tool_names(body: dict[str, Any]) -> set[str]:

@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 
 import attrs
 import httpx
+import trio
 
 from ._serve import JSON_HEADERS as _JSON_HEADERS
 from ._serve import SSE_HEADERS as _SSE_HEADERS
@@ -59,7 +60,11 @@ class TextReply:
 
 @attrs.frozen
 class MockToolCall:
-    """One scripted tool call. ``arguments`` is encoded as JSON unless it is a string."""
+    """One scripted tool call. ``arguments`` is encoded as JSON unless it is a string.
+
+    Without a ``call_id`` the server numbers its calls: ``call_mock0``, ``call_mock1``,
+    … over its whole life (a client may check that no id is used twice).
+    """
 
     name: str
     arguments: Mapping[str, Any] | str
@@ -128,8 +133,19 @@ class MockLLM:
     def __init__(self) -> None:
         self._queue: deque[_Scripted] = deque()
         self._ids = itertools.count(1)
+        self._call_ids = itertools.count(0)
+        self._changed = trio.Event()
         self.requests: list[dict[str, Any]] = []
         """The JSON body of every chat request received, in order."""
+
+    async def wait_requests(self, count: int = 1) -> dict[str, Any]:
+        """Blocks until ``count`` chat requests have arrived; returns the last of those.
+
+        For tests that must act while the client is mid-request (a hanging reply).
+        """
+        while len(self.requests) < count:
+            await self._changed.wait()
+        return self.requests[count - 1]
 
     @property
     def pending(self) -> int:
@@ -197,8 +213,17 @@ class MockLLM:
         if not isinstance(body, dict):
             return _error(ErrorReply(400, "MockLLM: the request body is not a JSON object"))
         self.requests.append(body)
+        self._changed.set()
+        self._changed = trio.Event()
         scripted = self._queue.popleft() if self._queue else ErrorReply(500, _NO_REPLY_LEFT)
         reply = scripted(body) if callable(scripted) else scripted
+        if isinstance(reply, ToolCallsReply):
+            # Unique over the server's life, as a real API's ids are (clients check).
+            numbered = (
+                attrs.evolve(c, call_id=c.call_id or f"call_mock{next(self._call_ids)}")
+                for c in reply.calls
+            )
+            reply = attrs.evolve(reply, calls=tuple(numbered))
         stream = body.get("stream") is True
         return _render(reply, f"chatcmpl-mock{next(self._ids)}", str(body.get("model")), stream)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
 from typing import Any, ClassVar, TypeAlias
 
 import attrs
@@ -42,6 +42,7 @@ __all__ = [
     "FakeToolUse",
     "FakeTurn",
     "ScriptedFake",
+    "offered_name",
 ]
 
 
@@ -62,6 +63,12 @@ def _as_tuple(tools: Iterable[FakeToolUse | FakeShell]) -> tuple[FakeToolUse | F
 @attrs.frozen
 class FakeToolUse:
     """The model calls tool ``name`` with ``input``.
+
+    ``name`` is matched against the tools the request offers (:func:`offered_name`):
+    a tool an MCP server provides may be named bare — ``FakeToolUse("sys_session_send",
+    …)`` calls ``mcp__omnigent__sys_session_send`` in Claude Code, and in Codex, which
+    keeps MCP tools behind its ``tool_search`` tool, the fake first searches for it
+    (one extra model request) and then calls it in the namespace found.
 
     ``input`` is a JSON object, or text for a Responses *custom* (freeform) tool such
     as Codex's ``apply_patch``: :class:`~omnigent.testing.FakeResponses` emits a
@@ -120,6 +127,20 @@ class FakeToolResult:
     call_id: str
     output: str
     is_error: bool = False
+
+
+def offered_name(name: str, offered: Collection[str]) -> str:
+    """The name under which the request offers the tool ``name``.
+
+    ``name`` itself if it is offered; else the one offered name that ends in
+    ``__<name>`` — how clients name a tool an MCP server provides
+    (``mcp__<server>__<tool>``); else ``name`` as given (a client may accept tools it
+    does not list up front).
+    """
+    if name in offered:
+        return name
+    found = [candidate for candidate in offered if candidate.endswith(f"__{name}")]
+    return found[0] if len(found) == 1 else name
 
 
 FakeReply: TypeAlias = FakeTurn | ErrorReply | HangReply

@@ -13,6 +13,7 @@ from typing import Any
 import trio
 
 from ...errors import AgentNotFound, ErrorDetail, Forbidden, SpecError
+from ...harnesses.agents_sdk import agent_problems
 from ...mcp import require_mcp
 from ...model import Agent
 from ...spec import AgentSpec, client_spec_problems, unbuilt_keys
@@ -68,6 +69,7 @@ class AgentCatalog:
         # another family, keys it cannot honour), then the policies.
         problems = unbuilt_keys(spec) + self._specs.harnesses.spec_problems(harness, spec)
         problems += self._policy_problems(spec)
+        problems += agent_problems(spec, self._agent_allowed)
         if from_client:
             problems += client_spec_problems(spec, self._allowed_commands)
         if not problems:
@@ -82,6 +84,12 @@ class AgentCatalog:
         return Agent(
             row.id, row.name, row.version, spec.description, harness, spec.model, row.created_at
         )
+
+    def _agent_allowed(self, ref: str) -> bool:
+        """Whether the operator allowed the ``openai-agents`` agent ``ref``: the same
+        trust as a function policy's (``serve --policy-module``, ``policy_modules=``,
+        the operator's own spec file). Imports nothing."""
+        return self._host.policy_allowlist.problem(ref) is None
 
     def _policy_problems(self, spec: AgentSpec) -> list[ErrorDetail]:
         """Function references the operator did not allow. Imports nothing."""

@@ -21,14 +21,17 @@ killed with its group. The pure half is :mod:`._protocol`.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
 import trio
 
+from ..._version import __version__
 from ...errors import HarnessError
 from ...processes import ManagedProcess, base_environment
 from ..base import HarnessEnv, TurnContext, TurnRequest
+from ..bridge import BridgeAddress, TurnTools, offered, serve_bridge, shim_command
 from ..native import (
     CLAUDE_CLI,
     CLAUDE_MODELS,
@@ -42,6 +45,8 @@ from ..native import (
 )
 from ._protocol import (
     HOOK_ID,
+    bridged_hook,
+    bridged_name,
     claude_argv,
     claude_environment,
     control_error,
@@ -50,6 +55,7 @@ from ._protocol import (
     hook_answer,
     hook_event,
     initialize_body,
+    mcp_config,
     permission_answer,
     permission_params,
     user_message,
@@ -64,13 +70,13 @@ from ._stream import (
 
 __all__ = ["INTERRUPT_GRACE", "ClaudeCodeHarness"]
 
-HARNESS = "claude-code"
 STATE_KEY = "session_id"
 INTERRUPT_GRACE = 3.0
 """Seconds Claude Code gets to end an interrupted turn before its group is killed."""
 _CONTROL_TIMEOUT = 10.0
 _MAX_PENDING = 32
 _NO_CONVERSATION = "No conversation found"
+_BRIDGED_REASON = "omnigent's tool: the session's policies decide as omnigent runs it"
 _NOT_LOGGED_IN = "Not logged in"
 _KEY_HINT = (
     "omnigent gave it no key: set ANTHROPIC_API_KEY or executor.config.api_key"
@@ -81,8 +87,14 @@ _KEY_HINT = (
 class _Claude(NativeProcess):
     """One live Claude Code process and what omnigent knows about it (kept on it)."""
 
-    def __init__(self, process: ManagedProcess, model: str | None) -> None:
-        super().__init__(process, "Claude Code")
+    def __init__(
+        self,
+        process: ManagedProcess,
+        model: str | None,
+        bridge: BridgeAddress,
+        bridged: frozenset[str],
+    ) -> None:
+        super().__init__(process, "Claude Code", bridge=bridge, bridged=bridged)
         self.model = model
         self.keyless = False  # started without a model key
 
@@ -115,17 +127,25 @@ class ClaudeCodeHarness(NativeHarness):
         super().__init__(env, CLAUDE_CLI)
 
     async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
-        if request.model and (refusal := CLAUDE_MODELS.refusal(HARNESS, request.model)):
+        if request.model and (refusal := CLAUDE_MODELS.refusal(self._harness, request.model)):
             raise HarnessError(refusal)
-        claude = await self._connect(request, ctx)
-        turn = _Turn(claude, request, ctx, self._env)
+        bridged = frozenset(tool.name for tool in offered(request.tools))
+        live = await self._live(_Claude, bridged)
+        address = await self._bridge_address(live)
+        async with ItemRelay(ctx, bridged=bridged_name) as relay:
+            tools = TurnTools(
+                ctx, request.tools, harness=self._harness, before_call=relay.end_message
+            )
+            async with serve_bridge(address, tools):
+                claude = live or await self._connect(request, ctx, address, bridged)
+                turn = _Turn(claude, request, ctx, self._env, relay)
 
-        async def run() -> None:
-            if request.model and request.model != claude.model:
-                await self._set_model(claude, request.model)
-            await turn.run()
+                async def run() -> None:
+                    if request.model and request.model != claude.model:
+                        await self._set_model(claude, request.model)
+                    await turn.run()
 
-        await drive_turn(claude, run, turn.interrupt)
+                await drive_turn(claude, run, turn.interrupt)
 
     async def _set_model(self, claude: _Claude, model: str) -> None:
         """Switch the running process to ``model`` (a new ``model_override``).
@@ -144,24 +164,34 @@ class ClaudeCodeHarness(NativeHarness):
 
     # -- the process -------------------------------------------------------------------
 
-    async def _connect(self, request: TurnRequest, ctx: TurnContext) -> _Claude:
-        process = self._processes.get(self._key)
-        if process is not None and isinstance(process.owner_state, _Claude):
-            return process.owner_state
+    async def _connect(
+        self,
+        request: TurnRequest,
+        ctx: TurnContext,
+        address: BridgeAddress,
+        bridged: frozenset[str],
+    ) -> _Claude:
         self._check_installed()
         async with ctx.launching():
             stored = await self._env.state.get(STATE_KEY)
-            claude = await self._start(request, stored, resume=True) if stored else None
+            start = functools.partial(self._start, request, address=address, bridged=bridged)
+            claude = await start(stored, resume=True) if stored else None
             if claude is None:
                 conversation = str(uuid.uuid4())
-                claude = await self._start(request, conversation, resume=False)
+                claude = await start(conversation, resume=False)
                 assert claude is not None
                 claude.fresh = True
                 await self._env.state.set(STATE_KEY, conversation)
         return claude
 
     async def _start(
-        self, request: TurnRequest, conversation: str, *, resume: bool
+        self,
+        request: TurnRequest,
+        conversation: str,
+        *,
+        resume: bool,
+        address: BridgeAddress,
+        bridged: frozenset[str],
     ) -> _Claude | None:
         """Spawn and initialize a process; ``None`` if Claude Code has no such
         conversation to resume.
@@ -174,18 +204,24 @@ class ClaudeCodeHarness(NativeHarness):
             base_url_variable="ANTHROPIC_BASE_URL", api_key_variable="ANTHROPIC_API_KEY"
         )
         config_dir = await self._data_dir("config")
+        servers = mcp_config(shim_command(address, __version__)) if bridged else None
         argv = claude_argv(
             str(binary),
             conversation=conversation,
             resume=resume,
             model=request.model,
             instructions=request.instructions,
+            mcp_config=servers,
         )
         environment = claude_environment(
-            base_environment(), config_dir=config_dir, endpoint=endpoint, extra=self._env.config.env
+            base_environment(),
+            config_dir=config_dir,
+            endpoint=endpoint,
+            extra=self._env.config.env,
+            bridge_token=address.token if bridged else None,
         )
         process = await self._spawn(binary, argv, environment)
-        claude = _Claude(process, request.model)
+        claude = _Claude(process, request.model, address, bridged)
         claude.keyless = endpoint.api_key is None
         process.owner_state = claude
         try:
@@ -213,12 +249,18 @@ class _Turn:
     """One turn's conversation with the process."""
 
     def __init__(
-        self, claude: _Claude, request: TurnRequest, ctx: TurnContext, env: HarnessEnv
+        self,
+        claude: _Claude,
+        request: TurnRequest,
+        ctx: TurnContext,
+        env: HarnessEnv,
+        relay: ItemRelay,
     ) -> None:
         self._claude = claude
         self._request = request
         self._ctx = ctx
         self._env = env
+        self._relay = relay
         self._reader = StreamReader()
         self._pending: dict[str, trio.CancelScope] = {}
         self._finished: Finished | None = None
@@ -228,7 +270,8 @@ class _Turn:
         claude = self._claude
         earlier = preamble(self._request.history) if claude.fresh else None
         claude.fresh = False
-        async with ItemRelay(self._ctx) as relay, trio.open_nursery() as nursery:
+        relay = self._relay
+        async with trio.open_nursery() as nursery:
             self._sent = True
             await claude.channel.send(user_message(self._request.input, earlier))
             while self._finished is None:
@@ -287,6 +330,8 @@ class _Turn:
             self._pending.pop(request.request_id, None)
 
     async def _pre_tool_use(self, body: Any) -> dict[str, Any]:
+        if bridged_hook(body):
+            return hook_answer({"result": "POLICY_ACTION_ALLOW", "reason": _BRIDGED_REASON})
         event = hook_event(body)
         if event is None:
             return hook_answer({"result": "POLICY_ACTION_DENY", "reason": "malformed hook call"})

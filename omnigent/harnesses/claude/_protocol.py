@@ -21,6 +21,7 @@ This module builds that command line and environment, the messages omnigent send
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from ...errors import ErrorDetail
 from ...model import ElicitationParams, MessageItem, elicitation_params
 from ...spec import AgentSpec
+from ..bridge import SERVER_NAME, TOKEN_VARIABLE
 from ..native import (
     ModelEndpoint,
     input_blocks,
@@ -38,8 +40,11 @@ from ..native import (
 
 __all__ = [
     "ASK_USER_QUESTION_PHASE",
+    "BRIDGED_PREFIX",
     "HOOK_ID",
     "PERMISSION_PHASE",
+    "bridged_hook",
+    "bridged_name",
     "claude_argv",
     "claude_environment",
     "control_error",
@@ -48,6 +53,7 @@ __all__ = [
     "hook_answer",
     "hook_event",
     "initialize_body",
+    "mcp_config",
     "permission_answer",
     "permission_params",
     "spec_problems",
@@ -56,6 +62,8 @@ __all__ = [
 
 HARNESS = "claude-code"
 HOOK_ID = "omnigent_pre_tool_use"
+BRIDGED_PREFIX = f"mcp__{SERVER_NAME}__"
+BRIDGE_CALL_TIMEOUT_MS = 86_400_000
 PERMISSION_PHASE = "permission_request"
 ASK_USER_QUESTION_PHASE = "ask_user_question"
 
@@ -83,9 +91,9 @@ QUIET = {
 }
 
 
-def spec_problems(spec: AgentSpec) -> list[ErrorDetail]:
+def spec_problems(spec: AgentSpec, harness: str = HARNESS) -> list[ErrorDetail]:
     """The spec keys ``claude-code`` cannot honour (see :func:`native_spec_problems`)."""
-    return native_spec_problems(spec, HARNESS, OPTIONS, ENV_PREFIXES)
+    return native_spec_problems(spec, harness, OPTIONS, ENV_PREFIXES)
 
 
 # -- the process -----------------------------------------------------------------------
@@ -98,11 +106,14 @@ def claude_argv(
     resume: bool,
     model: str | None,
     instructions: str,
+    mcp_config: Mapping[str, Any] | None = None,
 ) -> tuple[str, ...]:
     """The command line of one conversation's process.
 
     ``conversation`` is Claude Code's session id: chosen by omnigent for a new
     conversation (``--session-id``), or the one to continue (``--resume``).
+    ``mcp_config`` is the MCP servers it gets (:func:`mcp_config`: omnigent's tools);
+    none other is read (``--strict-mcp-config``: not a repository's ``.mcp.json``).
     """
     argv = [
         binary,
@@ -114,7 +125,10 @@ def claude_argv(
         "--permission-prompt-tool",
         "stdio",
         "--include-partial-messages",
+        "--strict-mcp-config",
     ]
+    if mcp_config:
+        argv += ["--mcp-config", json.dumps(mcp_config, separators=(",", ":"))]
     if model:
         argv += ["--model", model]
     if instructions:
@@ -123,17 +137,41 @@ def claude_argv(
     return tuple(argv)
 
 
+def mcp_config(shim: Sequence[str]) -> dict[str, Any]:
+    """The MCP servers a process is given: ``omnigent`` (the bridge's shim, whose tools
+    Claude Code calls ``mcp__omnigent__<tool>``), always loaded — not deferred behind
+    Claude Code's tool search — and with a day's timeout per call (a call may wait for
+    a person's approval)."""
+    server = {
+        "type": "stdio",
+        "command": shim[0],
+        "args": list(shim[1:]),
+        "alwaysLoad": True,
+        "timeout": BRIDGE_CALL_TIMEOUT_MS,
+    }
+    return {"mcpServers": {SERVER_NAME: server}}
+
+
+def bridged_name(name: str) -> bool:
+    """Whether ``name`` is one of omnigent's tools, which the bridge runs and records."""
+    return name.startswith(BRIDGED_PREFIX)
+
+
 def claude_environment(
     base: Mapping[str, str],
     *,
     config_dir: Path,
     endpoint: ModelEndpoint,
     extra: Mapping[str, str],
+    bridge_token: str | None = None,
 ) -> dict[str, str]:
     """The whole environment of the process: ``base``, Claude Code's private config
-    directory, the model endpoint, the quiet switches, then the spec's ``extra``."""
+    directory, the model endpoint, the quiet switches, the tool bridge's token (which
+    the shim it starts inherits), then the spec's ``extra``."""
     env = dict(base)
     env["CLAUDE_CONFIG_DIR"] = str(config_dir)
+    if bridge_token is not None:
+        env[TOKEN_VARIABLE] = bridge_token
     if endpoint.base_url:
         env["ANTHROPIC_BASE_URL"] = endpoint.base_url
     if endpoint.api_key:
@@ -195,6 +233,14 @@ def _image_block(url: str) -> dict[str, Any]:
 
 
 # -- approvals ---------------------------------------------------------------------------
+
+
+def bridged_hook(body: Mapping[str, Any]) -> bool:
+    """Whether a ``PreToolUse`` callback is about one of omnigent's tools: those are
+    allowed here, and the session's policies decide as the bridge runs them."""
+    hook = body.get("input")
+    name = hook.get("tool_name") if isinstance(hook, Mapping) else None
+    return isinstance(name, str) and bridged_name(name)
 
 
 def hook_event(body: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -28,12 +28,14 @@ from typing import Any
 
 import trio
 
+from ..._version import __version__
 from ...errors import HarnessError
 from ...processes import ManagedProcess, base_environment
 from ..base import HarnessEnv, TurnContext, TurnRequest
+from ..bridge import BridgeAddress, TurnTools, offered, serve_bridge, shim_command
 from ..native import (
     CODEX_CLI,
-    OPENAI_MODELS,
+    GPT_MODELS,
     ChannelClosed,
     Finished,
     ItemRelay,
@@ -63,7 +65,6 @@ __all__ = ["INTERRUPT_GRACE", "CodexHarness"]
 
 log = logging.getLogger(__name__)
 
-HARNESS = "codex"
 STATE_KEY = "thread_id"
 DEFAULT_SANDBOX = "workspace-write"
 INTERRUPT_GRACE = 3.0
@@ -78,8 +79,10 @@ class _RpcFailed(Exception):
 class _Codex(NativeProcess):
     """One live app-server process and what omnigent knows about it (kept on it)."""
 
-    def __init__(self, process: ManagedProcess) -> None:
-        super().__init__(process, "Codex")
+    def __init__(
+        self, process: ManagedProcess, bridge: BridgeAddress, bridged: frozenset[str]
+    ) -> None:
+        super().__init__(process, "Codex", bridge=bridge, bridged=bridged)
         self.thread_id = ""
         self.past_turns: deque[str] = deque(maxlen=8)
 
@@ -114,24 +117,35 @@ class CodexHarness(NativeHarness):
         self._sandbox = sandbox if isinstance(sandbox, str) else DEFAULT_SANDBOX
 
     async def run_turn(self, request: TurnRequest, ctx: TurnContext) -> None:
-        if request.model and (refusal := OPENAI_MODELS.refusal(HARNESS, request.model)):
+        if request.model and (refusal := GPT_MODELS.refusal(self._harness, request.model)):
             raise HarnessError(refusal)
-        codex = await self._connect(request, ctx)
-        turn = _Turn(codex, request, ctx)
-        await drive_turn(codex, turn.run, turn.interrupt)
+        bridged = frozenset(tool.name for tool in offered(request.tools))
+        live = await self._live(_Codex, bridged)
+        if live is not None and not live.thread_id:
+            await live.kill()  # it never got a thread: start over
+            live = None
+        address = await self._bridge_address(live)
+        async with ItemRelay(ctx) as relay:
+            tools = TurnTools(
+                ctx, request.tools, harness=self._harness, before_call=relay.end_message
+            )
+            async with serve_bridge(address, tools):
+                codex = live or await self._connect(request, ctx, address, bridged)
+                turn = _Turn(codex, request, ctx, relay)
+                await drive_turn(codex, turn.run, turn.interrupt)
 
     # -- the process -------------------------------------------------------------------
 
-    async def _connect(self, request: TurnRequest, ctx: TurnContext) -> _Codex:
-        process = self._processes.get(self._key)
-        if process is not None and isinstance(process.owner_state, _Codex):
-            codex: _Codex = process.owner_state
-            if codex.thread_id:
-                return codex
-            await codex.kill()  # it never got a thread: start over
+    async def _connect(
+        self,
+        request: TurnRequest,
+        ctx: TurnContext,
+        address: BridgeAddress,
+        bridged: frozenset[str],
+    ) -> _Codex:
         self._check_installed()
         async with ctx.launching():
-            codex = await self._spawn_codex(request)
+            codex = await self._spawn_codex(request, address, bridged)
             try:
                 with trio.fail_after(self._startup_timeout):
                     await self._open_thread(codex, request)
@@ -153,24 +167,31 @@ class CodexHarness(NativeHarness):
                 raise
         return codex
 
-    async def _spawn_codex(self, request: TurnRequest) -> _Codex:
+    async def _spawn_codex(
+        self, request: TurnRequest, address: BridgeAddress, bridged: frozenset[str]
+    ) -> _Codex:
         binary = self._binary()
         endpoint = self._endpoint(
             base_url_variable="OPENAI_BASE_URL", api_key_variable="OPENAI_API_KEY"
         )
         home = await self._data_dir("home")
-        argv = codex_argv(str(binary), endpoint=endpoint, model=request.model)
+        shim = shim_command(address, __version__) if bridged else None
+        argv = codex_argv(str(binary), endpoint=endpoint, model=request.model, shim=shim)
         environment = codex_environment(
-            base_environment(), home=home, endpoint=endpoint, extra=self._env.config.env
+            base_environment(),
+            home=home,
+            endpoint=endpoint,
+            extra=self._env.config.env,
+            bridge_token=address.token if bridged else None,
         )
         process = await self._spawn(binary, argv, environment)
-        codex = _Codex(process)
+        codex = _Codex(process, address, bridged)
         process.owner_state = codex
         return codex
 
     async def _open_thread(self, codex: _Codex, request: TurnRequest) -> None:
         """``initialize``, then resume the session's thread or start one."""
-        client = {"name": "omnigent", "title": "omnigent", "version": _version()}
+        client = {"name": "omnigent", "title": "omnigent", "version": __version__}
         await codex.call("initialize", {"clientInfo": client})
         await codex.channel.send(notification("initialized"))
         cwd = await self._env.working_directory()
@@ -202,12 +223,6 @@ class CodexHarness(NativeHarness):
             await self._env.state.set(STATE_KEY, codex.thread_id)
 
 
-def _version() -> str:
-    from ..._version import __version__
-
-    return __version__
-
-
 def _turn_of(message: dict[str, Any]) -> Any:
     """The ``turnId`` a message names, if any."""
     params = message.get("params")
@@ -217,10 +232,13 @@ def _turn_of(message: dict[str, Any]) -> Any:
 class _Turn:
     """One Codex turn: ``turn/start``, then the thread's notifications until it ends."""
 
-    def __init__(self, codex: _Codex, request: TurnRequest, ctx: TurnContext) -> None:
+    def __init__(
+        self, codex: _Codex, request: TurnRequest, ctx: TurnContext, relay: ItemRelay
+    ) -> None:
         self._codex = codex
         self._request = request
         self._ctx = ctx
+        self._relay = relay
         self._reader = CodexReader(codex.thread_id)
         self._start_id = -1
         self._sent = False
@@ -238,7 +256,8 @@ class _Turn:
         if self._request.model:
             params["model"] = self._request.model
         self._start_id = codex.next_id()
-        async with ItemRelay(self._ctx) as relay, trio.open_nursery() as nursery:
+        relay = self._relay
+        async with trio.open_nursery() as nursery:
             self._sent = True
             await codex.channel.send(request(self._start_id, "turn/start", params))
             while self._finished is None:

@@ -29,6 +29,7 @@ from typing import Any
 from ...errors import ErrorDetail
 from ...model import ElicitationParams, MessageItem, elicitation_params
 from ...spec import AgentSpec
+from ..bridge import SERVER_NAME, TOKEN_VARIABLE
 from ..native import ModelEndpoint, OptionCheck, input_blocks, native_spec_problems, positive_number
 from ._stream import COMMAND_TOOL, FILE_TOOL, CodexReader, ServerRequest
 
@@ -59,6 +60,8 @@ COMMAND_PHASE = "codex_command_approval"
 FILE_PHASE = "codex_file_change_approval"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY_VARIABLE = "OMNIGENT_MODEL_KEY"
+BRIDGE_CALL_TIMEOUT = 86_400
+"""Seconds Codex lets one call of omnigent's tools take (it may wait on a person)."""
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 METHOD_NOT_FOUND = -32601
 
@@ -71,9 +74,9 @@ OPTIONS: dict[str, OptionCheck] = {"startup_timeout": positive_number, "sandbox"
 ENV_PREFIXES = ("OPENAI_", "RUST_LOG", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE")
 
 
-def spec_problems(spec: AgentSpec) -> list[ErrorDetail]:
+def spec_problems(spec: AgentSpec, harness: str = HARNESS) -> list[ErrorDetail]:
     """The spec keys ``codex`` cannot honour (see :func:`native_spec_problems`)."""
-    return native_spec_problems(spec, HARNESS, OPTIONS, ENV_PREFIXES)
+    return native_spec_problems(spec, harness, OPTIONS, ENV_PREFIXES)
 
 
 # -- the process -----------------------------------------------------------------------
@@ -84,11 +87,22 @@ def _toml(value: str) -> str:
     return json.dumps(value)
 
 
-def codex_argv(binary: str, *, endpoint: ModelEndpoint, model: str | None) -> tuple[str, ...]:
+def codex_argv(
+    binary: str,
+    *,
+    endpoint: ModelEndpoint,
+    model: str | None,
+    shim: Sequence[str] | None = None,
+) -> tuple[str, ...]:
     """``codex app-server`` with omnigent's model provider, offline but for it.
 
     ``features.plugins = false`` keeps it from looking up chatgpt.com and github.com
-    at every start (docs/harnesses-native.md).
+    at every start (docs/harnesses-native.md). ``shim`` is the command of the tool
+    bridge's MCP shim: the MCP server ``omnigent`` (Codex then offers its tools in the
+    namespace ``mcp__omnigent``, behind its ``tool_search``), whose calls Codex makes
+    without asking (``default_tools_approval_mode = "approve"``: omnigent's policies
+    decide as the bridge runs them), each allowed a day (a call may wait for a
+    person), its token passed on from Codex's environment.
     """
     provider = {
         "name": "omnigent",
@@ -110,15 +124,34 @@ def codex_argv(binary: str, *, endpoint: ModelEndpoint, model: str | None) -> tu
     ]
     if model:
         argv += ["-c", f"model={_toml(model)}"]
+    if shim:
+        server = {
+            "command": _toml(shim[0]),
+            "args": "[" + ", ".join(_toml(arg) for arg in shim[1:]) + "]",
+            "env_vars": f"[{_toml(TOKEN_VARIABLE)}]",
+            "default_tools_approval_mode": '"approve"',
+            "startup_timeout_sec": "30",
+            "tool_timeout_sec": str(BRIDGE_CALL_TIMEOUT),
+        }
+        for key, value in server.items():
+            argv += ["-c", f"mcp_servers.{SERVER_NAME}.{key}={value}"]
     return tuple(argv)
 
 
 def codex_environment(
-    base: Mapping[str, str], *, home: Path, endpoint: ModelEndpoint, extra: Mapping[str, str]
+    base: Mapping[str, str],
+    *,
+    home: Path,
+    endpoint: ModelEndpoint,
+    extra: Mapping[str, str],
+    bridge_token: str | None = None,
 ) -> dict[str, str]:
-    """The whole environment: ``base``, the private ``CODEX_HOME``, the key, ``extra``."""
+    """The whole environment: ``base``, the private ``CODEX_HOME``, the key, the tool
+    bridge's token (passed on to the shim), ``extra``."""
     env = dict(base)
     env["CODEX_HOME"] = str(home)
+    if bridge_token is not None:
+        env[TOKEN_VARIABLE] = bridge_token
     if endpoint.api_key:
         env[KEY_VARIABLE] = endpoint.api_key
     env.update(extra)

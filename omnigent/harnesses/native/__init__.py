@@ -1,20 +1,25 @@
-"""What the native coding-agent harnesses (Claude Code, Codex) share.
+"""What the native harnesses (Claude Code, Codex, pi, the OpenAI Agents SDK) share.
 
-Finding the CLI, the model guard and endpoint, the spec keys they refuse
-(:mod:`._cli`); the live process and how a failed or cancelled turn ends
+Finding the CLI (or the Python package), the model guard and endpoint, the spec keys
+they refuse (:mod:`._cli`); the live process and how a failed or cancelled turn ends
 (:mod:`._process`); the relay of their actions into session events (:mod:`._relay`);
 the history preamble and input blocks (:mod:`._input`); JSON lines over pipes
 (:mod:`._ndjson`).
 """
 
 from ._cli import (
+    AGENTS_SDK,
     CLAUDE_CLI,
     CLAUDE_MODELS,
     CODEX_CLI,
-    OPENAI_MODELS,
+    GPT_MODELS,
+    PI_CLI,
     ModelEndpoint,
     ModelRule,
+    NativeCli,
     OptionCheck,
+    Program,
+    PythonPackage,
     model_endpoint,
     native_spec_problems,
     positive_number,
@@ -25,10 +30,12 @@ from ._process import NativeHarness, NativeProcess, drive_turn
 from ._relay import Action, Call, CallOutput, EndMessage, Finished, ItemRelay, Say, merge_text
 
 __all__ = [
+    "AGENTS_SDK",
     "CLAUDE_CLI",
     "CLAUDE_MODELS",
     "CODEX_CLI",
-    "OPENAI_MODELS",
+    "GPT_MODELS",
+    "PI_CLI",
     "Action",
     "Call",
     "CallOutput",
@@ -38,9 +45,12 @@ __all__ = [
     "ItemRelay",
     "ModelEndpoint",
     "ModelRule",
+    "NativeCli",
     "NativeHarness",
     "NativeProcess",
     "OptionCheck",
+    "Program",
+    "PythonPackage",
     "Say",
     "drive_turn",
     "input_blocks",

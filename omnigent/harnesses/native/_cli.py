@@ -6,22 +6,25 @@ registry can ask it before any process exists:
 
 * :class:`NativeCli` finds a CLI — ``$OMNIGENT_<NAME>_CLI`` if set, else the binary
   the pinned wheel bundles (``claude-agent-sdk``, ``openai-codex-cli-bin``), else
-  ``PATH`` — and says what to install when it is missing.
+  ``PATH`` — and says what to install when it is missing (pi: npm's package).
 * :class:`ModelRule` is a single-vendor harness's model guard: a model of another
-  family is refused up front, naming the rule (``only runs Claude models``).
+  family is refused up front, naming the rule (``only runs Claude models``, ``only runs
+  GPT models``).
 * :func:`model_endpoint` resolves where the model lives: ``executor.config`` first,
   then the environment, then the provider configuration (``config.yaml``).
 * :func:`native_spec_problems` lists the spec keys a native harness cannot honour
-  (omnigent's own tools are not offered to a CLI that runs its own), so they are
-  refused instead of ignored.
+  (those of the ``scripted`` and ``external`` harnesses, unknown options, variables
+  that change how programs load), so they are refused instead of ignored.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import importlib.util
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,14 +36,18 @@ from ...providers import Provider
 from ...spec import AgentSpec
 
 __all__ = [
+    "AGENTS_SDK",
     "CLAUDE_CLI",
     "CLAUDE_MODELS",
     "CODEX_CLI",
-    "OPENAI_MODELS",
+    "GPT_MODELS",
+    "PI_CLI",
     "ModelEndpoint",
     "ModelRule",
     "NativeCli",
     "OptionCheck",
+    "Program",
+    "PythonPackage",
     "model_endpoint",
     "native_spec_problems",
     "positive_number",
@@ -52,22 +59,18 @@ class NativeCli:
     """A coding agent's command-line program, and where it comes from.
 
     Attributes:
-        harness: the canonical harness name that drives it.
         title: what messages call it (``Claude Code``).
         binary: its executable's name on ``PATH``.
-        module: the Python package of the wheel that bundles it.
+        install: how to install it, as messages say it.
+        module: the Python package of a wheel that bundles it (``None``: none does).
         bundled: the binary's path inside that package.
-        extra: the omnigent extra that installs the wheel.
-        npm: the npm package that installs it too.
     """
 
-    harness: str
     title: str
     binary: str
-    module: str
-    bundled: tuple[str, ...]
-    extra: str
-    npm: str
+    install: str
+    module: str | None = None
+    bundled: tuple[str, ...] = ()
 
     @property
     def variable(self) -> str:
@@ -81,50 +84,92 @@ class NativeCli:
         if explicit:
             path = Path(explicit)
             return path if path.is_file() and os.access(path, os.X_OK) else None
-        # find_spec locates the package without importing it (the SDK's import is heavy).
-        spec = importlib.util.find_spec(self.module)
-        if spec is not None and spec.origin is not None:
-            bundled = Path(spec.origin).parent.joinpath(*self.bundled)
-            if bundled.is_file():
-                return bundled
+        if self.module is not None:
+            # find_spec locates the package without importing it (the SDK's is heavy).
+            spec = importlib.util.find_spec(self.module)
+            if spec is not None and spec.origin is not None:
+                bundled = Path(spec.origin).parent.joinpath(*self.bundled)
+                if bundled.is_file():
+                    return bundled
         found = shutil.which(self.binary, path=env.get("PATH"))
         return Path(found) if found else None
 
-    def missing(self, environ: Mapping[str, str] | None = None) -> str | None:
-        """Why the harness cannot run here (what to install), or ``None`` if it can."""
+    def missing(self, harness: str, environ: Mapping[str, str] | None = None) -> str | None:
+        """Why ``harness`` cannot run here (which CLI, and how to install it), or
+        ``None`` if it can."""
         env = os.environ if environ is None else environ
         if self.find(env) is not None:
             return None
         explicit = env.get(self.variable)
         if explicit:
             return (
-                f"harness {self.harness!r} needs the {self.title} CLI, but "
+                f"harness {harness!r} needs the {self.title} CLI, but "
                 f"{self.variable}={explicit} is not an executable file"
             )
         return (
-            f"harness {self.harness!r} needs the {self.title} CLI, which is not installed: "
-            f"pip install 'omnigent[{self.extra}]' (or npm install -g {self.npm})"
+            f"harness {harness!r} needs the {self.title} CLI, which is not installed: "
+            f"{self.install}"
         )
 
 
 CLAUDE_CLI = NativeCli(
-    harness="claude-code",
     title="Claude Code",
     binary="claude",
+    install="pip install 'omnigent[claude]' (or npm install -g @anthropic-ai/claude-code)",
     module="claude_agent_sdk",
     bundled=("_bundled", "claude"),
-    extra="claude",
-    npm="@anthropic-ai/claude-code",
 )
 CODEX_CLI = NativeCli(
-    harness="codex",
     title="Codex",
     binary="codex",
+    install="pip install 'omnigent[codex]' (or npm install -g @openai/codex)",
     module="codex_cli_bin",
     bundled=("bin", "codex"),
-    extra="codex",
-    npm="@openai/codex",
 )
+PI_CLI = NativeCli(
+    title="pi",
+    binary="pi",
+    install="npm install -g @mariozechner/pi-coding-agent",
+)
+
+
+@attrs.frozen
+class PythonPackage:
+    """A Python distribution a harness runs in a child interpreter of the runtime's own.
+
+    Attributes:
+        title: what messages call it (``OpenAI Agents SDK``).
+        distribution: its name on PyPI (``openai-agents``).
+        install: how to install it, as messages say it.
+    """
+
+    title: str
+    distribution: str
+    install: str
+
+    def find(self, environ: Mapping[str, str] | None = None) -> Path | None:
+        """The interpreter that runs it (the runtime's), if it is installed there."""
+        try:
+            importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        return Path(sys.executable)
+
+    def missing(self, harness: str, environ: Mapping[str, str] | None = None) -> str | None:
+        """Why ``harness`` cannot run here (what to install), or ``None`` if it can."""
+        if self.find(environ) is not None:
+            return None
+        return f"harness {harness!r} needs the {self.title}, which is not installed: {self.install}"
+
+
+AGENTS_SDK = PythonPackage(
+    title="OpenAI Agents SDK",
+    distribution="openai-agents",
+    install="pip install 'omnigent[openai-agents]'",
+)
+
+Program = NativeCli | PythonPackage
+"""What a native harness needs installed: a CLI, or a Python package."""
 
 
 @attrs.frozen
@@ -160,11 +205,13 @@ CLAUDE_MODELS = ModelRule(
     ("*claude*", "sonnet", "opus", "haiku", "opusplan"),
     ("claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5", "opus", "sonnet", "haiku"),
 )
-OPENAI_MODELS = ModelRule(
-    "OpenAI models",
-    ("gpt-*", "o[1-9]*", "*codex*"),
+GPT_MODELS = ModelRule(
+    "GPT models",
+    ("*gpt*", "*codex*", "o[1-9]*"),
     ("gpt-5.5", "gpt-5-codex", "o4-mini"),
 )
+"""What Codex runs: an id naming ``gpt`` or ``codex`` anywhere — a gateway's spelling
+(``databricks-gpt-5-4``) included — or an ``o``-series id."""
 
 
 @attrs.frozen
@@ -238,17 +285,20 @@ def native_spec_problems(
     harness: str,
     options: Mapping[str, OptionCheck],
     env_prefixes: tuple[str, ...],
+    *,
+    reads_agent: bool = False,
 ) -> list[ErrorDetail]:
     """The spec keys a native harness cannot honour, each as an error.
 
-    A native CLI runs its own tools (its shell, its file editing), so omnigent's tool
-    families — terminals, MCP servers, sub-agent dispatch, background calls — are not
-    offered to it; the ``scripted`` and ``external`` keys and ``temperature`` mean
-    nothing to it. ``options`` names the ``executor.config.options`` the harness reads,
+    The ``scripted`` and ``external`` keys and ``temperature`` mean nothing to a CLI
+    that runs its own model loop. (omnigent's own tool families — sub-agents,
+    background calls, terminals, MCP servers — *are* honoured: they reach the CLI
+    through the tool bridge, :mod:`omnigent.harnesses.bridge`.) ``options`` names the
+    ``executor.config.options`` the harness reads,
     with a check for each value. ``executor.config.env`` may set only variables with
     one of ``env_prefixes``: the CLI's own settings, never what changes how programs
     load (``LD_PRELOAD``, ``NODE_OPTIONS``, ``PATH``) — those would run code no policy
-    ever saw.
+    ever saw. ``executor.config.agent`` is refused unless the harness ``reads_agent``.
     """
     problems: list[ErrorDetail] = []
     config = spec.executor.config
@@ -256,20 +306,11 @@ def native_spec_problems(
     def refuse(loc: str, why: str) -> None:
         problems.append(ErrorDetail(loc, f"not supported by harness {harness!r}: {why}"))
 
-    for key in ("script", "turns", "command", "temperature"):
+    for key in ("script", "turns", "command", "temperature", "agent"):
+        if key == "agent" and reads_agent:
+            continue
         if getattr(config, key) is not None:
             refuse(f"executor.config.{key}", "it is not read by this harness")
-    own_tools = "the CLI runs its own tools; omnigent's are not offered to it"
-    if spec.terminals:
-        refuse("terminals", own_tools)
-    if spec.mcp_servers:
-        refuse("mcp_servers", own_tools)
-    if spec.tools.agents:
-        refuse("tools.agents", own_tools)
-    if spec.spawn:
-        refuse("spawn", own_tools)
-    if spec.async_enabled:
-        refuse("async_enabled", own_tools)
     for name in config.env:
         if not name.startswith(env_prefixes):
             allowed = ", ".join(f"{p}*" if p.endswith("_") else p for p in env_prefixes)

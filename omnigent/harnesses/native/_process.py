@@ -15,6 +15,7 @@ import itertools
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import trio
 
@@ -22,8 +23,11 @@ from ..._config import omnigent_home
 from ...errors import HarnessError, HarnessUnavailable
 from ...processes import ManagedProcess, ProcessManager, ProcessSpec
 from ..base import HarnessEnv
-from ._cli import ModelEndpoint, NativeCli, model_endpoint
+from ..bridge import BridgeAddress, bridge_socket_name
+from ._cli import ModelEndpoint, Program, model_endpoint
 from ._ndjson import LineChannel
+
+P = TypeVar("P", bound="NativeProcess")
 
 __all__ = [
     "DEFAULT_STARTUP_TIMEOUT",
@@ -47,11 +51,22 @@ class NativeProcess:
     (``owner_state``) so the next harness instance finds it.
     """
 
-    def __init__(self, process: ManagedProcess, title: str) -> None:
+    def __init__(
+        self,
+        process: ManagedProcess,
+        title: str,
+        *,
+        bridge: BridgeAddress | None = None,
+        bridged: frozenset[str] = frozenset(),
+    ) -> None:
         self.process = process
         self.title = title
         self.channel = LineChannel(process, name=title)
         self.fresh = False  # the next turn is a new conversation's first
+        # Where its turns serve the tool bridge, and the omnigent tools it was given
+        # (a CLI takes its tools once, at start).
+        self.bridge = bridge
+        self.bridged = bridged
         self._ids = itertools.count(1)
 
     async def wait_exit(self) -> None:
@@ -78,8 +93,8 @@ class NativeHarness:
         HarnessError: (constructing) the runtime has no process manager.
     """
 
-    def __init__(self, env: HarnessEnv, cli: NativeCli) -> None:
-        harness = cli.harness
+    def __init__(self, env: HarnessEnv, cli: Program) -> None:
+        harness = env.harness_name
         if env.processes is None:
             raise HarnessError(f"harness {harness!r} needs a runtime's process manager")
         self._env = env
@@ -95,9 +110,30 @@ class NativeHarness:
     async def aclose(self) -> None:
         """Nothing to close: the process stays for the session's next turn."""
 
+    async def _live(self, kind: type[P], bridged: frozenset[str]) -> P | None:
+        """The session's live process of ``kind``, if it was given exactly the omnigent
+        tools ``bridged``; one given others is ended (the next process continues the
+        conversation: a CLI learns its tools only when it starts)."""
+        process = self._processes.get(self._key)
+        if process is None or not isinstance(process.owner_state, kind):
+            return None
+        live: P = process.owner_state
+        if live.bridged == bridged:
+            return live
+        await process.terminate()
+        return None
+
+    async def _bridge_address(self, live: NativeProcess | None) -> BridgeAddress:
+        """The tool bridge's address for this turn: the live process's, else a new one
+        (a fresh token) for the process about to start."""
+        if live is not None and live.bridge is not None:
+            return live.bridge
+        name = bridge_socket_name(self._key)
+        return BridgeAddress.new(await self._processes.socket_path(name))
+
     def _check_installed(self) -> None:
         """Raise :class:`HarnessUnavailable` (what to install) if the CLI is missing."""
-        missing = self._cli.missing()
+        missing = self._cli.missing(self._harness)
         if missing is not None:
             raise HarnessUnavailable(self._harness, missing)
 
@@ -109,7 +145,7 @@ class NativeHarness:
         """
         binary = self._cli.find()
         if binary is None:
-            missing = self._cli.missing() or f"{self._cli.title} is missing"
+            missing = self._cli.missing(self._harness) or f"{self._cli.title} is missing"
             raise HarnessUnavailable(self._harness, missing)
         return binary
 

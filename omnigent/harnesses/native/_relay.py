@@ -12,10 +12,12 @@ under the same item id, then the output).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
 
 import attrs
+import trio
 
 from ...model import FunctionCallItem, FunctionCallOutputItem
 from ..base import MessageWriter, TurnContext
@@ -87,53 +89,76 @@ def merge_text(actions: list[Action]) -> list[Action]:
 class ItemRelay:
     """Applies actions to one turn's context; use it as ``async with ItemRelay(ctx)``.
 
+    Args:
+        ctx: the turn.
+        bridged: which tool names are omnigent's own, reached through the tool bridge:
+            the turn records those calls as it runs them, so the CLI's report of them
+            is not recorded again.
+
     Cancellation: a message still open when the block is left by an exception (the
     turn cancelled, the CLI gone) is kept as ``incomplete`` by the core
     (:meth:`TurnContext.open_message`); left normally, it is completed.
     """
 
-    def __init__(self, ctx: TurnContext) -> None:
+    def __init__(self, ctx: TurnContext, *, bridged: Callable[[str], bool] | None = None) -> None:
         self._ctx = ctx
+        self._bridged = bridged
         self._stack = AsyncExitStack()
         self._writer: MessageWriter | None = None
         self._key: str | None = None
         self._calls: dict[str, FunctionCallItem] = {}
+        self._elsewhere: set[str] = set()  # ids of calls the bridge records
+        # The stream's actions and the bridge's calls come from different tasks.
+        self._lock = trio.Lock()
 
     async def apply(self, action: object) -> None:
         """Relay one action; anything else (``Finished``, a protocol's own messages) is
         the caller's to act on and ignored here."""
-        if isinstance(action, Say):
-            await self.say(action.key, action.text)
-        elif isinstance(action, EndMessage):
-            await self.end_message()
-        elif isinstance(action, Call):
-            await self.call(action.call_id, action.name, action.arguments)
-        elif isinstance(action, CallOutput):
-            await self.output(action.call_id, action.output)
+        async with self._lock:
+            if isinstance(action, Say):
+                await self._say(action.key, action.text)
+            elif isinstance(action, EndMessage):
+                await self._end_message()
+            elif isinstance(action, Call):
+                await self._call(action.call_id, action.name, action.arguments)
+            elif isinstance(action, CallOutput):
+                await self._output(action.call_id, action.output)
 
-    async def say(self, key: str, text: str) -> None:
+    async def end_message(self) -> None:
+        """Complete the open message, if any: before a tool call the bridge runs is
+        recorded, so the history keeps the order the model spoke in."""
+        async with self._lock:
+            await self._end_message()
+
+    async def _say(self, key: str, text: str) -> None:
         if self._writer is None or key != self._key:
-            await self.end_message()
+            await self._end_message()
             self._writer = await self._stack.enter_async_context(self._ctx.open_message())
             self._key = key
         await self._writer.write(text)
 
-    async def end_message(self) -> None:
+    async def _end_message(self) -> None:
         if self._writer is not None:
             self._writer, self._key = None, None
             await self._stack.aclose()  # persists the message
             self._stack = AsyncExitStack()
 
-    async def call(self, call_id: str, name: str, arguments: str) -> None:
-        await self.end_message()
+    async def _call(self, call_id: str, name: str, arguments: str) -> None:
+        await self._end_message()
+        if self._bridged is not None and self._bridged(name):
+            self._elsewhere.add(call_id)
+            return
         if call_id in self._calls:
             return  # the CLI repeated it (a retried stream)
         item = FunctionCallItem(call_id=call_id, name=name, arguments=arguments)
         self._calls[call_id] = item
         await self._ctx.add_item(item)
 
-    async def output(self, call_id: str, output: str) -> None:
-        await self.end_message()
+    async def _output(self, call_id: str, output: str) -> None:
+        await self._end_message()
+        if call_id in self._elsewhere:
+            self._elsewhere.discard(call_id)
+            return
         call = self._calls.pop(call_id, None)
         if call is not None:
             await self._ctx.add_item(attrs.evolve(call, status="completed"))
