@@ -45,11 +45,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("omnigent.rpc", "omnigent.processes", "omnigent.stores"),
     ("omnigent.tools",),
     ("omnigent.harnesses",),
+    # The tool bridge: what a native CLI reaches the turn through.
+    ("omnigent.harnesses.bridge",),
     (
         "omnigent.harnesses.native",
         "omnigent.harnesses.external",
         "omnigent.harnesses.claude",
         "omnigent.harnesses.codex",
+        "omnigent.harnesses.pi",
+        "omnigent.harnesses.agents_sdk",
     ),
     ("omnigent.mcp",),
     # The core, lowest first: where work runs, the event log, asking people, the

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from omnigent.errors import HarnessError
+from omnigent.harnesses.bridge import SHIM, BridgeAddress, shim_command
 from omnigent.harnesses.claude import _protocol as claude
 from omnigent.harnesses.claude import _stream as claude_stream
 from omnigent.harnesses.codex import _protocol as codex
@@ -27,7 +28,6 @@ from omnigent.harnesses.native._relay import (
     Say,
     merge_text,
 )
-from omnigent.harnesses.bridge import SHIM, BridgeAddress, shim_command
 from omnigent.model import (
     FunctionCallItem,
     FunctionCallOutputItem,
