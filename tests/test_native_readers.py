@@ -1,0 +1,213 @@
+"""The pure halves of the pi and openai-agents harnesses: what their programs say,
+read into the relay's actions, and the conversation as the Agents SDK's input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omnigent.harnesses.agents_sdk._protocol import (
+    CheckRequest,
+    ChildReader,
+    Fatal,
+    Ready,
+    ToolRequest,
+    sdk_input,
+)
+from omnigent.harnesses.native import Call, CallOutput, EndMessage, Finished, Say
+from omnigent.harnesses.pi._protocol import Answered, PiReader, prompt_command
+from omnigent.model import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputImage,
+    InputText,
+    MessageItem,
+    OutputText,
+)
+
+
+def assistant(stop: str = "stop", error: str | None = None, text: str = "") -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}] if text else [],
+        "stopReason": stop,
+    }
+    if error is not None:
+        message["errorMessage"] = error
+    return message
+
+
+def delta(text: str) -> dict[str, Any]:
+    event = {"type": "text_delta", "contentIndex": 0, "delta": text, "partial": {}}
+    return {"type": "message_update", "message": {}, "assistantMessageEvent": event}
+
+
+def test_pi_text_tools_and_the_end_become_actions() -> None:
+    reader = PiReader()
+    events = [
+        {"type": "response", "id": "omnigent_1", "command": "prompt", "success": True},
+        {"type": "agent_start"},
+        {"type": "message_start", "message": {"role": "user", "content": []}},
+        {"type": "message_start", "message": assistant()},
+        delta("Hel"),
+        delta("lo."),
+        {"type": "message_end", "message": assistant("toolUse", text="Hello.")},
+        {
+            "type": "tool_execution_start",
+            "toolCallId": "c1",
+            "toolName": "bash",
+            "args": {"command": "ls"},
+        },
+        {
+            "type": "tool_execution_end",
+            "toolCallId": "c1",
+            "toolName": "bash",
+            "result": {"content": [{"type": "text", "text": "no_rm: never"}]},
+            "isError": True,
+        },
+        {"type": "message_start", "message": assistant()},
+        {"type": "message_end", "message": assistant(text="Whole, unstreamed.")},
+        {"type": "agent_end", "messages": []},
+    ]
+    assert reader.feed(events) == [
+        Answered("omnigent_1", "prompt", True),
+        Say("pi_message_1", "Hello."),  # a burst of one message's deltas is one Say
+        EndMessage(),
+        Call("c1", "bash", '{"command": "ls"}'),
+        CallOutput("c1", "Error: no_rm: never"),
+        Say("pi_message_2", "Whole, unstreamed."),
+        EndMessage(),
+        Finished(None),
+    ]
+
+
+def test_pi_a_model_error_or_an_abort_ends_the_turn_with_it() -> None:
+    reader = PiReader()
+    failed = reader.feed(
+        [
+            {"type": "message_start", "message": assistant()},
+            {"type": "message_end", "message": assistant("error", "429 rate limited")},
+            {"type": "agent_end"},
+        ]
+    )
+    assert failed[-1] == Finished("pi: 429 rate limited")
+    aborted = reader.feed(
+        [
+            {"type": "message_start", "message": assistant()},
+            delta("par"),
+            {"type": "message_end", "message": assistant("aborted", "Request was aborted")},
+            {"type": "agent_end"},
+        ]
+    )
+    assert aborted[-1] == Finished("pi aborted the turn")
+    refused = reader.feed(
+        [{"type": "response", "id": "x", "command": "prompt", "success": False, "error": "busy"}]
+    )
+    assert refused == [Answered("x", "prompt", False, None, "busy")]
+
+
+def test_pi_prompts_carry_the_preamble_text_and_images() -> None:
+    message = MessageItem(
+        role="user",
+        content=(
+            InputText("look"),
+            InputImage(image_url="data:image/png;base64,AAAA"),
+            InputImage(image_url="https://example.com/a.png"),
+        ),
+    )
+    command = prompt_command("omnigent_3", [message], "Earlier: hi")
+    assert command == {
+        "id": "omnigent_3",
+        "type": "prompt",
+        "message": "Earlier: hi\n\nlook\n\n(an image at https://example.com/a.png)",
+        "images": [{"type": "image", "mimeType": "image/png", "data": "AAAA"}],
+    }
+
+
+def test_the_childs_lines_become_actions_and_requests() -> None:
+    reader = ChildReader()
+    lines = [
+        {"type": "ready", "agent": "assistant"},
+        {"type": "delta", "message": 1, "text": "Check"},
+        {"type": "delta", "message": 1, "text": "ing."},
+        {"type": "message", "message": 1, "text": "Checking."},
+        {"type": "call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "x"}'},
+        {
+            "type": "check",
+            "id": "r1",
+            "call_id": "c1",
+            "name": "get_weather",
+            "arguments": '{"city": "x"}',
+            "needs_approval": True,
+        },
+        {"type": "output", "call_id": "c1", "output": "sunny"},
+        {
+            "type": "tool_request",
+            "id": "r2",
+            "call_id": "c2",
+            "name": "sys_read_inbox",
+            "arguments": "{}",
+        },
+        {"type": "message", "message": 2, "text": "Done."},
+        {"type": "done", "output": None},
+    ]
+    assert reader.feed(lines) == [
+        Ready("assistant"),
+        Say("agent_message_1", "Checking."),
+        EndMessage(),
+        Call("c1", "get_weather", '{"city": "x"}'),
+        CheckRequest("r1", "c1", "get_weather", '{"city": "x"}', True),
+        CallOutput("c1", "sunny"),
+        ToolRequest("r2", "c2", "sys_read_inbox", "{}"),
+        Say("agent_message_2", "Done."),
+        EndMessage(),
+        Finished(None),
+    ]
+    assert reader.feed([{"type": "done", "output": '{"answer": 3}'}]) == [
+        Say("agent_final", '{"answer": 3}'),
+        EndMessage(),
+        Finished(None),
+    ]
+    assert reader.feed([{"type": "failed", "error": "MaxTurnsExceeded: 50"}]) == [
+        Finished("the agent failed: MaxTurnsExceeded: 50")
+    ]
+    assert reader.feed([{"type": "fatal", "error": "no such module"}]) == [Fatal("no such module")]
+
+
+def test_the_conversation_as_the_sdks_input_items() -> None:
+    items = [
+        MessageItem(role="user", content=(InputText("hi"),)),
+        MessageItem(role="assistant", content=(OutputText("Hello."),)),
+        FunctionCallItem(call_id="c1", name="get_weather", arguments='{"city": "x"}'),
+        FunctionCallOutputItem(call_id="c1", output="sunny"),
+        FunctionCallItem(call_id="c2", name="write_note", arguments="{}"),  # interrupted
+        FunctionCallOutputItem(call_id="c9", output="an orphan"),
+        MessageItem(
+            role="user",
+            content=(InputText("see"), InputImage(image_url="data:image/png;base64,AA")),
+        ),
+    ]
+    assert sdk_input("Be brief.", items) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "get_weather",
+            "arguments": '{"city": "x"}',
+        },
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "function_call", "call_id": "c2", "name": "write_note", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c2",
+            "output": "Error: the tool call was interrupted before it returned",
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "see"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "auto"},
+            ],
+        },
+    ]
