@@ -24,7 +24,7 @@ from omnigent.model import (
     ElicitationRequest,
     ElicitationResolved,
     Event,
-    SessionStatus,
+    SessionStatusChanged,
 )
 from omnigent.testing import FakeAnthropic, FakeResponses, FakeToolUse, FakeTurn
 
@@ -99,7 +99,7 @@ async def turns(
                 reply = await answer(event)
                 if reply is not None:
                     await rt.resolve_elicitation(sid, event.elicitation_id, *reply)
-            if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+            if isinstance(event, SessionStatusChanged) and event.status in TERMINAL_STATUSES:
                 if len(out) == count:
                     return out
                 out.append([])
@@ -193,7 +193,8 @@ async def test_a_call_waiting_on_a_person_is_cancelled_with_the_turn(
                     seen.append(event)
                     if isinstance(event, ElicitationRequest):
                         assert await rt.interrupt(sid)
-                    if isinstance(event, SessionStatus) and event.status in TERMINAL_STATUSES:
+                    ended = isinstance(event, SessionStatusChanged)
+                    if ended and event.status in TERMINAL_STATUSES:
                         break
                 # The withdrawal comes with the turn's end.
                 assert any(isinstance(e, ElicitationResolved) for e in seen)

@@ -19,9 +19,8 @@ import trio
 
 import omnigent
 from omnigent.model import OutputTextDelta
-from omnigent.testing import MockLLM
+from omnigent.testing import MockLLM, collect_turn
 
-from .conftest import collect_turn
 from .native_helpers import group_alive, pi_binary, require
 from .native_session_helpers import (
     accept_all,

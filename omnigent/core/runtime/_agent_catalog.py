@@ -89,7 +89,7 @@ class AgentCatalog:
         """Whether the operator allowed the ``openai-agents`` agent ``ref``: the same
         trust as a function policy's (``serve --policy-module``, ``policy_modules=``,
         the operator's own spec file). Imports nothing."""
-        return self._host.policy_allowlist.problem(ref) is None
+        return self._specs.policy_allowlist.problem(ref) is None
 
     def _policy_problems(self, spec: AgentSpec) -> list[ErrorDetail]:
         """Function references the operator did not allow. Imports nothing."""
