@@ -21,7 +21,7 @@ import trio
 from _procs import session_row
 
 import omnigent
-from omnigent.core.bus._bus import encode_event
+from omnigent.core.bus import encode_event
 from omnigent.model import OutputTextDelta, SessionStatusChanged
 from omnigent.stores import StoredEvent, open_store
 from omnigent.testing import probe

@@ -25,7 +25,7 @@ from typing import Any
 import trio
 from _procs import HERE, session_row
 
-from omnigent.core.bus._bus import encode_event
+from omnigent.core.bus import encode_event
 from omnigent.model import OutputTextDelta
 from omnigent.stores import Store, StoredEvent, open_store
 

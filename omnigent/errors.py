@@ -30,6 +30,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     ├── StoreUnavailable                     503 store_unavailable
     │   └── StoreTimeout                     503 store_timeout
     ├── OwnerUnavailable                     503 owner_unavailable
+    ├── EventLogFull                         503 event_log_full
     ├── HarnessError                         502 harness_error
     │   ├── ModelEndpointError               502 model_endpoint_error
     │   ├── OutputLimitReached               502 max_tokens
@@ -55,6 +56,7 @@ __all__ = [
     "Conflict",
     "CrossSiteRequest",
     "ErrorDetail",
+    "EventLogFull",
     "FileNotFound",
     "Forbidden",
     "HarnessError",
@@ -353,6 +355,27 @@ class OwnerUnavailable(OmnigentError):
         )
         self.session_id = session_id
         self.owner = owner
+
+
+class EventLogFull(OmnigentError):
+    """The event log's queue is full: the store is not keeping up with the events.
+
+    Raised instead of queueing past the bound when events that may not wait for room
+    (a turn's terminal pair) find none, even in the places kept for them: nothing
+    was published. The events already queued are still written.
+    """
+
+    code = "event_log_full"
+    status = 503
+
+    def __init__(self, events: int, queued: int, capacity: int) -> None:
+        super().__init__(
+            f"the event log is full: {queued} of {capacity} events wait for the store, "
+            f"no room for {events} more"
+        )
+        self.events = events
+        self.queued = queued
+        self.capacity = capacity
 
 
 class HarnessError(OmnigentError):

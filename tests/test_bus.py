@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 import omnigent
+from omnigent.core.bus import EventBus
 from omnigent.core.bus import _live as live_module
 from omnigent.core.bus import _subscription as subscription_module
+from omnigent.core.bus import _writer as writer_module
+from omnigent.errors import EventLogFull
 from omnigent.model import Event, OutputTextDelta, SessionStatusChanged
+from omnigent.stores import Store, StoredEvent, open_store
 from omnigent.testing import collect_turn, probe, run_turn, scripted_agent
 
 from .conftest import statuses
+from .test_bus_ownership import row
 
 WORDS = 400
 
@@ -199,3 +206,106 @@ async def test_next_ready_takes_what_is_at_hand_and_never_waits(rt: omnigent.Run
                     break
     assert ids == list(range(ids[0], ids[0] + len(ids)))
     assert len(ids) > 1000 and chunks < len(ids) / 10
+
+
+# -- the queue's bound (issue 22, defect 6) ----------------------------------------------
+
+
+class Stalled:
+    """A store whose ``append_events`` waits for ``go`` (a writer stuck on the database)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.go = trio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+        await self.go.wait()
+        await self._store.append_events(events)
+
+
+def delta(text: str) -> OutputTextDelta:
+    return OutputTextDelta(response_id="resp_1", item_id="item_1", delta=text)
+
+
+async def fill_then_drain(bus: EventBus, store: Stalled, nursery: trio.Nursery) -> int:
+    """Fill a stalled bus past its bound, then let the store answer; how many went in."""
+    published = 1
+    await bus.publish("s1", delta("taken by the writer, which then waits"))
+    await trio.testing.wait_all_tasks_blocked()
+    with pytest.raises(EventLogFull) as refused:
+        for _ in range(100):  # an unbounded queue takes them all
+            await bus.publish_now("s1", delta("a"), delta("b"))
+            published += 2
+    assert published == 1 + 12  # the queue's 8 places and its 4 reserved
+    assert bus.statistics()["queued"] == 12
+    assert refused.value.capacity == 12
+    # An ordinary publish waits for room instead of being refused.
+    waiting = trio.Event()
+
+    async def ordinary() -> None:
+        await bus.publish("s1", delta("waits"))
+        waiting.set()
+
+    nursery.start_soon(ordinary)
+    await trio.testing.wait_all_tasks_blocked()
+    assert not waiting.is_set()
+    store.go.set()
+    await waiting.wait()
+    await bus.flush()
+    return published + 1
+
+
+async def test_publish_now_past_the_queues_bound_is_refused_not_queued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: the queue was an unbounded channel and ``publish_now`` went past its
+    hand-made bound, so a stuck writer let it grow without limit. Now the reserved
+    places fill, the next ``publish_now`` is refused with ``EventLogFull`` (no id
+    taken), and what was queued is all written, without a gap, once the store answers."""
+    monkeypatch.setattr(writer_module, "QUEUE_SIZE", 8)
+    monkeypatch.setattr(writer_module, "RESERVE", 4)
+    async with open_store(None) as inner:
+        await inner.insert_session(row("s1"))
+        store = Stalled(inner)
+        bus = EventBus(store)  # type: ignore[arg-type]
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(bus.run)
+                try:
+                    published = await fill_then_drain(bus, store, nursery)
+                finally:
+                    store.go.set()  # the writer is shielded: never leave it waiting
+                await bus.close()
+        stored = [e["event_id"] for e in await inner.read_events("s1", 0, 1000)]
+    assert stored == list(range(1, published + 1))  # nothing dropped, no id skipped
+
+
+async def test_a_turn_still_ends_when_the_queue_is_full(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reserved places are what a turn's terminal pair uses when ordinary
+    publishers have filled the queue: the turn ends ``cancelled`` and says so."""
+    monkeypatch.setattr(writer_module, "QUEUE_SIZE", 4)
+    agent = await rt.create_agent(long_say(50))
+    session = await rt.create_session(agent.id)
+    gate = trio.Event()
+    store = probe(rt).store
+    original = store.append_events
+
+    async def stalled(events: Sequence[StoredEvent]) -> None:
+        await gate.wait()
+        await original(events)
+
+    with trio.fail_after(10):
+        async with rt.subscribe(session.id) as events:
+            store.append_events = stalled  # type: ignore[method-assign]
+            await rt.send_message(session.id, "go")
+            await trio.testing.wait_all_tasks_blocked()  # the turn waits for room
+            assert await rt.interrupt(session.id)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+            turn = await collect_turn(events)
+    assert statuses(turn) == ["running", "cancelled"]

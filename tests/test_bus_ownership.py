@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import trio
 
+from omnigent.core.bus import EventBus
 from omnigent.core.bus import _persist as persist_module
-from omnigent.core.bus._bus import EventBus
 from omnigent.core.cluster._ownership import SoloOwnership
 from omnigent.errors import SessionElsewhere, StoreUnavailable
 from omnigent.model import OutputTextDelta, event_from_dict

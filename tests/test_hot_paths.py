@@ -167,7 +167,7 @@ async def test_a_flooding_session_leaves_the_queue_to_the_others(
             assert statuses(await collect_turn(events)) == ["running", "idle"]
             other_done.set()
             assert statuses(await collect_turn(flood_events))[-1] == "idle"
-    assert deepest <= bus_module._SESSION_IN_FLIGHT + 1
+    assert deepest <= bus_module.SESSION_IN_FLIGHT + 1
 
 
 async def test_a_backlog_is_sent_at_once_as_one_chunk(autojump_clock: trio.abc.Clock) -> None:

@@ -202,6 +202,65 @@ async def test_a_sync_tool_that_returns_within_the_grace_finishes_with_its_turn(
             assert statuses(turn) == ["running", "cancelled"]
 
 
+async def test_a_store_write_that_does_not_return_does_not_hold_shutdown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (issue 22, defect 6): once the writer was abandoned, leaving
+    open_runtime waited for it with no deadline — a store write that does not give
+    way held the process for as long as it took. The writer is now cancelled, and
+    what it held is named in the log."""
+    caplog.set_level(logging.WARNING)
+    db = f"sqlite:///{tmp_path / 'w.db'}"
+    with trio.fail_after(20):
+        async with omnigent.open_runtime(db=db, shutdown_grace=GRACE) as rt:
+            session = (await rt.create_session((await rt.create_agent(scripted_agent())).id)).id
+
+            async def stuck(events: Any) -> None:
+                await trio.sleep(8)  # no store.abandon() reaches it
+
+            probe(rt).store.append_events = stuck  # type: ignore[method-assign]
+            await probe(rt).bus.publish(session, SessionStatusChanged(status="idle"))
+            leaving = time.monotonic()
+        took = time.monotonic() - leaving
+    assert took <= GRACE + 1.5, took
+    assert "abandoning the event writer: 1 events not written" in caplog.text
+    assert session in caplog.text
+
+
+async def test_a_session_that_ignores_cancellation_does_not_hold_runtime_shutdown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression (issue 22, defect 6): ``Runtime.shutdown`` ended with a wait for
+    every session with no deadline, so a tool shielding itself from cancellation held
+    it (and a server's shutdown of its streams) for as long as it liked. Now it returns
+    within the grace plus half a second, naming the session; leaving open_runtime
+    still waits for the task (Trio cannot abandon one)."""
+    caplog.set_level(logging.WARNING)
+    started = trio.Event()
+
+    async def stubborn() -> str:
+        """Ignore cancellation for a while."""
+        started.set()
+        with trio.CancelScope(shield=True):
+            await trio.sleep(2.5)
+        return "done"
+
+    with trio.fail_after(10):
+        async with omnigent.open_runtime(shutdown_grace=GRACE) as rt:
+            rt.register_tool(stubborn)
+            spec = scripted_agent(script=[{"call": "stubborn", "args": {}}])
+            agent = await rt.create_agent(spec)
+            session = (await rt.create_session(agent.id)).id
+            await rt.send_message(session, "go")
+            await started.wait()
+            stopping = time.monotonic()
+            await rt.shutdown()
+            took = time.monotonic() - stopping
+    assert took <= GRACE + 0.8, took
+    assert "abandoning 1 sessions that did not end" in caplog.text
+    assert session in caplog.text
+
+
 async def test_a_harness_streaming_from_memory_is_interrupted_at_once() -> None:
     """Regression: ``publish`` never yielded, so a harness streaming from memory ran
     thousands of deltas at a stretch (until the queue filled), starving every other

@@ -27,7 +27,7 @@ import trio
 import trio.testing
 from hypothesis import strategies as st
 
-from omnigent.core.bus._bus import EventBus
+from omnigent.core.bus import EventBus
 from omnigent.model import Event, OutputTextDelta, event_from_dict
 from omnigent.stores import open_store
 

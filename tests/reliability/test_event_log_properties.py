@@ -35,10 +35,10 @@ from hypothesis import event as note
 from hypothesis import strategies as st
 
 import omnigent
-from omnigent.core.bus import _bus as bus_module
 from omnigent.core.bus import _live as live_module
 from omnigent.core.bus import _subscription as subscription_module
-from omnigent.core.bus._bus import EventBus
+from omnigent.core.bus import _writer as writer_module
+from omnigent.core.bus._live import LiveSubscribers
 from omnigent.model import Event, OutputTextDelta, event_from_dict
 from omnigent.stores import open_store
 from omnigent.testing import probe
@@ -86,20 +86,20 @@ async def limited(limit: dict[str, int], detached: list[int]) -> AsyncIterator[N
     with (
         mock.patch.object(subscription_module, "REPLAY_PAGE", limit["page"]),
         mock.patch.object(live_module, "SUBSCRIBER_BUFFER", limit["buffer"]),
-        mock.patch.object(bus_module, "_QUEUE_SIZE", limit["queue"]),
-        mock.patch.object(EventBus, "_deliver", _counting_detaches(detached)),
+        mock.patch.object(writer_module, "QUEUE_SIZE", limit["queue"]),
+        mock.patch.object(LiveSubscribers, "deliver", _counting_detaches(detached)),
     ):
         yield
 
 
 def _counting_detaches(counter: list[int]) -> Any:
-    """``EventBus._deliver``, counting the subscribers it detaches (too slow)."""
-    deliver = EventBus._deliver
+    """``LiveSubscribers.deliver``, counting the subscribers it detaches (too slow)."""
+    deliver = LiveSubscribers.deliver
 
-    def counting(self: EventBus, session_id: str, events: tuple[Event, ...]) -> None:
-        before = self._live.count(session_id)
+    def counting(self: LiveSubscribers, session_id: str, events: tuple[Event, ...]) -> None:
+        before = self.count(session_id)
         deliver(self, session_id, events)
-        counter[0] += before - self._live.count(session_id)
+        counter[0] += before - self.count(session_id)
 
     return counting
 

@@ -6,7 +6,8 @@ a :class:`Subscription` replays from the store and then tails live, with no gap 
 duplicate. See ``docs/architecture.md`` ("Events: persist, then publish").
 """
 
-from ._bus import EventBus, encode_event
+from ._bus import EventBus
+from ._logs import SessionHold, encode_event
 from ._session_changes import ChangeKind, SessionChange, SessionChanges, SessionWatch
 from ._subscription import Subscription
 
@@ -15,6 +16,7 @@ __all__ = [
     "EventBus",
     "SessionChange",
     "SessionChanges",
+    "SessionHold",
     "SessionWatch",
     "Subscription",
     "encode_event",

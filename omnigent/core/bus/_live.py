@@ -1,6 +1,6 @@
 """The bus's live subscribers: who gets a session's stored events as they are written.
 
-:class:`LiveSubscribers` is the fan-out half of the :class:`~._bus.EventBus`. The
+:class:`LiveSubscribers` is the fan-out part of the :class:`~._bus.EventBus`. The
 writer hands it each session's share of a stored batch (:meth:`LiveSubscribers.deliver`):
 every live subscriber of that session gets the batch as one tuple — one wake-up, the
 tuple shared by all of them. A subscriber too slow to keep
@@ -16,15 +16,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import attrs
 import trio
 
 from ...model import Event
-from ._subscription import Live
 
-__all__ = ["SUBSCRIBER_BUFFER", "LiveSubscribers"]
+__all__ = ["SUBSCRIBER_BUFFER", "Live", "LiveSubscribers"]
 
 SUBSCRIBER_BUFFER = 2048
 """Events a live subscriber may have pending before it is detached to catch up."""
+
+
+@attrs.define(eq=False)
+class Live:
+    """One subscriber's live buffer, as the writer sees it.
+
+    ``pending`` counts the events sent and not yet received (the writer's bound).
+    """
+
+    send: trio.MemorySendChannel[tuple[Event, ...]]
+    pending: int = 0
+    lagging: bool = False
+    position: int = 0  # the last id delivered (or where its subscription stood)
 
 
 class LiveSubscribers:
@@ -32,9 +45,7 @@ class LiveSubscribers:
 
     def __init__(self) -> None:
         self._by_session: defaultdict[str, set[Live]] = defaultdict(set)
-
-    def __contains__(self, session_id: str) -> bool:
-        return session_id in self._by_session
+        self._closed = False  # the bus takes no more events
 
     def count(self, session_id: str | None = None) -> int:
         """How many live subscribers the session has (``None``: over every session)."""
@@ -43,32 +54,29 @@ class LiveSubscribers:
         return sum(len(s) for s in self._by_session.values())
 
     def attach(
-        self, session_id: str, position: int, *, closed: bool
+        self, session_id: str, position: int
     ) -> tuple[Live, trio.MemoryReceiveChannel[tuple[Event, ...]]]:
         """A new live subscriber of the session, delivered from ``position`` on.
 
-        ``closed``: the bus takes no more events; the subscriber's channel is closed at
-        once (its subscription then reads what is stored).
+        Once the bus is closing (:meth:`close`) the subscriber's channel is closed at
+        once: its subscription reads what is stored and ends.
         """
         send, receive = trio.open_memory_channel[tuple[Event, ...]](SUBSCRIBER_BUFFER)
         live = Live(send, position=position)
-        if closed:
+        if self._closed:
             send.close()
         else:
             self._by_session[session_id].add(live)
         return live, receive
 
-    def detach(self, session_id: str, live: Live) -> bool:
-        """Remove a subscriber (its channel is closed); whether the session has none left."""
+    def detach(self, session_id: str, live: Live) -> None:
+        """Remove a subscriber (its channel is closed)."""
         subscribers = self._by_session.get(session_id)
-        emptied = False
         if subscribers is not None:
             subscribers.discard(live)
             if not subscribers:
                 del self._by_session[session_id]
-                emptied = True
         live.send.close()
-        return emptied
 
     def position(self, session_id: str) -> int | None:
         """The lowest id delivered to a live subscriber of the session (``None``: none)."""
@@ -107,8 +115,13 @@ class LiveSubscribers:
         for live in self._by_session.pop(session_id, set()):
             live.send.close()
 
+    def close(self) -> None:
+        """Attach no more subscribers: the bus takes no more events."""
+        self._closed = True
+
     def close_all(self) -> None:
         """Close every live subscriber (the writer has returned: nothing more comes)."""
+        self._closed = True
         for subscribers in self._by_session.values():
             for live in subscribers:
                 live.send.close()

@@ -1,6 +1,6 @@
 """Writing the bus's batches to the store, losing as little as possible.
 
-The event writer (:meth:`~._writer.BusWriter.run`) hands each batch to
+The event writer (:meth:`~._writer.EventWriter.run`) hands each batch to
 :meth:`Persister.persist`. A batch is written in one call; one that fails is retried
 (a store hiccup: a full disk, a busy lock), then written row by row, so that a row the
 store will not take costs only that row — logged with its session and type — and

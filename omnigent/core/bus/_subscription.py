@@ -18,17 +18,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from ...model import Event, event_from_dict
+from ...stores import Store
+from ._live import Live, LiveSubscribers
 
-if TYPE_CHECKING:
-    from ._subscribe import BusSubscribing
-
-__all__ = ["REPLAY_PAGE", "YIELD_EVERY", "Live", "Subscription"]
+__all__ = ["REPLAY_PAGE", "YIELD_EVERY", "Subscription"]
 
 REPLAY_PAGE = 500
 YIELD_EVERY = 128
@@ -43,35 +40,28 @@ the store (reading back is far dearer than keeping up).
 _EMPTY: deque[Event] = deque(maxlen=0)  # shared, and never appended to
 
 
-@attrs.define(eq=False)
-class Live:
-    """One subscriber's live buffer, as the writer sees it.
-
-    ``pending`` counts the events sent and not yet received (the writer's bound).
-    """
-
-    send: trio.MemorySendChannel[tuple[Event, ...]]
-    pending: int = 0
-    lagging: bool = False
-    position: int = 0  # the last id delivered (or where its subscription stood)
-
-
 class Subscription:
     """An async iterator over a session's events, in order, each exactly once.
 
     Made by :meth:`EventBus.subscribe`; ``last_event_id`` is the id of the last event
     it yielded (or skipped as not for this viewer), where a reconnecting client resumes.
+
+    Args:
+        store: where it replays from.
+        live: the bus's live fan-out, which it attaches to once caught up.
     """
 
     def __init__(
         self,
-        bus: BusSubscribing,
+        store: Store,
+        live: LiveSubscribers,
         session_id: str,
         after: int,
         *,
         admits: Callable[[Event], Awaitable[bool]] | None = None,
     ) -> None:
-        self._bus = bus
+        self._store = store
+        self._fanout = live
         self.session_id = session_id
         self.last_event_id = after
         self._admits = admits
@@ -203,28 +193,28 @@ class Subscription:
             return
         if self._receive is None:
             read = self._replay[-1].event_id if self._replay else self.last_event_id
-            self._live, self._receive = self._bus._attach(self.session_id, read)
+            self._live, self._receive = self._fanout.attach(self.session_id, read)
         else:
             self._caught_up = True
 
     async def _read_page(self, after: int) -> list[Event]:
-        rows = await self._bus._store.read_events(self.session_id, after, REPLAY_PAGE)
+        rows = await self._store.read_events(self.session_id, after, REPLAY_PAGE)
         return [event_from_dict(r) for r in rows]
 
-    def _go_live(self) -> None:
+    def go_live(self) -> None:
         """Attach for live delivery at once: nothing after ``last_event_id`` is stored
         yet (the bus calls this when ``after`` was the newest id it assigned)."""
-        self._live, self._receive = self._bus._attach(self.session_id, self.last_event_id)
+        self._live, self._receive = self._fanout.attach(self.session_id, self.last_event_id)
         self._caught_up = True
 
-    def _close(self) -> None:
+    def close(self) -> None:
         """End the subscription for good (its ``subscribe`` block exited)."""
         self._closed = True
         self._release()
 
     def _release(self) -> None:
         if self._live is not None:
-            self._bus._detach(self.session_id, self._live)
+            self._fanout.detach(self.session_id, self._live)
         if self._receive is not None:
             self._receive.close()
         self._batch, self._at = (), 0  # what is left of a batch comes from the store again

@@ -309,7 +309,9 @@ async def _close_bus(bus: EventBus, store: Store) -> None:
     """Let the writer persist what is queued, for at most :data:`_WRITER_GRACE`.
 
     A writer still stuck then (a database locked by another process) is abandoned:
-    what it holds is dropped with a log line, and the store stops waiting.
+    what it holds is dropped with a log line, and the store stops waiting. One that
+    has not ended half a grace later (a store call that does not give way) is
+    cancelled; every step has a deadline.
     """
     await bus.close()
     with trio.move_on_after(_WRITER_GRACE):
@@ -318,4 +320,14 @@ async def _close_bus(bus: EventBus, store: Store) -> None:
     bus.abandon()
     waits = store.abandon()
     log.warning("shutdown: the event writer is stuck; abandoning %d store calls", waits)
-    await bus.drained.wait()
+    with trio.move_on_after(_WRITER_GRACE / 2):
+        await bus.drained.wait()
+        return
+    bus.cancel_writer()  # logs what it drops
+    with trio.move_on_after(_WRITER_GRACE / 2):
+        await bus.drained.wait()
+        return
+    log.error(
+        "shutdown: the event writer did not end when cancelled (a store call that "
+        "cannot be abandoned); leaving the runtime waits for it"
+    )

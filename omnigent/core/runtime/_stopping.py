@@ -16,6 +16,11 @@ waiting on a thread — a blocking call abandoned by nobody yet, or a store call
 locked database. Those waits are abandoned, with a log line naming each, and the
 turns end at once; the threads finish on their own.
 
+Every wait of a shutdown has a deadline: ``stop_all`` returns within ``grace`` +
+:data:`AFTER_GRACE`. A session still running then ignores cancellation (an async tool
+that shields itself without a deadline): it is named in an error line, and left —
+Trio cannot abandon a task, so leaving ``open_runtime`` still waits for it to return.
+
 :class:`Stopping` is the part of a runtime that does all three; at shutdown the bus and
 the store are closed after it by ``open_runtime``, with the same kind of bound.
 """
@@ -203,10 +208,17 @@ class Stopping:
         with trio.move_on_after(AFTER_GRACE / 2):
             await _all_done(actors)
             return
-        for actor in actors:
-            if not actor.done.is_set():
-                log.error("shutdown: session %s is still winding down", actor.session_id)
-        await _all_done(actors)
+        # Nothing of ours waits any more: what still runs ignores cancellation (an
+        # async tool that shields itself, a thread not started through BlockingCalls).
+        # Trio cannot abandon a task: leaving open_runtime still waits for it.
+        left = [a.session_id for a in actors if not a.done.is_set()]
+        log.error(
+            "shutdown: abandoning %d sessions that did not end %.1f s after they were "
+            "stopped (%s): they ignore cancellation, and leaving the runtime waits for them",
+            len(left),
+            self.grace + AFTER_GRACE,
+            ", ".join(left[:10]) + (" …" if len(left) > 10 else ""),
+        )
 
 
 async def _all_done(actors: list[SessionActor]) -> None:
