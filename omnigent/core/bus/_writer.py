@@ -25,9 +25,10 @@ tree given up. Events other servers write reach this bus's subscribers through
 
 Resource handling: the writer is shielded, so that turns cancelled with the runtime
 can still publish their terminal events; it returns after :meth:`EventWriter.close`
-once the queue is empty. A shutdown past its grace :meth:`EventWriter.abandon`\\ s it:
-retries stop, and what the store has not taken is dropped with a log line; a writer
-still stuck after that is cancelled (:meth:`EventWriter.cancel`).
+once the queue is empty. A shutdown past its grace abandons it
+(:meth:`EventWriter.abandon`): retries stop, and what the store has not taken is
+dropped with a log line; a writer still stuck after that is cancelled
+(:meth:`EventWriter.cancel`).
 """
 
 from __future__ import annotations

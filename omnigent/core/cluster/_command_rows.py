@@ -9,34 +9,41 @@ notification, and every lease time in any case — and runs each call in its own
 row. A forwarding caller that is cancelled posts a ``cancel`` command, which cancels
 that call's task on the holder.
 
-How calls and answers are encoded is :mod:`._commands`.
+A command row carries a typed :class:`~._calls.Call` as the JSON text its
+:class:`~._calls.CallWire` makes of it (its ``kind`` is the call's name), and a reply
+row the answer's; this is the only place the cluster's calls are serialised.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
 from ..._ids import new_id
-from ...errors import Conflict, InternalError, OmnigentError, OwnerUnavailable
+from ...errors import InternalError, OmnigentError, OwnerUnavailable
 from ...stores import ClusterStore, CommandRow
-from ._commands import decode_reply, encode_error, encode_moved, encode_value
+from ._calls import Call, CallWire
 from ._ownership import Elsewhere, Moved
 
-__all__ = ["FORWARD_TIMEOUT", "CommandChannel", "Handler"]
+__all__ = ["CommandChannel", "Serve"]
 
 log = logging.getLogger("omnigent.core.cluster")
 
-FORWARD_TIMEOUT = 30.0
 _COMMAND_BATCH = 100
 _HANDLERS = 256
+# Kinds of rows that are the channel's own, not calls.
+_REPLY = "reply"
+_CANCEL = "cancel"
 
-Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+T = TypeVar("T")
+
+Serve = Callable[[Call[Any, Any], str, str], Awaitable[Any]]
+"""Runs a call forwarded here: ``(call, session_id, root_id) -> answer``; raises
+``Moved`` when the tree is not held here."""
 
 
 @attrs.define(eq=False)
@@ -46,7 +53,17 @@ class _Waiter:
 
 
 class CommandChannel:
-    """Forwarded calls, both ways, for one cluster member."""
+    """Forwarded calls, both ways, for one cluster member.
+
+    Args:
+        store: where command rows are posted and taken.
+        instance: this member's instance key (commands addressed to it are its).
+        nursery: where the calls run here run (the ownership's).
+        ttl: the lease time (how often a silent holder is looked at again).
+        wire: how calls and answers become the rows' text.
+        serve: runs a call forwarded here.
+        closing: whether this member is shutting down (calls are answered "moved").
+    """
 
     def __init__(
         self,
@@ -54,14 +71,17 @@ class CommandChannel:
         instance: str,
         nursery: trio.Nursery,
         ttl: float,
-        handlers: Callable[[], dict[str, Handler]],
+        wire: CallWire,
+        *,
+        serve: Serve,
         closing: Callable[[], bool],
     ) -> None:
         self._store = store
         self._instance = instance
         self._nursery = nursery
         self._ttl = ttl
-        self._handlers = handlers
+        self._wire = wire
+        self._serve_call = serve
         self._closing = closing
         self._waiting: dict[str, _Waiter] = {}  # forwarded calls awaiting their reply
         self._running: dict[str, trio.CancelScope] = {}  # calls run here, by command id
@@ -72,19 +92,13 @@ class CommandChannel:
         """A command for this instance was posted (or notifications may have been lost)."""
         self._ready.set()
 
-    async def forward(
-        self,
-        where: Elsewhere,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        timeout: float | None = FORWARD_TIMEOUT,
-    ) -> Any:
-        """Run ``kind`` on the holder ``where`` names; its answer (see ``Ownership``).
+    async def forward(self, where: Elsewhere, call: Call[Any, T]) -> T:
+        """Run ``call`` on the holder ``where`` names; its answer (see ``Ownership``).
 
         Raises:
             Moved: the holder does not hold the tree (any more). OwnerUnavailable: no
-            answer within ``timeout`` while it holds it. OmnigentError: what it raised.
+            answer within the call's ``timeout`` while it holds it. OmnigentError: what
+            it raised.
 
         Cancellation: the holder's call is cancelled too (a ``cancel`` command).
         """
@@ -93,9 +107,10 @@ class CommandChannel:
             where.instance,
             self._instance,
             where.session_id,
-            kind,
-            json.dumps(payload),
+            call.name,
+            self._wire.encode_call(call, where.root_id),
         )
+        timeout = call.timeout
         waiter = self._waiting[command.id] = _Waiter()
         try:
             await self._store.post_command(command)
@@ -110,11 +125,11 @@ class CommandChannel:
                     raise Moved()
                 if trio.current_time() > deadline:
                     raise OwnerUnavailable(where.session_id, where.server)
-            return decode_reply(waiter.reply)
+            return self._wire.decode_answer(call, waiter.reply)
         except trio.Cancelled:
             with trio.move_on_after(2, shield=True):
                 cancel = CommandRow(
-                    new_id("cmd"), where.instance, self._instance, where.session_id, "cancel", ""
+                    new_id("cmd"), where.instance, self._instance, where.session_id, _CANCEL, ""
                 )
                 await self._store.post_command(attrs.evolve(cancel, reply_to=command.id))
             raise
@@ -135,12 +150,12 @@ class CommandChannel:
                 await self._dispatch(row)
 
     async def _dispatch(self, row: CommandRow) -> None:
-        if row.kind == "reply":
+        if row.kind == _REPLY:
             waiter = self._waiting.get(row.reply_to or "")
             if waiter is not None:
                 waiter.reply = row.payload
                 waiter.done.set()
-        elif row.kind == "cancel":
+        elif row.kind == _CANCEL:
             scope = self._running.get(row.reply_to or "")
             if scope is not None:
                 scope.cancel()
@@ -156,7 +171,7 @@ class CommandChannel:
             if scope.cancelled_caught:
                 return  # the caller went away: nobody to answer
             answer = CommandRow(
-                new_id("cmd"), row.sender, self._instance, row.session_id, "reply", reply, row.id
+                new_id("cmd"), row.sender, self._instance, row.session_id, _REPLY, reply, row.id
             )
             await self._store.post_command(answer)
         except Exception:
@@ -166,18 +181,17 @@ class CommandChannel:
             self._slots.release_on_behalf_of(row.id)
 
     async def _answer(self, row: CommandRow) -> str:
+        wire = self._wire
         if self._closing():
-            return encode_moved()  # shutting down: its leases are about to be released
-        handler = self._handlers().get(row.kind)
-        if handler is None:
-            return encode_error(Conflict(f"this server does not handle {row.kind!r}"))
+            return wire.encode_moved()  # shutting down: its leases are about to be released
         try:
-            payload = json.loads(row.payload) if row.payload else {}
-            return encode_value(await handler(row.session_id, payload))
+            call, root_id = wire.decode_call(row.kind, row.payload)
+            value = await self._serve_call(call, row.session_id, root_id)
+            return wire.encode_value(call, value)
         except (Moved, Elsewhere):
-            return encode_moved()
+            return wire.encode_moved()
         except OmnigentError as exc:
-            return encode_error(exc)
+            return wire.encode_error(exc)
         except Exception as exc:
             log.exception("forwarded %s on %s failed", row.kind, row.session_id)
-            return encode_error(InternalError(f"{type(exc).__name__} on the owning server"))
+            return wire.encode_error(InternalError(f"{type(exc).__name__} on the owning server"))

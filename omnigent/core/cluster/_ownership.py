@@ -16,12 +16,13 @@ one process, and only two things ever cross servers: requests posted to a server
 does not own the tree (forwarded to the owner, :meth:`Ownership.forward`), and events
 read by subscribers on other servers (fanned out through the database).
 
-The runtime routes every call that touches live work the same way::
+The runtime routes every call that touches live work the same way (the
+:class:`~._routing.Router` does it, for typed calls, :class:`~._calls.Call`)::
 
     try:
         tenure = await ownership.enter(session_id, root_id)   # may claim the lease
     except Elsewhere as where:
-        return await ownership.forward(where, "interrupt", session_id, {})
+        return await ownership.forward(where, Interrupt())    # the holder runs it
     ...                                                       # run it here
     tenure.release()
 
@@ -33,11 +34,17 @@ released.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
+if TYPE_CHECKING:
+    from ._calls import Call
+
 __all__ = ["Elsewhere", "Moved", "Ownership", "SoloOwnership", "Tenure"]
+
+
+T = TypeVar("T")
 
 
 class Elsewhere(Exception):
@@ -114,18 +121,11 @@ class Ownership(Protocol):
         for a session of a held tree never looked up)."""
         ...
 
-    async def forward(
-        self,
-        where: Elsewhere,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        timeout: float | None = 30.0,
-    ) -> Any:
-        """Run ``kind`` on the owner ``where`` names; returns its answer.
+    async def forward(self, where: Elsewhere, call: Call[Any, T]) -> T:
+        """Run ``call`` on the owner ``where`` names; returns its answer.
 
-        ``timeout`` bounds the wait for the answer (``None``: as long as the owner
-        lives — a call that waits on a person).
+        The call's class bounds the wait for the answer (``Call.timeout``; ``None``:
+        as long as the owner lives — a call that waits on a person).
 
         Raises:
             Moved: the owner no longer holds the tree (the caller places it again).
@@ -173,14 +173,7 @@ class SoloOwnership:
     def owns(self, session_id: str) -> bool:
         return True
 
-    async def forward(
-        self,
-        where: Elsewhere,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        timeout: float | None = 30.0,
-    ) -> Any:
+    async def forward(self, where: Elsewhere, call: Call[Any, T]) -> T:
         raise AssertionError("a process that owns its database forwards nothing")
 
     async def settled(self, root_id: str) -> None:

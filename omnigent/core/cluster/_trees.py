@@ -1,32 +1,29 @@
 """The session trees a cluster member holds: tenures counted, the lease given back.
 
-:class:`HeldTrees` is the base of :class:`~._shared.SharedOwnership`: its local
-bookkeeping, apart from claiming leases and the background tasks that keep them. It
-knows which trees are held here and which sessions belong to each (so an actor can
-start without a store read), counts the tenures (:class:`~._ownership.Tenure`) out
-on each tree, releases a tree's lease row after the last one is given back (in a
-task of the ownership's nursery, since ``Tenure.release`` is synchronous), and
-forgets a tree — telling the runtime through its hooks — when it is let go or lost.
+:class:`HeldTrees` is the local bookkeeping of a :class:`~._shared.SharedOwnership`,
+apart from claiming leases and the background tasks that keep them: which trees are
+held here and which sessions belong to each (so an actor can start without a store
+read), how many tenures (:class:`~._ownership.Tenure`) are out on each, the release of a
+tree's lease row after the last one is given back (in a task of the ownership's
+nursery, since ``Tenure.release`` is synchronous), and forgetting a tree — telling
+its owner through the callbacks it was made with — when it is let go or lost.
 
-One :class:`_KeyedLocks` lock per root orders what changes a tree's lease: the
+One lock per root (:meth:`HeldTrees.lock`) orders what changes a tree's lease: the
 claim, the release after the last tenure and a takeover never interleave.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import attrs
 import trio
 
 from ...stores import ClusterStore, Store
 from ._ownership import Tenure
-
-if TYPE_CHECKING:
-    from ._shared import Hooks
 
 __all__ = ["HeldTree", "HeldTrees", "SharedStore"]
 
@@ -40,6 +37,8 @@ class SharedStore(Store, ClusterStore, Protocol):
 
 @attrs.define(eq=False)
 class HeldTree:
+    """One tree held here: since when, how many tenures are out, its sessions."""
+
     root_id: str
     since: float  # trio time of the claim: a renewal older than it may not list it
     refs: int = 0
@@ -66,19 +65,46 @@ class _KeyedLocks:
 
 
 class HeldTrees:
-    """The trees held here and their tenures (see the module docstring)."""
+    """The trees held here and their tenures (see the module docstring).
 
-    hooks: Hooks  # set by SharedOwnership
+    Args:
+        store: where a tree's sessions are read, and its lease released.
+        nursery: where a let-go runs (the ownership's).
+        released: told the sessions of a tree forgotten here (let go, or lost).
+        lost: told the sessions of a tree lost (after ``released``): stop their work.
+    """
 
-    def __init__(self, store: SharedStore, nursery: trio.Nursery) -> None:
+    def __init__(
+        self,
+        store: SharedStore,
+        nursery: trio.Nursery,
+        *,
+        released: Callable[[set[str]], None],
+        lost: Callable[[set[str]], None],
+    ) -> None:
         self._store = store
         self._nursery = nursery
+        self._released = released
+        self._lost = lost
         self._trees: dict[str, HeldTree] = {}
         self._roots: dict[str, str] = {}  # session id -> root, for sessions of held trees
-        self._locks = _KeyedLocks()
         self._letting_go: dict[str, trio.Event] = {}  # root -> set once its let-go ends
+        self.lock = _KeyedLocks()
 
-    def _take(self, session_id: str, root_id: str) -> Tenure | None:
+    def __contains__(self, root_id: str) -> bool:
+        return root_id in self._trees
+
+    def roots(self) -> set[str]:
+        """The roots of every tree held here."""
+        return set(self._trees)
+
+    def hold(self, root_id: str, since: float) -> HeldTree:
+        """Hold a tree whose lease was just claimed (under :attr:`lock`)."""
+        tree = self._trees[root_id] = HeldTree(root_id, since)
+        return tree
+
+    def take(self, session_id: str, root_id: str) -> Tenure | None:
+        """Another tenure on ``root_id``'s tree if it is held here, else ``None``."""
         tree = self._trees.get(root_id)
         if tree is None:
             return None
@@ -88,28 +114,33 @@ class HeldTrees:
             self._roots[session_id] = root_id
         return Tenure(root_id, self._release)
 
-    async def _register(self, tree: HeldTree) -> None:
+    async def register(self, tree: HeldTree) -> None:
         """Know every session of a tree just claimed, so its work can start without a
         store read (a sub-agent's child included)."""
         for session_id in await self._store.descendant_ids(tree.root_id):
-            if self._trees.get(tree.root_id) is tree and session_id not in tree.sessions:
-                tree.sessions.add(session_id)
-                self._roots[session_id] = tree.root_id
+            self.note(session_id, tree.root_id, tree)
 
-    def note(self, session_id: str, root_id: str) -> None:
-        """A session was just created in ``root_id``'s tree: known if the tree is held."""
-        tree = self._trees.get(root_id)
-        if tree is not None:
-            tree.sessions.add(session_id)
-            self._roots[session_id] = root_id
+    def note(self, session_id: str, root_id: str, tree: HeldTree | None = None) -> bool:
+        """A session of ``root_id``'s tree: known here if the tree is held (``tree``:
+        the very tree it must be). Whether it was."""
+        held = self._trees.get(root_id)
+        if held is None or (tree is not None and held is not tree):
+            return False
+        held.sessions.add(session_id)
+        self._roots[session_id] = root_id
+        return True
 
     def retain(self, session_id: str) -> Tenure | None:
         root = self._roots.get(session_id)
-        return None if root is None else self._take(session_id, root)
+        return None if root is None else self.take(session_id, root)
 
     def owns(self, session_id: str) -> bool:
         root = self._roots.get(session_id)
         return root is not None and root in self._trees
+
+    def roots_of(self, session_ids: Iterable[str]) -> set[str]:
+        """The roots of the held trees these sessions belong to."""
+        return {self._roots[s] for s in session_ids if s in self._roots}
 
     def _release(self, tenure: Tenure) -> None:
         tree = self._trees.get(tenure.root_id)
@@ -122,7 +153,7 @@ class HeldTrees:
 
     async def _let_go(self, tree: HeldTree, done: trio.Event) -> None:
         try:
-            async with self._locks(tree.root_id):
+            async with self.lock(tree.root_id):
                 if tree.refs or self._trees.get(tree.root_id) is not tree:
                     return
                 self._forget(tree)
@@ -136,7 +167,7 @@ class HeldTrees:
             done.set()
 
     async def settled(self, root_id: str) -> None:
-        """See :meth:`Ownership.settled`."""
+        """See :meth:`~._ownership.Ownership.settled`."""
         done = self._letting_go.get(root_id)
         if done is not None:
             await done.wait()
@@ -145,9 +176,10 @@ class HeldTrees:
         del self._trees[tree.root_id]
         for session_id in tree.sessions:
             self._roots.pop(session_id, None)
-        self.hooks.released(tree.sessions)
+        self._released(tree.sessions)
 
-    def _lose(self, roots: set[str], why: str) -> None:
+    def lose(self, roots: set[str], why: str) -> None:
+        """These trees are not ours any more: forget them, and stop their work."""
         sessions: set[str] = set()
         for root in roots:
             tree = self._trees.get(root)
@@ -157,4 +189,8 @@ class HeldTrees:
             sessions |= tree.sessions
             self._forget(tree)
         if sessions:
-            self.hooks.lost(sessions)
+            self._lost(sessions)
+
+    def expired(self, renewed: set[str], started: float) -> set[str]:
+        """Roots held here since before ``started`` that a renewal then did not list."""
+        return {r for r, t in self._trees.items() if r not in renewed and t.since < started}

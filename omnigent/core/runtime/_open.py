@@ -32,6 +32,7 @@ from ...tools.terminals import TmuxServer, open_tmux_server
 from ..bus import EventBus, SessionChanges
 from ..cluster import (
     DEFAULT_LEASE_TTL,
+    Member,
     Ownership,
     RemoteFeed,
     SharedOwnership,
@@ -43,6 +44,7 @@ from ..cluster import (
 from ..tools import PolicyFunctions
 from ..work import recover_work
 from ._options import runtime_options
+from ._placed import PLACED_WIRE
 from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
 
@@ -271,7 +273,7 @@ async def _open_ownership(
         yield SoloOwnership(name)
         return
     shared: SharedStore = store  # type: ignore[assignment]  # cluster_of said so
-    async with open_shared_ownership(shared, name, ttl=lease_ttl) as ownership:
+    async with open_shared_ownership(shared, PLACED_WIRE, name, ttl=lease_ttl) as ownership:
         yield ownership
 
 
@@ -289,11 +291,6 @@ async def _join(
     """
     feed = RemoteFeed(store, bus, ownership.instance, ownership.owns)
     await services.start(feed.run)
-    hooks = ownership.hooks
-    hooks.handlers = rt._placed.router.handlers()
-    hooks.events = feed.notify
-    hooks.released = bus.disown
-    hooks.lost = rt._live.stop
 
     async def recover_tree(root_id: str) -> None:
         sessions = {root_id, *await store.descendant_ids(root_id)}
@@ -301,8 +298,14 @@ async def _join(
         parents = await recover_work(store, bus, sessions)
         resumption.start(rt._actors, also_inbox=parents)
 
-    hooks.recover = recover_tree
-    await ownership.begin()
+    member = Member(
+        serve=rt._placed.router.serve,
+        recover=recover_tree,
+        lost=rt._live.stop,
+        released=bus.disown,
+        events=feed.notify,
+    )
+    await ownership.join(member)
 
 
 async def _close_bus(bus: EventBus, store: Store) -> None:

@@ -3,11 +3,14 @@
 :class:`PlacedCalls` is owned by the runtime. Each of its methods is one call a
 client can make on any server — hand a message to the session, interrupt or stop it,
 answer its elicitation, open an elicitation it holds, ask its person, tell its parent it
-changed, list its pending elicitations — written once as a *local half* (what the holder
-does) and registered with the :class:`~omnigent.core.cluster._routing.Router`, which
-runs it here or forwards it to the holder (see :mod:`omnigent.core.cluster._ownership`).
-Arguments and answers cross servers as JSON, so each local half takes and returns
-JSON-ready values.
+changed, list its pending elicitations. Each is a typed :class:`~omnigent.core.cluster.Call`
+defined here — its arguments are its fields, and its ``run`` is what the holder of the
+tree does, against :class:`LiveWork` — handed to the
+:class:`~omnigent.core.cluster.Router`, which awaits it here or forwards it to the
+holder (see :mod:`omnigent.core.cluster`). In one process nothing is serialised: a
+message is handed over as the very ``MessageItem``, an answer comes back as the very
+``Resolution``. Only a call forwarded to another server becomes JSON, through
+:data:`PLACED_WIRE`, and back.
 
 With one process on its database (SQLite) every call runs here at once, and this is
 just the runtime's own code.
@@ -16,26 +19,207 @@ just the runtime's own code.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from ...model import (
-    ElicitationParams,
-    ElicitationRequest,
-    Item,
-    MessageItem,
-    event_from_dict,
-    structure,
-    unstructure,
-)
-from ...stores import SessionRow, Store
+import attrs
+
+from ...model import ElicitationParams, ElicitationRequest, MessageItem
+from ...stores import SessionRow
 from ..asking import Elicitations, Resolution
-from ..cluster import Ownership, Router
+from ..cluster import Call, CallWire, Ownership, Router
 from ._asking import Asking
 from ._live import LiveSessions
 from ._messages import Messages
 from ._session_catalog import SessionCatalog
 
-__all__ = ["PlacedCalls"]
+__all__ = ["PLACED_WIRE", "LiveWork", "PlacedCalls"]
+
+
+@attrs.frozen
+class LiveWork:
+    """What the holder of a tree runs placed calls against (built once by the runtime)."""
+
+    live: LiveSessions
+    messages: Messages
+    elicitations: Elicitations
+    sessions: SessionCatalog
+    asking: Asking
+    stop_here: Callable[[str], Awaitable[None]]
+    stop_tree_here: Callable[[str, list[str]], Awaitable[None]]
+
+
+# -- the calls ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Deliver(Call[LiveWork, str]):
+    """Hand a stored message to the session: ``accepted`` or ``buffered``."""
+
+    name: ClassVar[str] = "message"
+    answer: ClassVar[Any] = str
+    claims: ClassVar[bool] = True
+
+    message: MessageItem
+
+    async def run(self, here: LiveWork, session_id: str) -> str:
+        return (await here.messages.hand_over(session_id, self.message)).status
+
+
+@attrs.frozen
+class Interrupt(Call[LiveWork, bool]):
+    """Cancel the session's running turn; whether one was running."""
+
+    name: ClassVar[str] = "interrupt"
+    answer: ClassVar[Any] = bool
+
+    async def run(self, here: LiveWork, session_id: str) -> bool:
+        actor = here.live.actor(session_id)
+        return actor.interrupt() if actor is not None else False
+
+    def unheld(self) -> bool:
+        return False
+
+
+@attrs.frozen
+class Stop(Call[LiveWork, None]):
+    """Cancel the session's turn, background tasks and child work; wait for them."""
+
+    name: ClassVar[str] = "stop"
+    answer: ClassVar[Any] = None
+    settles: ClassVar[bool] = True
+
+    async def run(self, here: LiveWork, session_id: str) -> None:
+        await here.stop_here(session_id)
+
+    def unheld(self) -> None:
+        return None
+
+
+@attrs.frozen
+class StopTree(Call[LiveWork, None]):
+    """Stop the work of ``doomed`` (a session and its descendants), for a delete."""
+
+    name: ClassVar[str] = "stop_tree"
+    answer: ClassVar[Any] = None
+    settles: ClassVar[bool] = True
+
+    doomed: tuple[str, ...]
+
+    async def run(self, here: LiveWork, session_id: str) -> None:
+        await here.stop_tree_here(session_id, list(self.doomed))
+
+    def unheld(self) -> None:
+        return None
+
+
+@attrs.frozen
+class Resolve(Call[LiveWork, bool]):
+    """Answer a pending elicitation of the session; whether it was pending."""
+
+    name: ClassVar[str] = "resolve"
+    answer: ClassVar[Any] = bool
+
+    elicitation_id: str
+    action: str
+    content: Any = None
+
+    async def run(self, here: LiveWork, session_id: str) -> bool:
+        return here.elicitations.resolve(session_id, self.elicitation_id, self.action, self.content)
+
+    def unheld(self) -> bool:
+        return False
+
+
+@attrs.frozen
+class HoldElicitation(Call[LiveWork, str]):
+    """Open an elicitation the session holds until it is answered; its id."""
+
+    name: ClassVar[str] = "hold_elicitation"
+    answer: ClassVar[Any] = str
+    claims: ClassVar[bool] = True
+
+    params: ElicitationParams
+
+    async def run(self, here: LiveWork, session_id: str) -> str:
+        return await here.asking.hold_elicitation(session_id, self.params)
+
+
+@attrs.frozen
+class Elicit(Call[LiveWork, Resolution]):
+    """Ask the session's person and wait for the answer (as long as the holder lives)."""
+
+    name: ClassVar[str] = "elicit"
+    answer: ClassVar[Any] = Resolution
+    claims: ClassVar[bool] = True
+    timeout: ClassVar[float | None] = None
+
+    params: ElicitationParams
+    mark_waiting: bool = False
+
+    async def run(self, here: LiveWork, session_id: str) -> Resolution:
+        return await here.elicitations.ask(session_id, self.params, mark_waiting=self.mark_waiting)
+
+
+@attrs.frozen
+class Announce(Call[LiveWork, None]):
+    """Tell the session's parent that it changed (``session.child_session.updated``)."""
+
+    name: ClassVar[str] = "announce"
+    answer: ClassVar[Any] = None
+    claims: ClassVar[bool] = True
+
+    async def run(self, here: LiveWork, session_id: str) -> None:
+        await here.sessions.announce_to_parent(session_id)
+
+
+@attrs.frozen
+class Pending(Call[LiveWork, tuple[ElicitationRequest, ...]]):
+    """The pending elicitations shown on the session (its own and its descendants')."""
+
+    name: ClassVar[str] = "pending"
+    answer: ClassVar[Any] = tuple[ElicitationRequest, ...]
+
+    async def run(self, here: LiveWork, session_id: str) -> tuple[ElicitationRequest, ...]:
+        return tuple(here.elicitations.pending_for(session_id))
+
+    def unheld(self) -> tuple[ElicitationRequest, ...]:
+        return ()
+
+
+@attrs.frozen
+class Visible(Call[LiveWork, ElicitationRequest | None]):
+    """A pending elicitation as the session's stream showed it (``None``: not pending)."""
+
+    name: ClassVar[str] = "visible"
+    answer: ClassVar[Any] = ElicitationRequest | None
+
+    elicitation_id: str
+
+    async def run(self, here: LiveWork, session_id: str) -> ElicitationRequest | None:
+        return here.elicitations.visible(session_id, self.elicitation_id)
+
+    def unheld(self) -> ElicitationRequest | None:
+        return None
+
+
+PLACED_WIRE = CallWire(
+    [
+        Deliver,
+        Interrupt,
+        Stop,
+        StopTree,
+        Resolve,
+        HoldElicitation,
+        Elicit,
+        Announce,
+        Pending,
+        Visible,
+    ]
+)
+"""How the placed calls cross to the server holding a tree (and their answers back)."""
+
+
+# -- what the runtime calls ----------------------------------------------------------------
 
 
 class PlacedCalls:
@@ -45,7 +229,6 @@ class PlacedCalls:
         self,
         *,
         ownership: Ownership,
-        store: Store,
         live: LiveSessions,
         elicitations: Elicitations,
         sessions: SessionCatalog,
@@ -55,129 +238,55 @@ class PlacedCalls:
         stop_tree_here: Callable[[str, list[str]], Awaitable[None]],
     ) -> None:
         self.ownership = ownership
-        self._messages = messages
-        self._stop_here = stop_here
-        self._stop_tree_here = stop_tree_here
-        self._store = store
-        self._live = live
-        self._elicitations = elicitations
-        self._sessions = sessions
-        self._asking = asking
-        self.router = Router(ownership)
-        register = self.router.register
-        register("message", self._enqueue, claim=True)
-        register("interrupt", self._interrupt, claim=False)
-        register("stop", self._stop, claim=False, settle=True)
-        register("stop_tree", self._stop_tree, claim=False, settle=True)
-        register("resolve", self._resolve, claim=False)
-        register("hold_elicitation", self._hold, claim=True)
-        register("elicit", self._elicit, claim=True)
-        register("announce", self._announce, claim=True)
-        register("pending", self._pending, claim=False)
-        register("visible", self._visible, claim=False)
-
-    # -- what clients call ---------------------------------------------------------------
+        here = LiveWork(
+            live=live,
+            messages=messages,
+            elicitations=elicitations,
+            sessions=sessions,
+            asking=asking,
+            stop_here=stop_here,
+            stop_tree_here=stop_tree_here,
+        )
+        self.router = Router(ownership, here)
 
     async def deliver(self, row: SessionRow, message: MessageItem) -> str:
         """Hand a stored message to the session: ``accepted`` or ``buffered``."""
-        answer = await self._call("message", row, {"item": unstructure(message, Item)})
-        return str(answer)
+        return await self.router.call(Deliver(message), row.id, row.root_session_id)
 
     async def interrupt(self, row: SessionRow) -> bool:
-        return bool(await self._call("interrupt", row, {}, idle=False))
+        return await self.router.call(Interrupt(), row.id, row.root_session_id)
 
     async def stop(self, row: SessionRow) -> None:
-        await self._call("stop", row, {})
+        await self.router.call(Stop(), row.id, row.root_session_id)
 
     async def stop_tree(self, row: SessionRow, doomed: list[str]) -> None:
         """Stop the work of ``doomed`` (the session and its descendants), for a delete."""
-        await self._call("stop_tree", row, {"doomed": doomed})
+        await self.router.call(StopTree(tuple(doomed)), row.id, row.root_session_id)
 
     async def resolve(
         self, row: SessionRow, elicitation_id: str, action: str, content: Any
     ) -> bool:
-        payload = {"elicitation_id": elicitation_id, "action": action, "content": content}
-        return bool(await self._call("resolve", row, payload, idle=False))
+        call = Resolve(elicitation_id, action, content)
+        return await self.router.call(call, row.id, row.root_session_id)
 
     async def hold_elicitation(self, row: SessionRow, params: ElicitationParams) -> str:
-        payload = {"params": unstructure(params, ElicitationParams)}
-        return str(await self._call("hold_elicitation", row, payload))
+        return await self.router.call(HoldElicitation(params), row.id, row.root_session_id)
 
     async def elicit(
         self, row: SessionRow, params: ElicitationParams, *, mark_waiting: bool = False
     ) -> Resolution:
         """Ask and wait, on the holder; waits as long as the holder lives."""
-        payload = {"params": unstructure(params, ElicitationParams), "mark_waiting": mark_waiting}
-        answer = await self._call("elicit", row, payload, timeout=None)
-        return Resolution(answer["action"], answer.get("content"))
+        call = Elicit(params, mark_waiting)
+        return await self.router.call(call, row.id, row.root_session_id)
 
     async def announce(self, row: SessionRow) -> None:
         """Tell the session's parent that it changed (``session.child_session.updated``)."""
-        await self._call("announce", row, {})
+        await self.router.call(Announce(), row.id, row.root_session_id)
 
     async def pending(self, row: SessionRow) -> tuple[ElicitationRequest, ...]:
         """The pending elicitations shown on the session, from whoever holds its tree."""
-        answer = await self._call("pending", row, {}, idle=[])
-        found = [event_from_dict(r) for r in answer]
-        return tuple(r for r in found if isinstance(r, ElicitationRequest))
+        return await self.router.call(Pending(), row.id, row.root_session_id)
 
     async def visible(self, row: SessionRow, elicitation_id: str) -> ElicitationRequest | None:
         """A pending elicitation as the session's stream showed it, from its tree's holder."""
-        answer = await self._call("visible", row, {"elicitation_id": elicitation_id})
-        found = None if answer is None else event_from_dict(answer)
-        return found if isinstance(found, ElicitationRequest) else None
-
-    async def _call(
-        self,
-        kind: str,
-        row: SessionRow,
-        payload: dict[str, Any],
-        *,
-        idle: Any = None,
-        timeout: float | None = 30.0,
-    ) -> Any:
-        return await self.router.call(
-            kind, row.id, row.root_session_id, payload, idle=idle, timeout=timeout
-        )
-
-    # -- the local halves (run on the holder) ------------------------------------------
-
-    async def _enqueue(self, session_id: str, payload: dict[str, Any]) -> str:
-        message = structure(payload["item"], Item)
-        assert isinstance(message, MessageItem)
-        return (await self._messages.hand_over(session_id, message)).status
-
-    async def _interrupt(self, session_id: str, payload: dict[str, Any]) -> bool:
-        actor = self._live.actor(session_id)
-        return actor.interrupt() if actor is not None else False
-
-    async def _stop(self, session_id: str, payload: dict[str, Any]) -> None:
-        await self._stop_here(session_id)
-
-    async def _stop_tree(self, session_id: str, payload: dict[str, Any]) -> None:
-        await self._stop_tree_here(session_id, [str(s) for s in payload["doomed"]])
-
-    async def _resolve(self, session_id: str, payload: dict[str, Any]) -> bool:
-        return self._elicitations.resolve(
-            session_id, payload["elicitation_id"], payload["action"], payload.get("content")
-        )
-
-    async def _hold(self, session_id: str, payload: dict[str, Any]) -> str:
-        params = structure(payload["params"], ElicitationParams)
-        return await self._asking.hold_elicitation(session_id, params)
-
-    async def _elicit(self, session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-        params = structure(payload["params"], ElicitationParams)
-        mark = bool(payload.get("mark_waiting", False))
-        answer = await self._elicitations.ask(session_id, params, mark_waiting=mark)
-        return {"action": answer.action, "content": answer.content}
-
-    async def _announce(self, session_id: str, payload: dict[str, Any]) -> None:
-        await self._sessions.announce_to_parent(session_id)
-
-    async def _visible(self, session_id: str, payload: dict[str, Any]) -> dict[str, Any] | None:
-        request = self._elicitations.visible(session_id, payload["elicitation_id"])
-        return None if request is None else request.to_dict()
-
-    async def _pending(self, session_id: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
-        return [request.to_dict() for request in self._elicitations.pending_for(session_id)]
+        return await self.router.call(Visible(elicitation_id), row.id, row.root_session_id)

@@ -297,7 +297,6 @@ class Runtime(metaclass=_NoPublicConstructor):
         # Calls on live work run where the session's tree is held (see _ownership).
         self._placed = PlacedCalls(
             ownership=ownership,
-            store=store,
             live=live,
             elicitations=self._elicitations,
             sessions=self._sessions,
