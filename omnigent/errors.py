@@ -31,6 +31,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   └── StoreTimeout                     503 store_timeout
     ├── OwnerUnavailable                     503 owner_unavailable
     ├── EventLogFull                         503 event_log_full
+    ├── SandboxUnavailable                   503 sandbox_unavailable
     ├── HarnessError                         502 harness_error
     │   ├── ModelEndpointError               502 model_endpoint_error
     │   ├── OutputLimitReached               502 max_tokens
@@ -73,6 +74,7 @@ __all__ = [
     "PayloadTooLarge",
     "ResourceNotFound",
     "RuntimeClosed",
+    "SandboxUnavailable",
     "SessionElsewhere",
     "SessionNotFound",
     "SpecError",
@@ -376,6 +378,18 @@ class EventLogFull(OmnigentError):
         self.events = events
         self.queued = queued
         self.capacity = capacity
+
+
+class SandboxUnavailable(OmnigentError):
+    """The sandbox a spec asks for cannot be created here, so nothing is run.
+
+    The message names the cause (``bwrap`` missing, no user namespaces, the wrong
+    platform for ``darwin_seatbelt``, a hidden-file scan past its cap). A tool
+    reports it as ``Error: …``; a process a turn needs (a harness) fails the turn.
+    """
+
+    code = "sandbox_unavailable"
+    status = 503
 
 
 class HarnessError(OmnigentError):

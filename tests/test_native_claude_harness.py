@@ -140,7 +140,8 @@ async def test_a_deny_policy_refuses_without_asking(workdir: Path) -> None:
     fake = FakeAnthropic()
     fake.reply(FakeTurn(None, [FakeShell("echo never")]))
     fake.reply_text("Refused, then.")
-    policy = {"name": "no_shell", "type": "deny_tools", "tools": ["Bash"], "reason": "no shell"}
+    # A pattern: Claude Code still offers Bash, and the hook refuses each call.
+    policy = {"name": "no_shell", "type": "deny_tools", "tools": ["B?sh"], "reason": "no shell"}
     with trio.fail_after(TIMEOUT):
         async with fake.serve() as url, omnigent.open_runtime() as rt:
             sid = await session(rt, url, workdir, policies=[policy])
@@ -149,6 +150,18 @@ async def test_a_deny_policy_refuses_without_asking(workdir: Path) -> None:
             [result] = fake.tool_results()
             assert result.is_error and "no shell" in result.output
             assert "never" not in result.output
+
+
+async def test_a_tool_a_deny_policy_names_is_not_offered_at_all(workdir: Path) -> None:
+    fake = FakeAnthropic()
+    fake.reply_text("No shell here.")
+    policy = {"name": "no_shell", "type": "deny_tools", "tools": ["Bash"]}
+    with trio.fail_after(TIMEOUT):
+        async with fake.serve() as url, omnigent.open_runtime() as rt:
+            sid = await session(rt, url, workdir, policies=[policy])
+            assert statuses(await turn(rt, sid, "hi"))[-1] == "idle"
+    offered = [tool["name"] for tool in fake.requests[0]["tools"]]
+    assert "Bash" not in offered and "Read" in offered
 
 
 async def test_an_allow_policy_runs_what_claude_code_would_ask_about(workdir: Path) -> None:

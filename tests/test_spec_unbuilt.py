@@ -11,7 +11,10 @@ from omnigent.spec import _unbuilt
 from omnigent.spec._unbuilt import UNBUILT
 from omnigent.testing import scripted_agent
 
-SETTINGS: dict[str, dict[str, Any]] = {}
+SETTINGS: dict[str, dict[str, Any]] = {
+    "os_env.fork": {"os_env": {"fork": True}},
+    "os_env.start_in_scratch": {"os_env": {"start_in_scratch": True}},
+}
 
 
 def test_every_unbuilt_key_has_a_case_here() -> None:
@@ -33,6 +36,13 @@ async def test_a_key_whose_feature_is_not_built_is_refused(
     detail = next(d for d in caught.value.details if d.loc == "spawn")
     assert "a feature to come" in detail.msg and "remove the key" in detail.msg
     assert await rt.list_agents() == []  # nothing was stored
+
+
+@pytest.mark.parametrize("key", sorted(SETTINGS))
+async def test_each_unbuilt_key_is_refused_naming_it(rt: omnigent.Runtime, key: str) -> None:
+    with pytest.raises(omnigent.SpecError) as caught:
+        await rt.create_agent(_spec(**SETTINGS[key]))
+    assert any(d.loc == key and "remove the key" in d.msg for d in caught.value.details)
 
 
 async def test_keys_left_at_their_defaults_ask_for_nothing(rt: omnigent.Runtime) -> None:

@@ -11,6 +11,7 @@ for something impossible (a 4xx error: a bad spec, a missing file, an unknown ha
 or a bad option); 130 interrupted.
 
 The rest of the command line is in private modules, one job each:
+:mod:`omnigent.cli._init` writes a first (sandboxed) agent spec;
 :mod:`omnigent.cli._turn` runs the turn of ``run`` and takes Ctrl-C;
 :mod:`omnigent.cli._prompt` answers its approvals on the terminal; what is printed is
 decided, without I/O, in :mod:`omnigent.cli._render` (turns, listings, errors) and
@@ -37,6 +38,7 @@ from ..core import load_policy_function as load_function
 from ..errors import BadRequest, OmnigentError
 from ..model import Item
 from ..spec import AgentSpec, agent_references
+from ._init import add_init_parser
 from ._mock_llm import add_mock_llm_parser
 from ._output import Chunk, write
 
@@ -225,6 +227,7 @@ def _add_stdio_parser(subparsers: _Subparsers) -> None:
 
 
 _SUBCOMMANDS: tuple[Callable[[_Subparsers], None], ...] = (
+    add_init_parser,
     _add_run_parser,
     _add_serve_parser,
     _add_stdio_parser,

@@ -54,6 +54,7 @@ async def run_turn(
     policy_modules: Sequence[str] = (),
     cwd: Path | None = None,
     watch_sigterm: bool = False,
+    safe_defaults: bool = True,
 ) -> int:
     """Register ``spec``, open a session (or continue one) and stream one turn.
 
@@ -70,6 +71,9 @@ async def run_turn(
             name (see ``open_runtime``).
         cwd: where the OS tools act when the spec names no ``os_env.cwd`` (default:
             the current directory).
+        safe_defaults: ask before a command or a write outside the working directory
+            that no policy of the agent decides (see ``docs/policies.md``, "Safe
+            defaults"); ``approvals`` then answers those questions like any other.
         watch_sigint, watch_sigterm: take these signals as an interrupt of the turn.
 
     Raises:
@@ -88,6 +92,7 @@ async def run_turn(
             default_cwd=cwd or Path.cwd(),
             policy_functions=policy_functions,
             policy_modules=policy_modules,
+            safe_defaults=safe_defaults,
         ) as rt:
             agent = await rt.create_agent(spec)
             title = one_line(prompt, _TITLE_LENGTH) or None

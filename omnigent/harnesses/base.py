@@ -22,6 +22,7 @@ import attrs
 import httpx
 
 from ..model import ElicitationParams, Event, Item, MessageItem
+from ..processes.sandbox import SandboxPolicy
 from ..spec import AgentSpec, ExecutorConfig
 
 if TYPE_CHECKING:
@@ -202,6 +203,10 @@ async def _no_working_directory() -> Path:
     return Path.cwd()
 
 
+async def _no_sandbox() -> SandboxPolicy | None:
+    return None
+
+
 class HarnessState(Protocol):
     """Small strings a harness keeps on its session, across turns and restarts.
 
@@ -255,6 +260,11 @@ class HarnessEnv:
         data_dir: a directory of this harness's own that outlives the runtime
             (``$OMNIGENT_HOME/harnesses/<harness name>``; created by the harness when
             it needs it), ``None`` when built outside a runtime.
+        sandbox: the session's sandbox (``os_env.sandbox``; None: ``type: none``): a
+            harness that starts a process runs it inside (``ProcessSpec.sandbox``,
+            widened with :meth:`SandboxPolicy.for_process`). Raises
+            :class:`~omnigent.errors.SandboxUnavailable` for ``auto`` on a platform
+            without one.
         provider: the provider of ``$OMNIGENT_HOME/config.yaml`` this harness goes
             through for its endpoint (:meth:`~omnigent.providers.ProviderConfig.
             serving`), ``None`` without one: where its model endpoint comes from when neither the
@@ -272,6 +282,7 @@ class HarnessEnv:
     state: HarnessState = attrs.field(factory=MemoryHarnessState)
     data_dir: Path | None = None
     provider: Provider | None = None
+    sandbox: Callable[[], Awaitable[SandboxPolicy | None]] = _no_sandbox
 
 
 HarnessFactory = Callable[[HarnessEnv], Harness]

@@ -37,9 +37,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ..errors import HarnessError
+from ..errors import HarnessError, SandboxUnavailable
 from ..harnesses.base import ToolSchema
 from ..model import ElicitationParams
+from ..processes.sandbox import Sandbox, SandboxPolicy, open_sandbox
 from ..spec import McpServerSpec
 
 __all__ = ["MCP_PHASE", "McpServerFailed", "McpServers", "tool_name"]
@@ -100,8 +101,12 @@ class McpServers:
         cwd: Callable[[], Awaitable[Path]],
         client_name: str = "omnigent",
         base_env: Mapping[str, str] | None = None,
+        sandbox: Callable[[], Awaitable[SandboxPolicy | None]] | None = None,
     ) -> None:
         self._servers = [_Server(spec) for spec in servers]
+        # The session's sandbox: stdio servers run inside it (open while they run).
+        self._sandbox_policy = sandbox
+        self._box: Sandbox | None = None
         # What a stdio server's env is merged onto (besides the SDK's own basics).
         self._base_env = dict(base_env or {})
         self._ask = ask
@@ -165,6 +170,7 @@ class McpServers:
                 with trio.CancelScope() as guard:
                     stack = AsyncExitStack()
                     try:
+                        self._box = await self._open_sandbox(stack)
                         for server in self._servers:
                             await self._connect(stack, server)
                         task_status.started()
@@ -186,6 +192,24 @@ class McpServers:
                 if server.stderr is not None:
                     server.stderr.close()
             self._closed.set()
+
+    async def _open_sandbox(self, stack: AsyncExitStack) -> Sandbox | None:
+        """The session's sandbox, open for as long as the servers run (None: none).
+
+        Raises:
+            McpServerFailed: the sandbox cannot be created here (nothing is started).
+        """
+        stdio = any(server.spec.command is not None for server in self._servers)
+        if self._sandbox_policy is None or not stdio:
+            return None
+        try:
+            policy = await self._sandbox_policy()
+            if policy is None:
+                return None
+            box: Sandbox = await stack.enter_async_context(open_sandbox(policy))
+        except SandboxUnavailable as exc:
+            raise McpServerFailed(f"the MCP servers cannot start: {exc.message}") from exc
+        return box
 
     async def _connect(self, stack: AsyncExitStack, server: _Server) -> None:
         spec = server.spec
@@ -217,12 +241,15 @@ class McpServers:
             server.stderr = await trio.to_thread.run_sync(
                 lambda: tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
             )
-            params = StdioServerParameters(
-                command=spec.command[0],
-                args=list(spec.command[1:]),
-                env={**self._base_env, **spec.env},
-                cwd=await self._cwd(),
-            )
+            cwd = await self._cwd()
+            argv, env = list(spec.command), {**self._base_env, **spec.env}
+            if self._box is not None:
+                try:
+                    launch = await self._box.wrap(argv, cwd=cwd, env=env)
+                except SandboxUnavailable as exc:
+                    raise McpServerFailed(f"MCP server {spec.name!r}: {exc.message}") from exc
+                argv, env = list(launch.argv), dict(launch.env or {})
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
             return stdio_client(params, errlog=server.stderr)
         assert spec.url is not None
         http = create_mcp_http_client(headers=dict(spec.headers) or None)

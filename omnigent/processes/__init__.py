@@ -5,7 +5,9 @@ core: running a command in its own process group and killing the whole group
 (:func:`run_in_group`), the harness process manager that owns long-lived child processes
 (:func:`open_process_manager`), the pid files and socket directories that let the next
 start end what a ``kill -9`` left behind, and the runtime's private tmux server for
-terminals. It imports nothing from the core, the transports or the harnesses.
+terminals. :mod:`omnigent.processes.sandbox` is the OS sandbox every process a session
+starts runs in (``os_env.sandbox``). It imports nothing from the core, the transports
+or the harnesses.
 """
 
 from ._groups import TrackedGroups, boot_id, kill_orphaned_group, process_start_time, run_in_group

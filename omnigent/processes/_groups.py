@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -347,18 +348,22 @@ class _Group:
 
 
 async def run_in_group(
-    command: str,
+    command: str | Sequence[str],
     cwd: Path,
     *,
     timeout: float,
     output_cap: int,
     grace: float = 2.0,
     tracker: TrackedGroups | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ShellOutcome:
-    """Run ``/bin/sh -c command`` in ``cwd`` with stdin from ``/dev/null``.
+    """Run ``/bin/sh -c command`` (or the argv ``command``) in ``cwd``, stdin ``/dev/null``.
 
     Processes left in the command's group when the shell exits are killed too. With
     ``tracker``, the group is recorded while it lives (see the module docstring).
+    ``env`` is the whole environment (None: inherit ours). A sandbox's launch (an
+    argv that starts ``bwrap``) runs the same way: the sandbox's pid namespace dies
+    with its ``bwrap`` process, so killing the group ends what escaped it too.
 
     Returns:
         The first ``output_cap`` bytes of each stream (decoded as UTF-8 with
@@ -379,9 +384,11 @@ async def run_in_group(
     """
     stdout = _CappedBuffer(output_cap)
     stderr = _CappedBuffer(output_cap)
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     proc = await trio.lowlevel.open_process(
-        ["/bin/sh", "-c", command],
+        argv,
         cwd=cwd,
+        env=None if env is None else dict(env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -48,6 +48,7 @@ import trio
 from ._pid_files import PidFiles, killpg
 from ._procfs import process_start_time
 from ._socket_dirs import SocketDir, sweep_socket_dirs
+from .sandbox import SandboxPolicy, open_sandbox
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -85,6 +86,10 @@ class ProcessSpec:
             session's work: :meth:`ProcessManager.terminate_session` ends it when the
             session is stopped or deleted (native coding agents). ``None``: it lives
             until reaped, replaced or shut down (external harnesses).
+        sandbox: the sandbox the process runs in (``os_env.sandbox``, widened by the
+            spawner for what the process itself needs); its environment is then the
+            sandbox's minimal one plus what ``env`` sets beyond the runtime's own
+            basics. The sandbox (its egress proxy) is open as long as the process runs.
     """
 
     argv: tuple[str, ...]
@@ -95,6 +100,7 @@ class ProcessSpec:
     idle_reap: bool = True
     info: Mapping[str, str] = attrs.field(factory=dict, hash=False, repr=False)
     session_id: str | None = None
+    sandbox: SandboxPolicy | None = None
 
 
 class ManagedProcess:
@@ -267,19 +273,32 @@ class ProcessManager:
     async def spawn(self, spec: ProcessSpec) -> ManagedProcess:
         """Start ``spec`` in its own process group, owned by the manager's nursery.
 
-        A live process already under ``spec.key`` is terminated first.
+        A live process already under ``spec.key`` is terminated first. With
+        ``spec.sandbox`` it starts inside it (see :class:`ProcessSpec`).
 
         Raises:
             RuntimeError: the manager is closing.
             OSError: the command could not be started (not found, not executable).
+            SandboxUnavailable: its sandbox cannot be created here (nothing started).
         """
         if self._closing:
             raise RuntimeError("the process manager is closing")
         if spec.key is not None and (old := self.get(spec.key)) is not None:
             await old.terminate(self.grace)
+        if spec.sandbox is not None:
+            managed: ManagedProcess = await self._nursery.start(self._own_sandboxed, spec)
+            return managed
+        managed = await self._open(spec, spec.argv, spec.env)
+        self._nursery.start_soon(self._own, managed, name=f"process {managed.pid}")
+        return managed
+
+    async def _open(
+        self, spec: ProcessSpec, argv: Sequence[str], env: Mapping[str, str]
+    ) -> ManagedProcess:
+        """Start the process (its own group, its pid file) and register it."""
         process = await trio.lowlevel.open_process(
-            list(spec.argv),
-            env=dict(spec.env),
+            list(argv),
+            env=dict(env),
             cwd=spec.cwd,
             stdin=subprocess.PIPE if spec.pipes else subprocess.DEVNULL,
             stdout=subprocess.PIPE if spec.pipes else subprocess.DEVNULL,
@@ -291,8 +310,20 @@ class ProcessManager:
         self._all.add(managed)
         if spec.key is not None:
             self._by_key[spec.key] = managed
-        self._nursery.start_soon(self._own, managed, name=f"process {process.pid}")
         return managed
+
+    async def _own_sandboxed(
+        self, spec: ProcessSpec, *, task_status: trio.TaskStatus[ManagedProcess]
+    ) -> None:
+        """Start ``spec`` inside its sandbox and own it; the sandbox stays open (its
+        egress proxy serving the process) until the process is gone."""
+        assert spec.sandbox is not None
+        async with open_sandbox(spec.sandbox) as box:
+            cwd = spec.cwd or Path.cwd()
+            launch = await box.wrap(spec.argv, cwd=cwd, env=_own_variables(spec.env))
+            managed = await self._open(spec, launch.argv, launch.env or {})
+            task_status.started(managed)
+            await self._own(managed)
 
     async def _own(self, managed: ManagedProcess) -> None:
         try:
@@ -410,6 +441,16 @@ async def open_process_manager(
                 nursery.cancel_scope.cancel()
     finally:
         await sockets.aclose()
+
+
+def _own_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """What a sandboxed process's ``env`` sets beyond the runtime's own ``HOME`` and
+    ``TMPDIR`` (those are the sandbox's: the home an empty private tmpfs, ``/tmp``)."""
+    return {
+        name: value
+        for name, value in env.items()
+        if not (name in ("HOME", "TMPDIR") and value == os.environ.get(name))
+    }
 
 
 def base_environment(names: Sequence[str] = ()) -> dict[str, str]:

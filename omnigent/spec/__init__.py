@@ -1,10 +1,12 @@
 """The agent spec: ``AgentSpec`` and its parts, parsed strictly from YAML, JSON or dicts.
 
 The shape and cross-field rules are in ``_spec``, the executor and the scripted steps
-in ``_executor``; the per-field checks in ``_rules``; the cattrs hooks that apply them
-to the wire in ``_wire``; bounded YAML reading in ``_yaml`` (:func:`load_yaml`).
+in ``_executor``, the ``os_env.sandbox`` block in ``_sandbox``; the per-field checks
+in ``_rules``; the cattrs hooks that apply them to the wire in ``_wire``; bounded YAML
+reading in ``_yaml`` (:func:`load_yaml`).
 """
 
+from ._egress import EgressRule, EgressRules, normalise_host, parse_egress_rule, unsafe_path
 from ._executor import (
     CallStep,
     ExecutorConfig,
@@ -14,12 +16,12 @@ from ._executor import (
     ScriptStep,
     SleepStep,
 )
+from ._sandbox import SandboxSpec
 from ._spec import (
     AgentSpec,
     McpServerSpec,
     OsEnv,
     PolicySpec,
-    SandboxSpec,
     TerminalSpec,
     ToolsGrant,
     agent_references,
@@ -32,6 +34,8 @@ from ._yaml import load_yaml
 __all__ = [
     "AgentSpec",
     "CallStep",
+    "EgressRule",
+    "EgressRules",
     "ExecutorConfig",
     "ExecutorSpec",
     "FailStep",
@@ -47,6 +51,9 @@ __all__ = [
     "agent_references",
     "client_spec_problems",
     "load_yaml",
+    "normalise_host",
+    "parse_egress_rule",
     "parse_policy_spec",
     "unbuilt_keys",
+    "unsafe_path",
 ]

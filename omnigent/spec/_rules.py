@@ -64,7 +64,9 @@ class Rule:
         return self.check(value)
 
 
-def _described(fragment: Mapping[str, Any]) -> Callable[[Callable[[Any], Problems]], Rule]:
+def described(fragment: Mapping[str, Any]) -> Callable[[Callable[[Any], Problems]], Rule]:
+    """Make a check a :class:`Rule` carrying ``fragment``, the JSON Schema it states."""
+
     def wrap(check: Callable[[Any], Problems]) -> Rule:
         return Rule(check, fragment)
 
@@ -109,12 +111,12 @@ def shallow(value: Any) -> Problems:
     return [ErrorDetail(render_path("", path), f"nested deeper than {MAX_DEPTH} levels")]
 
 
-@_described({"minLength": 1, "minItems": 1})
+@described({"minLength": 1, "minItems": 1})
 def non_empty(value: str | tuple[Any, ...] | None) -> Problems:
     return [ErrorDetail("", "must not be empty")] if value is not None and not value else []
 
 
-@_described({"minItems": 1, "items": {"minLength": 1}})
+@described({"minItems": 1, "items": {"minLength": 1}})
 def command(argv: tuple[str, ...] | None) -> Problems:
     if argv is None:
         return []
@@ -123,12 +125,12 @@ def command(argv: tuple[str, ...] | None) -> Problems:
     return [ErrorDetail(f"[{i}]", "must not be empty") for i, arg in enumerate(argv) if not arg]
 
 
-@_described({"minimum": 1})
+@described({"minimum": 1})
 def at_least_one(value: int) -> Problems:
     return [] if value >= 1 else [ErrorDetail("", f"must be at least 1, got {value}")]
 
 
-@_described({"minimum": 0})
+@described({"minimum": 0})
 def seconds(value: float) -> Problems:
     if math.isfinite(value) and value >= 0:
         return []
@@ -136,7 +138,7 @@ def seconds(value: float) -> Problems:
 
 
 # The reference's shape (Python identifiers, in any script) is left to the check.
-@_described({"maxLength": _MAX_REF})
+@described({"maxLength": _MAX_REF})
 def function_ref(ref: str | None) -> Problems:
     """A ``function`` policy's reference: ``pkg.module:attr``, or a name.
 
@@ -157,7 +159,7 @@ def function_ref(ref: str | None) -> Problems:
     return [ErrorDetail("", f"must be 'pkg.module:attr' or a registered name, got {ref!r}")]
 
 
-@_described({"maxLength": _MAX_REF})
+@described({"maxLength": _MAX_REF})
 def agent_ref(ref: str | None) -> Problems:
     """An ``openai-agents`` agent: ``package.module:attr`` (identifiers only)."""
     if ref is None:
@@ -170,12 +172,12 @@ def agent_ref(ref: str | None) -> Problems:
     return [ErrorDetail("", f"must be 'package.module:attr', got {ref!r}")]
 
 
-@_described({"minimum": 0})
+@described({"minimum": 0})
 def optional_seconds(value: float | None) -> Problems:
     return [] if value is None else seconds(value)
 
 
-@_described({"propertyNames": {"pattern": _anchored(_TERMINAL_NAME)}})
+@described({"propertyNames": {"pattern": _anchored(_TERMINAL_NAME)}})
 def terminal_names(terminals: dict[str, Any]) -> Problems:
     return [
         ErrorDetail(
@@ -188,7 +190,7 @@ def terminal_names(terminals: dict[str, Any]) -> Problems:
     ]
 
 
-@_described({"propertyNames": {"pattern": _anchored(_ENV_NAME)}})
+@described({"propertyNames": {"pattern": _anchored(_ENV_NAME)}})
 def env_names(env: dict[str, str]) -> Problems:
     return [
         ErrorDetail(name, "an environment variable name must match [A-Za-z_][A-Za-z0-9_]*")
@@ -197,7 +199,7 @@ def env_names(env: dict[str, str]) -> Problems:
     ]
 
 
-@_described({"pattern": "^https?://"})
+@described({"pattern": "^https?://"})
 def url(value: str | None) -> Problems:
     if value is None or value.startswith(("http://", "https://")):
         return []

@@ -42,6 +42,7 @@ from ..model._wire import structure, unstructure
 from . import _rules as rule
 from ._executor import EXECUTOR_CLASSES, STEP_KINDS, ExecutorSpec, ScriptStep
 from ._rules import Rules
+from ._sandbox import SandboxSpec
 from ._wire import register_spec_hooks
 from ._yaml import load_yaml
 
@@ -50,7 +51,6 @@ __all__ = [
     "McpServerSpec",
     "OsEnv",
     "PolicySpec",
-    "SandboxSpec",
     "TerminalSpec",
     "ToolsGrant",
     "parse_policy_spec",
@@ -60,20 +60,26 @@ __all__ = [
 # -- the spec -------------------------------------------------------------------------
 
 
-@attrs.frozen
-class SandboxSpec:
-    """Sandboxing of the agent's OS tools (only ``none`` for now)."""
-
-    type: Literal["none"] = "none"
+def _no_sandbox() -> SandboxSpec:
+    return SandboxSpec(type="none")
 
 
 @attrs.frozen
 class OsEnv:
-    """The OS environment the agent's tools act in; ``cwd`` defaults to the caller's."""
+    """The OS environment the agent's tools act in; ``cwd`` defaults to the caller's.
+
+    ``sandbox`` confines every process the session starts (``docs/sandbox.md``); a
+    spec without the block has none (``type: none``), one with a block but no
+    ``type`` gets this platform's (``auto``). ``fork`` and ``start_in_scratch`` are
+    the original omnigent's and parse, but are refused at registration (see
+    :mod:`omnigent.spec._unbuilt`).
+    """
 
     type: Literal["caller_process"] = "caller_process"
     cwd: str | None = None
-    sandbox: SandboxSpec = attrs.field(factory=SandboxSpec)
+    sandbox: SandboxSpec = attrs.field(factory=_no_sandbox)
+    fork: bool = False
+    start_in_scratch: bool = False
 
 
 @attrs.frozen

@@ -21,8 +21,8 @@ __all__ = ["UNBUILT", "unbuilt_keys"]
 
 UNBUILT: Final[dict[str, str]] = {
     # spec key (dotted path)     the feature it asks for
-    # (empty: every key of the spec is built; sub_agents, tools.agents and spawn were
-    # the last to land, with docs/subagents.md)
+    "os_env.fork": "forking the working directory for each session",
+    "os_env.start_in_scratch": "starting the sandbox in a scratch directory",
 }
 
 
@@ -41,6 +41,8 @@ def _is_set(obj: Any, path: list[str]) -> bool:
     *parents, name = path
     for part in parents:
         obj = getattr(obj, part)
+        if obj is None:
+            return False  # an optional block that is absent sets nothing
     field = attrs.fields_dict(type(obj))[name]
     default: Any = field.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]

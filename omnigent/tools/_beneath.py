@@ -37,9 +37,11 @@ from collections import deque
 from pathlib import Path
 from typing import Final, Literal
 
+import attrs
+
 from ._args import ToolError
 
-__all__ = ["MAX_LINKS", "OpenMode", "WorkingDirectory", "open_beneath"]
+__all__ = ["MAX_LINKS", "Hidden", "OpenMode", "WorkingDirectory", "open_beneath"]
 
 MAX_LINKS: Final = 40
 """The most symbolic links one path may go through (Linux's own limit)."""
@@ -58,6 +60,25 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS: Final = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _MODE_FLAGS: Final = {"read": os.O_RDONLY, "write": os.O_WRONLY, "edit": os.O_RDWR}
 _NOT_FOLLOWED: Final = (errno.ELOOP, errno.EMLINK, errno.ENOTDIR)
+
+
+@attrs.frozen
+class Hidden:
+    """Names a sandbox hides (``.git``, ``.env``…): the walk refuses to enter or open
+    one, wherever it meets it — on the path given, or in a link's target.
+
+    Attributes:
+        allow: hidden names that stay visible (``cwd_allow_hidden``; ``*``: all).
+        keep: paths the sandbox names explicitly (never hidden themselves).
+    """
+
+    allow: frozenset[str]
+    keep: frozenset[Path] = frozenset()
+
+    def hides(self, name: str, path: Path) -> bool:
+        if not name.startswith(".") or name in (".", ".."):
+            return False
+        return name not in self.allow and "*" not in self.allow and path not in self.keep
 
 
 def _parts(path: str) -> list[str]:
@@ -79,12 +100,31 @@ def _under(parts: list[str], roots: list[list[str]]) -> list[str] | None:
 class _Walk:
     """One walk from the working directory; owns the descriptors it opens."""
 
-    def __init__(self, root_fd: int, raw: str, cwd: Path, roots: list[list[str]]) -> None:
+    def __init__(
+        self,
+        root_fd: int,
+        raw: str,
+        cwd: Path,
+        roots: list[list[str]],
+        hidden: Hidden | None = None,
+    ) -> None:
         self.stack = [root_fd]
+        self.names: list[str] = []  # the directories entered, below the root
         self.raw = raw
         self.cwd = cwd
         self.roots = roots
+        self.hidden = hidden
         self.links = 0
+
+    def check(self, name: str) -> None:
+        """Refuse a name the sandbox hides."""
+        if self.hidden is not None and self.hidden.hides(
+            name, self.cwd.joinpath(*self.names, name)
+        ):
+            raise ToolError(
+                f"path {self.raw!r} is hidden by the sandbox (its names starting with '.' "
+                "are, except those os_env.sandbox.cwd_allow_hidden lists)"
+            )
 
     def close(self) -> None:
         for fd in self.stack:
@@ -95,6 +135,7 @@ class _Walk:
         if len(self.stack) == 1:
             raise _outside(self.raw, self.cwd)
         os.close(self.stack.pop())
+        self.names.pop()
 
     def follow(self, name: str, pending: deque[str]) -> bool:
         """If ``name`` is a symlink in the current directory, queue its target's parts."""
@@ -111,6 +152,7 @@ class _Walk:
                 raise _outside(self.raw, self.cwd)
             while len(self.stack) > 1:
                 os.close(self.stack.pop())
+            self.names.clear()
             pending.extendleft(reversed(inside))
         else:
             pending.extendleft(reversed(_parts(target)))
@@ -118,8 +160,10 @@ class _Walk:
 
     def enter(self, name: str, pending: deque[str], make_parents: bool) -> None:
         """Open the directory ``name`` (creating it if asked), or follow a link there."""
+        self.check(name)
         try:
             self.stack.append(os.open(name, _DIR_FLAGS, dir_fd=self.stack[-1]))
+            self.names.append(name)
         except FileNotFoundError:
             if not make_parents:
                 raise
@@ -133,6 +177,7 @@ class _Walk:
 
     def open_last(self, name: str, mode: OpenMode, pending: deque[str]) -> tuple[int, bool] | None:
         """Open the last component; ``None`` when it was a link (its target is queued)."""
+        self.check(name)
         flags = _FILE_FLAGS | _MODE_FLAGS[mode]
         try:
             return os.open(name, flags, dir_fd=self.stack[-1]), False
@@ -152,7 +197,13 @@ class _Walk:
 
 
 def open_beneath(
-    cwd: Path, root: Path, raw: str, mode: OpenMode, *, make_parents: bool = False
+    cwd: Path,
+    root: Path,
+    raw: str,
+    mode: OpenMode,
+    *,
+    make_parents: bool = False,
+    hidden: Hidden | None = None,
 ) -> tuple[int, bool]:
     """Open ``raw`` (relative to ``cwd``, or absolute inside it) without leaving it.
 
@@ -163,13 +214,14 @@ def open_beneath(
         mode: ``read`` (``O_RDONLY``), ``write`` (``O_WRONLY``, created if missing,
             not truncated: the caller truncates) or ``edit`` (``O_RDWR``, must exist).
         make_parents: create missing directories on the way (inside ``root``).
+        hidden: names a sandbox hides, refused wherever the walk meets them.
 
     Returns:
         The open file descriptor (the caller owns it) and whether it was created.
 
     Raises:
         ToolError: the path is empty, holds a NUL byte, leads outside the working
-            directory, or loops through links; named by ``raw`` only.
+            directory or to a hidden name, or loops through links; named by ``raw``.
         WorkingDirectory: the path names the working directory itself.
         IsADirectoryError: the path names another directory (for ``write``).
         OSError: as ``open`` would raise (missing file, not a directory on the way,
@@ -190,7 +242,7 @@ def open_beneath(
     else:
         parts = _parts(raw)
     pending = deque(parts)
-    walk = _Walk(os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW), raw, cwd, roots)
+    walk = _Walk(os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW), raw, cwd, roots, hidden)
     try:
         while pending:
             name = pending.popleft()

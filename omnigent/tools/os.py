@@ -32,7 +32,9 @@ from typing import Any, Concatenate, ParamSpec
 
 import trio
 
+from ..errors import SandboxUnavailable
 from ..processes import TrackedGroups, run_in_group
+from ..processes.sandbox import SandboxPolicy, open_sandbox
 from ._args import (
     ArgField,
     ToolError,
@@ -44,6 +46,7 @@ from ._args import (
     string,
 )
 from ._beneath import OpenMode, WorkingDirectory, open_beneath
+from ._grants import FileGrants, locate
 from ._paths import resolve_root
 from ._schemas import DEFAULT_READ_LIMIT, MAX_SHELL_TIMEOUT, OS_TOOL_SCHEMAS
 
@@ -138,17 +141,29 @@ def _require_regular(fd: int) -> None:
 
 
 def _open_regular(
-    cwd: Path, raw: str, mode: OpenMode, *, make_parents: bool = False
+    cwd: Path,
+    raw: str,
+    mode: OpenMode,
+    *,
+    make_parents: bool = False,
+    grants: FileGrants | None = None,
 ) -> tuple[int, bool]:
-    """Open ``raw`` beneath ``cwd`` only if it is a regular file; (fd, created).
+    """Open ``raw`` beneath ``cwd`` (or a sandbox's grant) if it is a regular file.
+
+    Returns ``(fd, created)``.
 
     Raises:
-        ToolError: the path leads outside ``cwd`` (see :func:`open_beneath`).
+        ToolError: the path leads outside ``cwd`` and every grant, or to a name the
+            sandbox hides (see :func:`open_beneath`, :func:`locate`).
         OSError: missing, a directory, not a regular file, and the like.
     """
-    root = resolve_root(cwd)
+    where = locate(cwd, raw, mode, grants)
+    root = resolve_root(where.cwd)
+    hidden = grants.hidden if grants is not None else None
     try:
-        fd, created = open_beneath(cwd, root, raw, mode, make_parents=make_parents)
+        fd, created = open_beneath(
+            where.cwd, root, where.raw, mode, make_parents=make_parents, hidden=hidden
+        )
     except OSError as exc:
         if exc.errno != errno.ENXIO:  # a FIFO opened for writing with no reader
             raise
@@ -161,11 +176,13 @@ def _open_regular(
     return fd, created
 
 
-def _read_window(cwd: Path, raw: str, offset: int, limit: int) -> tuple[bytes, int, int]:
+def _read_window(
+    cwd: Path, raw: str, offset: int, limit: int, grants: FileGrants | None
+) -> tuple[bytes, int, int]:
     """The bytes of lines ``[offset, offset + limit)``, how many, and the total count."""
     selected: list[bytes] = []
     total = 0
-    fd, _ = _open_regular(cwd, raw, "read")
+    fd, _ = _open_regular(cwd, raw, "read", grants=grants)
     with os.fdopen(fd, "rb") as file:
         for line in file:  # splits on b"\n" and keeps it, so "\r\n" survives
             if offset <= total < offset + limit:
@@ -175,17 +192,22 @@ def _read_window(cwd: Path, raw: str, offset: int, limit: int) -> tuple[bytes, i
 
 
 @_reports_tool_errors
-async def sys_os_read(cwd: Path, args: Mapping[str, Any]) -> str:
+async def sys_os_read(
+    cwd: Path, args: Mapping[str, Any], *, sandbox: SandboxPolicy | None = None
+) -> str:
     """Read lines ``[offset, offset + limit)`` of a text file inside ``cwd``.
 
     Undecodable bytes are replaced (U+FFFD) and ``encoding`` says ``"utf-8 (lossy)"``.
+    With ``sandbox``, what it grants and hides applies (see :mod:`._grants`).
     """
     check_args("sys_os_read", args, _READ_ARGS)
     raw: str = args["path"]
     offset: int = args.get("offset", 0)
     limit: int = args.get("limit", DEFAULT_READ_LIMIT)
     try:
-        data, returned, total = await trio.to_thread.run_sync(_read_window, cwd, raw, offset, limit)
+        data, returned, total = await trio.to_thread.run_sync(
+            _read_window, cwd, raw, offset, limit, FileGrants.of(sandbox)
+        )
     except OSError as exc:
         raise _os_failure("read", raw, exc) from exc
     try:
@@ -220,9 +242,9 @@ def _write_all(fd: int, data: bytes) -> None:
         offset += os.pwrite(fd, view[offset:], offset)
 
 
-def _write_file(cwd: Path, raw: str, data: bytes) -> bool:
+def _write_file(cwd: Path, raw: str, data: bytes, grants: FileGrants | None) -> bool:
     """Write ``data`` to ``raw`` beneath ``cwd`` (parents made); whether it was created."""
-    fd, created = _open_regular(cwd, raw, "write", make_parents=True)
+    fd, created = _open_regular(cwd, raw, "write", make_parents=True, grants=grants)
     try:
         _write_all(fd, data)
     finally:
@@ -231,16 +253,19 @@ def _write_file(cwd: Path, raw: str, data: bytes) -> bool:
 
 
 @_reports_tool_errors
-async def sys_os_write(cwd: Path, args: Mapping[str, Any]) -> str:
+async def sys_os_write(
+    cwd: Path, args: Mapping[str, Any], *, sandbox: SandboxPolicy | None = None
+) -> str:
     """Create or overwrite a file inside ``cwd`` with UTF-8 ``content``.
 
-    Missing parent directories (inside ``cwd``) are created.
+    Missing parent directories (inside ``cwd``) are created. With ``sandbox``, what it
+    grants and hides applies (see :mod:`._grants`).
     """
     check_args("sys_os_write", args, _WRITE_ARGS)
     raw: str = args["path"]
     data = _encode(args["content"], "content")
     try:
-        created = await trio.to_thread.run_sync(_write_file, cwd, raw, data)
+        created = await trio.to_thread.run_sync(_write_file, cwd, raw, data, FileGrants.of(sandbox))
     except WorkingDirectory as exc:
         raise ToolError(f"cannot write {raw!r}: it is the working directory; name a file") from exc
     except OSError as exc:
@@ -315,13 +340,13 @@ def _apply_edits(raw: str, text: str, edits: list[tuple[str, str]]) -> str:
     return text
 
 
-def _edit_file(cwd: Path, raw: str, edits: list[tuple[str, str]]) -> int:
+def _edit_file(cwd: Path, raw: str, edits: list[tuple[str, str]], grants: FileGrants | None) -> int:
     """Apply ``edits`` to ``raw`` beneath ``cwd`` through one descriptor; bytes written.
 
     The file is opened once, read, and rewritten in place only if every edit matched,
     so the file checked is the file changed.
     """
-    fd, _ = _open_regular(cwd, raw, "edit")
+    fd, _ = _open_regular(cwd, raw, "edit", grants=grants)
     try:
         chunks: list[bytes] = []
         while chunk := os.read(fd, 1 << 20):
@@ -340,17 +365,20 @@ def _edit_file(cwd: Path, raw: str, edits: list[tuple[str, str]]) -> int:
 
 
 @_reports_tool_errors
-async def sys_os_edit(cwd: Path, args: Mapping[str, Any]) -> str:
+async def sys_os_edit(
+    cwd: Path, args: Mapping[str, Any], *, sandbox: SandboxPolicy | None = None
+) -> str:
     """Replace exact text in a file inside ``cwd``; all edits apply, or none.
 
     Each ``oldText`` must occur exactly once in the text as it stands after the edits
-    before it. The file is written once, after every edit has matched.
+    before it. The file is written once, after every edit has matched. With
+    ``sandbox``, what it grants and hides applies (see :mod:`._grants`).
     """
     check_args("sys_os_edit", args, _EDIT_ARGS)
     edits = _edits_from(args)
     raw: str = args["path"]
     try:
-        written = await trio.to_thread.run_sync(_edit_file, cwd, raw, edits)
+        written = await trio.to_thread.run_sync(_edit_file, cwd, raw, edits, FileGrants.of(sandbox))
     except OSError as exc:
         raise _os_failure("edit", raw, exc) from exc
     return _json(path=raw, replacements=len(edits), bytes_written=written)
@@ -373,13 +401,19 @@ async def sys_os_shell(
     output_cap: int = 100_000,
     kill_grace: float = 2.0,
     tracker: TrackedGroups | None = None,
+    sandbox: SandboxPolicy | None = None,
 ) -> str:
     """Run ``command`` with ``/bin/sh -c`` in ``cwd``, in its own process group.
 
-    stdin is ``/dev/null``; the environment is inherited. Each output stream keeps its
-    first ``output_cap`` bytes. On timeout the group is killed and ``exit_code`` is
-    ``null``. Processes the command leaves in the background are killed when it exits.
-    ``tracker`` records the group while it lives (so a crash can be cleaned up after).
+    stdin is ``/dev/null``; the environment is inherited — or, with ``sandbox``, the
+    command runs inside it (``docs/sandbox.md``) with its minimal environment. Each
+    output stream keeps its first ``output_cap`` bytes. On timeout the group is killed
+    and ``exit_code`` is ``null``. Processes the command leaves in the background are
+    killed when it exits. ``tracker`` records the group while it lives (so a crash can
+    be cleaned up after).
+
+    A sandbox that cannot be created here is an ``Error: …`` naming why; the command
+    is never run without it.
 
     Cancellation: the process group gets SIGTERM, then SIGKILL after ``kill_grace``
     seconds if anything survives; ``trio.Cancelled`` propagates once it is gone.
@@ -388,16 +422,22 @@ async def sys_os_shell(
     timeout = float(args.get("timeout", default_timeout))
     root = await trio.to_thread.run_sync(resolve_root, cwd)
     try:
-        outcome = await run_in_group(
-            args["command"],
-            root,
-            timeout=timeout,
-            output_cap=output_cap,
-            grace=kill_grace,
-            tracker=tracker,
-        )
+        async with open_sandbox(sandbox) as box:
+            launch = await box.wrap(["/bin/sh", "-c", args["command"]], cwd=root)
+            outcome = await run_in_group(
+                launch.argv,
+                root,
+                timeout=timeout,
+                output_cap=output_cap,
+                grace=kill_grace,
+                tracker=tracker,
+                env=launch.env,
+            )
+    except SandboxUnavailable as exc:
+        raise ToolError(f"cannot run the command: {exc.message}") from exc
     except OSError as exc:
         raise ToolError(f"cannot start /bin/sh: {exc.strerror or exc}") from exc
+    fields: dict[str, Any] = {"sandbox": sandbox.backend.value} if sandbox is not None else {}
     return _json(
         stdout=outcome.stdout,
         stderr=outcome.stderr,
@@ -405,4 +445,5 @@ async def sys_os_shell(
         timed_out=outcome.timed_out,
         shell="/bin/sh",
         cwd=str(cwd),
+        **fields,
     )

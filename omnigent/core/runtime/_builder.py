@@ -85,6 +85,7 @@ class Builder:
             work=work,
             groups=RecordedGroups(self._store, session_id),
             session_cwd=row.cwd,
+            inherited_sandbox=await self._specs.inherited_sandbox(row),
         )
 
     async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
@@ -107,6 +108,7 @@ class Builder:
             state=StoredHarnessState(self._store, session_id, name),
             data_dir=home / "harnesses" / name,
             provider=await self._provider_serving(name),
+            sandbox=tools.sandbox,
         )
         return self._specs.harnesses.create(name, env), name
 

@@ -66,6 +66,7 @@ async def open_runtime(
     workspace: str | Path | None = None,
     default_cwd: str | Path | None = None,
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
+    safe_defaults: bool = False,
     policy_functions: PolicyFunctions | None = None,
     policy_modules: Iterable[str] = (),
     allowed_commands: Iterable[str] = (),
@@ -98,6 +99,9 @@ async def open_runtime(
         default_policies: policies applied to every session after its agent's own.
             Their ``function`` references are the caller's own, and may name any
             importable callable.
+        safe_defaults: when no policy has an opinion, ask before a command runs or a
+            file is written outside the working directory (``omnigent run`` does;
+            see ``docs/policies.md``, "Safe defaults").
         policy_functions: callables an agent's ``function`` policy may name, by name
             (or a list of callables, each named ``"module:qualname"``).
         policy_modules: modules whose own callables an agent's ``function`` policy
@@ -150,6 +154,7 @@ async def open_runtime(
         workspace=workspace,
         default_cwd=default_cwd,
         default_policies=default_policies,
+        safe_defaults=safe_defaults,
         policy_functions=policy_functions,
         policy_modules=policy_modules,
         allowed_commands=allowed_commands,

@@ -39,6 +39,8 @@ class RuntimeOptions:
         place: where sessions' OS tools act (workspace, home, default directory).
         harnesses: the harness registry (entry points and the harnesses given).
         default_policies: applied to every session after its agent's own.
+        safe_defaults: ask before a command or a write outside the working directory
+            when no policy has an opinion (the safe defaults, ``omnigent run``'s).
         policy_allowlist: which function policies an agent may name.
         allowed_commands: programs a client's spec (or a remote client's MCP server)
             may name.
@@ -51,6 +53,7 @@ class RuntimeOptions:
     place: ToolPlace
     harnesses: HarnessRegistry
     default_policies: tuple[PolicySpec, ...] = ()
+    safe_defaults: bool = False
     policy_allowlist: PolicyAllowlist = attrs.field(
         factory=lambda: PolicyAllowlist(load_entry_points=False)
     )
@@ -73,6 +76,7 @@ def runtime_options(
     workspace: str | Path | None = None,
     default_cwd: str | Path | None = None,
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
+    safe_defaults: bool = False,
     policy_functions: PolicyFunctions | None = None,
     policy_modules: Iterable[str] = (),
     allowed_commands: Iterable[str] = (),
@@ -114,6 +118,7 @@ def runtime_options(
         place=place,
         harnesses=registry,
         default_policies=tuple(policies),
+        safe_defaults=safe_defaults,
         policy_allowlist=allowlist,
         allowed_commands=frozenset(allowed_commands),
         allowed_mcp_urls=mcp_urls,

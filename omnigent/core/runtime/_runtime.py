@@ -206,6 +206,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             threads=self._threads,
             default_policies=options.default_policies,
             policy_allowlist=options.policy_allowlist,
+            safe_defaults=options.safe_defaults,
         )
         # Records: agents and sessions, and who may read them.
         self._agents = AgentCatalog(

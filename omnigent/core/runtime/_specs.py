@@ -23,9 +23,9 @@ from typing import Any, Generic, TypeVar
 
 from ...errors import AgentNotFound, ErrorDetail, InvalidInput, SessionNotFound
 from ...harnesses.registry import HarnessRegistry
-from ...spec import AgentSpec, PolicySpec
+from ...spec import AgentSpec, PolicySpec, SandboxSpec
 from ...stores import SessionRow, Store
-from ..tools import PolicyAllowlist, PolicyEngine, ToolPlace, working_directory
+from ..tools import PolicyAllowlist, PolicyEngine, ToolPlace, safe_default, working_directory
 from ..work import BlockingCalls
 
 __all__ = ["MAX_CACHED_ENGINES", "MAX_CACHED_SPECS", "AgentSpecs", "sub_agent_spec"]
@@ -80,6 +80,9 @@ def sub_agent_spec(spec: AgentSpec, path: str, agent_id: str = "") -> AgentSpec:
     return current
 
 
+_MAX_ANCESTORS = 64  # session trees are far shallower; a bound on a corrupt one
+
+
 class AgentSpecs:
     """Parsed specs and policy engines, kept per process (see the module docstring).
 
@@ -91,6 +94,7 @@ class AgentSpecs:
         default_policies: applied to every session after its agent's own.
         policy_allowlist: which function policies may be resolved.
         max_specs, max_engines: the bounds of the two caches.
+        safe_defaults: the engines end with the safe defaults (``omnigent run``'s).
     """
 
     def __init__(
@@ -104,8 +108,10 @@ class AgentSpecs:
         policy_allowlist: PolicyAllowlist,
         max_specs: int = MAX_CACHED_SPECS,
         max_engines: int = MAX_CACHED_ENGINES,
+        safe_defaults: bool = False,
     ) -> None:
         self._store = store
+        self._safe_defaults = safe_defaults
         self.harnesses = harnesses
         self._place = place
         self._threads = threads
@@ -191,6 +197,27 @@ class AgentSpecs:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
         return row, spec
 
+    async def inherited_sandbox(self, row: SessionRow) -> SandboxSpec | None:
+        """The sandbox of the nearest ancestor of ``row``'s session that has one.
+
+        A session a sandboxed session started (a sub-agent, a spawned session) never
+        runs unsandboxed: without a sandbox of its own it runs in this one — so an
+        agent cannot step out of its sandbox by writing a spec without one and
+        starting a session of it.
+        """
+        parent_id = row.parent_session_id
+        for _ in range(_MAX_ANCESTORS):
+            if parent_id is None:
+                return None
+            try:
+                parent, spec = await self.session_spec(parent_id)
+            except (SessionNotFound, AgentNotFound):
+                return None
+            if spec.os_env is not None and spec.os_env.sandbox.confined:
+                return spec.os_env.sandbox
+            parent_id = parent.parent_session_id
+        return None
+
     async def workdir(self, session_id: str) -> Path:
         """Where the session's OS tools act (see :func:`~omnigent.core.tools.working_directory`)."""
         row, spec = await self.session_spec(session_id)
@@ -222,10 +249,11 @@ class AgentSpecs:
 
     def new_policy_engine(self, spec: AgentSpec) -> PolicyEngine:
         """An engine for ``spec``'s policies, then the defaults, resolving only what the
-        operator allowed."""
+        operator allowed — and, with ``safe_defaults``, the safe defaults last."""
         return PolicyEngine(
             spec.policies,
             defaults=self._default_policies,
             resolve_function=self.policy_allowlist.resolve,
             threads=self._threads,
+            fallback=safe_default if self._safe_defaults else None,
         )

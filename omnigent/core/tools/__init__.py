@@ -25,9 +25,12 @@ from ._policies import (
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._policy_event import WirePolicyEvent
 from ._registry import Tool, ToolRegistry
+from ._safe_defaults import ASK_COMMANDS, ASK_WRITES, safe_default
 from ._session_tools import SessionTools, ToolServices
 
 __all__ = [
+    "ASK_COMMANDS",
+    "ASK_WRITES",
     "PHASE_TOOL_CALL",
     "PHASE_TOOL_RESULT",
     "ChildClaims",
@@ -52,6 +55,7 @@ __all__ = [
     "load_function",
     "parse_policy_event",
     "parse_send",
+    "safe_default",
     "split_title",
     "visible_title",
     "working_directory",

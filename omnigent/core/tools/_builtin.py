@@ -12,6 +12,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...errors import SandboxUnavailable
 from ...tools import os as os_tools
 from ...tools import terminals as terminal_tools
 from ._registry import decode_arguments
@@ -92,10 +93,14 @@ def os_tool(name: str) -> Builtin:
     tool = getattr(os_tools, name)
 
     async def run(tools: SessionTools, args: dict[str, Any]) -> str:
+        try:
+            sandbox = await tools.sandbox()
+        except SandboxUnavailable as exc:
+            return f"Error: {exc.message}"
         if name == "sys_os_shell":  # the one that starts processes: record their group
-            shell: str = await tool(await tools.cwd(), args, tracker=tools.groups)
+            shell: str = await tool(await tools.cwd(), args, tracker=tools.groups, sandbox=sandbox)
             return shell
-        output: str = await tool(await tools.cwd(), args)
+        output: str = await tool(await tools.cwd(), args, sandbox=sandbox)
         return output
 
     return run

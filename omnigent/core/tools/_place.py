@@ -1,22 +1,21 @@
-"""Where a session's OS tools act: :class:`ToolPlace` (the runtime's directories) and
-:func:`working_directory` (one session's, resolved from its spec and its client)."""
+"""Where a session's OS tools act: :class:`ToolPlace` (the runtime's directories),
+:func:`working_directory` (one session's, resolved from its spec and its client), and
+:func:`sandbox_policy` (what confines everything the session starts there)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from ...spec import AgentSpec
+from ...errors import SandboxUnavailable
+from ...processes.sandbox import SandboxPolicy, backend_for
+from ...spec import AgentSpec, SandboxSpec
 from ...tools import os as os_tools
 from ...tools import workspace_for
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["ToolPlace", "working_directory"]
+__all__ = ["ToolPlace", "sandbox_policy", "working_directory"]
 
 
 @attrs.frozen
@@ -57,3 +56,46 @@ async def working_directory(
     if target != base:
         await os_tools.ensure_dir(target)
     return await trio.to_thread.run_sync(target.resolve)
+
+
+def sandbox_policy(
+    spec: AgentSpec, cwd: Path, place: ToolPlace, *, inherited: SandboxSpec | None = None
+) -> SandboxPolicy | None:
+    """The sandbox of a session of ``spec`` working in ``cwd`` (None: ``type: none``).
+
+    A spec without a sandbox of its own gets ``inherited`` (its nearest sandboxed
+    ancestor session's), resolved for its own working directory. Beside the user's
+    home, ``$OMNIGENT_HOME`` is hidden whole: the database, the provider keys and
+    every other session's workspace live there.
+
+    Raises:
+        SandboxUnavailable: ``type: auto`` on a platform with no sandbox.
+    """
+    os_env = spec.os_env
+    if os_env is not None and os_env.sandbox.confined:
+        block = os_env.sandbox
+    elif inherited is not None and inherited.confined:
+        block = inherited
+    else:
+        return None
+    backend = backend_for(block.type)
+    if backend is None:
+        raise SandboxUnavailable(
+            "os_env.sandbox.type auto: this platform has no sandbox omnigent can use "
+            "(linux_bwrap on Linux, darwin_seatbelt on macOS); nothing was run"
+        )
+    return SandboxPolicy.resolve(
+        backend,
+        cwd,
+        read_paths=block.read_paths,
+        write_paths=block.write_paths,
+        write_files=block.write_files,
+        allow_network=block.allow_network,
+        egress_rules=block.egress_rules,
+        allow_private=block.egress_allow_private_destinations,
+        allow_hidden=block.cwd_allow_hidden,
+        hidden_scan_max=block.cwd_hidden_scan_max_entries,
+        hidden_overflow=block.cwd_hidden_scan_overflow,
+        env_passthrough=block.env_passthrough,
+        hide=(place.home,),
+    )

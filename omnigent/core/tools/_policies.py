@@ -35,7 +35,8 @@ Contract (``docs/policies.md`` has the long form):
   as a JSON value and the harness encodes it).
 * **Combination.** Agent policies in order, then server defaults. The first DENY wins
   at once (later policies are not run). Otherwise the first ASK, else ALLOW if any
-  policy allowed, else UNSPECIFIED. ``data`` is the last one any ALLOW/ASK gave;
+  policy allowed, else UNSPECIFIED — unless the engine has a fallback (the safe
+  defaults), which then answers if it has an opinion. ``data`` is the last one any ALLOW/ASK gave;
   ``policy_name`` names the deciding policy (for ALLOW: the last one that gave ``data``,
   else the first that allowed).
 * **Fail closed.** A function that raises (anything: ``SystemExit`` and, in its worker
@@ -201,6 +202,8 @@ class PolicyEngine:
             worker thread since imports block; a failure is remembered too.
         threads: where sync policy functions run (the runtime's, so a shutdown can
             abandon one that hangs).
+        fallback: asked last, only when every policy answered UNSPECIFIED (the safe
+            defaults, :mod:`._safe_defaults`): its verdict, if any, is the answer.
     """
 
     def __init__(
@@ -210,15 +213,30 @@ class PolicyEngine:
         defaults: Sequence[PolicySpec] = (),
         resolve_function: Callable[[str], PolicyFunction] | None = None,
         threads: BlockingCalls | None = None,
+        fallback: Callable[[PolicyEvent], Verdict | None] | None = None,
     ) -> None:
         self._agent_policies = tuple(policies)
         self._defaults = tuple(defaults)
+        self._fallback = fallback
         self._functions = FunctionPolicies(resolve_function or load_function, threads)
 
     @property
     def policies(self) -> tuple[PolicySpec, ...]:
         """Every policy in evaluation order: the agent's, then the defaults."""
         return self._agent_policies + self._defaults
+
+    def always_denies(self, tool_name: str) -> bool:
+        """Whether every call of ``tool_name`` is refused, whatever its arguments.
+
+        True when a ``deny_tools`` policy (the agent's or a default) matches the name:
+        the first DENY wins and nothing overrides it, so such a tool is not offered to
+        the model at all.
+        """
+        return any(
+            spec.type == "deny_tools"
+            and any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in spec.tools)
+            for spec in self.policies
+        )
 
     def check(self) -> list[ErrorDetail]:
         """Resolve every function reference now; one problem per one that fails.
@@ -255,7 +273,10 @@ class PolicyEngine:
             if verdict.action == "DENY":
                 return verdict
             tally.add(verdict)
-        return tally.verdict()
+        combined = tally.verdict()
+        if combined.action == "UNSPECIFIED" and self._fallback is not None:
+            return self._fallback(event) or combined
+        return combined
 
     async def _run_function(self, spec: PolicySpec, event: PolicyEvent) -> Verdict:
         assert spec.function is not None  # PolicySpec requires it for this type

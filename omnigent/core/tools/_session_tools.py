@@ -25,6 +25,7 @@ the orchestration tools act through — is built once by the runtime, in one fro
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -43,7 +44,8 @@ from ...model import (
     elicitation_params,
 )
 from ...processes import TrackedGroups
-from ...spec import AgentSpec
+from ...processes.sandbox import SandboxPolicy
+from ...spec import AgentSpec, SandboxSpec
 from ...stores import Store
 from ...tools import os as os_tools
 from ...tools import terminals as terminal_tools
@@ -65,7 +67,7 @@ from ._builtin import (
 from ._client_tools import ClientTools, run_client_tool
 from ._control import ChildClaims, SessionControl
 from ._orchestration import TOOLS, granted_tools
-from ._place import ToolPlace, working_directory
+from ._place import ToolPlace, sandbox_policy, working_directory
 from ._policies import (
     PHASE_TOOL_CALL,
     PHASE_TOOL_RESULT,
@@ -126,6 +128,8 @@ class SessionTools:
         work: its dispatches to children (None for tools made outside an actor).
         groups: where its shells' process groups are recorded.
         session_cwd: the directory its client works in, if it named one.
+        inherited_sandbox: the nearest sandboxed ancestor session's sandbox, for a spec
+            without one of its own (see :meth:`sandbox`).
     """
 
     def __init__(
@@ -139,6 +143,7 @@ class SessionTools:
         work: ChildWork | None = None,
         groups: TrackedGroups | None = None,
         session_cwd: str | None = None,
+        inherited_sandbox: SandboxSpec | None = None,
     ) -> None:
         self.session_id = session_id
         self.spec = spec
@@ -146,6 +151,8 @@ class SessionTools:
         self._session_cwd = Path(session_cwd) if session_cwd is not None else None
         self._policies = policies
         self._tasks = tasks
+        # An ancestor's sandbox, for a spec without one of its own (see sandbox()).
+        self._inherited_sandbox = inherited_sandbox
         # The session's dispatches to its children, and what the orchestration
         # tools act through (both absent for tools made outside an actor).
         self.work = work
@@ -157,13 +164,16 @@ class SessionTools:
         self._store = services.store
         self._bus = services.bus
         self._cwd: Path | None = None
+        self._sandbox: tuple[SandboxPolicy | None] | None = None
         self._last_change = -math.inf
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
         self._mcp: McpServers | None = None
         if spec.mcp_servers:
             from ...mcp import McpServers  # the optional `mcp` extra
 
-            self._mcp = McpServers(spec.mcp_servers, ask=self._ask_person, cwd=self.cwd)
+            self._mcp = McpServers(
+                spec.mcp_servers, ask=self._ask_person, cwd=self.cwd, sandbox=self.sandbox
+            )
         self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, os_tool(name))
@@ -182,6 +192,7 @@ class SessionTools:
                 tasks=tasks,
                 bus=services.bus,
                 workdir=self.cwd,
+                sandbox=self.sandbox,
             )
             for name, schema in terminal_tools.TERMINAL_TOOL_SCHEMAS.items():
                 self._add(name, schema, terminal_tool(name))
@@ -208,17 +219,18 @@ class SessionTools:
 
     def schemas(self) -> tuple[ToolSchema, ...]:
         """Every tool this session offers: built-ins, registered tools, MCP tools (the
-        spec's, then those of servers a connected client supplies)."""
+        spec's, then those of servers a connected client supplies) — except those a
+        ``deny_tools`` policy always refuses, which the model is never shown."""
         own = (
             *(schema for schema, _ in self._builtins.values()),
             *(s for s in self._registry.schemas() if s.name not in self._builtins),
             *(self._mcp.schemas() if self._mcp is not None else ()),
         )
         client_mcp = self._services.client_mcp
-        if client_mcp is None:
-            return own
-        taken = {s.name for s in own}
-        return (*own, *client_mcp.schemas(self.session_id, taken))
+        if client_mcp is not None:
+            taken = {s.name for s in own}
+            own = (*own, *client_mcp.schemas(self.session_id, taken))
+        return tuple(s for s in own if not self._policies.always_denies(s.name))
 
     def offers(self, name: str) -> bool:
         return (
@@ -278,6 +290,24 @@ class SessionTools:
             )
         return self._cwd
 
+    async def sandbox(self) -> SandboxPolicy | None:
+        """The sandbox every process of the session runs in (None: ``type: none``) —
+        its spec's, or without one, the nearest sandboxed ancestor session's.
+
+        Raises:
+            SandboxUnavailable: the spec asks for ``auto`` on a platform without one.
+        """
+        if self._sandbox is None:
+            resolve = functools.partial(
+                sandbox_policy,
+                self.spec,
+                await self.cwd(),
+                self._services.place,
+                inherited=self._inherited_sandbox,
+            )
+            self._sandbox = (await trio.to_thread.run_sync(resolve),)  # a few stat calls
+        return self._sandbox[0]
+
     # -- one call ----------------------------------------------------------------------
 
     async def call(
@@ -302,7 +332,11 @@ class SessionTools:
         if not self.offers(name):
             known = ", ".join(s.name for s in self.schemas())
             return f"Error: unknown tool {name!r} (available: {known})"
-        call = PolicyEvent(PHASE_TOOL_CALL, {"tool_name": name, "tool_input": args})
+        call = PolicyEvent(
+            PHASE_TOOL_CALL,
+            {"tool_name": name, "tool_input": args},
+            context=await self._call_context(name),
+        )
         verdict = await self._settle(await self._policies.evaluate(call), call, in_turn, on_ask)
         if verdict.action == "DENY":
             return f"Error: denied by policy {verdict.policy_name}: {verdict.reason}"
@@ -317,6 +351,13 @@ class SessionTools:
         if verdict.action == "ALLOW" and verdict.data is not None:
             return verdict.data if isinstance(verdict.data, str) else json.dumps(verdict.data)
         return output
+
+    async def _call_context(self, name: str) -> dict[str, Any] | None:
+        """What a policy knows about where a call acts: a file tool's working
+        directory (``cwd``), so a write can be judged inside or outside it."""
+        if name not in ("sys_os_write", "sys_os_edit") or name not in self._builtins:
+            return None
+        return {"cwd": str(await self.cwd())}
 
     async def evaluate(
         self,

@@ -23,7 +23,8 @@ its terminal the same way a close does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,9 @@ import attrs
 import trio
 
 from ..._ids import new_id
-from ...errors import ResourceNotFound
+from ...errors import ResourceNotFound, SandboxUnavailable
 from ...model import Resource, ResourceCreated, ResourceDeleted, ResourceScreen
+from ...processes.sandbox import Launch, SandboxPolicy, open_pane_launch, open_sandbox
 from ...spec import TerminalSpec
 from ...tools import terminals as term
 from ..bus import EventBus
@@ -94,6 +96,7 @@ class SessionTerminals:
         tasks: BackgroundTasks,
         bus: EventBus,
         workdir: Callable[[], Awaitable[Path]],
+        sandbox: Callable[[], Awaitable[SandboxPolicy | None]] | None = None,
     ) -> None:
         self.session_id = session_id
         self._specs = specs
@@ -101,6 +104,7 @@ class SessionTerminals:
         self._tasks = tasks
         self._bus = bus
         self._workdir = workdir
+        self._sandbox = sandbox
         self._live: dict[tuple[str, str], _Live] = {}
 
     # -- TerminalControl -------------------------------------------------------------
@@ -211,19 +215,14 @@ class SessionTerminals:
         created = False
         try:
             with live.scope:
-                spec = live.spec
-                try:
-                    live.pane = await self._server.start_pane(
-                        live.tmux_session, live.cwd, spec.command, spec.args, spec.env
-                    )
-                except (term.TmuxFailed, term.TmuxUnavailable) as exc:
-                    raise term.ToolError(f"cannot start terminal {live.name}: {exc}") from exc
-                live.running = True
-                await self._bus.publish(self.session_id, ResourceCreated(resource=_wire(live)))
-                created = True
-                live.settled.set()
-                task_status.started()
-                await self._watch(live)
+                async with self._launch(live) as launch:
+                    live.pane = await self._start_pane(live, launch)
+                    live.running = True
+                    await self._bus.publish(self.session_id, ResourceCreated(resource=_wire(live)))
+                    created = True
+                    live.settled.set()
+                    task_status.started()
+                    await self._watch(live)
         finally:
             live.running = False
             if self._live.get((live.name, live.key)) is live:
@@ -238,6 +237,35 @@ class SessionTerminals:
                     await self._bus.publish(self.session_id, deleted)
             live.settled.set()
             live.ended.set()
+
+    @asynccontextmanager
+    async def _launch(self, live: _Live) -> AsyncIterator[Launch | None]:
+        """The terminal's command inside the session's sandbox, for as long as it runs
+        (the sandbox's egress proxy serves the pane); None without a sandbox."""
+        spec = live.spec
+        argv = [spec.command, *spec.args]
+        try:
+            policy = None if self._sandbox is None else await self._sandbox()
+            async with (
+                open_sandbox(policy) as box,
+                open_pane_launch(box, argv, cwd=live.cwd, env=spec.env) as launch,
+            ):
+                yield launch
+        except SandboxUnavailable as exc:
+            raise term.ToolError(f"cannot start terminal {live.name}: {exc.message}") from exc
+
+    async def _start_pane(self, live: _Live, launch: Launch | None) -> term.NewPane:
+        """Start the pane: the spec's command as it is, or the sandbox's launch of it."""
+        spec = live.spec
+        try:
+            if launch is None:
+                return await self._server.start_pane(
+                    live.tmux_session, live.cwd, spec.command, spec.args, spec.env
+                )
+            command, *args = launch.argv
+            return await self._server.start_pane(live.tmux_session, live.cwd, command, args, {})
+        except (term.TmuxFailed, term.TmuxUnavailable) as exc:
+            raise term.ToolError(f"cannot start terminal {live.name}: {exc}") from exc
 
     async def _watch(self, live: _Live) -> None:
         """Poll the screen until the pane is gone; post idle notices on the way."""

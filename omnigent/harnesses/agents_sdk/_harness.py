@@ -107,7 +107,12 @@ class AgentsHarness(NativeHarness):
             extra=self._env.config.env,
         )
         async with ctx.launching():
-            process = await self._spawn(self._binary(), child_argv(), environment)
+            process = await self._spawn(
+                self._binary(),
+                child_argv(),
+                environment,
+                endpoint=endpoint.base_url or "https://api.openai.com/v1",
+            )
             child = _Child(process)
             process.owner_state = child
             try:

@@ -44,7 +44,9 @@ from ..native import (
     preamble,
 )
 from ._protocol import (
+    DEFAULT_BASE_URL,
     HOOK_ID,
+    always_denied,
     bridged_hook,
     bridged_name,
     claude_argv,
@@ -212,6 +214,7 @@ class ClaudeCodeHarness(NativeHarness):
             model=request.model,
             instructions=request.instructions,
             mcp_config=servers,
+            disallowed=always_denied(self._env.spec.policies),
         )
         environment = claude_environment(
             base_environment(),
@@ -220,7 +223,13 @@ class ClaudeCodeHarness(NativeHarness):
             extra=self._env.config.env,
             bridge_token=address.token if bridged else None,
         )
-        process = await self._spawn(binary, argv, environment)
+        process = await self._spawn(
+            binary,
+            argv,
+            environment,
+            private=(config_dir,),
+            endpoint=endpoint.base_url or DEFAULT_BASE_URL,
+        )
         claude = _Claude(process, request.model, address, bridged)
         claude.keyless = endpoint.api_key is None
         process.owner_state = claude

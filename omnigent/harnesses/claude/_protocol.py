@@ -28,7 +28,7 @@ from typing import Any
 
 from ...errors import ErrorDetail
 from ...model import ElicitationParams, MessageItem, elicitation_params
-from ...spec import AgentSpec
+from ...spec import AgentSpec, PolicySpec
 from ..bridge import SERVER_NAME, TOKEN_VARIABLE
 from ..native import (
     ModelEndpoint,
@@ -41,8 +41,10 @@ from ..native import (
 __all__ = [
     "ASK_USER_QUESTION_PHASE",
     "BRIDGED_PREFIX",
+    "DEFAULT_BASE_URL",
     "HOOK_ID",
     "PERMISSION_PHASE",
+    "always_denied",
     "bridged_hook",
     "bridged_name",
     "claude_argv",
@@ -83,6 +85,9 @@ ENV_PREFIXES = (
 
 # Only the model endpoint: no telemetry, error reports, auto-updates or other
 # "nonessential" traffic (checked with strace, docs/harnesses-native.md).
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+"""Where Claude Code sends its requests when nothing names an endpoint."""
+
 QUIET = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_TELEMETRY": "1",
@@ -107,6 +112,7 @@ def claude_argv(
     model: str | None,
     instructions: str,
     mcp_config: Mapping[str, Any] | None = None,
+    disallowed: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """The command line of one conversation's process.
 
@@ -114,6 +120,8 @@ def claude_argv(
     conversation (``--session-id``), or the one to continue (``--resume``).
     ``mcp_config`` is the MCP servers it gets (:func:`mcp_config`: omnigent's tools);
     none other is read (``--strict-mcp-config``: not a repository's ``.mcp.json``).
+    ``disallowed`` are tools a ``deny_tools`` policy always refuses: Claude Code
+    leaves them out of what it offers the model (``--disallowedTools``).
     """
     argv = [
         binary,
@@ -133,6 +141,8 @@ def claude_argv(
         argv += ["--model", model]
     if instructions:
         argv += ["--append-system-prompt", instructions]
+    if disallowed:
+        argv += ["--disallowedTools", ",".join(disallowed)]
     argv += ["--resume" if resume else "--session-id", conversation]
     return tuple(argv)
 
@@ -155,6 +165,20 @@ def mcp_config(shim: Sequence[str]) -> dict[str, Any]:
 def bridged_name(name: str) -> bool:
     """Whether ``name`` is one of omnigent's tools, which the bridge runs and records."""
     return name.startswith(BRIDGED_PREFIX)
+
+
+def always_denied(policies: Sequence[PolicySpec]) -> tuple[str, ...]:
+    """The tool names ``deny_tools`` policies name exactly (no ``*``, ``?`` or ``[``):
+    those Claude Code can leave out of its tool list. A pattern still refuses every
+    call it matches, through the PreToolUse hook."""
+    names = (
+        pattern
+        for spec in policies
+        if spec.type == "deny_tools"
+        for pattern in spec.tools
+        if not any(ch in pattern for ch in "*?[")
+    )
+    return tuple(dict.fromkeys(names))
 
 
 def claude_environment(

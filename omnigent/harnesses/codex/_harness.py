@@ -46,6 +46,7 @@ from ..native import (
 )
 from ._protocol import (
     COMMAND_APPROVAL,
+    DEFAULT_BASE_URL,
     FILE_APPROVAL,
     approval_event,
     approval_params,
@@ -184,7 +185,13 @@ class CodexHarness(NativeHarness):
             extra=self._env.config.env,
             bridge_token=address.token if bridged else None,
         )
-        process = await self._spawn(binary, argv, environment)
+        process = await self._spawn(
+            binary,
+            argv,
+            environment,
+            private=(home,),
+            endpoint=endpoint.base_url or DEFAULT_BASE_URL,
+        )
         codex = _Codex(process, address, bridged)
         process.owner_state = codex
         return codex

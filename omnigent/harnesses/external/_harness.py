@@ -170,7 +170,16 @@ class ExternalHarness:
 
     async def _spawn(self, request: TurnRequest) -> ManagedProcess:
         session_id = self._env.session_id
-        socket = await self._processes.socket_path(f"{session_id}.sock")
+        sandbox = await self._env.sandbox()
+        if sandbox is None:
+            socket = await self._processes.socket_path(f"{session_id}.sock")
+        else:
+            # Inside a sandbox the harness can write only a directory of its own, for
+            # its socket: the others' sockets stay out of its sight.
+            own = await self._processes.socket_path(f"{session_id}.d")
+            await trio.Path(own).mkdir(mode=0o700, exist_ok=True)
+            socket = own / "harness.sock"
+            sandbox = sandbox.for_process(writes=(own,))
         # A harness that died leaves its socket file behind; the directory is ours.
         await trio.Path(socket).unlink(missing_ok=True)
         token = secrets.token_urlsafe(32)
@@ -190,6 +199,7 @@ class ExternalHarness:
             # A stop or a delete of the session ends its harness too (the next
             # message starts a fresh one); only idle reaping waits for the timeout.
             session_id=session_id,
+            sandbox=sandbox,
         )
         try:
             return await self._processes.spawn(spec)

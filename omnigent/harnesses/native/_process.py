@@ -22,6 +22,7 @@ import trio
 from ..._config import omnigent_home
 from ...errors import HarnessError, HarnessUnavailable
 from ...processes import ManagedProcess, ProcessManager, ProcessSpec
+from ...tools import sanitise_session_id
 from ..base import HarnessEnv
 from ..bridge import BridgeAddress, bridge_socket_name
 from ._cli import ModelEndpoint, Program, model_endpoint
@@ -125,11 +126,28 @@ class NativeHarness:
 
     async def _bridge_address(self, live: NativeProcess | None) -> BridgeAddress:
         """The tool bridge's address for this turn: the live process's, else a new one
-        (a fresh token) for the process about to start."""
+        (a fresh token) for the process about to start.
+
+        In a sandboxed session the socket sits in a directory of its own, which the
+        sandbox shows the process (read-only: enough to connect); the others' sockets
+        stay out of its sight.
+        """
         if live is not None and live.bridge is not None:
             return live.bridge
+        folder = await self._bridge_folder()
+        if folder is not None:
+            return BridgeAddress.new(folder / "bridge.sock")
         name = bridge_socket_name(self._key)
         return BridgeAddress.new(await self._processes.socket_path(name))
+
+    async def _bridge_folder(self) -> Path | None:
+        """A sandboxed session's bridge directory (made 0700), None without a sandbox."""
+        if await self._env.sandbox() is None:
+            return None
+        name = bridge_socket_name(self._key).removesuffix(".sock") + ".d"
+        folder = await self._processes.socket_path(name)
+        await trio.Path(folder).mkdir(mode=0o700, exist_ok=True)
+        return folder
 
     def _check_installed(self) -> None:
         """Raise :class:`HarnessUnavailable` (what to install) if the CLI is missing."""
@@ -161,19 +179,44 @@ class NativeHarness:
         )
 
     async def _data_dir(self, name: str) -> Path:
-        """The harness's directory ``name`` under its data dir, created if need be."""
-        path = (self._env.data_dir or omnigent_home() / "harnesses" / self._harness) / name
+        """The harness's directory ``name`` under its data dir, created if need be.
+
+        A sandboxed session gets one of its own (``sandboxed/<session>/<name>``): the
+        CLI inside writes there, and must not see the other sessions' transcripts.
+        """
+        path = self._env.data_dir or omnigent_home() / "harnesses" / self._harness
+        if await self._env.sandbox() is not None:
+            path = path / "sandboxed" / sanitise_session_id(self._env.session_id)
+        path = path / name
         await trio.Path(path).mkdir(parents=True, exist_ok=True)
         return path
 
     async def _spawn(
-        self, binary: Path, argv: tuple[str, ...], environment: Mapping[str, str]
+        self,
+        binary: Path,
+        argv: tuple[str, ...],
+        environment: Mapping[str, str],
+        *,
+        private: tuple[Path, ...] = (),
+        endpoint: str | None = None,
     ) -> ManagedProcess:
         """Spawn the session's process (piped, in the session's working directory).
 
+        In a sandboxed session the whole CLI runs inside the session's sandbox — and
+        with it every tool it runs (its shell, its file edits): ``private`` (its
+        config directory) is writable there too, its tool bridge's directory visible,
+        and ``endpoint`` (its model API) reachable, even if nothing else is (see
+        ``docs/sandbox.md``).
+
         Raises:
             HarnessError: it could not be started.
+            SandboxUnavailable: the session's sandbox cannot be created here.
         """
+        sandbox = await self._env.sandbox()
+        if sandbox is not None:
+            bridge = await self._bridge_folder()
+            reads = () if bridge is None else (bridge,)
+            sandbox = sandbox.for_process(writes=private, reads=reads, endpoint=endpoint)
         spec = ProcessSpec(
             argv=argv,
             env=environment,
@@ -181,6 +224,7 @@ class NativeHarness:
             cwd=await self._env.working_directory(),
             pipes=True,
             session_id=self._env.session_id,
+            sandbox=sandbox,
         )
         try:
             return await self._processes.spawn(spec)

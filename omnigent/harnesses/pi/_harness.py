@@ -170,12 +170,11 @@ class PiHarness(NativeHarness):
                 f"executor.config.base_url (or {base_url_variable})"
             )
         assert request.model is not None
-        argv = pi_argv(
-            str(binary), session_dir=await self._data_dir("sessions"), session_file=session_file
-        )
+        sessions, agent_dir = await self._data_dir("sessions"), await self._data_dir("agent")
+        argv = pi_argv(str(binary), session_dir=sessions, session_file=session_file)
         environment = pi_environment(
             base_environment(),
-            agent_dir=await self._data_dir("agent"),
+            agent_dir=agent_dir,
             endpoint=endpoint,
             api=self._api,
             model=request.model,
@@ -183,7 +182,9 @@ class PiHarness(NativeHarness):
             bridge=address,
             extra=self._env.config.env,
         )
-        process = await self._spawn(binary, argv, environment)
+        process = await self._spawn(
+            binary, argv, environment, private=(sessions, agent_dir), endpoint=endpoint.base_url
+        )
         pi = _Pi(process, address, request.model, tools)
         process.owner_state = pi
         return pi

@@ -65,6 +65,7 @@ async def serve(
     *,
     policies: Sequence[Mapping[str, Any]] = (),
     policy_modules: Sequence[str] = (),
+    safe_defaults: bool = False,
     allowed_commands: Sequence[str] = (),
     allowed_mcp_urls: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
@@ -86,6 +87,9 @@ async def serve(
         policies: server-wide default policies (``open_runtime(default_policies=...)``).
         policy_modules: modules whose callables agents' ``function`` policies may name
             (``open_runtime(policy_modules=...)``).
+        safe_defaults: ask before a command or a write outside the working directory
+            when no policy has an opinion (``--ask-by-default``; a console for people
+            turns it on: ``open_runtime(safe_defaults=...)``).
         allowed_commands: programs a client's spec (``POST /v1/agents``) may name to
             run (``--allow-command``); the ``--agents`` specs are the operator's and
             may name any. Also the stdio MCP servers a ``/v1/ws`` client may pass.
@@ -115,6 +119,7 @@ async def serve(
     runtime_options: dict[str, Any] = {
         "default_policies": policies,
         "policy_modules": policy_modules,
+        "safe_defaults": safe_defaults,
         "allowed_commands": allowed_commands,
         "allowed_mcp_urls": allowed_mcp_urls,
         "shutdown_grace": shutdown_grace,
@@ -275,6 +280,7 @@ def run_serve(args: argparse.Namespace) -> int:
             grace,
             server_id,
             lease_ttl,
+            bool(getattr(args, "ask_by_default", False)),
         )
     )
     return 0
@@ -295,6 +301,7 @@ async def _main(
     grace: float,
     server_id: str | None,
     lease_ttl: float | None,
+    safe_defaults: bool,
 ) -> None:
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
@@ -309,6 +316,7 @@ async def _main(
                 auth,
                 policies=policies,
                 policy_modules=policy_modules,
+                safe_defaults=safe_defaults,
                 allowed_commands=commands,
                 allowed_mcp_urls=mcp_urls,
                 allowed_origins=origins,

@@ -50,6 +50,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "repeatable (default: none)",
     )
     parser.add_argument(
+        "--ask-by-default",
+        action="store_true",
+        help="ask before an agent runs a command or writes outside its working directory "
+        "when none of its policies decide (the safe defaults of omnigent run)",
+    )
+    parser.add_argument(
         "--allow-command",
         dest="allowed_commands",
         action="append",
