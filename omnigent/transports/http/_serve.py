@@ -301,7 +301,7 @@ async def _main(
     grace: float,
     server_id: str | None,
     lease_ttl: float | None,
-    safe_defaults: bool,
+    safe_defaults: bool = False,
 ) -> None:
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
