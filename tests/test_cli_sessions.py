@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 import yaml
 
 import omnigent
@@ -195,3 +196,19 @@ def test_the_agents_of_its_spec_file_are_the_operators(
     path.write_text(json.dumps({"name": "sdk", "executor": {"config": config}}))
     assert main(["agents", "add", str(path)]) == 0
     assert "sdk" in capsys.readouterr().out
+
+
+async def test_stdio_trusts_the_agents_of_its_spec() -> None:
+    """``omnigent stdio`` serves the operator's spec: its ``openai-agents`` agent is
+    allowed (registering it imports nothing)."""
+    from omnigent.spec import AgentSpec
+    from omnigent.transports.acp._stdio import serve_stdio
+
+    config = {"harness": "openai-agents", "agent": "tests.harnesses.sdk_agents:assistant"}
+    spec = AgentSpec.from_dict({"name": "sdk", "executor": {"config": config}})
+    to_agent, _ = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            agent = await nursery.start(serve_stdio, spec, None, to_agent, to_agent)
+            assert agent.harness == "openai-agents"
+            nursery.cancel_scope.cancel()

@@ -49,7 +49,7 @@ from ...core import Agent, PolicyFunction, open_runtime
 from ...core import load_policy_function as load_function
 from ...errors import BadRequest, SpecError
 from ...rpc import NdjsonStream
-from ...spec import AgentSpec
+from ...spec import AgentSpec, agent_references
 from ._agent import serve_acp
 
 __all__ = [
@@ -110,9 +110,15 @@ async def serve_stdio(
         client_mcp: connect the MCP servers the editor passes (``False``: ignore them).
         task_status: started with the registered agent.
 
+    The ``openai-agents`` agents ``spec`` names are trusted: the spec is the operator's
+    (``omnigent run`` trusts its file the same way).
+
     Cancellation: every turn ends ``cancelled`` and the store closes.
     """
-    async with open_runtime(db, policy_functions=policy_functions) as runtime:
+    own_agents = [ref.partition(":")[0] for ref in agent_references(spec)]
+    async with open_runtime(
+        db, policy_functions=policy_functions, policy_modules=own_agents
+    ) as runtime:
         agent = await runtime.create_agent(spec)
         log.info("serving agent %s (version %d) over stdio", agent.name, agent.version)
 
