@@ -100,7 +100,7 @@ class EventWriter:
     # -- the queue -------------------------------------------------------------------
 
     def check_room(self, count: int, *, reserve: bool = False) -> None:
-        """Whether ``count`` more items may be queued now (for :meth:`put`).
+        """Refuse ``count`` more items unless there is room for them now (:meth:`put`).
 
         ``reserve``: they may take the places past :data:`QUEUE_SIZE` (an ordinary
         publisher waits on :attr:`room` for the queue to drop below it first).
