@@ -1,17 +1,24 @@
-"""ACP relay throughput: a 20,000-delta turn over stdio and over the WebSocket, vs SSE.
+"""ACP relay: first-chunk latency and a 20,000-delta turn over stdio and the WebSocket, vs SSE.
 
-Run: ``python benchmarks/acp_relay.py [--deltas 20000] [--repeat 3]``
+Run: ``python benchmarks/acp_relay.py [--deltas 20000] [--repeat 3] [--prompts 30]``
 
 A scripted turn whose ``say`` streams ``--deltas`` words (one
 ``response.output_text.delta`` event each, persisted by the event bus) is read end to
 end three ways, in the same run:
 
 (a) HTTP/SSE: ``POST …/events`` then ``GET /v1/sessions/{id}/stream`` (the coalescing
-    SSE relay), read with httpx ``aiter_raw``; Hypercorn on loopback, in process.
+    SSE relay), read with httpx ``aiter_raw``; Hypercorn on loopback, in process, on a
+    SQLite file (as the stdio process is).
 (b) stdio: ``omnigent stdio`` in a subprocess (as an editor runs it), a raw NDJSON
     JSON-RPC client on its pipes: ``session/prompt`` until its answer.
 (c) WebSocket: ``GET /v1/ws`` on the same kind of in-process server, a trio-websocket
     client: ``session/prompt`` until its answer.
+
+Latency: ``--prompts`` short prompts on one open session each way, the time from
+sending the message (``POST …/events`` with the session's stream already open; a
+``session/prompt``) to its first text chunk (an SSE frame carrying a
+``response.output_text.delta``; an ``agent_message_chunk``). The median and p90 of each
+are compared with HTTP's: an ACP figure more than 1.2x the HTTP one is flagged.
 
 Then ``--cancels`` prompts over stdio and over the WebSocket are each cancelled after
 their first chunk: the time from ``session/cancel`` to the ``cancelled`` answer.
@@ -66,6 +73,14 @@ def _expected(deltas: int) -> str:
 
 
 @asynccontextmanager
+async def _file_runtime() -> AsyncIterator[omnigent.Runtime]:
+    """A runtime on a SQLite file, as ``omnigent stdio`` and ``serve`` run (not memory)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with omnigent.open_runtime(f"sqlite:///{tmp}/bench.db") as rt:
+            yield rt
+
+
+@asynccontextmanager
 async def _served(rt: omnigent.Runtime) -> AsyncIterator[str]:
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -91,7 +106,7 @@ async def _served(rt: omnigent.Runtime) -> AsyncIterator[str]:
 
 
 async def bench_sse(deltas: int) -> tuple[float, int]:
-    async with omnigent.open_runtime() as rt, _served(rt) as url:
+    async with _file_runtime() as rt, _served(rt) as url:
         agent = await rt.create_agent(_spec(deltas))
         session = await rt.create_session(agent.id)
         frames = count = 0
@@ -211,7 +226,7 @@ async def _stdio(spec: dict[str, Any]) -> AsyncIterator[Transport]:
 @asynccontextmanager
 async def _websocket(spec: dict[str, Any]) -> AsyncIterator[Transport]:
     """``GET /v1/ws`` of an in-process server, and a trio-websocket client on it."""
-    async with omnigent.open_runtime() as rt, _served(rt) as url:
+    async with _file_runtime() as rt, _served(rt) as url:
         await rt.create_agent(spec)
         ws_url = "ws://" + url.removeprefix("http://") + f"/v1/ws?agent={spec['name']}"
         async with trio_websocket.open_websocket_url(
@@ -233,6 +248,75 @@ async def bench_acp(opener: Any, deltas: int) -> tuple[float, int]:
         elapsed, counter = await _acp_turn(send, receive, "/tmp")
     assert "".join(counter.text) == _expected(deltas)
     return elapsed, counter.chunks
+
+
+_SHORT = {
+    "name": "short",
+    "executor": {
+        "type": "omnigent",
+        "config": {"harness": "scripted", "script": [{"say": "hello there"}]},
+    },
+}
+
+
+async def sse_first_chunks(count: int) -> list[float]:
+    """Seconds from ``POST …/events`` to the first delta frame, the stream already open."""
+    latencies: list[float] = []
+    async with _file_runtime() as rt, _served(rt) as url:
+        agent = await rt.create_agent(_SHORT)
+        session = await rt.create_session(agent.id)
+        body = {"type": "message", "data": {"content": [{"type": "input_text", "text": "go"}]}}
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            stream_url = f"/v1/sessions/{session.id}/stream"
+            async with client.stream("GET", stream_url) as response:
+                chunks = response.aiter_raw()
+                try:
+                    for _ in range(count + 1):  # the first turn warms up
+                        started = time.perf_counter()
+                        posted = await client.post(f"/v1/sessions/{session.id}/events", json=body)
+                        assert posted.status_code == 202
+                        first: float | None = None
+                        buffer = b""
+                        async for chunk in chunks:
+                            if first is None and b"response.output_text.delta" in chunk:
+                                first = time.perf_counter() - started
+                            buffer = (buffer + chunk)[-4096:]
+                            if b"event: response.completed" in buffer:
+                                break
+                        assert first is not None
+                        latencies.append(first)
+                finally:
+                    await chunks.aclose()  # type: ignore[attr-defined]
+    return latencies[1:]
+
+
+async def acp_first_chunks(opener: Any, count: int) -> list[float]:
+    """Seconds from ``session/prompt`` to its first ``agent_message_chunk``."""
+    latencies: list[float] = []
+    async with opener(_SHORT) as (send, receive):
+        init = {"protocolVersion": 1}
+        await send({"jsonrpc": "2.0", "id": "i", "method": "initialize", "params": init})
+        await receive()
+        new = {"cwd": "/tmp", "mcpServers": []}
+        await send({"jsonrpc": "2.0", "id": "n", "method": "session/new", "params": new})
+        session_id = (await receive())["result"]["sessionId"]
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
+        for n in range(count + 1):  # the first prompt warms up
+            started = time.perf_counter()
+            await send({"jsonrpc": "2.0", "id": n, "method": "session/prompt", "params": prompt})
+            first: float | None = None
+            while (message := await receive()).get("id") != n:
+                update = message.get("params", {}).get("update", {})
+                if first is None and update.get("sessionUpdate") == "agent_message_chunk":
+                    first = time.perf_counter() - started
+            assert first is not None and message["result"] == {"stopReason": "end_turn"}
+            latencies.append(first)
+    return latencies[1:]
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
 async def bench_cancel(opener: Any, count: int) -> list[float]:
@@ -273,23 +357,44 @@ async def bench_cancel(opener: Any, count: int) -> list[float]:
     return latencies
 
 
-async def main(deltas: int, repeat: int, cancels: int) -> None:
+LABELS = {
+    "sse": "(a) HTTP/SSE session stream       ",
+    "stdio": "(b) ACP over stdio (subprocess)   ",
+    "websocket": "(c) ACP over WebSocket (/v1/ws)   ",
+}
+
+
+def _versus(value: float, baseline: float) -> str:
+    ratio = value / baseline
+    return f"{ratio:.2f}x HTTP" + ("  ** over 1.2x **" if ratio > 1.2 else "")
+
+
+async def main(deltas: int, repeat: int, cancels: int, prompts: int) -> None:
+    first: dict[str, list[float]] = {
+        "sse": await sse_first_chunks(prompts),
+        "stdio": await acp_first_chunks(_stdio, prompts),
+        "websocket": await acp_first_chunks(_websocket, prompts),
+    }
+    print(f"First chunk after the prompt ({prompts} prompts each, after one to warm up):")
+    base = statistics.median(first["sse"])
+    for key, label in LABELS.items():
+        median, p90 = statistics.median(first[key]), _p90(first[key])
+        versus = "" if key == "sse" else "  " + _versus(median, base)
+        print(f"{label} median {median * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms{versus}")
     runs: dict[str, list[tuple[float, int]]] = {"sse": [], "stdio": [], "websocket": []}
     for _ in range(repeat):
         runs["sse"].append(await bench_sse(deltas))
         runs["stdio"].append(await bench_acp(_stdio, deltas))
         runs["websocket"].append(await bench_acp(_websocket, deltas))
-    labels = {
-        "sse": "(a) HTTP/SSE session stream       ",
-        "stdio": "(b) ACP over stdio (subprocess)   ",
-        "websocket": "(c) ACP over WebSocket (/v1/ws)   ",
-    }
-    for key, label in labels.items():
+    print(f"A {deltas}-delta turn, sent to its end (median of {repeat}):")
+    base = statistics.median(t for t, _ in runs["sse"])
+    for key, label in LABELS.items():
         seconds = statistics.median(t for t, _ in runs[key])
         frames = statistics.median(f for _, f in runs[key])
+        versus = "" if key == "sse" else "  " + _versus(seconds, base)
         print(
-            f"{label} {deltas} deltas in {seconds:.2f} s (median of {repeat}) "
-            f"= {deltas / seconds:,.0f} deltas/s, {frames:.0f} frames"
+            f"{label} {seconds:.2f} s = {deltas / seconds:,.0f} deltas/s, "
+            f"{frames:.0f} frames{versus}"
         )
     for name, opener in (("stdio", _stdio), ("WebSocket", _websocket)):
         latencies = sorted(await bench_cancel(opener, cancels))
@@ -305,5 +410,6 @@ if __name__ == "__main__":
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cancels", type=int, default=20)
+    parser.add_argument("--prompts", type=int, default=30)
     arguments = parser.parse_args()
-    trio.run(main, arguments.deltas, arguments.repeat, arguments.cancels)
+    trio.run(main, arguments.deltas, arguments.repeat, arguments.cancels, arguments.prompts)

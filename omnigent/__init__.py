@@ -50,6 +50,7 @@ from .errors import (
     StoreBusy,
     StoreTimeout,
     StoreUnavailable,
+    ToolCallNotFound,
     Unauthorized,
     UnknownHarness,
 )
@@ -163,6 +164,7 @@ __all__ = [
     "StoreUnavailable",
     "Subscription",
     "Tool",
+    "ToolCallNotFound",
     "ToolSchema",
     "TurnContext",
     "TurnRequest",

@@ -16,7 +16,8 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   ├── AgentNotFound                    404 agent_not_found
     │   ├── SessionNotFound                  404 session_not_found
     │   ├── FileNotFound                     404 file_not_found
-    │   └── ResourceNotFound                 404 resource_not_found
+    │   ├── ResourceNotFound                 404 resource_not_found
+    │   └── ToolCallNotFound                 404 tool_call_not_found
     ├── Unauthorized (PermissionError)       401 unauthorized
     ├── Forbidden (PermissionError)          403 forbidden
     │   └── CrossSiteRequest                 403 cross_site_request
@@ -82,6 +83,7 @@ __all__ = [
     "StoreBusy",
     "StoreTimeout",
     "StoreUnavailable",
+    "ToolCallNotFound",
     "Unauthorized",
     "UnknownHarness",
     "UnsupportedMediaType",
@@ -195,6 +197,13 @@ class ResourceNotFound(NotFound):
 
     code = "resource_not_found"
     kind = "resource"
+
+
+class ToolCallNotFound(NotFound):
+    """No held tool call of the session has this id (or it is done and let go)."""
+
+    code = "tool_call_not_found"
+    kind = "tool call"
 
 
 class Forbidden(OmnigentError, PermissionError):

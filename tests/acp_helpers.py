@@ -22,6 +22,8 @@ from omnigent.rpc import NdjsonStream, RpcConnection, RpcError
 from omnigent.transports.acp._agent import AcpAgent, serve_acp
 from omnigent.transports.acp._mcp_servers import ClientMcpMode
 
+from .acp_schema import CheckedStream
+
 Answerer = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
@@ -56,6 +58,7 @@ class _EditorSide:
     methods = frozenset(
         {
             "session/request_permission",
+            "elicitation/create",
             "fs/read_text_file",
             "fs/write_text_file",
             "terminal/create",
@@ -66,11 +69,15 @@ class _EditorSide:
         }
     )
     notifications = frozenset({"session/update"})
+    ordered: frozenset[str] = frozenset()
 
     def __init__(self, editor: Editor) -> None:
         self._editor = editor
 
-    async def handle_request(self, method: str, params: Any) -> Any:
+    async def input_ended(self) -> None:
+        pass
+
+    async def handle_request(self, method: str, params: Any, admit: Any) -> Any:
         editor = self._editor
         if method in editor.answerers:
             return await editor.answerers[method](method, params)
@@ -117,11 +124,15 @@ class Editor:
         await self.connection.notify(method, params)
 
     async def initialize(self, **caps: Any) -> dict[str, Any]:
+        """``read``, ``write``, ``terminal`` flags; ``form`` (elicitation.form) and
+        ``boolean`` (session.configOptions.boolean) advertise those capabilities."""
         fs = {"readTextFile": caps.get("read", False), "writeTextFile": caps.get("write", False)}
-        params = {
-            "protocolVersion": 1,
-            "clientCapabilities": {"fs": fs, "terminal": caps.get("terminal", False)},
-        }
+        client: dict[str, Any] = {"fs": fs, "terminal": caps.get("terminal", False)}
+        if caps.get("form"):
+            client["elicitation"] = {"form": {}}
+        if caps.get("boolean"):
+            client["session"] = {"configOptions": {"boolean": {}}}
+        params = {"protocolVersion": 1, "clientCapabilities": client}
         result: dict[str, Any] = await self.call("initialize", params)
         return result
 
@@ -183,7 +194,8 @@ async def open_acp(
 
     ours, theirs = trio.testing.memory_stream_pair()
     editor = Editor()
-    connection = RpcConnection(NdjsonStream(theirs, theirs), _EditorSide(editor))
+    # Every message the agent sends is checked against the ACP schema.
+    connection = RpcConnection(CheckedStream(NdjsonStream(theirs, theirs)), _EditorSide(editor))
     editor.connection = connection
     editor.stream = theirs
     async with trio.open_nursery() as nursery:

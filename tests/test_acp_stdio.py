@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import trio
 import yaml
 
 import omnigent
 
+from .acp_schema import HERE as SCHEMAS
+from .acp_schema import AcpSchema
 from .external_helpers import wait_gone
 
 DRIVER = Path(__file__).with_name("acp_official_driver.py")
@@ -294,18 +297,85 @@ REPO = Path(__file__).resolve().parent.parent
 def test_the_registry_manifest_runs_this_version_of_omnigent_stdio() -> None:
     folder = REPO / "examples" / "acp-registry" / "omnigent"
     manifest = json.loads((folder / "agent.json").read_text())
-    required = {"id", "name", "version", "description", "distribution"}
-    assert required <= set(manifest)
-    assert re.fullmatch(r"[a-z][a-z0-9-]*", manifest["id"]) and manifest["id"] == folder.name
+    # The registry's own schema (agentclientprotocol/registry, agent.schema.json).
+    registry_schema = json.loads((SCHEMAS / "registry-agent.schema.json").read_text())
+    jsonschema.Draft7Validator(registry_schema).validate(manifest)
+    assert manifest["id"] == folder.name
     assert manifest["version"] == omnigent.__version__
     uvx = manifest["distribution"]["uvx"]
     assert uvx["package"] == f"omnigent=={omnigent.__version__}"
-    assert uvx["args"][:2] == ["stdio", "--agent"]
+    assert uvx["args"] == ["stdio"]  # the project's .omnigent/agent.yaml, else the built-in
     assert (folder / "icon.svg").read_text().startswith("<svg")
-    assert set(manifest) <= {
-        "id", "name", "version", "description", "repository", "website", "authors",
-        "license", "license_url", "icon", "distribution",
-    }  # fmt: skip
+
+
+def test_the_registry_check_finds_an_authentication_method(tmp_path: Path) -> None:
+    """The registry lists only agents whose ``initialize`` offers an agent or terminal
+    auth method: its CI runs the manifest's command in an empty sandbox and sends this."""
+    args = json.loads((REPO / "examples/acp-registry/omnigent/agent.json").read_text())[
+        "distribution"
+    ]["uvx"]["args"]
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": 1,
+            "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"},
+            "clientCapabilities": {
+                "terminal": True,
+                "fs": {"readTextFile": True, "writeTextFile": True},
+                "_meta": {"terminal_output": True, "terminal-auth": True},
+            },
+        },
+    }
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OMNIGENT_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "omnigent", *args],
+        input=json.dumps(initialize).encode() + b"\n",
+        capture_output=True,
+        timeout=60,
+        cwd=sandbox,
+        env={**env, "HOME": str(tmp_path / "home"), "TERM": "dumb"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    answer = json.loads(done.stdout.splitlines()[0])
+    schema = AcpSchema()
+    schema.client_sent(initialize)
+    schema.agent_sent(answer)
+    methods = answer["result"]["authMethods"]
+    assert methods and all(m.get("type", "agent") in ("agent", "terminal") for m in methods)
+
+
+async def test_without_agent_it_serves_the_project_agent_else_the_built_in(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    (project / ".omnigent").mkdir(parents=True)
+    spec = {"name": "mine", "executor": {"type": "omnigent", "config": {"harness": "scripted"}}}
+    (project / ".omnigent" / "agent.yaml").write_text(yaml.safe_dump(spec))
+    for cwd, name in ((project, "mine"), (tmp_path, "coder")):
+        db = "sqlite:///" + str(cwd / "o.db")
+        command = [sys.executable, "-m", "omnigent", "stdio", "--db", db]
+        lines = [
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+            {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": str(cwd)}},
+        ]
+        with trio.fail_after(60):
+            done = await trio.run_process(
+                command,
+                stdin=b"".join(json.dumps(m).encode() + b"\n" for m in lines),
+                capture_stdout=True,
+                capture_stderr=True,
+                cwd=cwd,
+                env={**os.environ, "OMNIGENT_HOME": str(tmp_path / "home")},
+            )
+        answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines()) if "id" in m}
+        sid = answers[1]["result"]["sessionId"]
+        async with omnigent.open_runtime(db) as rt:
+            assert (await rt.get_session(sid)).agent_name == name
 
 
 def test_the_editor_example_is_a_valid_spec() -> None:

@@ -183,6 +183,13 @@ async def test_a_read_grant_reads_but_does_not_write() -> None:
                 assert first.startswith("id: 1")
             assert [s["id"] for s in (await bob.get("/v1/sessions")).json()["data"]] == [session_id]
             for method, rule in world.session_routes():
+                if method == "POST" and rule.endswith("/fork"):
+                    # Reading is enough to fork: the fork is a new session, bob's own.
+                    answer = await bob.post(fill(rule, session_id), json={})
+                    assert answer.status_code == 201, answer.text
+                    fork = answer.json()["id"]
+                    assert (await world[ALICE].get(f"/v1/sessions/{fork}")).status_code == 404
+                    continue
                 if method != "GET":
                     answer = await bob.request(method, fill(rule, session_id), **body_of(rule))
                     assert answer.status_code == 403, f"{method} {rule}: {answer.text}"

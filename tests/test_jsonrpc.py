@@ -181,6 +181,7 @@ class Echo:
 
     methods = frozenset({"echo", "slow", "boom", "bad", "ask"})
     notifications = frozenset({"note"})
+    ordered: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.notes: list[Any] = []
@@ -188,7 +189,10 @@ class Echo:
         self.slow_cancelled = trio.Event()
         self.connection: RpcConnection | None = None
 
-    async def handle_request(self, method: str, params: Any) -> Any:
+    async def input_ended(self) -> None:
+        pass
+
+    async def handle_request(self, method: str, params: Any, admit: Any) -> Any:
         if method == "echo":
             return params
         if method == "slow":
@@ -228,6 +232,7 @@ class Peer:
 @asynccontextmanager
 async def serving(handler: Echo, **options: Any) -> AsyncIterator[tuple[Peer, RpcConnection]]:
     ours, theirs = trio.testing.memory_stream_pair()
+    options.setdefault("drain_timeout", 0.5)  # the peer hangs up on what it left running
     connection = RpcConnection(NdjsonStream(ours, ours), handler, **options)
     handler.connection = connection
     async with trio.open_nursery() as nursery:
@@ -328,7 +333,7 @@ async def test_a_closed_stream_cancels_every_request_and_leaves_no_task() -> Non
     before = all_tasks()
     with trio.fail_after(5):
         ours, theirs = trio.testing.memory_stream_pair()
-        connection = RpcConnection(NdjsonStream(ours, ours), handler)
+        connection = RpcConnection(NdjsonStream(ours, ours), handler, drain_timeout=0.5)
         handler.connection = connection
         outcome: list[BaseException] = []
 
@@ -381,3 +386,80 @@ async def test_fuzzed_input_never_kills_the_connection_nor_shows_a_traceback(
                     break
                 if answer.get("method") == "client/answer":  # a fuzzed "ask": answer it
                     await peer.send({"jsonrpc": "2.0", "id": answer["id"], "result": None})
+
+
+async def test_at_the_end_of_input_every_request_read_is_still_answered() -> None:
+    """Regression (issue 29): a request followed at once by EOF was never answered."""
+    handler = Echo()
+    with trio.fail_after(5):
+        ours, theirs = trio.testing.memory_stream_pair()
+        connection = RpcConnection(NdjsonStream(ours, ours), handler, drain_timeout=0.5)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(connection.run)
+            peer = Peer(theirs)
+            await peer.send({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [1]})
+            await peer.send({"jsonrpc": "2.0", "id": 2, "method": "slow"})
+            await theirs.send_eof()  # half-closed: the peer still reads
+            answers = {m["id"]: m for m in [await peer.receive(), await peer.receive()]}
+        assert answers[1]["result"] == [1]
+        # What did not finish within the drain's deadline is cancelled, and says so.
+        assert answers[2]["error"]["code"] == rpc.REQUEST_CANCELLED
+        assert handler.slow_cancelled.is_set()
+
+
+class Ordered(Echo):
+    """``first`` waits to be released; ``early`` lets the next ones in before it ends."""
+
+    methods = frozenset({"first", "early", "echo", "loose"})
+    notifications = frozenset({"note"})
+    ordered = frozenset({"first", "early", "echo", "note"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = trio.Event()
+        self.noted = trio.Event()
+        self.started: list[str] = []
+
+    async def handle_request(self, method: str, params: Any, admit: Any) -> Any:
+        self.started.append(f"{method}:{params}")
+        if method == "first":
+            await self.release.wait()
+        if method == "early":
+            admit()
+            await self.release.wait()
+        return params
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        self.started.append(f"{method}:{params}")
+        self.noted.set()
+
+
+async def test_ordered_messages_start_in_arrival_order_and_others_do_not_wait() -> None:
+    handler = Ordered()
+    with trio.fail_after(5):
+        async with serving(handler) as (peer, _):
+            lines = [
+                {"jsonrpc": "2.0", "id": 1, "method": "first", "params": [1]},
+                *(
+                    {"jsonrpc": "2.0", "id": i, "method": "echo", "params": [i]}
+                    for i in range(2, 9)
+                ),
+                {"jsonrpc": "2.0", "method": "note", "params": ["n"]},
+                {"jsonrpc": "2.0", "id": 9, "method": "loose", "params": [9]},
+            ]
+            await peer.stream.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+            assert (await peer.receive())["id"] == 9  # unordered: it did not wait
+            assert sorted(handler.started) == ["first:[1]", "loose:[9]"]
+            handler.release.set()
+            ids = [(await peer.receive())["id"] for _ in range(8)]
+            assert sorted(ids) == list(range(1, 9))
+            in_order = [*(f"echo:[{i}]" for i in range(2, 9)), "note:['n']"]
+            await handler.noted.wait()
+            assert handler.started[2:] == in_order
+            # A request that admits early lets the ones behind it run meanwhile.
+            handler.release = trio.Event()
+            await peer.send({"jsonrpc": "2.0", "id": 10, "method": "early", "params": [10]})
+            await peer.send({"jsonrpc": "2.0", "id": 11, "method": "echo", "params": [11]})
+            assert (await peer.receive())["id"] == 11
+            handler.release.set()
+            assert (await peer.receive())["id"] == 10

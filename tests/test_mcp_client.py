@@ -132,6 +132,42 @@ async def test_an_mcp_server_asks_for_input_and_gets_the_answer(rt: omnigent.Run
         assert statuses(rest)[-1] == "idle"
 
 
+LEGACY = [sys.executable, str(HARNESSES / "mcp_legacy_server.py")]
+
+
+@pytest.mark.parametrize(
+    ("command", "era"), [(SERVER, "2026-07-28"), (LEGACY, "2025-11-25")], ids=["2026", "2025"]
+)
+async def test_both_eras_of_server_are_spoken_with_their_elicitations(
+    rt: omnigent.Runtime, command: list[str], era: str
+) -> None:
+    """The client negotiates: the 2026 revision (server/discover, elicitations inside
+    input_required results) with a server that has it, the 2025-11-25 handshake (and
+    elicitation/create requests) with one that does not."""
+    script = [
+        {"call": "mcp__calc__era", "args": {}},
+        {"call": "mcp__calc__confirm", "args": {"what": "it"}},
+    ]
+    with trio.fail_after(60):
+        agent = await rt.create_agent(
+            {
+                **scripted_agent("eras", script),
+                "mcp_servers": [{"name": "calc", "command": command}],
+            }
+        )
+        sid = (await rt.create_session(agent.id)).id
+        async with rt.subscribe(sid) as events:
+            await rt.send_message(sid, "go")
+            seen: list[Any] = []
+            async for event in events:
+                seen.append(event)
+                if isinstance(event, ElicitationRequest):
+                    break
+            assert await rt.resolve_elicitation(sid, event.elicitation_id, "accept", {"ok": True})
+            seen += await collect_turn(events)
+        assert outputs(seen) == [era, "accept: it (True)"]
+
+
 async def test_a_declined_mcp_elicitation_goes_back_to_the_server(rt: omnigent.Runtime) -> None:
     with trio.fail_after(60):
         sid = await scripted_session(rt, [{"call": "mcp__calc__confirm", "args": {"what": "x"}}])

@@ -278,6 +278,20 @@ async def test_turn_stream_ends_with_the_turn_that_answers(
     assert types(seen)[-1] == "response.completed"
 
 
+async def test_a_turn_stream_of_some_types_still_ends_with_the_answer(
+    rt: omnigent.Runtime, recorder: RecordingHarness, rec_session: str
+) -> None:
+    with trio.fail_after(10):
+        stream = rt.open_turn_stream(rec_session, "hello", types=("response.created",))
+        async with stream as (_accepted, events):
+            seen = [e async for e in events]
+    assert types(seen) == [
+        "session.status",
+        "response.created",
+        "response.completed",
+    ]
+
+
 async def test_tool_calls_are_recorded_with_statuses(rt: omnigent.Runtime) -> None:
     async def add(a: int, b: int) -> int:
         """Add two integers."""

@@ -341,6 +341,25 @@ async def test_append_events_batch_keeps_heads(store: Store) -> None:
     assert await store.read_events("a", 4) == []
 
 
+async def test_the_newest_event_of_one_call(store: Store) -> None:
+    """A kept tool call's events are found by ``call_id`` (MCP's tasks)."""
+    await store.insert_session(session_row("a"))
+    await store.append_events(
+        [
+            event("a", 1, "t", call_id="call_1", status="working"),
+            event("a", 2, "t", call_id="call_2", status="working"),
+            event("a", 3, "x", call_id="call_1"),
+            event("a", 4, "t", call_id="call_1", status="completed"),
+        ]
+    )
+    one = await store.newest_event("a", ["t"], match=("call_id", "call_1"))
+    assert one is not None and (one["event_id"], one["status"]) == (4, "completed")
+    two = await store.newest_event("a", ["t"], match=("call_id", "call_2"))
+    assert two is not None and two["event_id"] == 2
+    assert await store.newest_event("a", ["t"], match=("call_id", "call_3")) is None
+    assert await store.newest_event("a", ["t"], match=("call_id", "x' OR '1'='1")) is None
+
+
 async def test_append_events_refuses_a_taken_id(store: Store) -> None:
     await store.insert_session(session_row("a"))
     await store.append_events([event("a", 1, "x", n=1)])

@@ -78,6 +78,8 @@ class _ClientSide:
 
     methods = frozenset({"session/request_permission"})
     notifications = frozenset({"session/update"})
+    # Each permission request stands alone: none waits for another's answer.
+    ordered: frozenset[str] = frozenset()
 
     def __init__(self, on_permission: PermissionHandler, on_update: UpdateHandler | None) -> None:
         self.on_permission = on_permission
@@ -85,11 +87,14 @@ class _ClientSide:
         # Session id -> the updates collected for the prompt running on it.
         self.collecting: dict[str, list[dict[str, Any]]] = {}
 
-    async def handle_request(self, method: str, params: Any) -> Any:
+    async def handle_request(self, method: str, params: Any, admit: Callable[[], None]) -> Any:
         option = await self.on_permission(params if isinstance(params, dict) else {})
         if option is None:
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    async def input_ended(self) -> None:
+        """The agent closed its side: nothing of ours waits on it (prompts fail)."""
 
     async def handle_notification(self, method: str, params: Any) -> None:
         if not isinstance(params, dict) or not isinstance(params.get("update"), dict):

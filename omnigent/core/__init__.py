@@ -60,7 +60,7 @@ from .tools import (
     parse_policy_event,
 )
 from .tools import load_function as load_policy_function
-from .work import ClientMcpReport, HeldToolCall, url_prefix_problem
+from .work import ClientMcpReport, HeldToolCall, ToolTask, url_prefix_problem
 
 __all__ = [
     "EDIT",
@@ -106,6 +106,7 @@ __all__ = [
     "Subscription",
     "Tool",
     "ToolRegistry",
+    "ToolTask",
     "TurnEvents",
     "Verdict",
     "WirePolicyEvent",

@@ -322,6 +322,37 @@ class ChangedFilesInvalidated(_EventBase):
     environment_id: str = "default"
 
 
+@attrs.frozen(kw_only=True)
+class SessionInfoUpdated(_EventBase):
+    """The session's title, labels or model override changed (the new values).
+
+    Published on the session itself whoever changed it (``PATCH``, a client's first
+    prompt naming it, ACP's config options), so every client watching shows it live.
+    """
+
+    type: ClassVar[str] = "session.info.updated"
+    title: str | None = None
+    labels: dict[str, str] = attrs.Factory(dict)
+    model_override: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolTaskUpdated(_EventBase):
+    """A held tool call kept as a durable task changed: ``working``, then its end.
+
+    Kept tool calls are MCP's tasks (``POST /v1/sessions/{id}/mcp``): the log is where
+    a task is found again, by ``call_id``, after its request — or its server — is gone.
+    ``output`` is the call's output once ``completed``.
+    """
+
+    type: ClassVar[str] = "session.tool_task.updated"
+    call_id: str
+    name: str
+    status: Literal["working", "completed", "cancelled"]
+    started_at: float
+    output: str | None = None
+
+
 Event = (
     SessionStatusChanged
     | ResponseCreated
@@ -337,6 +368,8 @@ Event = (
     | ResourceCreated
     | ResourceDeleted
     | ChangedFilesInvalidated
+    | SessionInfoUpdated
+    | ToolTaskUpdated
 )
 
 EVENT_CLASSES: dict[str, type[Any]] = {
@@ -356,6 +389,8 @@ EVENT_CLASSES: dict[str, type[Any]] = {
         ResourceCreated,
         ResourceDeleted,
         ChangedFilesInvalidated,
+        SessionInfoUpdated,
+        ToolTaskUpdated,
     )
 }
 

@@ -8,6 +8,7 @@ native harnesses; it imports nothing from the core.
 """
 
 from ._connection import (
+    Admit,
     ConnectionClosed,
     MessageStream,
     NdjsonStream,
@@ -58,6 +59,7 @@ __all__ = [
     "SERVER_BUSY",
     "TOO_LARGE",
     "Action",
+    "Admit",
     "Cancel",
     "ConnectionClosed",
     "Deliver",

@@ -10,10 +10,25 @@ the peer's (:meth:`RpcConnection.request`, :meth:`RpcConnection.notify`).
 Lifetimes: :meth:`RpcConnection.run` owns a nursery for as long as the stream is open.
 Every incoming request runs in it, in its own cancel scope (``$/cancel_request``
 cancels just that one, which then answers ``-32800``), and handlers start their
-background work in it (:attr:`RpcConnection.nursery`). When the stream ends — the peer
-closed it, or went away — everything in the nursery is cancelled, outgoing requests
-still waiting fail with :class:`ConnectionClosed`, and ``run`` returns once it has all
-ended. So a closed connection leaves no task behind.
+background work in it (:attr:`RpcConnection.nursery`).
+
+Order: requests run concurrently, but JSON-RPC lets a client write several before the
+first is answered, and some must take effect in the order they arrived (``initialize``
+before anything; a ``session/load`` before the prompt behind it). The handler names
+those methods (``ordered``, notifications included): each starts only once every
+ordered message that arrived before it has been *admitted* — it finished, or its
+handler called ``admit()`` to let the next in early (a prompt does once its message is
+accepted). :class:`_Arrivals` keeps the tickets, taken in the reader in arrival order.
+
+The end: when the input ends — the peer closed it, or :meth:`RpcConnection.stop_reading`
+was called (a signal) — nothing more is read, outgoing requests still waiting fail
+with :class:`ConnectionClosed` (no answer can arrive), the handler is told
+(``input_ended``: ACP interrupts the prompts in flight), and every request in flight is
+still *answered*: each gets ``drain_timeout`` seconds to finish, then is cancelled and
+answers ``-32800``. Then everything in the nursery is cancelled and ``run`` returns
+once it has all ended. So a closed connection leaves no task behind and no request
+unanswered. A peer that is gone both ways (a closed socket) fails the first send, and
+the connection ends at once.
 
 Sending: one message at a time (a FIFO lock), each send shielded from cancellation so
 a message is never half-written into a byte stream, and bounded by ``send_timeout``:
@@ -24,6 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import attrs
@@ -32,11 +49,23 @@ import trio
 from . import _dispatch as dispatch
 from . import _protocol as rpc
 
-__all__ = ["ConnectionClosed", "MessageStream", "NdjsonStream", "RequestHandler", "RpcConnection"]
+__all__ = [
+    "Admit",
+    "ConnectionClosed",
+    "MessageStream",
+    "NdjsonStream",
+    "RequestHandler",
+    "RpcConnection",
+]
 
 log = logging.getLogger("omnigent.rpc")
 
 _CANCEL_NOTICE_TIMEOUT = 1.0
+# After the drain's deadline, how long cancelled requests get to send their -32800.
+_CANCELLED_ANSWER_TIMEOUT = 1.0
+
+Admit = Callable[[], None]
+"""Lets the ordered messages behind a request start before it finishes (idempotent)."""
 
 
 class ConnectionClosed(Exception):
@@ -56,16 +85,28 @@ class MessageStream(Protocol):
 
 
 class RequestHandler(Protocol):
-    """What a connection serves."""
+    """What a connection serves.
+
+    ``ordered`` names the methods (requests and notifications) that take effect in
+    arrival order (see the module docstring); the others run as soon as they arrive.
+    """
 
     methods: frozenset[str]
     notifications: frozenset[str]
+    ordered: frozenset[str]
 
-    async def handle_request(self, method: str, params: Any) -> Any:
-        """The result of one call; raise :class:`~._protocol.RpcError` for an error."""
+    async def handle_request(self, method: str, params: Any, admit: Admit) -> Any:
+        """The result of one call; raise :class:`~._protocol.RpcError` for an error.
+
+        ``admit()`` lets the ordered messages behind this one start before it returns.
+        """
         ...
 
     async def handle_notification(self, method: str, params: Any) -> None: ...
+
+    async def input_ended(self) -> None:
+        """Nothing more will be read: wind down what waits on the peer's next word."""
+        ...
 
 
 class NdjsonStream:
@@ -114,6 +155,45 @@ class NdjsonStream:
             raise ConnectionClosed(str(exc)) from exc
 
 
+def _nothing() -> None:
+    """The ``admit`` of an unordered request: nothing waits for it."""
+
+
+class _Arrivals:
+    """Tickets for ordered messages, in arrival order; each waits for those before it.
+
+    A ticket is taken in the reader (so in the order messages arrived) and admitted
+    when its message finished or let the next ones in. Bounded by the connection's
+    limits on requests and notifications in flight.
+    """
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._pending: list[int] = []  # increasing
+        self._moved = trio.Event()
+
+    def take(self) -> int:
+        ticket = self._next
+        self._next += 1
+        self._pending.append(ticket)
+        return ticket
+
+    def is_next(self, ticket: int) -> bool:
+        return bool(self._pending) and self._pending[0] == ticket
+
+    async def wait_turn(self, ticket: int) -> None:
+        """Return once every ticket taken before ``ticket`` has been admitted."""
+        while not self.is_next(ticket):
+            await self._moved.wait()
+
+    def admit(self, ticket: int) -> None:
+        """``ticket``'s message no longer holds back the ones behind it (idempotent)."""
+        if ticket in self._pending:
+            self._pending.remove(ticket)
+            moved, self._moved = self._moved, trio.Event()
+            moved.set()
+
+
 @attrs.define(eq=False)
 class _Waiting:
     """One outgoing request waiting for its response."""
@@ -128,8 +208,11 @@ class RpcConnection:
     Args:
         stream: the messages.
         handler: the methods this side answers.
-        max_in_flight: incoming requests handled at once (more are refused).
+        max_in_flight: incoming requests handled at once (more are refused); also how
+            many ordered notifications may wait for their turn before the reader waits.
         send_timeout: seconds one send may block before the peer counts as gone.
+        drain_timeout: once the input ended, seconds the requests in flight get to
+            finish before they are cancelled (and answer ``-32800``).
     """
 
     def __init__(
@@ -139,6 +222,7 @@ class RpcConnection:
         *,
         max_in_flight: int = 64,
         send_timeout: float = 30.0,
+        drain_timeout: float = 10.0,
     ) -> None:
         self._stream = stream
         self._handler = handler
@@ -146,15 +230,35 @@ class RpcConnection:
             handler.methods, handler.notifications, max_in_flight=max_in_flight
         )
         self._send_timeout = send_timeout
+        self._drain_timeout = drain_timeout
+        self._max_notes = max_in_flight
         self._send_lock = trio.StrictFIFOLock()
         self._scopes: dict[rpc.RequestId, trio.CancelScope] = {}
         self._waiting: dict[int, _Waiting] = {}
+        self._arrivals = _Arrivals()
+        self._notes_waiting = 0
+        self._idle = trio.Event()  # set whenever nothing incoming is being handled
+        self._idle.set()
+        self._reading = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
+        self._input_ended = False
         self._closed = False
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def input_ended(self) -> bool:
+        """Whether nothing more will be read (EOF, or :meth:`stop_reading`)."""
+        return self._input_ended
+
+    def stop_reading(self) -> None:
+        """Read nothing more and wind down as at end of input (a signal asks for it).
+
+        The requests in flight are still answered (see the module docstring).
+        """
+        self._reading.cancel()
 
     @property
     def nursery(self) -> trio.Nursery:
@@ -179,17 +283,53 @@ class RpcConnection:
                 self._nursery = nursery
                 task_status.started()
                 try:
-                    await self._read_loop()
+                    with self._reading:
+                        await self._read_loop()
+                    await self._drain()
                 finally:
                     self._close()
                     nursery.cancel_scope.cancel()
         finally:
             self._nursery = None
 
-    def _close(self) -> None:
-        self._closed = True
+    def _end_input(self) -> None:
+        self._input_ended = True
         for waiting in self._waiting.values():
-            waiting.done.set()  # no response: the request fails with ConnectionClosed
+            waiting.done.set()  # no response can come: the request fails
+
+    def _close(self) -> None:
+        self._end_input()
+        self._closed = True
+
+    def _busy(self) -> bool:
+        return bool(self._scopes) or self._notes_waiting > 0
+
+    def _settled(self) -> None:
+        if not self._busy():
+            self._idle.set()
+
+    async def _drain(self) -> None:
+        """The input ended: answer every request in flight, then return.
+
+        Cancellation: cancelling ``run`` cuts this short (nothing more is sent).
+        """
+        self._end_input()
+        try:
+            await self._handler.input_ended()
+        except trio.Cancelled:
+            raise
+        except Exception:
+            log.exception("winding down the connection failed")
+        with trio.move_on_after(self._drain_timeout):
+            await self._idle.wait()
+        if self._busy():
+            log.warning(
+                "%d requests still running at the end of input: cancelled", len(self._scopes)
+            )
+            for scope in self._scopes.values():
+                scope.cancel()
+            with trio.move_on_after(_CANCELLED_ANSWER_TIMEOUT):
+                await self._idle.wait()
 
     async def _read_loop(self) -> None:
         while True:
@@ -215,9 +355,12 @@ class RpcConnection:
         if isinstance(action, dispatch.Run):
             scope = trio.CancelScope()
             self._scopes[action.request.id] = scope
-            self.nursery.start_soon(self._serve, action.request, scope)
+            self._idle = trio.Event() if self._idle.is_set() else self._idle
+            ordered = action.request.method in self._handler.ordered
+            ticket = self._arrivals.take() if ordered else None
+            self.nursery.start_soon(self._serve, action.request, scope, ticket)
         elif isinstance(action, dispatch.Notify):
-            await self._notified(action.notification)
+            await self._notify_in_order(action.notification)
         elif isinstance(action, dispatch.Cancel):
             self._scopes[action.id].cancel()
         elif isinstance(action, dispatch.Deliver):
@@ -230,9 +373,39 @@ class RpcConnection:
         else:
             log.debug("dropped a message: %s", action.why)
 
+    async def _notify_in_order(self, message: rpc.Notification) -> None:
+        """Handle a notification in the reader, after the ordered messages before it.
+
+        Notifications are quick (ACP's ``session/cancel``) and run in the reader, in
+        arrival order. An ordered one that arrives while ordered messages before it
+        are still waiting for their turn waits in its own task (at most
+        ``max_in_flight`` such tasks; past that the reader waits for its turn itself).
+        """
+        if message.method not in self._handler.ordered:
+            await self._notified(message)
+            return
+        ticket = self._arrivals.take()
+        if self._arrivals.is_next(ticket) or self._notes_waiting >= self._max_notes:
+            try:
+                await self._arrivals.wait_turn(ticket)
+                await self._notified(message)
+            finally:
+                self._arrivals.admit(ticket)
+            return
+        self._notes_waiting += 1
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        self.nursery.start_soon(self._notify_later, message, ticket)
+
+    async def _notify_later(self, message: rpc.Notification, ticket: int) -> None:
+        try:
+            await self._arrivals.wait_turn(ticket)
+            await self._notified(message)
+        finally:
+            self._arrivals.admit(ticket)
+            self._notes_waiting -= 1
+            self._settled()
+
     async def _notified(self, message: rpc.Notification) -> None:
-        # Run in the reader, in order: ACP's notifications (session/cancel) are quick,
-        # and their order relative to the requests around them matters.
         try:
             await self._handler.handle_notification(message.method, message.params)
         except trio.Cancelled:
@@ -240,22 +413,29 @@ class RpcConnection:
         except Exception:
             log.exception("the %s notification failed", message.method)
 
-    async def _serve(self, message: rpc.Request, scope: trio.CancelScope) -> None:
+    async def _serve(
+        self, message: rpc.Request, scope: trio.CancelScope, ticket: int | None
+    ) -> None:
         answer: dict[str, Any] | None = None
+        admit: Admit = _nothing if ticket is None else partial(self._arrivals.admit, ticket)
         try:
             with scope:
-                answer = await self._answer(message)
+                if ticket is not None:
+                    await self._arrivals.wait_turn(ticket)
+                answer = await self._answer(message, admit)
             if scope.cancelled_caught:
                 answer = rpc.error_response(message.id, rpc.REQUEST_CANCELLED, "Request cancelled")
+            if answer is not None:
+                await self._send_quietly(answer)
         finally:
+            admit()
             del self._scopes[message.id]
             self._dispatcher.finish(message.id)
-        if answer is not None:
-            await self._send_quietly(answer)
+            self._settled()
 
-    async def _answer(self, message: rpc.Request) -> dict[str, Any]:
+    async def _answer(self, message: rpc.Request, admit: Admit) -> dict[str, Any]:
         try:
-            result = await self._handler.handle_request(message.method, message.params)
+            result = await self._handler.handle_request(message.method, message.params, admit)
             answer = rpc.response(message.id, result)
             rpc.encode(answer)  # a result JSON cannot carry is our bug, not the peer's
             return answer
@@ -316,6 +496,8 @@ class RpcConnection:
         Cancellation: tells the peer with ``$/cancel_request`` (best effort, bounded)
         and stops waiting.
         """
+        if self._input_ended:
+            raise ConnectionClosed(f"the input ended: {method} could never be answered")
         request_id, message = self._dispatcher.next_request(method, params)
         waiting = _Waiting()
         self._waiting[request_id] = waiting

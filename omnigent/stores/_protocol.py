@@ -253,8 +253,14 @@ class Store(Protocol):
         """Up to ``limit`` stored events with ``event_id > after``, in order."""
         ...
 
-    async def newest_event(self, session_id: str, types: Sequence[str]) -> dict[str, Any] | None:
-        """The session's newest stored event whose type is one of ``types``."""
+    async def newest_event(
+        self, session_id: str, types: Sequence[str], *, match: tuple[str, str] | None = None
+    ) -> dict[str, Any] | None:
+        """The session's newest stored event whose type is one of ``types``.
+
+        ``match`` (``(field, value)``): only an event whose top-level string ``field``
+        is ``value`` (a held tool call's events by ``call_id``).
+        """
         ...
 
     async def max_event_id(self, session_id: str) -> int | None:

@@ -83,6 +83,17 @@ class Dialect:
             return f"{column} = ANY({self.mark})", [list(values)]
         return f"{column} IN ({self.marks(len(values))})", list(values)
 
+    def json_text(self, column: str, field: str) -> str:
+        """The top-level ``field`` of the JSON text in ``column``, as text.
+
+        ``field`` is a name the code chose (never a client's): letters and ``_`` only.
+        """
+        if not field.replace("_", "").isalpha():
+            raise ValueError(f"not a field name: {field!r}")
+        if self.any_list:  # PostgreSQL
+            return f"({column}::jsonb ->> '{field}')"
+        return f"json_extract({column}, '$.{field}')"
+
 
 #: SQLite: ``?`` marks, integer booleans, lists spelled out as marks.
 SQLITE = Dialect(mark="?", true="1", false="0", any_list=False)

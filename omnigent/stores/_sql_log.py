@@ -110,11 +110,17 @@ class SQLLogMixin(SQLBase):
 
         return await self._sql_read(read)
 
-    async def newest_event(self, session_id: str, types: Sequence[str]) -> dict[str, Any] | None:
+    async def newest_event(
+        self, session_id: str, types: Sequence[str], *, match: tuple[str, str] | None = None
+    ) -> dict[str, Any] | None:
         """The session's newest stored event of one of ``types`` (wire form), if any."""
-        match, params = self.dialect.in_list("type", types)
+        condition, params = self.dialect.in_list("type", types)
+        if match is not None:
+            field, value = match
+            condition += f" AND {self.dialect.json_text('data', field)} = ?"
+            params = [*params, value]
         query = self.dialect.q(
-            f"SELECT data FROM events WHERE session_id = ? AND {match} "
+            f"SELECT data FROM events WHERE session_id = ? AND {condition} "
             "ORDER BY event_id DESC LIMIT 1"
         )
 

@@ -2,8 +2,9 @@
 
 Tools: ``add(a, b)``; ``confirm(what)``, which asks the user (an elicitation) before
 answering; ``boom()``, which fails; ``where(name)``, its working directory and the
-value of one environment variable (``-`` if unset). With ``--fail`` it writes to stderr and exits
-before speaking MCP. ``$MCP_PID_FILE`` (if set) gets the server's pid.
+value of one environment variable (``-`` if unset); ``era()``, the protocol version the
+client negotiated. With ``--fail`` it writes to stderr and exits before speaking MCP.
+``$MCP_PID_FILE`` (if set) gets the server's pid.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from typing import Annotated
 
 from mcp.server.elicitation import ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel
 
@@ -45,6 +46,12 @@ def confirm(what: str, answer: Annotated[ElicitationResult[Ok], Resolve(ask)]) -
 def where(name: str) -> str:
     """Where the server runs: its working directory and one variable of its environment."""
     return f"{os.getcwd()} {os.environ.get(name, '-')}"
+
+
+@app.tool()
+def era(ctx: Context) -> str:
+    """The MCP protocol version this connection speaks."""
+    return str(ctx.protocol_version)
 
 
 @app.tool()

@@ -16,7 +16,7 @@ from ._elicitations import (
     wants_content,
 )
 from ._permissions import EDIT, MANAGE, NONE, PUBLIC, READ, Grant, Permissions, check_level
-from ._visibility import Visibility
+from ._visibility import EventFilter, Visibility
 
 __all__ = [
     "ACTIONS",
@@ -28,6 +28,7 @@ __all__ = [
     "PUBLIC",
     "READ",
     "Elicitations",
+    "EventFilter",
     "Grant",
     "Permissions",
     "Resolution",

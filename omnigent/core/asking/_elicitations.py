@@ -311,6 +311,11 @@ class Elicitations:
             self.resolve(session_id, waiter.request.elicitation_id, action)
         return len(waiting)
 
+    def standing(self, session_id: str, phase: str, tool_name: str) -> str | None:
+        """The standing answer for ``tool_name`` in ``phase`` (``accept``/``decline``)."""
+        answer = self._standing.get(session_id, {}).get((phase, tool_name))
+        return None if answer is None else answer.action
+
     def forget_session(self, session_id: str) -> None:
         """Drop every standing answer of a (deleted) session."""
         self._standing_count -= len(self._standing.pop(session_id, {}))

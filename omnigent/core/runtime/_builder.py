@@ -28,6 +28,7 @@ from ..tools import SessionTools, ToolServices
 from ..work import BackgroundTasks, ChildWork, ChildWorkHooks, RecordedGroups, SubAgents
 from ._files import FileService
 from ._specs import AgentSpecs
+from ._tuning import SessionTuning
 
 if TYPE_CHECKING:
     from ...processes import ProcessManager
@@ -62,8 +63,10 @@ class Builder:
         processes: ProcessManager | None,
         subagents: SubAgents,
         child_hooks: ChildWorkHooks,
+        tuning: SessionTuning,
     ) -> None:
         self._store = store
+        self._tuning = tuning
         self._specs = specs
         self._tools = tools
         self._files = files
@@ -96,6 +99,7 @@ class Builder:
             # What the harness actually runs: a harness reading its config sees the
             # session's model, as one reading TurnRequest.model does.
             config = attrs.evolve(config, model=row.model_override)
+        config = self._tuning.applied(session_id, config)  # a client's temperature
         home = self._tools.place.home
         env = HarnessEnv(
             session_id,

@@ -162,14 +162,20 @@ class Elicit(Call[LiveWork, Resolution]):
 
 @attrs.frozen
 class Announce(Call[LiveWork, None]):
-    """Tell the session's parent that it changed (``session.child_session.updated``)."""
+    """Tell the session's parent that it changed (``session.child_session.updated``).
+
+    ``changed``: its title, labels or model override changed — its own stream shows
+    that too (``session.info.updated``).
+    """
 
     name: ClassVar[str] = "announce"
     answer: ClassVar[Any] = None
     claims: ClassVar[bool] = True
 
+    changed: bool = False
+
     async def run(self, here: LiveWork, session_id: str) -> None:
-        await here.sessions.announce_to_parent(session_id)
+        await here.sessions.announce_to_parent(session_id, changed=self.changed)
 
 
 @attrs.frozen
@@ -279,9 +285,13 @@ class PlacedCalls:
         call = Elicit(params, mark_waiting)
         return await self.router.call(call, row.id, row.root_session_id)
 
-    async def announce(self, row: SessionRow) -> None:
-        """Tell the session's parent that it changed (``session.child_session.updated``)."""
-        await self.router.call(Announce(), row.id, row.root_session_id)
+    async def announce(self, row: SessionRow, *, changed: bool = False) -> None:
+        """Tell the session's parent that it changed (``session.child_session.updated``).
+
+        ``changed``: its title, labels or model override changed, which the session's
+        own stream shows too (``session.info.updated``).
+        """
+        await self.router.call(Announce(changed), row.id, row.root_session_id)
 
     async def pending(self, row: SessionRow) -> tuple[ElicitationRequest, ...]:
         """The pending elicitations shown on the session, from whoever holds its tree."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -59,6 +59,7 @@ from ...model import (
     ElicitationInfo,
     ElicitationParams,
     ElicitationRequest,
+    Event,
     EventAccepted,
     EventAnswer,
     FileInfo,
@@ -81,6 +82,7 @@ from ...tools.terminals import HISTORY_LIMIT, TmuxServer
 from ..asking import (
     ACTIONS,
     Elicitations,
+    EventFilter,
     Grant,
     Permissions,
     Resolution,
@@ -100,6 +102,7 @@ from ..work import (
     ClientMcpReport,
     HeldToolCall,
     SubAgents,
+    ToolTask,
     check_client_servers,
     client_connection,
     client_server_refusal,
@@ -119,6 +122,8 @@ from ._placed import PlacedCalls
 from ._session_catalog import SessionCatalog
 from ._specs import AgentSpecs
 from ._stopping import AFTER_GRACE, Stopping
+from ._tool_tasks import ToolTasks
+from ._tuning import SessionTuning
 
 if TYPE_CHECKING:
     from ...processes import ProcessManager
@@ -199,6 +204,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._client_tools = ClientTools()
         self._client_mcp = ClientMcp()
         self._live = LiveSessions()
+        self._tuning = SessionTuning()
         self._specs = AgentSpecs(
             store=store,
             harnesses=options.harnesses,
@@ -273,6 +279,7 @@ class Runtime(metaclass=_NoPublicConstructor):
                 stop_session=self._stopping.stop_and_wait,
                 closing=lambda: live.closing,
             ),
+            tuning=self._tuning,
         )
         self._actors = Actors(
             live=live,
@@ -305,6 +312,10 @@ class Runtime(metaclass=_NoPublicConstructor):
             messages=self._messages,
             stop_here=self._stopping.stop_here,
             stop_tree_here=self._stopping.stop_tree_here,
+        )
+        # Held tool calls kept as durable tasks (MCP's tasks), found again in the log.
+        self._tool_tasks = ToolTasks(
+            store=store, bus=bus, held=self.held_tool_call, here=self._here
         )
 
     async def _pending_elsewhere(self, row: SessionRow) -> tuple[ElicitationRequest, ...]:
@@ -615,7 +626,62 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._open()
         updated = await self._sessions.update(session_id, changes)
         self._changes.touched([session_id])
+        if changes.keys() & {"title", "labels", "model_override"} and not self.records_only:
+            # Its own stream shows the change too (session.info.updated).
+            row = await self._sessions.row(session_id)
+            await self._placed.announce(row, changed=True)
+            updated = await self._sessions.snapshot(row)
         return await self._seen_by(updated, viewer)
+
+    async def fork_session(
+        self,
+        session_id: str,
+        *,
+        up_to_item_id: str | None = None,
+        title: str | None = None,
+        owner: str = "local",
+        viewer: str | None = None,
+        cwd: str | None = None,
+    ) -> SessionSnapshot:
+        """A new session with a copy of ``session_id``'s history up to one item.
+
+        The fork runs the same agent version, harness and model override, labels and
+        working directory (``cwd`` replaces it) as its source; it is a top-level
+        session of ``owner``, titled ``title`` (default: the source's, marked as a
+        fork). Its history is the source's taken items up to and including
+        ``up_to_item_id`` (default: all), copied under new ids, with an answer added
+        for any tool call whose output is not in the copy; a message still waiting
+        for a turn is not copied. It has its own id and event log and shares nothing
+        live with the source, which is untouched (see :mod:`._fork`).
+
+        Raises:
+            SessionNotFound; InvalidInput at ``up_to_item_id`` (not an item of the
+            session), ``title`` or ``cwd``.
+        """
+        self._open()
+        fork = await self._sessions.fork(
+            session_id, up_to_item_id=up_to_item_id, title=title, owner=owner, cwd=cwd
+        )
+        self._changes.touched([fork.id])
+        return await self._seen_by(fork, viewer)
+
+    async def set_session_temperature(self, session_id: str, temperature: float | None) -> None:
+        """The sampling temperature the session's turns use from the next one on.
+
+        Overrides the spec's ``executor.config.temperature`` for harnesses that read it
+        (``loop``); ``None`` goes back to the spec's. Kept in memory for the runtime's
+        lifetime (a restart forgets it), dropped with the session (:mod:`._tuning`).
+
+        Raises:
+            SessionNotFound; InvalidInput at ``temperature`` (a number in 0..2).
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        self._tuning.set_temperature(session_id, temperature)
+
+    def session_temperature(self, session_id: str) -> float | None:
+        """The temperature :meth:`set_session_temperature` set (``None``: the spec's)."""
+        return self._tuning.temperature(session_id)
 
     async def delete_session(self, session_id: str) -> None:
         """Cancel all work of the session and its descendants, then delete them all.
@@ -642,6 +708,7 @@ class Runtime(metaclass=_NoPublicConstructor):
                 self._bus.forget_session(sid)
                 self._elicitations.forget_session(sid)
                 self._histories.drop(sid)
+                self._tuning.forget(sid)
         finally:
             self._bus.unseal(doomed)
             deleting.difference_update(doomed)
@@ -766,6 +833,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         *,
         role: str = "user",
         viewer: str | None = None,
+        types: Collection[str] | None = None,
     ) -> AbstractAsyncContextManager[tuple[MessageAccepted, TurnEvents]]:
         """Send a message and stream the events of the turn that answers it.
 
@@ -775,16 +843,28 @@ class Runtime(metaclass=_NoPublicConstructor):
         injection, or a continuation turn), or with the session's terminal status if
         a stop dropped the message.
 
+        ``types``: only events of these types are yielded, besides the terminal
+        ``response.*`` events and statuses that end the stream — for a caller that
+        follows a turn only to its end (an ACP prompt, whose updates another
+        subscription relays): the others are skipped inside the subscription.
+
         Resource handling: the subscription is released when the block exits.
         """
-        return self._open_turn_stream(session_id, content, role, viewer)
+        return self._open_turn_stream(session_id, content, role, viewer, types)
 
     @asynccontextmanager
     async def _open_turn_stream(
-        self, session_id: str, content: Any, role: str, viewer: str | None
+        self,
+        session_id: str,
+        content: Any,
+        role: str,
+        viewer: str | None,
+        types: Collection[str] | None,
     ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
         await self._working()
         admits = self._visibility.event_filter(viewer)
+        if types is not None:
+            admits = _only(frozenset(types) | _ENDS, admits)
         turn = self._messages.open_turn_stream(
             session_id, content, role, viewer, deliver=self._placed.deliver, admits=admits
         )
@@ -960,6 +1040,13 @@ class Runtime(metaclass=_NoPublicConstructor):
             raise InvalidInput.at("tool_name", "must be a tool name")
         return self._elicitations.remember(session_id, phase, tool_name, action)
 
+    def standing_answer(
+        self, session_id: str, tool_name: str, *, phase: str = "tool_call"
+    ) -> str | None:
+        """The standing answer :meth:`remember_answer` gave (``accept``/``decline``), if any."""
+        self._open()
+        return self._elicitations.standing(session_id, phase, tool_name)
+
     async def elicit(
         self, session_id: str, params: ElicitationParams, *, mark_waiting: bool = False
     ) -> Resolution:
@@ -1056,6 +1143,37 @@ class Runtime(metaclass=_NoPublicConstructor):
         """A call :meth:`start_tool_call` made on ``session_id`` that is not collected yet."""
         actor = self._live.actor(session_id)
         return None if actor is None else actor.held_call(call_id)
+
+    async def keep_tool_call(self, session_id: str, call_id: str) -> ToolTask:
+        """Keep a held call as a durable task: its start (now) and end go to the log.
+
+        Returns once ``session.tool_task.updated`` (``working``) is stored: from then
+        on :meth:`tool_task` finds the call by its id — live, or in the log after it
+        ended, the server restarted or the session was stopped. Nobody needs to
+        collect a kept call. Keeping a kept call again changes nothing.
+
+        Raises:
+            ToolCallNotFound: no such held call on the session.
+        """
+        await self._working()
+        return await self._tool_tasks.keep(session_id, call_id)
+
+    async def tool_task(self, session_id: str, call_id: str) -> ToolTask | None:
+        """A kept call (:meth:`keep_tool_call`) by id: live here, else as the log has it.
+
+        A call the log shows started but not ended, which runs nowhere any more, is
+        ``failed``. ``None``: no kept call of that id on the session.
+
+        Raises:
+            SessionNotFound; SessionElsewhere: another server holds the session's tree
+            (a live call is in its process: ask that server).
+        """
+        self._open()
+        return await self._tool_tasks.find(await self._sessions.row(session_id), call_id)
+
+    def cancel_tool_call(self, session_id: str, call_id: str) -> bool:
+        """Cancel a held call that runs here (its output says so); whether there was one."""
+        return self._tool_tasks.cancel(session_id, call_id)
 
     async def evaluate_policy(self, session_id: str, event: Any) -> Verdict:
         """Evaluate the session's policies (and the runtime defaults) on ``event``.
@@ -1279,3 +1397,18 @@ def _check_params_depth(params: ElicitationParams) -> None:
     """Refuse elicitation params whose free-form fields nest too deep to encode."""
     for name in ("tool_input", "requestedSchema", "ask_user_question"):
         check_depth(getattr(params, name), loc=f"params.{name}")
+
+
+# The events that may end a turn stream (kept whatever ``types`` a caller asks for).
+_ENDS = frozenset({"response.completed", "response.failed", "response.cancelled", "session.status"})
+
+
+def _only(types: frozenset[str], admits: EventFilter | None) -> EventFilter:
+    """A filter admitting only ``types`` (and what ``admits`` admits of them)."""
+
+    async def only(event: Event) -> bool:
+        if event.type not in types:
+            return False
+        return admits is None or await admits(event)
+
+    return only

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from ..._ids import new_id, now
 from ...errors import AgentNotFound, BadRequest, InvalidInput, SessionNotFound
 from ...model import (
@@ -27,6 +29,7 @@ from ...model import (
     ItemPage,
     MessageItem,
     Resource,
+    SessionInfoUpdated,
     SessionPage,
     SessionSnapshot,
     SessionStatus,
@@ -42,6 +45,7 @@ from ..cluster import Ownership
 from ..tools import split_title, visible_title
 from ..work import SubAgents
 from ._files import FileService
+from ._fork import fork_items
 from ._live import LiveSessions
 from ._session_input import (
     InitialItem,
@@ -203,6 +207,46 @@ class SessionCatalog:
             raise SessionNotFound(parent_session_id)
         return row
 
+    async def fork(
+        self,
+        source_id: str,
+        *,
+        up_to_item_id: str | None,
+        title: str | None,
+        owner: str,
+        cwd: str | None,
+    ) -> SessionSnapshot:
+        """See :meth:`Runtime.fork_session`."""
+        source = await self.row(source_id)
+        if up_to_item_id is not None and not isinstance(up_to_item_id, str):
+            raise InvalidInput.at("up_to_item_id", "must be an item id")
+        if title is None and source.title is not None:
+            title = f"{source.title} (fork)"
+        title = check_title(title)
+        cwd = check_cwd(cwd) or source.cwd
+        page = await self._store.list_items(source_id, include_pending=False)
+        taken: list[Item] = [structure(data, Item) for data in page.rows]
+        items = fork_items(taken, up_to_item_id, source=source_id)
+        session_id = new_id("conv")
+        created = now()
+        row = attrs.evolve(
+            source,
+            id=session_id,
+            owner=owner,
+            title=title,
+            parent_session_id=None,
+            root_session_id=session_id,
+            status="idle",
+            last_event_id=0,
+            turn_count=0,
+            created_at=created,
+            updated_at=created,
+            cwd=cwd,
+        )
+        await self._store.insert_session(row, [unstructure(i, Item) for i in items])
+        self._ownership.note(row.id, row.root_session_id)
+        return await self.snapshot(row)
+
     async def snapshot(self, row: SessionRow) -> SessionSnapshot:
         """The session's snapshot (see the module docstring for where each part is read)."""
         spec = await self._specs.agent_spec(row.agent_id, row.agent_version)
@@ -361,9 +405,18 @@ class SessionCatalog:
                     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
         return None
 
-    async def announce_to_parent(self, session_id: str) -> None:
-        """Publish ``session.child_session.updated`` on the session's parent, if any."""
+    async def announce_to_parent(self, session_id: str, *, changed: bool = False) -> None:
+        """Publish ``session.child_session.updated`` on the session's parent, if any.
+
+        With ``changed`` (its title, labels or model override changed), publish
+        ``session.info.updated`` on the session itself first.
+        """
         row = await self._store.get_session(session_id)
+        if row is not None and changed:
+            update = SessionInfoUpdated(
+                title=row.title, labels=dict(row.labels), model_override=row.model_override
+            )
+            await self._bus.publish(row.id, update)
         if row is None or row.parent_session_id is None:
             return
         summary = await self.child_summary(await self.snapshot(row))

@@ -75,7 +75,11 @@ class SessionActor:
         self.harness_name = "unknown"
         self._services = services
         self._held = HeldWork(
-            session_id, services.elicitations, tools=self._session_tools, wake=self._wake
+            session_id,
+            services.elicitations,
+            services.bus,
+            tools=self._session_tools,
+            wake=self._wake,
         )
         self._pending: list[MessageItem] = []
         self._harness: Harness | None = None

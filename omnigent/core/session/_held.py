@@ -15,20 +15,27 @@ withdraw it on a stop (:meth:`HeldWork.withdraw`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 import attrs
 import trio
 
-from ...errors import HarnessError
-from ...model import ElicitationParams
+from ...errors import HarnessError, OmnigentError
+from ...model import ElicitationParams, ToolTaskUpdated
 from ..asking import Elicitations
+from ..bus import EventBus
 from ..tools import SessionTools
-from ..work import EXPIRED, HeldToolCall
+from ..work import CANCELLED, EXPIRED, HeldToolCall
 
 __all__ = ["HeldElicitation", "HeldWork"]
 
+log = logging.getLogger(__name__)
+
 _STOPPED = "Error: the session was stopped before the tool call ran"
+# How long writing a task's end may take (a stop waits for it).
+_LOG_TIMEOUT = 5.0
 
 
 @attrs.define(eq=False)
@@ -46,6 +53,7 @@ class HeldWork:
     Args:
         session_id: the session.
         elicitations: where a held elicitation is opened.
+        bus: where a kept call's end is written (its start is written by the runtime).
         tools: the session's tool set (built on first use by the actor).
         wake: wakes the actor's loop (something waits to be started, or ended).
     """
@@ -54,12 +62,14 @@ class HeldWork:
         self,
         session_id: str,
         elicitations: Elicitations,
+        bus: EventBus,
         *,
         tools: Callable[[], Awaitable[SessionTools]],
         wake: Callable[[], None],
     ) -> None:
         self._session_id = session_id
         self._elicitations = elicitations
+        self._bus = bus
         self._tools = tools
         self._wake = wake
         self._to_hold: list[HeldElicitation] = []
@@ -116,22 +126,55 @@ class HeldWork:
     async def _run_call(self, call: HeldToolCall, nursery: trio.Nursery) -> None:
         """Run a held call, then keep it until its output is collected (or it expires).
 
-        Outside any turn: its ASKs do not change the session's status.
+        Outside any turn: its ASKs do not change the session's status. A kept call
+        (a task) needs no collecting: its end is written to the log instead, before it
+        is let go, so it is always found live or in the log — unless a stop, a delete
+        or shutdown interrupted it, which the log then shows as a start with no end.
         """
+        ended = False  # ran to its output, expired, or was cancelled by its caller
         try:
-            with trio.move_on_after(call.ttl):
-                tools = await self._tools()
-                try:
-                    await tools.start_services(nursery)
-                    output = await tools.call(
-                        call.name, call.arguments, in_turn=False, on_ask=call.note_ask
-                    )
-                except HarnessError as exc:
-                    output = f"Error: {exc.message}"
-                call.finish(output)
-                await call.collected.wait()
+            with call.scope:
+                with trio.move_on_after(call.ttl):
+                    tools = await self._tools()
+                    try:
+                        await tools.start_services(nursery)
+                        output = await tools.call(
+                            call.name, call.arguments, in_turn=False, on_ask=call.note_ask
+                        )
+                    except HarnessError as exc:
+                        output = f"Error: {exc.message}"
+                    call.finish(output)
+                    ended = True
+                    await call.collected.wait()
+                if not call.done:
+                    call.finish(EXPIRED)
+                    ended = True
+            if not call.done and call.cancelled:
+                call.finish(CANCELLED)
+                ended = True
         finally:
             if not call.done:
                 call.finish(EXPIRED)
+            if call.kept and ended:
+                await self._log_task_end(call)
             self.calls.pop(call.call_id, None)
             self._wake()  # the actor may have no work left
+
+    async def _log_task_end(self, call: HeldToolCall) -> None:
+        """Write a kept call's end after its start (shielded, bounded: a stop runs it)."""
+        bus = self._bus
+        status: Literal["completed", "cancelled"] = "cancelled" if call.cancelled else "completed"
+        end = ToolTaskUpdated(
+            call_id=call.call_id,
+            name=call.name,
+            status=status,
+            started_at=call.started_at,
+            output=call.output,
+        )
+        with trio.move_on_after(_LOG_TIMEOUT, shield=True):
+            try:
+                await call.announced.wait()
+                await bus.publish(self._session_id, end)
+                await bus.flush()
+            except OmnigentError as exc:  # the session is being deleted
+                log.info("the end of task %s was not logged: %s", call.call_id, exc.message)

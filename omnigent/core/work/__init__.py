@@ -18,7 +18,7 @@ from ._client_mcp import (
     url_prefix_problem,
 )
 from ._groups import RecordedGroups
-from ._held_calls import DEFAULT_TTL, EXPIRED, HeldToolCall
+from ._held_calls import CANCELLED, DEFAULT_TTL, EXPIRED, INTERRUPTED, HeldToolCall, ToolTask
 from ._subagents import (
     ChildWork,
     ChildWorkHooks,
@@ -33,9 +33,11 @@ from ._terminals import SessionTerminals
 from ._threads import CANCEL_GRACE, BlockingCalls
 
 __all__ = [
+    "CANCELLED",
     "CANCEL_GRACE",
     "DEFAULT_TTL",
     "EXPIRED",
+    "INTERRUPTED",
     "BackgroundTasks",
     "BlockingCalls",
     "ChildWork",
@@ -47,6 +49,7 @@ __all__ = [
     "RecordedGroups",
     "SessionTerminals",
     "SubAgents",
+    "ToolTask",
     "TurnOutcome",
     "check_client_servers",
     "client_connection",

@@ -3,47 +3,48 @@
 :class:`AcpAgent` answers one connection's ACP requests with calls on the public
 :class:`~omnigent.Runtime`; :func:`serve_acp` runs it over any message stream (see
 :mod:`._stdio` and :mod:`omnigent.transports.http._websocket`). The wire contract is
-API.md, "stdio and WebSocket: ACP v1"; ``docs/editors.md`` shows it from an editor's
-side.
+API.md, "stdio and WebSocket: ACP v1"; ``docs/acp.md`` is the reference,
+``docs/editors.md`` shows it from an editor's side. What it advertises follows ACP v1's
+schema 1.21.
 
 =================================  ==================================================
 ACP                                core
 =================================  ==================================================
-``authenticate``                   nothing to do (``authMethods`` is empty)
-``initialize``                     capabilities both ways (``loadSession``, images and
-                                   embedded context, ``session/list``; the client's
-                                   ``fs`` and ``terminal``)
-``session/new {cwd, mcpServers}``  ``create_session(agent, cwd=cwd)``, and
-                                   ``open_client_mcp_servers`` for the connection
-``session/load``                   the history replayed as ``session/update``
+``initialize``                     capabilities both ways (:mod:`._handshake`)
+``authenticate``                   checks the model's key is there (the one method)
+``session/new`` … ``delete``       :mod:`._sessions` (new, load, resume, fork,
+                                   close, delete)
 ``session/list {cwd?, cursor?}``   ``list_sessions(agent_name, cwd=…)``, top level only
 ``session/prompt``                 ``open_turn_stream``; ``stopReason`` from its end
 ``session/cancel``                 ``interrupt`` (the prompt answers ``cancelled``)
-``session/set_config_option``      ``update_session(model_override=…)``
+``session/set_config_option``      the model, temperature, standing answers for edits
 ``_omnigent/session/list``         ``list_sessions`` (every field, children included)
 ``_omnigent/session/info``         ``get_session`` (the snapshot)
 ``_omnigent/elicitation/resolve``  ``resolve_elicitation``
 =================================  ==================================================
 
-Sessions opened on a connection (new or load) are relayed by a
-:class:`~._session.SessionRelay` each, which also asks the client about every
-elicitation. The connection's nursery owns the relays, the permission requests and
-the prompts; when the connection ends they are all cancelled, and a prompt cancelled
-that way interrupts its turn, which ends ``cancelled``. Each relay also holds the MCP
-servers the client passed for its session (:mod:`._mcp_servers` says which are run), so
-they stop when the connection ends.
+Sessions opened on a connection are relayed by a :class:`~._session.SessionRelay`
+each, which also asks the client about every elicitation. The connection's nursery
+owns the relays, the permission requests and the prompts; when the connection ends
+they are all cancelled, and a prompt cancelled that way interrupts its turn, which
+ends ``cancelled``. Each relay also holds the MCP servers the client passed for its
+session (:mod:`._mcp_servers` says which are run), so they stop when the connection
+ends. Requests take effect in the order they arrived (:attr:`AcpAgent.ordered`); when
+the input ends, the prompts in flight are interrupted and answered before the
+connection closes (:meth:`AcpAgent.input_ended`).
 
-The helpers, each with one job: ``_acp_params`` (reading params), ``_acp_handshake``
-(``initialize`` both ways), ``_acp_content`` (prompt blocks), ``_acp_updates`` (events
-as updates), ``_acp_outcomes`` (errors and stop reasons) — all pure — and
-``_acp_records`` (config options, lists, histories), ``_acp_prompt`` (a prompt's turn,
-interrupted if the prompt is cancelled), ``_acp_session`` (the relay),
-``_acp_client_tools`` (the client's fs and terminal), ``_acp_mcp`` (the client's MCP
-servers). This module is the dispatch, the access checks and the glue between them.
+The helpers, each with one job: ``_params`` (reading params), ``_handshake``
+(``initialize`` both ways), ``_content`` (prompt blocks), ``_updates`` (events
+as updates), ``_elicit`` (forms), ``_outcomes`` (errors and stop reasons) — all
+pure — and ``_records`` (config options, lists, histories), ``_sessions`` (the
+open sessions, opened and closed), ``_prompt`` (a prompt's turn), ``_session``
+(the relay), ``_client_tools`` (the client's fs and terminal), ``_mcp_servers`` (the
+client's MCP servers). This module is the dispatch, the access checks and the glue.
 
 Identity: the connection acts as ``user`` (``local`` for stdio and ``--auth none``);
 with ``check_access`` each call checks that user's level on the session as the HTTP
-API does (read to load, edit to prompt, cancel, configure or answer).
+API does (read to load, resume or fork, edit to prompt, cancel, configure, answer or
+close, manage to delete).
 """
 
 from __future__ import annotations
@@ -59,27 +60,34 @@ from ...errors import OmnigentError
 from ...rpc import (
     INVALID_REQUEST,
     RESOURCE_NOT_FOUND,
-    SERVER_BUSY,
+    Admit,
     MessageStream,
     RpcConnection,
     RpcError,
 )
-from ._client_tools import ClientCapabilities, client_tools
 from ._content import prompt_content
-from ._handshake import PROTOCOL_VERSION, initialize_answer, mcp_http, read_client
-from ._mcp_servers import ClientMcpMode, McpOffer, mcp_notice, offered_servers
+from ._handshake import (
+    AUTH_METHOD_ID,
+    PROTOCOL_VERSION,
+    ClientCapabilities,
+    initialize_answer,
+    mcp_http,
+    missing_model_key,
+    read_client,
+)
+from ._mcp_servers import ClientMcpMode
 from ._outcomes import REFUSED, rpc_error, stop_reason
-from ._params import Params
+from ._params import Params, invalid
 from ._prompt import name_session, run_prompt
-from ._records import config_options, history, model_override, session_list
-from ._session import SessionRelay
-from ._updates import replay_items
+from ._records import config_options, session_list, set_config_option
+from ._sessions import OpenSessions
 
 __all__ = ["PROTOCOL_VERSION", "AcpAgent", "rpc_error", "serve_acp"]
 
 log = logging.getLogger("omnigent.transports.acp")
 
-_MAX_SESSIONS = 256
+# ACP's "authentication required".
+AUTH_REQUIRED = -32000
 
 AgentResolver = Callable[[], Awaitable[Agent]]
 
@@ -105,6 +113,10 @@ class AcpAgent:
             "authenticate",
             "session/new",
             "session/load",
+            "session/resume",
+            "session/fork",
+            "session/close",
+            "session/delete",
             "session/list",
             "session/prompt",
             "session/set_config_option",
@@ -114,6 +126,9 @@ class AcpAgent:
         }
     )
     notifications = frozenset({"session/cancel"})
+    # Everything takes effect in the order it arrived (a client may pipeline): a
+    # prompt lets the next message in once its own is accepted, the rest when done.
+    ordered = methods | notifications
 
     def __init__(
         self,
@@ -131,16 +146,21 @@ class AcpAgent:
         self._check_access = check_access
         self.viewer: str | None = user if check_access else None  # see Runtime.subscribe
         self._client: ClientCapabilities | None = None
-        self._relays: dict[str, SessionRelay] = {}
+        self.sessions = OpenSessions(self)
         self.asking: dict[str, trio.CancelScope] = {}
+        # Set when nothing more will be read: the prompts in flight are interrupted.
+        self._winding_down = trio.Event()
         self._connection: RpcConnection | None = None
         self._handlers: dict[str, Callable[[Params], Awaitable[Any]]] = {
             "initialize": self._initialize,
             "authenticate": self._authenticate,
-            "session/new": self._new,
-            "session/load": self._load,
+            "session/new": self.sessions.new,
+            "session/load": self.sessions.load,
+            "session/resume": self.sessions.resume,
+            "session/fork": self.sessions.fork,
+            "session/close": self.sessions.close,
+            "session/delete": self.sessions.delete,
             "session/list": self._list,
-            "session/prompt": self._prompt,
             "session/set_config_option": self._set_config_option,
             "_omnigent/session/list": self._omnigent_list,
             "_omnigent/session/info": self._omnigent_info,
@@ -156,21 +176,41 @@ class AcpAgent:
     def bind(self, connection: RpcConnection) -> None:
         self._connection = connection
 
+    @property
+    def client(self) -> ClientCapabilities:
+        """What the client said in ``initialize`` (every other request comes after it)."""
+        if self._client is None:
+            raise RpcError(INVALID_REQUEST, "Invalid Request: call initialize first")
+        return self._client
+
+    def resolve_agent(self) -> Awaitable[Agent]:
+        return self._resolve_agent()
+
     # -- dispatch ----------------------------------------------------------------------
 
-    async def handle_request(self, method: str, params: Any) -> Any:
+    async def handle_request(self, method: str, params: Any, admit: Admit) -> Any:
         if method != "initialize" and self._client is None:
             raise RpcError(INVALID_REQUEST, "Invalid Request: call initialize first")
         try:
+            if method == "session/prompt":
+                return await self._prompt(Params(params), admit)
             return await self._handlers[method](Params(params))
         except OmnigentError as exc:
             raise rpc_error(exc) from exc
+
+    async def input_ended(self) -> None:
+        """The client will say nothing more: interrupt the prompts in flight.
+
+        Each answers ``stopReason: cancelled`` once its turn has ended (the connection
+        waits for the answers before it closes).
+        """
+        self._winding_down.set()
 
     async def handle_notification(self, method: str, params: Any) -> None:
         if method == "session/cancel" and self._client is not None:
             try:
                 session_id = Params(params).session_id()
-                if session_id in self._relays and await self._may(session_id, EDIT):
+                if session_id in self.sessions and await self._may(session_id, EDIT):
                     await self.runtime.interrupt(session_id)
             except (RpcError, OmnigentError) as exc:
                 log.info("ignored a session/cancel: %s", exc)
@@ -183,7 +223,7 @@ class AcpAgent:
             return True
         return await self.runtime.access_level(session_id, self.user) >= need
 
-    async def _require(self, session_id: str, need: int) -> SessionSnapshot:
+    async def require(self, session_id: str, need: int) -> SessionSnapshot:
         snapshot = await self.runtime.get_session(session_id, viewer=self.viewer)
         if self._check_access:
             level = await self.runtime.access_level(session_id, self.user)
@@ -207,17 +247,6 @@ class AcpAgent:
         except OmnigentError:
             return False
 
-    def _relay(self, session_id: str) -> SessionRelay:
-        relay = self._relays.get(session_id)
-        if relay is None:
-            raise RpcError(
-                RESOURCE_NOT_FOUND,
-                f"session {session_id!r} is not open on this connection: "
-                "call session/new or session/load first",
-                {"code": "session_not_open"},
-            )
-        return relay
-
     # -- initialize --------------------------------------------------------------------
 
     async def _initialize(self, params: Params) -> dict[str, Any]:
@@ -226,66 +255,27 @@ class AcpAgent:
         return initialize_answer(extensions, mcp_http=mcp_http(self.client_mcp, self.runtime))
 
     async def _authenticate(self, params: Params) -> dict[str, Any]:
-        """Nothing to do: omnigent advertises no auth methods (identity is the transport's).
+        """Check the one method omnigent offers: the model's key is in its environment.
 
-        Some clients call it anyway after ``initialize``; they get a plain success.
+        Identity itself belongs to the transport (stdio: the editor's user; the
+        WebSocket: the HTTP API's). A client that sends no ``methodId`` gets a plain
+        success, as before authentication methods were offered.
+
+        Raises:
+            RpcError: ``-32602`` for another method; ``-32000`` (authentication
+            required) naming what to set when the key is missing.
         """
-        params.string("methodId", required=False, max_len=200)
+        method_id = params.string("methodId", required=False, max_len=200)
+        if method_id not in ("", AUTH_METHOD_ID):
+            raise invalid("methodId", f"unknown authentication method (offered: {AUTH_METHOD_ID})")
+        if method_id:
+            agent = await self._resolve_agent()
+            missing = missing_model_key(await self.runtime.get_agent_spec(agent.id))
+            if missing is not None:
+                raise RpcError(AUTH_REQUIRED, f"Authentication required: {missing}")
         return {}
 
     # -- sessions ----------------------------------------------------------------------
-
-    async def _new(self, params: Params) -> dict[str, Any]:
-        cwd = params.absolute_path("cwd")
-        offer = offered_servers(params, self.client_mcp)
-        if len(self._relays) >= _MAX_SESSIONS:
-            raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
-        agent = await self._resolve_agent()
-        session = await self.runtime.create_session(agent.id, owner=self.user, cwd=cwd)
-        relay = await self._open(session, offer=offer)
-        options = await config_options(self.runtime, session)
-        notice = mcp_notice(offer, relay.mcp_report)
-        return {"sessionId": session.id, "configOptions": options, **notice}
-
-    async def _open(
-        self, snapshot: SessionSnapshot, cwd: str | None = None, *, offer: McpOffer
-    ) -> SessionRelay:
-        """The session's relay on this connection, started now if it has none.
-
-        A new relay connects the client's MCP servers of ``offer`` for as long as it
-        runs; a session already open here keeps the servers it was opened with.
-        """
-        relay = self._relays.get(snapshot.id)
-        if relay is not None:
-            return relay
-        assert self._client is not None
-        relay = SessionRelay(self, snapshot.id, snapshot.cwd or cwd)
-        supplied = client_tools(self.connection, relay, self._client)
-        servers = offer.servers, self.client_mcp == "client"
-        await self.connection.nursery.start(relay.run, snapshot.last_event_id, supplied, servers)
-        self._relays[snapshot.id] = relay
-        for request in snapshot.pending_elicitations:
-            relay.ask(request)
-        return relay
-
-    async def _load(self, params: Params) -> dict[str, Any]:
-        session_id = params.session_id()
-        cwd = params.absolute_path("cwd")
-        offer = offered_servers(params, self.client_mcp)
-        snapshot = await self._require(session_id, READ)
-        if session_id not in self._relays and len(self._relays) >= _MAX_SESSIONS:
-            raise RpcError(SERVER_BUSY, f"{_MAX_SESSIONS} sessions are open on this connection")
-        items = await history(self.runtime, session_id)
-        for update in replay_items(items, snapshot.cwd or cwd):
-            await self.connection.notify(
-                "session/update", {"sessionId": session_id, "update": update}
-            )
-        opened = session_id not in self._relays
-        relay = await self._open(snapshot, cwd, offer=offer)
-        return {
-            "configOptions": await config_options(self.runtime, snapshot),
-            **mcp_notice(offer, relay.mcp_report if opened else None),
-        }
 
     async def _list(self, params: Params) -> dict[str, Any]:
         try:
@@ -296,24 +286,31 @@ class AcpAgent:
 
     # -- prompts -----------------------------------------------------------------------
 
-    async def _prompt(self, params: Params) -> dict[str, Any]:
+    async def _prompt(self, params: Params, admit: Admit) -> dict[str, Any]:
         session_id = params.session_id()
-        relay = self._relay(session_id)
+        relay = self.sessions.relay(session_id)
         content = prompt_content(params.raw("prompt"))
-        snapshot = await self._require(session_id, EDIT)
+        snapshot = await self.require(session_id, EDIT)
         if snapshot.title is None:
-            await name_session(self.runtime, self.connection, session_id, content)
-        terminal = await run_prompt(self.runtime, session_id, content, viewer=self.viewer)
+            await name_session(self.runtime, session_id, content)
+        terminal = await run_prompt(
+            self.runtime,
+            session_id,
+            content,
+            viewer=self.viewer,
+            admit=admit,
+            winding_down=self._winding_down,
+        )
         await relay.wait_relayed(terminal.event_id if terminal is not None else 0)
         return stop_reason(terminal)
 
     # -- config options ----------------------------------------------------------------
 
     async def _set_config_option(self, params: Params) -> dict[str, Any]:
-        snapshot = await self._require(params.session_id(), EDIT)
-        await model_override(self.runtime, snapshot, params)
+        snapshot = await self.require(params.session_id(), EDIT)
+        await set_config_option(self.runtime, snapshot, params, self.client)
         snapshot = await self.runtime.get_session(snapshot.id)
-        return {"configOptions": await config_options(self.runtime, snapshot)}
+        return {"configOptions": await config_options(self.runtime, snapshot, self.client)}
 
     # -- omnigent extensions -----------------------------------------------------------
 
@@ -328,13 +325,13 @@ class AcpAgent:
         return page.to_dict()
 
     async def _omnigent_info(self, params: Params) -> dict[str, Any]:
-        return (await self._require(params.session_id(), READ)).to_dict()
+        return (await self.require(params.session_id(), READ)).to_dict()
 
     async def _omnigent_resolve(self, params: Params) -> dict[str, Any]:
         session_id = params.session_id()
         elicitation_id = params.string("elicitationId", max_len=200)
         action = params.string("action", max_len=20)
-        await self._require(session_id, EDIT)
+        await self.require(session_id, EDIT)
         resolved = await self.runtime.resolve_elicitation(
             session_id, elicitation_id, action, params.raw("content")
         )
@@ -349,9 +346,14 @@ async def serve_acp(
     user: str = "local",
     check_access: bool = False,
     client_mcp: ClientMcpMode = "off",
+    drain_timeout: float = 10.0,
     task_status: trio.TaskStatus[AcpAgent] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ACP over ``stream`` until it ends; see :class:`AcpAgent` for the options.
+
+    ``drain_timeout`` is how long the requests in flight when the input ends get to be
+    answered (:class:`~omnigent.rpc.RpcConnection`): prompts are interrupted and
+    answer ``cancelled``; ``0`` cancels everything at once (a transport closed both ways).
 
     Cancellation: everything the connection started is cancelled with it; prompts in
     flight interrupt their turns, and the client's MCP servers are stopped.
@@ -359,7 +361,7 @@ async def serve_acp(
     agent = AcpAgent(
         runtime, resolve_agent, user=user, check_access=check_access, client_mcp=client_mcp
     )
-    connection = RpcConnection(stream, agent)
+    connection = RpcConnection(stream, agent, drain_timeout=drain_timeout)
     agent.bind(connection)
 
     async with trio.open_nursery() as nursery:

@@ -26,9 +26,10 @@ import trio
 
 from ...core import ClientTool
 from ...rpc import ConnectionClosed, RpcConnection, RpcError
+from ._handshake import ClientCapabilities
 from ._updates import Translator
 
-__all__ = ["ClientCapabilities", "RelayView", "client_tools"]
+__all__ = ["RelayView", "client_tools"]
 
 log = logging.getLogger("omnigent.transports.acp")
 
@@ -39,15 +40,6 @@ _OUTPUT_LIMIT = 100_000
 _RELEASE_TIMEOUT = 5.0
 _COMMAND = "'command' must be a non-empty string"
 _TIMEOUT = f"'timeout' must be a number in (0, {_MAX_SHELL_TIMEOUT:g}]"
-
-
-class ClientCapabilities:
-    """What the client said it can do in ``initialize``."""
-
-    def __init__(self, read: bool = False, write: bool = False, terminal: bool = False) -> None:
-        self.read = read
-        self.write = write
-        self.terminal = terminal
 
 
 class RelayView(Protocol):

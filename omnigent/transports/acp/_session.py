@@ -15,7 +15,15 @@ the MCP servers the client passed for the session
 servers' processes stopped — the moment the connection ends.
 
 Permission requests
-    Each is a task in the connection's nursery, in its own cancel scope. The answer
+    Each is a task in the connection's nursery, in its own cancel scope. An
+    elicitation whose answer carries content (a form, ``AskUserQuestion``) is a
+    form-mode ``elicitation/create`` instead when the client advertised
+    ``elicitation.form`` (:mod:`._elicit`): its answer's ``action`` and
+    ``content`` resolve the elicitation as they are. At most 32
+    are open on a connection at once. One more is an explicit error, never a silent
+    drop: it is not asked, the client is told on its tool call (``failed``, saying
+    why), the elicitation is answered ``cancel`` (the tool call is refused) and a
+    warning is logged. The answer
     resolves the elicitation on the session that owns it: ``allow_*`` accept,
     ``reject_*`` decline, outcome ``cancelled`` cancel; ``*_always`` also gives that
     tool a standing answer in that session (:meth:`~omnigent.Runtime.remember_answer`).
@@ -23,9 +31,11 @@ Permission requests
     answered — the request is cancelled, and the client hears ``$/cancel_request``. A
     client that answers with an error is taken as a refusal (fail closed).
 
-Coalescing: a text delta waits up to 2 ms for the deltas right behind it; whatever
-is ready is merged into one ``agent_message_chunk`` (each notification is a write, and
-on the WebSocket a frame through Quart and Hypercorn).
+Coalescing: the relay pulls the session's subscription in its own task and takes every
+event at hand after the first into one batch (a turn's deltas come from the bus in
+batches, one per store write); the deltas of one message in a batch are merged into one
+``agent_message_chunk`` (each notification is a write, and on the WebSocket a frame
+through Quart and Hypercorn). Nothing waits for more.
 
 Ordering: a prompt's answer waits (:meth:`SessionRelay.wait_relayed`) until the relay
 has sent every update up to the turn's terminal event, so the client sees all of a
@@ -41,25 +51,25 @@ from typing import Any, Protocol
 
 import trio
 
-from ...core import ClientMcpReport, ClientTool, Runtime, wants_content
+from ...core import ClientMcpReport, ClientTool, Runtime, Subscription, wants_content
 from ...errors import OmnigentError
-from ...model import ElicitationRequest, Event, OutputTextDelta
+from ...model import ElicitationRequest, Event
 from ...rpc import ConnectionClosed, RpcConnection, RpcError
 from ...spec import McpServerSpec
-from ._updates import Ask, Translator, Update, Withdraw
+from ._elicit import form_params, read_form_answer
+from ._handshake import ClientCapabilities
+from ._records import config_options
+from ._updates import Ask, ConfigChanged, Translator, Update, Withdraw
 
-__all__ = ["PERMISSION_OPTIONS", "RelayContext", "SessionRelay", "read_outcome"]
+__all__ = ["MAX_ASKING", "PERMISSION_OPTIONS", "RelayContext", "SessionRelay", "read_outcome"]
 
 log = logging.getLogger("omnigent.transports.acp")
 
-_BUFFER = 1024
 _BATCH = 1024
 _CATCH_UP_TIMEOUT = 1.0
-# How long a text delta waits for the ones behind it (as the SSE relay's window).
-_WINDOW = 0.002
-# Permission requests one connection keeps open at once; beyond that an elicitation
-# waits for another client (or for a request to end) rather than piling up.
-_MAX_ASKING = 32
+# Permission requests one connection keeps open at once; one more is refused, with
+# the client told why (see the module docstring).
+MAX_ASKING = 32
 
 PERMISSION_OPTIONS: tuple[tuple[str, str], ...] = (
     ("allow_once", "Allow"),
@@ -87,6 +97,11 @@ class RelayContext(Protocol):
     @property
     def connection(self) -> RpcConnection: ...
 
+    @property
+    def client(self) -> ClientCapabilities:
+        """What the client said it can do (``initialize`` came first)."""
+        ...
+
     async def may_answer(self, session_id: str) -> bool:
         """Whether this connection's user may resolve the session's elicitations."""
         ...
@@ -111,14 +126,18 @@ def read_outcome(result: Any) -> tuple[str, bool]:
 class SessionRelay:
     """Relays one session to one connection; see the module docstring."""
 
-    def __init__(self, ctx: RelayContext, session_id: str, cwd: str | None) -> None:
+    def __init__(
+        self, ctx: RelayContext, session_id: str, cwd: str | None, model_override: str | None
+    ) -> None:
         self._ctx = ctx
         self.session_id = session_id
         self.cwd = cwd
-        self.translator = Translator(cwd)
+        self.translator = Translator(cwd, model_override)
         self.relayed_through = 0
         self._progress = trio.Event()
         self._ended = False
+        self._scope = trio.CancelScope()
+        self.done = trio.Event()
         # What became of the client's MCP servers (None: it passed none on).
         self.mcp_report: ClientMcpReport | None = None
 
@@ -139,7 +158,25 @@ class SessionRelay:
         MCP servers stopped.
         """
         self.relayed_through = after
-        send, receive = trio.open_memory_channel[Event](_BUFFER)
+        try:
+            with self._scope:
+                await self._relay(after, client_tools, mcp, task_status)
+        finally:
+            self._ended = True
+            self._progress.set()
+            self.done.set()
+
+    def close(self) -> None:
+        """Stop relaying (``session/close``): the subscription, tools and MCP servers go."""
+        self._scope.cancel()
+
+    async def _relay(
+        self,
+        after: int,
+        client_tools: Mapping[str, ClientTool],
+        mcp: tuple[Sequence[McpServerSpec], bool],
+        task_status: trio.TaskStatus[None],
+    ) -> None:
         try:
             async with AsyncExitStack() as stack:
                 runtime = self._ctx.runtime
@@ -154,46 +191,30 @@ class SessionRelay:
                             self.session_id, servers, from_client=from_client
                         )
                     )
-                async with trio.open_nursery() as nursery:
-                    # A pump: the subscription is read in its own task, so events keep
-                    # arriving in the bounded channel while a chunk is being forwarded
-                    # (or the window waits), and the forwarder drains what is at hand.
-                    nursery.start_soon(self._pump, after, send)
-                    task_status.started()
-                    async with receive:
-                        async for first in receive:
-                            if isinstance(first, OutputTextDelta):
-                                # Text streams in many small deltas: let the ones right
-                                # behind it arrive, and send them as one chunk.
-                                await trio.sleep(_WINDOW)
-                            await self._forward(self._drain(first, receive))
-        except ConnectionClosed:
-            pass
-        finally:
-            self._ended = True
-            self._progress.set()
-
-    async def _pump(self, after: int, send: trio.MemorySendChannel[Event]) -> None:
-        async with send:
-            try:
-                subscription = self._ctx.runtime.subscribe(
+                subscription = runtime.subscribe(
                     self.session_id, after=after, viewer=self._ctx.viewer
                 )
                 async with subscription as events:
-                    async for event in events:
-                        await send.send(event)
-            except OmnigentError as exc:  # deleted meanwhile, runtime closing
-                log.info("stopped relaying %s: %s", self.session_id, exc.message)
+                    task_status.started()
+                    await self._pull(events)
+        except ConnectionClosed:
+            pass
+        except OmnigentError as exc:  # deleted meanwhile, runtime closing
+            log.info("stopped relaying %s: %s", self.session_id, exc.message)
 
-    @staticmethod
-    def _drain(first: Event, receive: trio.MemoryReceiveChannel[Event]) -> list[Event]:
-        batch = [first]
-        while len(batch) < _BATCH:
-            try:
-                batch.append(receive.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel):
-                break
-        return batch
+    async def _pull(self, events: Subscription) -> None:
+        """Forward the session's events, each burst as one batch.
+
+        Pulled in this task, no pump: the subscription keeps what arrives while a batch
+        is being sent (it is cancel-safe, and bounded: a relay that falls behind is
+        caught up from the store), and the next batch takes everything at hand — a
+        turn's deltas come from the bus in batches, so they go out in few chunks.
+        """
+        async for first in events:
+            batch = [first]
+            while len(batch) < _BATCH and (event := await events.next_ready()) is not None:
+                batch.append(event)
+            await self._forward(batch)
 
     async def _forward(self, batch: list[Event]) -> None:
         connection = self._ctx.connection
@@ -203,14 +224,29 @@ class SessionRelay:
                     "session/update", {"sessionId": self.session_id, "update": out.payload}
                 )
             elif isinstance(out, Ask):
-                self.ask(out.request, out.tool_call)
+                await self.ask(out.request, out.tool_call)
             elif isinstance(out, Withdraw):
                 scope = self._ctx.asking.get(out.elicitation_id)
                 if scope is not None:
                     scope.cancel()
+            elif isinstance(out, ConfigChanged):
+                await self._config_changed()
         self.relayed_through = batch[-1].event_id
         progress, self._progress = self._progress, trio.Event()
         progress.set()
+
+    async def _config_changed(self) -> None:
+        runtime = self._ctx.runtime
+        try:
+            snapshot = await runtime.get_session(self.session_id)
+            options = await config_options(runtime, snapshot, self._ctx.client)
+        except OmnigentError as exc:  # deleted meanwhile
+            log.info("no config options for %s: %s", self.session_id, exc.message)
+            return
+        update = {"sessionUpdate": "config_option_update", "configOptions": options}
+        await self._ctx.connection.notify(
+            "session/update", {"sessionId": self.session_id, "update": update}
+        )
 
     async def wait_relayed(self, event_id: int) -> None:
         """Return once every event up to ``event_id`` was relayed (or the relay ended)."""
@@ -228,20 +264,49 @@ class SessionRelay:
 
     # -- permission requests ---------------------------------------------------------
 
-    def ask(self, request: ElicitationRequest, tool_call: dict[str, Any] | None = None) -> None:
-        """Ask the client about ``request`` (once per connection), in the background."""
+    async def ask(
+        self, request: ElicitationRequest, tool_call: dict[str, Any] | None = None
+    ) -> None:
+        """Ask the client about ``request`` (once per connection), in the background.
+
+        Past the bound of open requests it is refused instead (see the module
+        docstring).
+        """
         asking = self._ctx.asking
         eid = request.elicitation_id
         if eid in asking:
             return
-        if len(asking) >= _MAX_ASKING:
-            log.warning("%d permission requests are open already; not asking %s", len(asking), eid)
+        if tool_call is None:
+            tool_call = self.translator.permission_tool_call(request)
+        if len(asking) >= MAX_ASKING:
+            await self._refuse(request, tool_call)
             return
         scope = trio.CancelScope()
         asking[eid] = scope
-        if tool_call is None:
-            tool_call = self.translator.permission_tool_call(request)
         self._ctx.connection.nursery.start_soon(self._ask, request, tool_call, scope)
+
+    async def _refuse(self, request: ElicitationRequest, tool_call: dict[str, Any]) -> None:
+        """Too many requests are open: tell the client, and cancel the elicitation."""
+        owner = request.params.target_session_id or self.session_id
+        reason = (
+            f"not asked: {MAX_ASKING} permission requests are open on this connection "
+            "already, so this one was cancelled (answer the open ones, then try again)"
+        )
+        log.warning("session %s: %s (%s)", owner, reason, request.elicitation_id)
+        text = {"type": "content", "content": {"type": "text", "text": f"omnigent {reason}"}}
+        call_id = tool_call["toolCallId"]
+        if self.translator.is_open_call(call_id):
+            update = {"sessionUpdate": "tool_call_update", "toolCallId": call_id}
+        else:
+            update = {"sessionUpdate": "tool_call", **tool_call}
+        update.update(status="failed", content=[text])
+        await self._ctx.connection.notify(
+            "session/update", {"sessionId": self.session_id, "update": update}
+        )
+        try:
+            await self._ctx.runtime.resolve_elicitation(owner, request.elicitation_id, "cancel")
+        except OmnigentError as exc:
+            log.info("could not cancel %s: %s", request.elicitation_id, exc.message)
 
     async def _ask(
         self, request: ElicitationRequest, tool_call: dict[str, Any], scope: trio.CancelScope
@@ -250,6 +315,12 @@ class SessionRelay:
         try:
             with scope:
                 if not await self._ctx.may_answer(owner):
+                    return
+                form = None
+                if self._ctx.client.form_elicitation and wants_content(request.params):
+                    form = form_params(request, self.session_id, self._call_id(tool_call))
+                if form is not None:
+                    await self._ask_form(request, owner, form)
                     return
                 params = await self._permission_params(request, tool_call, owner)
                 try:
@@ -265,6 +336,29 @@ class SessionRelay:
             pass
         finally:
             del self._ctx.asking[request.elicitation_id]
+
+    def _call_id(self, tool_call: dict[str, Any]) -> str | None:
+        """The tool call a form is about, when the client was told of it."""
+        call_id = tool_call.get("toolCallId")
+        if isinstance(call_id, str) and self.translator.is_open_call(call_id):
+            return call_id
+        return None
+
+    async def _ask_form(
+        self, request: ElicitationRequest, owner: str, form: dict[str, Any]
+    ) -> None:
+        if owner != self.session_id:
+            form["_meta"]["omnigent"]["childSession"] = {
+                "id": owner,
+                "label": await self._child_label(owner),
+            }
+        try:
+            result = await self._ctx.connection.request("elicitation/create", form)
+        except RpcError as error:
+            log.warning("the client failed an elicitation: %s", error.message)
+            result = None
+        action, content = read_form_answer(result)
+        await self._answer(request, owner, action, False, content)
 
     async def _permission_params(
         self, request: ElicitationRequest, tool_call: dict[str, Any], owner: str
@@ -310,7 +404,12 @@ class SessionRelay:
         return child.title or f"{child.agent_name} {session_id}"
 
     async def _answer(
-        self, request: ElicitationRequest, owner: str, action: str, always: bool
+        self,
+        request: ElicitationRequest,
+        owner: str,
+        action: str,
+        always: bool,
+        content: dict[str, Any] | None = None,
     ) -> None:
         runtime = self._ctx.runtime
         tool = request.params.tool_name
@@ -320,6 +419,6 @@ class SessionRelay:
             except OmnigentError as exc:  # too many standing answers, or the session went
                 log.info("could not remember the answer to %s: %s", tool, exc.message)
         try:
-            await runtime.resolve_elicitation(owner, request.elicitation_id, action)
+            await runtime.resolve_elicitation(owner, request.elicitation_id, action, content)
         except OmnigentError as exc:  # the session went away meanwhile
             log.info("could not answer %s: %s", request.elicitation_id, exc.message)

@@ -1,9 +1,11 @@
 """``omnigent stdio``: an ACP v1 agent on stdin/stdout, for editors.
 
-An editor (Zed, a JetBrains IDE, a Neovim ACP plugin) starts ``omnigent stdio --agent
-PATH`` and speaks the Agent Client Protocol to it: newline-delimited JSON-RPC 2.0 on
-stdin/stdout (:mod:`._agent`). Sessions live in the store (``--db``, by default
-``$OMNIGENT_HOME/omnigent.db``), so ``session/load`` works from a new process.
+An editor (Zed, a JetBrains IDE, a Neovim ACP plugin) starts ``omnigent stdio [--agent
+PATH]`` (without ``--agent``: the project's ``.omnigent/agent.yaml``, else the built-in
+editor agent, :func:`default_agent_spec`) and speaks the Agent Client Protocol to it:
+newline-delimited JSON-RPC 2.0 on stdin/stdout (:mod:`._agent`). Sessions live in the
+store (``--db``, by default ``$OMNIGENT_HOME/omnigent.db``), so ``session/load`` works
+from a new process.
 
 stdout carries protocol messages only. Before anything runs, the protocol keeps
 private copies of file descriptors 0 and 1; fd 0 then reads ``/dev/null`` and fd 1
@@ -23,9 +25,12 @@ The editor started this process and is its operator: the MCP servers it passes w
 
 An unreadable or invalid spec raises before the runtime opens (the CLI prints one
 ``Error: …`` on stderr and exits 2). The spec file is the operator's own, so the
-``function`` policies it names are allowed (as ``omnigent run`` allows them). The
-process exits 0 when the editor closes stdin, or on SIGINT/SIGTERM, after every turn
-has ended ``cancelled``.
+``function`` policies it names are allowed (as ``omnigent run`` allows them).
+
+The end: when the editor closes stdin, or on SIGINT/SIGTERM, omnigent reads nothing
+more but answers every request it has read — a prompt in flight answers ``stopReason:
+cancelled`` once its turn has ended (see :mod:`omnigent.rpc`) — and then exits 0,
+after every turn has ended. A second signal cuts the wait short.
 """
 
 from __future__ import annotations
@@ -50,10 +55,11 @@ from ...core import load_policy_function as load_function
 from ...errors import BadRequest, SpecError
 from ...rpc import NdjsonStream
 from ...spec import AgentSpec, agent_references
-from ._agent import serve_acp
+from ._agent import AcpAgent, serve_acp
 
 __all__ = [
     "add_stdio_parser",
+    "default_agent_spec",
     "load_agent_spec",
     "own_policy_functions",
     "run_stdio",
@@ -61,6 +67,49 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+PROJECT_AGENT = Path(".omnigent") / "agent.yaml"
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def default_agent_spec(folder: Path, environ: Mapping[str, str] | None = None) -> AgentSpec:
+    """The agent ``omnigent stdio`` serves without ``--agent``.
+
+    The project's own, ``.omnigent/agent.yaml`` in ``folder`` (the directory the editor
+    started omnigent in), if there is one; else the built-in editor agent: the ``loop``
+    harness on the OpenAI-compatible endpoint of ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``, the model ``$OMNIGENT_MODEL`` (default ``gpt-4o-mini``), asking
+    before it runs a command or changes a file. This is what an editor that installs
+    omnigent from the ACP registry (``uvx omnigent stdio``) runs.
+
+    Raises:
+        BadRequest, SpecError: the project's spec cannot be read or is invalid.
+    """
+    own = folder / PROJECT_AGENT
+    if own.is_file():
+        return load_agent_spec(own)
+    env = os.environ if environ is None else environ
+    return AgentSpec.from_dict(
+        {
+            "name": "coder",
+            "description": "omnigent's editor agent (no --agent and no .omnigent/agent.yaml)",
+            "prompt": (
+                "You are a careful coding agent working in the user's project. Read before "
+                "you edit, keep changes small, and run the tests you touch."
+            ),
+            "executor": {
+                "type": "omnigent",
+                "config": {"harness": "loop", "model": env.get("OMNIGENT_MODEL") or DEFAULT_MODEL},
+            },
+            "policies": [
+                {"name": "ask_shell", "type": "ask_tools", "tools": ["sys_os_shell"],
+                 "reason": "Run this command?"},
+                {"name": "ask_writes", "type": "ask_tools",
+                 "tools": ["sys_os_write", "sys_os_edit"], "reason": "Change this file?"},
+            ],
+        }
+    )  # fmt: skip
 
 
 def load_agent_spec(path: str | Path) -> AgentSpec:
@@ -98,7 +147,7 @@ async def serve_stdio(
     *,
     policy_functions: Mapping[str, PolicyFunction] | None = None,
     client_mcp: bool = True,
-    task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[AcpAgent] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Register ``spec`` and serve ACP over the two streams until input ends.
 
@@ -108,7 +157,8 @@ async def serve_stdio(
         receive_stream, send_stream: the protocol's input and output.
         policy_functions: callables the spec's ``function`` policies may name.
         client_mcp: connect the MCP servers the editor passes (``False``: ignore them).
-        task_status: started with the registered agent.
+        task_status: started with the connection's agent side (its
+            ``connection.stop_reading()`` ends the input early: a signal).
 
     The ``openai-agents`` agents ``spec`` names are trusted: the spec is the operator's
     (``omnigent run`` trusts its file the same way).
@@ -127,14 +177,14 @@ async def serve_stdio(
 
         stream = NdjsonStream(receive_stream, send_stream)
         async with trio.open_nursery() as nursery:
-            await nursery.start(
+            acp_agent = await nursery.start(
                 partial(serve_acp, client_mcp="operator" if client_mcp else "off"),
                 runtime,
                 stream,
                 resolve,
             )
-            task_status.started(agent)
-        log.info("the client closed stdin: shutting down")
+            task_status.started(acp_agent)
+        log.info("the input ended and every request was answered: shutting down")
 
 
 def add_stdio_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -144,7 +194,12 @@ def add_stdio_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="ACP agent on stdin/stdout (for editors)",
         description="Serve one agent over the Agent Client Protocol on stdin/stdout.",
     )
-    parser.add_argument("--agent", required=True, metavar="PATH", help="agent spec file")
+    parser.add_argument(
+        "--agent",
+        metavar="PATH",
+        default=None,
+        help="agent spec file (default: .omnigent/agent.yaml here, else the built-in one)",
+    )
     parser.add_argument(
         "--db",
         metavar="URL",
@@ -168,7 +223,7 @@ def run_stdio(args: argparse.Namespace) -> int:
         BadRequest, SpecError: the spec cannot be read or is invalid (nothing has
         been written to stdout). StoreBusy: another process owns the database.
     """
-    spec = load_agent_spec(args.agent)
+    spec = load_agent_spec(args.agent) if args.agent else default_agent_spec(Path.cwd())
     functions = own_policy_functions(spec)
     db: str = args.db or default_db_url()
     if db.startswith("sqlite:///"):
@@ -192,6 +247,7 @@ async def _main(
     async with stdin, stdout:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
+                serving: list[AcpAgent] = []
 
                 async def serve() -> None:
                     run = partial(
@@ -203,14 +259,19 @@ async def _main(
                         policy_functions=functions,
                         client_mcp=client_mcp,
                     )
-                    async with trio.open_nursery() as serving:
-                        await serving.start(run)
+                    async with trio.open_nursery() as inner:
+                        serving.append(await inner.start(run))
                         settle_after_startup()  # a server from now on: see omnigent._gc
-                    nursery.cancel_scope.cancel()  # input ended: stop watching signals
+                    nursery.cancel_scope.cancel()  # all answered: stop watching signals
 
                 nursery.start_soon(serve)
                 async for signum in signals:
-                    log.info("signal %s: shutting down", signum)
+                    if serving and not serving[0].connection.input_ended:
+                        # Read nothing more, answer what was read, then exit.
+                        log.info("signal %s: answering what is in flight, then exiting", signum)
+                        serving[0].connection.stop_reading()
+                        continue
+                    log.info("signal %s: shutting down now", signum)
                     nursery.cancel_scope.cancel()
                     break
 

@@ -15,7 +15,11 @@ omnigent event                              ACP
                                             ``failed`` for an ``Error: …`` output;
                                             content and ``rawOutput``)
 ``response.elicitation_request``            :class:`Ask`: a ``session/request_permission``
+                                            (or a form ``elicitation/create``)
 ``response.elicitation_resolved``           :class:`Withdraw`: cancel that request
+``session.info.updated``                         ``session_info_update`` (title), and
+                                            :class:`ConfigChanged` when the model
+                                            override changed (``config_option_update``)
 ==========================================  =============================================
 
 Everything else (statuses, ``response.*`` lifecycle, child summaries) is for the
@@ -43,11 +47,21 @@ from ...model import (
     MessageItem,
     OutputItemDone,
     OutputTextDelta,
+    SessionInfoUpdated,
     item_text,
 )
 from ._content import acp_blocks
+from ._outcomes import iso
 
-__all__ = ["Ask", "Translator", "Update", "Withdraw", "describe_call", "replay_items"]
+__all__ = [
+    "Ask",
+    "ConfigChanged",
+    "Translator",
+    "Update",
+    "Withdraw",
+    "describe_call",
+    "replay_items",
+]
 
 _TITLE_TEXT = 80
 _OPEN_CALLS = 256
@@ -75,7 +89,12 @@ class Withdraw:
     elicitation_id: str
 
 
-Out = Update | Ask | Withdraw
+@attrs.frozen
+class ConfigChanged:
+    """The session's model changed elsewhere: send the client its config options again."""
+
+
+Out = Update | Ask | Withdraw | ConfigChanged
 
 
 def _short(text: str, limit: int = _TITLE_TEXT) -> str:
@@ -173,10 +192,12 @@ class Translator:
 
     Args:
         cwd: the session's working directory, for absolute paths in ``locations``.
+        model_override: the session's as the client last heard it.
     """
 
-    def __init__(self, cwd: str | None) -> None:
+    def __init__(self, cwd: str | None, model_override: str | None = None) -> None:
         self.cwd = cwd
+        self.model_override = model_override
         self._streamed: set[str] = set()
         # Tool calls still waiting for their output: call id -> (name, arguments).
         self._calls: OrderedDict[str, tuple[str, Any]] = OrderedDict()
@@ -213,7 +234,21 @@ class Translator:
             return [Ask(event, self.permission_tool_call(event))]
         if isinstance(event, ElicitationResolved):
             return [Withdraw(event.elicitation_id)]
+        if isinstance(event, SessionInfoUpdated):
+            return self._session_updated(event)
         return []
+
+    def _session_updated(self, event: SessionInfoUpdated) -> list[Out]:
+        info = {
+            "sessionUpdate": "session_info_update",
+            "title": event.title,
+            "updatedAt": iso(event.created_at),
+        }
+        out: list[Out] = [Update(info)]
+        if event.model_override != self.model_override:
+            self.model_override = event.model_override
+            out.append(ConfigChanged())
+        return out
 
     def _item(self, item: Item) -> list[Out]:
         if isinstance(item, MessageItem):
@@ -232,6 +267,10 @@ class Translator:
             return [Update(_tool_call(item, self.cwd))]
         self._calls.pop(item.call_id, None)
         return [Update(_tool_result(item))]
+
+    def is_open_call(self, call_id: str) -> bool:
+        """Whether ``call_id`` is a tool call the client was told of, still waiting."""
+        return call_id in self._calls
 
     def find_call(self, tool_name: str | None, tool_input: Any) -> str | None:
         """The open tool call an elicitation is about (same tool, same arguments)."""

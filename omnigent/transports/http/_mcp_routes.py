@@ -11,12 +11,14 @@ session) are not offered: ``405``, as streamable HTTP allows.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import trio
 from quart import Blueprint, Response, jsonify, request
 
 from ..._version import __version__
-from ...core import HeldToolCall
+from ...core import HeldToolCall, ToolTask
 from ...errors import InvalidInput
 from ...harnesses.base import ToolSchema
 from ...model import ElicitationRequest, loads
@@ -53,11 +55,29 @@ class _Backend:
             self._session_id, elicitation_id, action, content
         )
 
-    async def settle(self, call: HeldToolCall, *, done: bool, answered: str | None) -> None:
-        if done:
-            await _until_stopping(call.wait_done)
-        else:
-            await _until_stopping(lambda: call.wait_settled(answered=answered))
+    async def settle(
+        self,
+        call: HeldToolCall,
+        *,
+        done: bool,
+        answered: str | None,
+        timeout: float | None = None,
+    ) -> bool:
+        with trio.move_on_after(math.inf if timeout is None else timeout) as waited:
+            if done:
+                await _until_stopping(call.wait_done)
+            else:
+                await _until_stopping(lambda: call.wait_settled(answered=answered))
+        return not waited.cancelled_caught
+
+    async def keep(self, call: HeldToolCall) -> ToolTask:
+        return await self._runtime.keep_tool_call(self._session_id, call.call_id)
+
+    async def task(self, task_id: str) -> ToolTask | None:
+        return await self._runtime.tool_task(self._session_id, task_id)
+
+    def cancel(self, task_id: str) -> bool:
+        return self._runtime.cancel_tool_call(self._session_id, task_id)
 
     def approval_url(self, asking: ElicitationRequest) -> str | None:
         url = asking.params.url

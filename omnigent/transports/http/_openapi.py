@@ -55,7 +55,7 @@ from ._openapi_kit import (
 )
 from ._openapi_links import name_and_link
 from ._openapi_sessions import session_operations
-from ._params import CreateSessionBody, UpdateSessionBody
+from ._params import CreateSessionBody, ForkSessionBody, UpdateSessionBody
 from ._websocket import AGENT_PATTERN
 
 __all__ = ["openapi_document", "paths"]
@@ -241,6 +241,20 @@ def _sessions(doc: DocumentBuilder) -> dict[str, Any]:
                     **doc.errors("403", "404"),
                 },
             },
+        },
+        "/v1/sessions/{session_id}/fork": {
+            "post": {
+                "summary": (
+                    "A new session (the caller's) with a copy of this one's history up to "
+                    "up_to_item_id (default: all); needs read"
+                ),
+                "parameters": SESSION_ID,
+                "requestBody": doc.body(ForkSessionBody),
+                "responses": {
+                    **doc.answer("201", "the fork's snapshot", SessionSnapshot),
+                    **doc.errors("404", "422"),
+                },
+            }
         },
         "/v1/sessions/{session_id}/items": {
             "get": {

@@ -32,6 +32,7 @@ OPERATION_IDS: dict[tuple[str, str], str] = {
     ("/v1/sessions/{session_id}", "get"): "get_session",
     ("/v1/sessions/{session_id}", "patch"): "update_session",
     ("/v1/sessions/{session_id}", "delete"): "delete_session",
+    ("/v1/sessions/{session_id}/fork", "post"): "fork_session",
     ("/v1/sessions/{session_id}/items", "get"): "list_items",
     ("/v1/sessions/{session_id}/child_sessions", "get"): "list_child_sessions",
     ("/v1/sessions/{session_id}/resources", "get"): "list_resources",

@@ -26,6 +26,7 @@ __all__ = [
     "AppState",
     "CreateSessionBody",
     "EventBody",
+    "ForkSessionBody",
     "UpdateSessionBody",
     "json_body",
     "owner",
@@ -104,6 +105,14 @@ class UpdateSessionBody:
     title: str | None = None
     labels: dict[str, str] | None = None
     model_override: str | None = attrs.field(default=None, metadata=_MODEL_OVERRIDE)
+
+
+@attrs.frozen
+class ForkSessionBody:
+    """``POST /sessions/{id}/fork``: copy the history up to ``up_to_item_id`` (default all)."""
+
+    up_to_item_id: str | None = None
+    title: str | None = None
 
 
 @attrs.frozen

@@ -1,8 +1,9 @@
-"""Routes for sessions: create, list, read, update, delete, items, child sessions.
+"""Routes for sessions: create, list, read, update, delete, fork, items, child sessions.
 
 Every route checks the caller's level first (:func:`._access.session_access`): reading
 needs read, changing needs edit, deleting needs manage; lists hold only what the
-caller may read.
+caller may read. A fork needs only read on its source: it is a new session, the
+caller's own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ._access import EDIT, MANAGE, READ, session_access, viewer
 from ._answers import ChildSessionList, SessionDeleted
 from ._params import (
     CreateSessionBody,
+    ForkSessionBody,
     UpdateSessionBody,
     json_body,
     owner,
@@ -87,6 +89,20 @@ async def delete_session(session_id: str) -> dict[str, Any]:
     await session_access(session_id, MANAGE)
     await state().runtime.delete_session(session_id)
     return SessionDeleted(session_id).to_dict()
+
+
+@blueprint.post("/sessions/<session_id>/fork")
+async def fork_session(session_id: str) -> tuple[dict[str, Any], int]:
+    await session_access(session_id, READ)
+    body = await structured_body(ForkSessionBody)
+    snapshot = await state().runtime.fork_session(
+        session_id,
+        up_to_item_id=body.up_to_item_id,
+        title=body.title,
+        owner=owner(),
+        viewer=viewer(),
+    )
+    return snapshot.to_dict(), 201
 
 
 @blueprint.get("/sessions/<session_id>/items")

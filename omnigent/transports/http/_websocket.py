@@ -147,6 +147,8 @@ def install_websocket(app: Quart) -> None:
                 user=user,
                 check_access=state.auth == "header",
                 client_mcp="client",
+                # A closed WebSocket is closed both ways: nothing could be answered.
+                drain_timeout=0.0,
             )
             nursery.cancel_scope.cancel()
         return None

@@ -30,14 +30,32 @@ Nothing here does I/O of its own: :func:`handle` takes the decoded message and a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
 from ...core import HeldToolCall
 from ...errors import OmnigentError
 from ...harnesses.base import ToolSchema
-from ...model import ElicitationRequest
+from ._server_kit import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    Backend,
+    Failure,
+    apply_responses,
+    input_requests,
+    tool_result,
+)
+from ._tasks import (
+    TASK_AFTER,
+    TASKS_EXTENSION,
+    declares_tasks,
+    task_created,
+    task_methods,
+)
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -53,33 +71,6 @@ HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-
-
-class Backend(Protocol):
-    """What :func:`handle` needs: the session's tools, calls and approvals."""
-
-    server_version: str
-
-    async def tools(self) -> tuple[ToolSchema, ...]: ...
-
-    async def start_call(self, name: str, arguments: dict[str, Any]) -> HeldToolCall: ...
-
-    def held_call(self, call_id: str) -> HeldToolCall | None: ...
-
-    async def answer(self, elicitation_id: str, action: str, content: Any) -> bool: ...
-
-    async def settle(self, call: HeldToolCall, *, done: bool, answered: str | None) -> None:
-        """Wait until ``call`` is done (``done``) or settled — done or asking past
-        ``answered``; ended early (RuntimeClosed) if the server stops."""
-        ...
-
-    def approval_url(self, request: ElicitationRequest) -> str | None: ...
-
 
 @attrs.frozen
 class Answer:
@@ -87,13 +78,6 @@ class Answer:
 
     status: int
     body: dict[str, Any] | None
-
-
-class _Failure(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def is_modern(message: Mapping[str, Any], header_version: str | None) -> bool:
@@ -122,21 +106,26 @@ async def handle(message: Any, backend: Backend, *, header_version: str | None =
     params = message.get("params", {})
     if not isinstance(params, dict):
         return Answer(200, _error(request_id, INVALID_PARAMS, "params must be an object"))
-    method_of = _METHODS.get(method)
-    if method_of is None:
-        return Answer(200, _error(request_id, METHOD_NOT_FOUND, f"unknown method {method!r}"))
     modern = is_modern(message, header_version)
     try:
-        result = await method_of(params, backend, modern)
-    except _Failure as failure:
-        return Answer(200, _error(request_id, failure.code, failure.message))
+        if method in _TASK_METHODS and modern:
+            result = await _TASK_METHODS[method](params, backend)
+        elif method in _METHODS:
+            result = await _METHODS[method](params, backend, modern)
+        else:
+            return Answer(200, _error(request_id, METHOD_NOT_FOUND, f"unknown method {method!r}"))
+    except Failure as failure:
+        return Answer(200, _error(request_id, failure.code, failure.message, failure.data))
     except OmnigentError as exc:
         return Answer(200, _error(request_id, INTERNAL_ERROR, exc.message))
     return Answer(200, {"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
-def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 def _capabilities() -> dict[str, Any]:
@@ -146,7 +135,7 @@ def _capabilities() -> dict[str, Any]:
 async def _discover(params: dict[str, Any], backend: Backend, modern: bool) -> dict[str, Any]:
     return {
         "supportedVersions": [MODERN_VERSION],
-        "capabilities": _capabilities(),
+        "capabilities": {**_capabilities(), "extensions": {TASKS_EXTENSION: {}}},
         "_meta": {SERVER_INFO_META: {"name": "omnigent", "version": backend.server_version}},
         "resultType": "complete",
         "ttlMs": 0,
@@ -188,25 +177,29 @@ def _object_schema(tool: ToolSchema) -> dict[str, Any]:
 async def _call_tool(params: dict[str, Any], backend: Backend, modern: bool) -> dict[str, Any]:
     name, arguments = params.get("name"), params.get("arguments", {})
     if not isinstance(name, str) or not name:
-        raise _Failure(INVALID_PARAMS, "params.name must be a tool name")
+        raise Failure(INVALID_PARAMS, "params.name must be a tool name")
     if not isinstance(arguments, dict):
-        raise _Failure(INVALID_PARAMS, "params.arguments must be an object")
+        raise Failure(INVALID_PARAMS, "params.arguments must be an object")
     state = params.get("requestState")
     answered = None
     if state is None:
         call = await backend.start_call(name, arguments)
     else:
         call = _resumed(backend, state, name, arguments)
-        answered = await _apply_responses(backend, call, params.get("inputResponses"))
+        answered = await apply_responses(backend, call, params.get("inputResponses"))
     # Before 2026 there is no input_required: the request is held until the call is done.
-    await backend.settle(call, done=not modern, answered=answered)
+    # A client that takes tasks gets one for a call still running after TASK_AFTER.
+    tasks = modern and declares_tasks(params)
+    timeout = TASK_AFTER if tasks else None
+    if not await backend.settle(call, done=not modern, answered=answered, timeout=timeout):
+        return task_created(await backend.keep(call))
     if call.asking is not None and call.output is None:
-        return _input_required(backend, call, call.asking)
-    output = call.collect()
-    result: dict[str, Any] = {
-        "content": [{"type": "text", "text": output}],
-        "isError": output.startswith("Error:"),
-    }
+        return {
+            "resultType": "input_required",
+            "inputRequests": input_requests(backend, call.asking),
+            "requestState": call.call_id,
+        }
+    result = tool_result(call.collect())
     if modern:
         result["resultType"] = "complete"
     return result
@@ -214,48 +207,9 @@ async def _call_tool(params: dict[str, Any], backend: Backend, modern: bool) -> 
 
 def _resumed(backend: Backend, state: Any, name: str, arguments: dict[str, Any]) -> HeldToolCall:
     call = backend.held_call(state) if isinstance(state, str) else None
-    if call is None or call.name != name or call.arguments != arguments:
-        raise _Failure(INVALID_PARAMS, "Invalid or expired requestState")
+    if call is None or call.kept or call.name != name or call.arguments != arguments:
+        raise Failure(INVALID_PARAMS, "Invalid or expired requestState")
     return call
-
-
-async def _apply_responses(backend: Backend, call: HeldToolCall, responses: Any) -> str | None:
-    """Answer the call's pending elicitation from ``inputResponses``; its id if answered."""
-    if responses is None:
-        return None
-    if not isinstance(responses, dict):
-        raise _Failure(INVALID_PARAMS, "params.inputResponses must be an object")
-    asking = call.asking
-    for key, response in responses.items():
-        if asking is None or key != asking.elicitation_id:
-            continue  # answered already (on the approval page), or not ours: ignored
-        action = response.get("action") if isinstance(response, dict) else None
-        if action not in ("accept", "decline", "cancel"):
-            raise _Failure(INVALID_PARAMS, f"inputResponses[{key!r}].action must be an action")
-        content = response.get("content")
-        if await backend.answer(key, action, content if isinstance(content, dict) else None):
-            return asking.elicitation_id
-    return None
-
-
-def _input_required(
-    backend: Backend, call: HeldToolCall, asking: ElicitationRequest
-) -> dict[str, Any]:
-    params = asking.params
-    url = backend.approval_url(asking)
-    prompt: dict[str, Any]
-    if params.mode == "url" and url is not None:
-        prompt = {"mode": "url", "message": params.message, "url": url}
-    else:
-        schema = params.requestedSchema or {"type": "object", "properties": {}}
-        prompt = {"mode": "form", "message": params.message, "requestedSchema": schema}
-    return {
-        "resultType": "input_required",
-        "inputRequests": {
-            asking.elicitation_id: {"method": "elicitation/create", "params": prompt}
-        },
-        "requestState": call.call_id,
-    }
 
 
 _Method = Callable[[dict[str, Any], Backend, bool], Awaitable[dict[str, Any]]]
@@ -266,3 +220,5 @@ _METHODS: dict[str, _Method] = {
     "tools/list": _list_tools,
     "tools/call": _call_tool,
 }
+# The tasks extension's methods: 2026-era requests only (they need its _meta).
+_TASK_METHODS = task_methods()
