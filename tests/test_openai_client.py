@@ -20,7 +20,8 @@ from omnigent.harnesses.openai import (
     TextDelta,
     ToolCall,
 )
-from omnigent.testing import MockLLM
+from omnigent.model import Usage
+from omnigent.testing import MockLLM, mock_tokens
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -103,8 +104,39 @@ async def test_request_body_is_recorded(endpoint: Endpoint) -> None:
         )
     assert completion.tool_calls == (ToolCall("call_1", "add", '{"a": 1}'),)
     assert endpoint.mock.requests == [
-        {"model": "m", "messages": MESSAGES, "stream": True, "tools": tools, "temperature": 0.5}
+        {
+            "model": "m",
+            "messages": MESSAGES,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "tools": tools,
+            "temperature": 0.5,
+        }
     ]
+    # The call's usage: MockLLM's counts (4 characters a token), as it reported them.
+    prompt = sum(mock_tokens(m["content"]) for m in MESSAGES)
+    assert endpoint.mock.usages == [(prompt, mock_tokens('{"a": 1}'))]
+    assert completion.usage == Usage.of_call(prompt, mock_tokens('{"a": 1}'))
+
+
+async def test_a_stream_without_usage_reports_none() -> None:
+    # An endpoint that ignores stream_options sends no usage chunk: nothing is made up.
+    mock = MockLLM()
+    mock.reply_text("plain")
+
+    async def no_usage(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        body.pop("stream_options")
+        forwarded = httpx.Request("POST", request.url, json=body)
+        return await transport.handle_async_request(forwarded)
+
+    transport = mock.transport()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(no_usage)) as http:
+        client = ChatCompletionsClient(http, base_url="http://mock/v1", api_key=None)
+        with trio.fail_after(5):
+            first = await client.complete(model="m", messages=MESSAGES)
+    assert first.text == "plain"
+    assert first.usage is None
 
 
 async def test_429_is_retried_then_succeeds(endpoint: Endpoint) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "SSEFrames",
     "StreamReportedError",
     "message_of",
+    "usage_counts",
 ]
 
 
@@ -83,6 +84,9 @@ class DeltaAssembler:
         self._text: list[str] = []
         self._calls: dict[int, _ToolCallParts] = {}
         self.finish_reason: str | None = None
+        # (prompt, completion, cached prompt) tokens, from the chunk that carries
+        # ``usage`` (asked for with ``stream_options.include_usage``); the last wins.
+        self.usage: tuple[int, int, int] | None = None
 
     def feed(self, chunk: Any) -> str | None:
         """Takes one decoded chunk; returns the text it added (the last, if several)."""
@@ -90,6 +94,8 @@ class DeltaAssembler:
             raise TypeError("an event is not a JSON object")
         if (error := chunk.get("error")) is not None:
             raise StreamReportedError(message_of(error))
+        if (usage := chunk.get("usage")) is not None:
+            self.usage = usage_counts(usage)
         text_delta = None
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
@@ -135,6 +141,23 @@ class DeltaAssembler:
                 raise ValueError(f"tool call {index} has no function name")
             calls.append((parts.id or f"call_{index}", parts.name, "".join(parts.arguments)))
         return "".join(self._text), calls
+
+
+def usage_counts(usage: Any) -> tuple[int, int, int] | None:
+    """``(prompt, completion, cached prompt)`` tokens of an OpenAI-style ``usage``
+    object, or None for one that is not (a ``null``, counts that are not integers)."""
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not _is_count(prompt) or not _is_count(completion):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return prompt, completion, cached if _is_count(cached) else 0
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class StreamReportedError(Exception):

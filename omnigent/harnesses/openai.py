@@ -35,6 +35,7 @@ import httpx
 import trio
 
 from ..errors import ModelEndpointError
+from ..model import Usage
 from ._chat_sse import (
     DeltaAssembler,
     SSEFrames,
@@ -82,12 +83,16 @@ class Completion:
     """The end of a stream: the whole text, the tool calls, and why the model stopped.
 
     ``finish_reason`` is ``"stop"``, ``"tool_calls"``, ``"length"``, … or ``None`` if the
-    endpoint ended the stream with ``[DONE]`` without naming one.
+    endpoint ended the stream with ``[DONE]`` without naming one. ``usage`` is what the
+    endpoint reported for the call (asked for with ``stream_options.include_usage``),
+    or ``None`` if it reported nothing. Two completions are equal when their answers
+    are: the usage is a measurement of the call, not part of what the model said.
     """
 
     text: str
     tool_calls: tuple[ToolCall, ...]
     finish_reason: str | None
+    usage: Usage | None = attrs.field(default=None, eq=False)
 
 
 ChatEvent: TypeAlias = TextDelta | Completion
@@ -176,7 +181,9 @@ class ChatStream:
                 f"model endpoint {self._endpoint} sent a malformed stream: {exc}"
             ) from exc
         tool_calls = tuple(ToolCall(*call) for call in calls)
-        self._ready.append(Completion(text, tool_calls, self._assembler.finish_reason))
+        counts = self._assembler.usage
+        usage = None if counts is None else Usage.of_call(*counts)
+        self._ready.append(Completion(text, tool_calls, self._assembler.finish_reason, usage))
         self._complete = True
 
     async def _read(self) -> bytes | None:
@@ -289,7 +296,14 @@ class ChatCompletionsClient:
             ModelEndpointError: on entry when the endpoint cannot be reached or answers
                 an error; while iterating when the stream fails.
         """
-        body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+        # The usage of the call comes in a last chunk (no choices) when asked for:
+        # OpenAI, vLLM, llama.cpp, Ollama and LiteLLM all honour it.
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if tools:
             body["tools"] = tools
         if temperature is not None:

@@ -64,6 +64,7 @@ from ._records import (
 )
 from ._schema import SchemaBuilder, wire_as, wire_schema
 from ._statuses import SessionStatus, TurnStatus
+from ._usage import ModelPrice, Prices, Usage
 from ._wire import loads, structure, unstructure
 
 __all__ = [
@@ -95,9 +96,11 @@ __all__ = [
     "ItemPage",
     "MessageAccepted",
     "MessageItem",
+    "ModelPrice",
     "OutputItemDone",
     "OutputText",
     "OutputTextDelta",
+    "Prices",
     "ResolveResult",
     "Resource",
     "ResourceCreated",
@@ -117,6 +120,7 @@ __all__ = [
     "SessionStatusChanged",
     "ToolTaskUpdated",
     "TurnStatus",
+    "Usage",
     "check_depth",
     "elicitation_params",
     "event_from_dict",

@@ -22,6 +22,7 @@ import attrs
 
 from ._items import Item
 from ._statuses import SessionStatus, TurnStatus
+from ._usage import Usage
 from ._wire import converter, register_tagged_union, structure
 
 __all__ = [
@@ -68,10 +69,15 @@ class ErrorInfo:
 
 @attrs.frozen
 class ResponseInfo:
-    """The response (one turn's output) an event belongs to."""
+    """The response (one turn's output) an event belongs to.
+
+    ``usage`` is set on a turn's terminal event (``response.completed``, ``.failed``,
+    ``.cancelled``) when its harness reported any: the sum of the turn's model calls.
+    """
 
     id: str
     status: TurnStatus = attrs.field(converter=TurnStatus)
+    usage: Usage | None = None
 
 
 @attrs.frozen(kw_only=True)

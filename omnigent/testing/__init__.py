@@ -29,6 +29,7 @@ from ._mockllm import (
     Reply,
     TextReply,
     ToolCallsReply,
+    mock_tokens,
 )
 from ._probe import RuntimeProbe, probe
 from ._script import (
@@ -63,6 +64,7 @@ __all__ = [
     "chat_reply",
     "collect_turn",
     "load_script",
+    "mock_tokens",
     "probe",
     "run_turn",
     "scripted_agent",

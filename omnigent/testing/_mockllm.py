@@ -34,6 +34,7 @@ __all__ = [
     "Reply",
     "TextReply",
     "ToolCallsReply",
+    "mock_tokens",
 ]
 
 MODEL_ID = "mock-model"
@@ -111,6 +112,12 @@ class MockLLM:
     ``"MockLLM: no scripted reply left"``. ``GET /v1/models`` lists ``mock-model``;
     anything else is a 404. Every chat request body is kept in :attr:`requests`.
 
+    Every answer reports its usage, as OpenAI does: in the JSON completion, and in a
+    last chunk (no choices) of a stream that asked for it with
+    ``stream_options.include_usage``. The counts are :func:`mock_tokens` of the
+    request's messages (prompt) and of the answer's text and tool-call arguments
+    (completion); each answer's ``(prompt, completion)`` is kept in :attr:`usages`.
+
     Example::
 
         mock = MockLLM()
@@ -137,6 +144,8 @@ class MockLLM:
         self._changed = trio.Event()
         self.requests: list[dict[str, Any]] = []
         """The JSON body of every chat request received, in order."""
+        self.usages: list[tuple[int, int]] = []
+        """The ``(prompt_tokens, completion_tokens)`` of every answer, in order."""
 
     async def wait_requests(self, count: int = 1) -> dict[str, Any]:
         """Blocks until ``count`` chat requests have arrived; returns the last of those.
@@ -225,7 +234,15 @@ class MockLLM:
             )
             reply = attrs.evolve(reply, calls=tuple(numbered))
         stream = body.get("stream") is True
-        return _render(reply, f"chatcmpl-mock{next(self._ids)}", str(body.get("model")), stream)
+        usage = None
+        if isinstance(reply, TextReply | ToolCallsReply):
+            counts = (_prompt_tokens(body), _completion_tokens(reply))
+            self.usages.append(counts)
+            options = body.get("stream_options")
+            if not stream or (isinstance(options, dict) and options.get("include_usage") is True):
+                usage = counts
+        completion_id = f"chatcmpl-mock{next(self._ids)}"
+        return _render(reply, completion_id, str(body.get("model")), stream, usage)
 
     # -- in memory ----------------------------------------------------------------------
 
@@ -257,13 +274,56 @@ def _too_large() -> _Rendered:
 # -- rendering (pure) -----------------------------------------------------------------
 
 
-def _render(reply: Reply, completion_id: str, model: str, stream: bool) -> _Rendered:
+def mock_tokens(text: str) -> int:
+    """How many tokens MockLLM counts in ``text``: one per 4 characters, rounded up."""
+    return -(-len(text) // 4)
+
+
+def _prompt_tokens(body: Mapping[str, Any]) -> int:
+    """The prompt tokens of a request: :func:`mock_tokens` of each message's text
+    (a string content, or the text parts of a list) and each tool call's arguments."""
+    total = 0
+    for message in body.get("messages") or ():
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            total += mock_tokens(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    total += mock_tokens(part["text"])
+        for call in message.get("tool_calls") or ():
+            arguments = (call.get("function") or {}).get("arguments")
+            if isinstance(arguments, str):
+                total += mock_tokens(arguments)
+    return total
+
+
+def _completion_tokens(reply: TextReply | ToolCallsReply) -> int:
+    total = mock_tokens(reply.text or "")
+    if isinstance(reply, ToolCallsReply):
+        total += sum(mock_tokens(_arguments_text(call)) for call in reply.calls)
+    return total
+
+
+def _usage_object(usage: tuple[int, int]) -> dict[str, int]:
+    return {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+
+
+def _render(
+    reply: Reply,
+    completion_id: str,
+    model: str,
+    stream: bool,
+    usage: tuple[int, int] | None = None,
+) -> _Rendered:
     if isinstance(reply, ErrorReply):
         return _error(reply)
     if isinstance(reply, HangReply):
         return _Rendered(200, _SSE_HEADERS if stream else _JSON_HEADERS, (), hang=True)
     if not stream:
-        return _json(200, _whole_completion(reply, completion_id, model))
+        return _json(200, _whole_completion(reply, completion_id, model, usage or (0, 0)))
     envelope = {
         "id": completion_id,
         "object": "chat.completion.chunk",
@@ -285,7 +345,11 @@ def _render(reply: Reply, completion_id: str, model: str, stream: bool) -> _Rend
     )
     if not (isinstance(reply, TextReply) and reply.truncated):
         finish_reason = "tool_calls" if isinstance(reply, ToolCallsReply) else reply.finish_reason
-        deltas[-1] += frame({}, finish_reason) + b"data: [DONE]\n\n"
+        deltas[-1] += frame({}, finish_reason)
+        if usage is not None:
+            last = {**envelope, "choices": [], "usage": _usage_object(usage)}
+            deltas[-1] += b"data: " + json.dumps(last).encode() + b"\n\n"
+        deltas[-1] += b"data: [DONE]\n\n"
     if not reply.delay:  # coalesced: one write instead of one per frame
         return _Rendered(200, _SSE_HEADERS, ((0.0, b"".join(deltas)),))
     parts = tuple((reply.delay if i else 0.0, d) for i, d in enumerate(deltas))
@@ -307,7 +371,7 @@ def _tool_call_deltas(calls: Sequence[MockToolCall]) -> list[dict[str, Any]]:
 
 
 def _whole_completion(
-    reply: TextReply | ToolCallsReply, completion_id: str, model: str
+    reply: TextReply | ToolCallsReply, completion_id: str, model: str, usage: tuple[int, int]
 ) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text}
     finish_reason = reply.finish_reason if isinstance(reply, TextReply) else "stop"
@@ -327,7 +391,7 @@ def _whole_completion(
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "usage": _usage_object(usage),
     }
 
 
