@@ -24,6 +24,7 @@ from ._version import __version__ as __version__
 from .errors import (
     AgentNotFound,
     BadRequest,
+    BudgetExceeded,
     ConfigError,
     Conflict,
     ErrorDetail,
@@ -78,7 +79,7 @@ if TYPE_CHECKING:
         open_runtime,
     )
     from .harnesses import Harness, HarnessEnv, MessageWriter, ToolSchema, TurnContext, TurnRequest
-    from .model import Event, Item
+    from .model import Event, Item, Usage
     from .spec import AgentSpec
 
 # Where each lazily imported name lives.
@@ -108,6 +109,7 @@ _LAZY = {
     "ToolSchema": "omnigent.harnesses",
     "TurnContext": "omnigent.harnesses",
     "TurnRequest": "omnigent.harnesses",
+    "Usage": "omnigent.model",
     "Verdict": "omnigent.core",
     "model": "omnigent.model",
     "open_runtime": "omnigent.core",
@@ -118,6 +120,7 @@ __all__ = [
     "AgentNotFound",
     "AgentSpec",
     "BadRequest",
+    "BudgetExceeded",
     "ConfigError",
     "Conflict",
     "ElicitationInfo",
@@ -170,6 +173,7 @@ __all__ = [
     "TurnRequest",
     "Unauthorized",
     "UnknownHarness",
+    "Usage",
     "Verdict",
     "model",
     "open_runtime",

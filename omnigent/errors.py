@@ -33,6 +33,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     ├── OwnerUnavailable                     503 owner_unavailable
     ├── EventLogFull                         503 event_log_full
     ├── SandboxUnavailable                   503 sandbox_unavailable
+    ├── BudgetExceeded                       402 budget_exceeded
     ├── HarnessError                         502 harness_error
     │   ├── ModelEndpointError               502 model_endpoint_error
     │   ├── OutputLimitReached               502 max_tokens
@@ -54,6 +55,7 @@ import attrs
 __all__ = [
     "AgentNotFound",
     "BadRequest",
+    "BudgetExceeded",
     "ConfigError",
     "Conflict",
     "CrossSiteRequest",
@@ -434,6 +436,17 @@ class ModelRefused(HarnessError):
     """
 
     code = "refusal"
+
+
+class BudgetExceeded(OmnigentError):
+    """A session's budget (its spec's ``limits``) would be crossed by the next model call.
+
+    The turn ends ``failed`` with this code before the call is made; the session's
+    later turns are refused the same way until the limit is raised.
+    """
+
+    code = "budget_exceeded"
+    status = 402
 
 
 class StepLimitReached(HarnessError):

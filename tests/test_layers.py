@@ -39,6 +39,8 @@ LAYERS: list[tuple[str, ...]] = [
         "omnigent.errors",
     ),
     ("omnigent.model",),
+    # Traces, metrics, log lines: what every layer above reports through.
+    ("omnigent.observability",),
     ("omnigent.spec",),
     ("omnigent.providers",),
     # What the core stands on, and what the client may use.

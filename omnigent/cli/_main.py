@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import trio
@@ -37,6 +35,7 @@ from ..core import PolicyFunction, Runtime, SessionSnapshot, open_runtime
 from ..core import load_policy_function as load_function
 from ..errors import BadRequest, OmnigentError
 from ..model import Item
+from ..observability import configure_logging, open_tracing
 from ..spec import AgentSpec, agent_references
 from ._init import add_init_parser
 from ._mock_llm import add_mock_llm_parser
@@ -78,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or a usage error argparse printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     handler: Handler = args.handler
-    with _logging_to_stderr(args.verbose):
+    verbosity = args.verbose - args.quiet
+    with configure_logging(verbosity, args.log_format), open_tracing():
         try:
             return handler(args)
         except (KeyboardInterrupt, OmnigentError, BaseExceptionGroup) as exc:
@@ -127,6 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"omnigent {__version__}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="log INFO (-vv: DEBUG) to stderr"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="count", default=0, help="log errors only (default: warnings)"
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines as text, or as one JSON object each (default: text)",
     )
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for add_parser in _SUBCOMMANDS:
@@ -367,34 +376,3 @@ def _with_runtime(
 def _print_lines(lines: Iterable[str]) -> None:
     for line in lines:
         print(line)
-
-
-class _StderrHandler(logging.Handler):
-    """Writes to whatever ``sys.stderr`` is when a record arrives (tests swap it)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-        except Exception:
-            self.handleError(record)
-
-
-@contextmanager
-def _logging_to_stderr(verbosity: int) -> Iterator[None]:
-    """Log to stderr only (stdout carries the answer): WARNING, ``-v`` INFO, ``-vv`` DEBUG.
-
-    The root logger is restored on exit, so calling :func:`main` in-process (as the
-    tests do) leaves logging as it found it.
-    """
-    level = (logging.WARNING, logging.INFO)[verbosity] if verbosity < 2 else logging.DEBUG
-    root = logging.getLogger()
-    handler = _StderrHandler(level)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    previous = root.level
-    root.addHandler(handler)
-    root.setLevel(min(level, previous or level))
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(previous)

@@ -149,11 +149,13 @@ def usage_counts(usage: Any) -> tuple[int, int, int] | None:
     if not isinstance(usage, dict):
         return None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
     if not _is_count(prompt) or not _is_count(completion):
         return None
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return prompt, completion, cached if _is_count(cached) else 0
+    return prompt, completion, cached if isinstance(cached, int) and _is_count(cached) else 0
 
 
 def _is_count(value: Any) -> bool:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 import httpx
 
-from ..model import ElicitationParams, Event, Item, MessageItem
+from ..model import ElicitationParams, Event, Item, MessageItem, Usage
 from ..processes.sandbox import SandboxPolicy
 from ..spec import AgentSpec, ExecutorConfig
 
@@ -187,6 +187,27 @@ class TurnContext(Protocol):
         The last report decides how the turn ends if the harness then returns
         normally: ``failed`` ends the turn ``failed`` with ``error``; a later
         ``completed`` overrides an earlier ``failed``.
+        """
+        ...
+
+    def record_usage(self, usage: Usage, model: str | None = None) -> None:
+        """Report what one model call used, as the model's endpoint said.
+
+        ``model`` is the model the call went to (default: the turn's). The core
+        prices it, adds it to the turn's usage (``response.usage`` on the terminal
+        event, the session's sums), the metrics and the turn's span. Never raises.
+        """
+        ...
+
+    def check_budget(self) -> None:
+        """Before a model call: raise if it would cross the session's budget.
+
+        A harness that makes its own model calls asks before each; the core asks
+        before the turn's first.
+
+        Raises:
+            BudgetExceeded: the spec's ``limits`` would be crossed (the turn then
+                ends ``failed`` with code ``budget_exceeded``).
         """
         ...
 

@@ -34,6 +34,7 @@ from ..model import (
     MessageItem,
     OutputText,
 )
+from ..observability import chat_span
 from .base import HarnessEnv, TurnContext, TurnRequest
 from .native import model_endpoint
 from .openai import ChatCompletionsClient, Completion, TextDelta
@@ -134,6 +135,7 @@ class LoopHarness:
         messages = chat_messages(request.instructions, [*request.history, *request.input])
         tools = [t.to_openai() for t in request.tools] or None
         for _ in range(self._max_steps):
+            ctx.check_budget()
             completion = await self._step(ctx, request.model, messages, tools)
             _check_finish(completion)
             assistant: dict[str, Any] = {"role": "assistant", "content": completion.text or None}
@@ -166,20 +168,28 @@ class LoopHarness:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
     ) -> Completion:
-        async with (
-            ctx.open_message() as writer,
-            self._client.open_stream(
-                model=model, messages=messages, tools=tools, temperature=self._temperature
-            ) as stream,
-        ):
-            async for event in stream:
-                if isinstance(event, TextDelta):
-                    # The deltas that arrived together are one event: a burst from a
-                    # buffering gateway costs one event, not thousands.
-                    await writer.write(event.text + stream.take_ready_text())
-                else:
-                    return event
-        raise HarnessError("the model stream ended without a completion")
+        with chat_span(model, provider="openai") as span:
+            async with (
+                ctx.open_message() as writer,
+                self._client.open_stream(
+                    model=model, messages=messages, tools=tools, temperature=self._temperature
+                ) as stream,
+            ):
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        # The deltas that arrived together are one event: a burst from a
+                        # buffering gateway costs one event, not thousands.
+                        await writer.write(event.text + stream.take_ready_text())
+                    else:
+                        if event.usage is not None:
+                            ctx.record_usage(event.usage, model)
+                            span.set_usage(event.usage)
+                        if event.finish_reason:
+                            span.set_attribute(
+                                "gen_ai.response.finish_reasons", event.finish_reason
+                            )
+                        return event
+            raise HarnessError("the model stream ended without a completion")
 
     async def aclose(self) -> None:
         return None

@@ -13,6 +13,7 @@ import attrs
 from ._events import ElicitationRequest
 from ._items import Item
 from ._statuses import SessionStatus
+from ._usage import Usage
 from ._wire import unstructure
 
 __all__ = [
@@ -103,12 +104,18 @@ class SessionSnapshot(_Wire):
     resources: tuple[Resource, ...] = ()
     cwd: str | None = None
     updated_at: float = 0.0
+    # What its model calls used: the session's own turns, and the session's with every
+    # session below it (``docs/observability.md``).
+    usage: Usage = attrs.field(factory=Usage)
+    tree_usage: Usage = attrs.field(factory=Usage)
     object: Literal["session"] = "session"
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
         out["pending_elicitations"] = [e.to_dict() for e in self.pending_elicitations]
         out["resources"] = [r.to_dict() for r in self.resources]
+        out["usage"] = self.usage.to_dict()
+        out["tree_usage"] = self.tree_usage.to_dict()
         return out
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import ConfigError
+
 __all__ = ["ModelPrice", "Prices", "Usage"]
 
 
@@ -114,7 +116,7 @@ class Usage:
 
 def _price(value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"a price must be a number, got {value!r}")
+        raise TypeError(f"a price must be a number, got {value!r}")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"a price must be a finite number >= 0, got {value!r}")
     return float(value)
@@ -146,29 +148,29 @@ class Prices:
         """The table as written in the configuration file.
 
         Raises:
-            ValueError: not ``{model: {input_per_mtok, output_per_mtok}}``; the message
-                names the model and the field.
+            ConfigError: not ``{model: {input_per_mtok, output_per_mtok}}``, at the
+                path of the field (``prices.gpt-4o.input_per_mtok``).
         """
         if raw is None:
             return cls()
         if not isinstance(raw, Mapping):
-            raise ValueError("prices: must be a mapping of model name to its prices")
+            raise ConfigError.at("prices", "must be a mapping of model name to its prices")
         models: dict[str, ModelPrice] = {}
         for name, entry in raw.items():
             if not isinstance(name, str) or not name:
-                raise ValueError(f"prices: a model name must be a non-empty string, got {name!r}")
+                raise ConfigError.at("prices", f"a model name must be a string, got {name!r}")
             if not isinstance(entry, Mapping):
-                raise ValueError(f"prices.{name}: must be a mapping")
+                raise ConfigError.at(f"prices.{name}", "must be a mapping")
             unknown = sorted(set(entry) - {"input_per_mtok", "output_per_mtok"})
             if unknown:
-                raise ValueError(f"prices.{name}.{unknown[0]}: unknown field")
+                raise ConfigError.at(f"prices.{name}.{unknown[0]}", "unknown field")
             for key in ("input_per_mtok", "output_per_mtok"):
                 if key not in entry:
-                    raise ValueError(f"prices.{name}.{key}: required field missing")
+                    raise ConfigError.at(f"prices.{name}.{key}", "required field missing")
                 try:
                     _price(entry[key])
-                except ValueError as exc:
-                    raise ValueError(f"prices.{name}.{key}: {exc}") from None
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError.at(f"prices.{name}.{key}", str(exc)) from None
             models[name] = ModelPrice(entry["input_per_mtok"], entry["output_per_mtok"])
         return cls(models)
 

@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ..errors import ConfigError, ErrorDetail, SpecError
-from ..model import structure
+from ..model import Prices, structure
 from ..spec import load_yaml
 
 __all__ = [
@@ -119,6 +119,7 @@ class _ConfigFile:
     """The part of ``config.yaml`` this module reads (strictly)."""
 
     keys: ClassVar[tuple[str, ...]] = ("providers", "default_provider")
+    # ``prices`` is read beside them, by :meth:`Prices.from_config`.
     providers: tuple[Provider, ...] = ()
     default_provider: str | None = None
 
@@ -130,6 +131,8 @@ class ProviderConfig:
     providers: tuple[Provider, ...] = ()
     default: str | None = None
     source: str | None = None
+    prices: Prices = attrs.field(factory=Prices)
+    """The ``prices`` table: what each model's tokens cost (``docs/observability.md``)."""
 
     def named(self, name: str) -> Provider | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -180,6 +183,10 @@ def parse_provider_config(data: Any, *, source: str = CONFIG_FILE) -> ProviderCo
         raise ConfigError.at("$", f"{source} must hold a mapping")
     mine = {k: v for k, v in data.items() if k in _ConfigFile.keys}
     try:
+        prices = Prices.from_config(data.get("prices"))
+    except ConfigError as exc:
+        raise ConfigError(f"invalid {source}: {exc.message}", exc.details) from None
+    try:
         parsed = structure(mine, _ConfigFile, error=ConfigError)
     except ConfigError as exc:
         summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in exc.details[:5])
@@ -202,7 +209,7 @@ def parse_provider_config(data: Any, *, source: str = CONFIG_FILE) -> ProviderCo
     if problems:
         summary = "; ".join(f"{d.msg} @ {d.loc}" for d in problems[:5])
         raise ConfigError(f"invalid {source}: {summary}", problems)
-    return ProviderConfig(parsed.providers, parsed.default_provider, source)
+    return ProviderConfig(parsed.providers, parsed.default_provider, source, prices)
 
 
 def load_provider_config(home: Path) -> ProviderConfig:

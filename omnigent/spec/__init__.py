@@ -19,6 +19,7 @@ from ._executor import (
 from ._sandbox import SandboxSpec
 from ._spec import (
     AgentSpec,
+    LimitsSpec,
     McpServerSpec,
     OsEnv,
     PolicySpec,
@@ -39,6 +40,7 @@ __all__ = [
     "ExecutorConfig",
     "ExecutorSpec",
     "FailStep",
+    "LimitsSpec",
     "McpServerSpec",
     "OsEnv",
     "PolicySpec",

@@ -172,6 +172,13 @@ def agent_ref(ref: str | None) -> Problems:
     return [ErrorDetail("", f"must be 'package.module:attr', got {ref!r}")]
 
 
+@described({"exclusiveMinimum": 0})
+def optional_positive(value: float | None) -> Problems:
+    if value is None or (math.isfinite(value) and value > 0):
+        return []
+    return [ErrorDetail("", f"must be a finite number > 0, got {value}")]
+
+
 @described({"minimum": 0})
 def optional_seconds(value: float | None) -> Problems:
     return [] if value is None else seconds(value)

@@ -48,6 +48,7 @@ from ._yaml import load_yaml
 
 __all__ = [
     "AgentSpec",
+    "LimitsSpec",
     "McpServerSpec",
     "OsEnv",
     "PolicySpec",
@@ -119,6 +120,26 @@ class TerminalSpec:
         if self.idle_after is None:
             return self.DEFAULT_IDLE_AFTER
         return self.idle_after or None
+
+    def __attrs_post_init__(self) -> None:
+        rule.validate(self)
+
+
+@attrs.frozen
+class LimitsSpec:
+    """A session's budget: the most its model calls may use, summed over its turns.
+
+    A turn that would cross a limit with its next model call ends ``failed`` with the
+    code ``budget_exceeded`` before making it (``docs/observability.md``).
+    ``max_cost_usd`` counts only priced calls (the configuration's ``prices``).
+    """
+
+    _rules: ClassVar[Rules] = {
+        "max_cost_usd": rule.optional_positive,
+        "max_tokens": rule.optional_positive,
+    }
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
 
     def __attrs_post_init__(self) -> None:
         rule.validate(self)
@@ -215,6 +236,7 @@ class AgentSpec:
     policies: tuple[PolicySpec, ...] = ()
     agent_session_sharing: Sharing = "none"
     mcp_servers: tuple[McpServerSpec, ...] = ()
+    limits: LimitsSpec = attrs.field(factory=LimitsSpec)
     metadata: dict[str, Any] = attrs.field(factory=dict, hash=False)
 
     def __attrs_post_init__(self) -> None:
@@ -322,6 +344,7 @@ register_spec_hooks(
         TerminalSpec,
         PolicySpec,
         McpServerSpec,
+        LimitsSpec,
         AgentSpec,
     ),
 )

@@ -186,4 +186,19 @@ CREATE TABLE commands (
 CREATE INDEX commands_target ON commands(target, seq);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# What each session and each session tree used of its models (omnigent/stores/_sql_usage.py).
+_USAGE = """
+CREATE TABLE session_usage (
+    session_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    cached_input_tokens BIGINT NOT NULL DEFAULT 0,
+    model_calls BIGINT NOT NULL DEFAULT 0,
+    context_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_usd DOUBLE PRECISION,
+    PRIMARY KEY (session_id, scope)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _USAGE)

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from ..model import Usage
 from ._rows import (
     AgentRow,
     FileRow,
@@ -386,6 +387,17 @@ class Store(Protocol):
 
     async def delete_process_group(self, pgid: int, start_time: int) -> None:
         """Forget a process group that is gone."""
+        ...
+
+    # -- usage -------------------------------------------------------------------------
+
+    async def add_usage(self, session_id: str, usage: Usage) -> None:
+        """Add a turn's model usage to the session's sum and to the tree sums of the
+        session and every session above it (nothing for a deleted session)."""
+        ...
+
+    async def usage_of(self, session_ids: Sequence[str]) -> dict[str, tuple[Usage, Usage]]:
+        """Each session's ``(own, tree)`` usage sums; sessions that used none are absent."""
         ...
 
     async def process_groups(

@@ -166,4 +166,19 @@ _TAKEN_BY = """
 ALTER TABLE items ADD COLUMN taken_by TEXT;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS, _CRASH_RECOVERY, _TAKEN_BY)
+# What each session and each session tree used of its models (omnigent/stores/_sql_usage.py).
+_USAGE = """
+CREATE TABLE session_usage (
+    session_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    cached_input_tokens BIGINT NOT NULL DEFAULT 0,
+    model_calls BIGINT NOT NULL DEFAULT 0,
+    context_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_usd DOUBLE PRECISION,
+    PRIMARY KEY (session_id, scope)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS, _CRASH_RECOVERY, _TAKEN_BY, _USAGE)

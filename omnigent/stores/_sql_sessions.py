@@ -44,6 +44,7 @@ SESSION_TABLES = (
     "harness_state",
     "running_tasks",
     "process_groups",
+    "session_usage",
 )
 
 # The sessions a viewer may read (two parameters: the viewer, twice): what they own or

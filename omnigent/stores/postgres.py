@@ -62,6 +62,7 @@ from ._pg_schema import MIGRATION_LOCK, MIGRATIONS
 from ._pg_sessions import SessionsMixin
 from ._pg_work import WorkMixin
 from ._protocol import DEFAULT_TIMEOUT
+from ._sql_usage import SQLUsageMixin
 
 __all__ = ["RETRY_WINDOW", "PostgresStore", "is_connection_error", "open_postgres_store"]
 
@@ -133,7 +134,9 @@ def _migrate(conn: Conn) -> None:
             log.info("applied migration %d", number)
 
 
-class PostgresStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, WorkMixin, ClusterMixin):
+class PostgresStore(
+    AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, WorkMixin, ClusterMixin, SQLUsageMixin
+):
     """PostgreSQL-backed store. Open with :func:`open_postgres_store`."""
 
     def __init__(

@@ -56,6 +56,7 @@ import trio
 from ..errors import RuntimeClosed, StoreBusy, StoreTimeout
 from ._protocol import DEFAULT_TIMEOUT
 from ._schema import MIGRATIONS
+from ._sql_usage import SQLUsageMixin
 from ._sqlite_agents import AgentsMixin
 from ._sqlite_commit import GroupCommit, WriteJob, run_batch
 from ._sqlite_extras import ExtrasMixin
@@ -101,7 +102,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
             raise
 
 
-class SQLiteStore(AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin, WorkMixin):
+class SQLiteStore(
+    AgentsMixin, SessionsMixin, LogMixin, ExtrasMixin, HarnessStateMixin, WorkMixin, SQLUsageMixin
+):
     """SQLite-backed store. Open with :func:`open_sqlite_store`."""
 
     def __init__(self, path: Path | None, timeout: float = DEFAULT_TIMEOUT) -> None:

@@ -21,6 +21,7 @@ import trio
 
 from ..._cancellation import only_exceptions, split_cancellation
 from ...errors import RuntimeClosed, SessionElsewhere, SessionNotFound
+from ...observability import Metrics
 from ...stores import Store
 from ..asking import Elicitations
 from ..bus import EventBus
@@ -45,6 +46,7 @@ class Actors:
         subagents: the dispatches watched (told which turn took their message, and
             when their child settled).
         announce: tells a session's parent that the session changed.
+        metrics: where turns are counted (None: nowhere).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Actors:
         builder: SessionBuilder,
         subagents: SubAgents,
         announce: Callable[[str], Awaitable[None]],
+        metrics: Metrics | None = None,
     ) -> None:
         self._live = live
         self._nursery = nursery
@@ -73,6 +76,7 @@ class Actors:
             histories=histories,
             builder=builder,
             reports=self,
+            metrics=metrics,
         )
 
     @property

@@ -20,7 +20,7 @@ import trio
 
 from ...errors import ConfigError
 from ...harnesses.base import Harness, HarnessEnv, TurnRequest
-from ...model import Item, MessageItem
+from ...model import Item, MessageItem, Prices
 from ...providers import Provider, load_provider_config
 from ...stores import Store
 from ..session import StoredHarnessState
@@ -129,6 +129,16 @@ class Builder:
             log.warning("ignoring the provider configuration for endpoints: %s", exc.message)
             return None
         return config.serving(harness)
+
+    async def prices(self) -> Prices:
+        """The configuration's ``prices`` table (an unreadable configuration: none,
+        logged — a turn never fails for want of a price)."""
+        try:
+            config = await trio.to_thread.run_sync(load_provider_config, self._tools.place.home)
+        except ConfigError as exc:
+            log.warning("ignoring the configuration's prices: %s", exc.message)
+            return Prices()
+        return config.prices
 
     async def build_request(
         self,

@@ -25,6 +25,7 @@ import trio
 
 from ..._ids import new_id
 from ...harnesses.base import HarnessFactory
+from ...observability import Metrics
 from ...processes import DEFAULT_GRACE, open_process_manager
 from ...spec import PolicySpec
 from ...stores import Store, cluster_of, open_store
@@ -177,6 +178,7 @@ async def open_runtime(
             trio.open_nursery() as services,
         ):
             changes = SessionChanges()
+            metrics = Metrics()
             bus = EventBus(store, ownership, records_only=not exclusive, changes=changes)
             await services.start(bus.run)
             try:
@@ -190,6 +192,7 @@ async def open_runtime(
                     trio.open_nursery() as nursery,
                 ):
                     rt = Runtime._create(
+                        metrics=metrics,
                         options=options,
                         store=store,
                         bus=bus,

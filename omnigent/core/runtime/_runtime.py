@@ -76,6 +76,7 @@ from ...model import (
     check_depth,
     elicitation_params,
 )
+from ...observability import Metrics
 from ...spec import AgentSpec, McpServerSpec
 from ...stores import SessionRow, Store
 from ...tools.terminals import HISTORY_LIMIT, TmuxServer
@@ -167,6 +168,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         tmux: TmuxServer | None,
         ownership: Ownership,
         changes: SessionChanges,
+        metrics: Metrics,
     ) -> None:
         """Build every part of the runtime, once, each given what it stands on.
 
@@ -187,6 +189,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._started_at = now()
         # What open_runtime opened, and closes.
         self._store = store
+        self._metrics = metrics
         self._bus = bus
         self._ownership = ownership
         self._changes = changes  # the sessions feed; the bus tells it of stored events
@@ -269,6 +272,7 @@ class Runtime(metaclass=_NoPublicConstructor):
                 client_tools=self._client_tools,
                 client_mcp=self._client_mcp,
                 control=orchestration,
+                metrics=metrics,
             ),
             files=self._files,
             http=http,
@@ -292,6 +296,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             builder=builder,
             subagents=self._subagents,
             announce=self._sessions.announce_to_parent,
+            metrics=metrics,
         )
         self._messages = Messages(
             store=store,
@@ -413,6 +418,12 @@ class Runtime(metaclass=_NoPublicConstructor):
                 log.warning("the store did not answer the health check", exc_info=True)
         status: Literal["ok", "unavailable"] = "ok" if ok else "unavailable"
         return Health(status, self.server_id, self._store.kind)
+
+    @property
+    def metrics(self) -> Metrics:
+        """This runtime's metrics (``GET /metrics`` renders them with
+        :meth:`statistics` as its gauges)."""
+        return self._metrics
 
     def statistics(self) -> dict[str, int]:
         """Live work: sessions with an actor, tasks in the runtime nursery, subscribers,

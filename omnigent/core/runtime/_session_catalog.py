@@ -34,6 +34,7 @@ from ...model import (
     SessionSnapshot,
     SessionStatus,
     TurnStatus,
+    Usage,
     item_text,
     structure,
     unstructure,
@@ -253,6 +254,7 @@ class SessionCatalog:
         if row.sub_agent is not None:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
         harness = self._specs.harness_of(spec, row.harness_override, strict=False)
+        usage = (await self._store.usage_of([row.id])).get(row.id, (Usage(), Usage()))
         if not self._ownership.owns(row.id):
             # Not held here (by another server, or by none): what the store says, and
             # the holder's pending elicitations.
@@ -266,6 +268,7 @@ class SessionCatalog:
                 pending=await self._pending_elsewhere(row),
                 last_event_id=row.last_event_id,
                 resources=(),
+                usage=usage,
             )
         return _snapshot(
             row,
@@ -276,6 +279,7 @@ class SessionCatalog:
             pending=tuple(self._elicitations.pending_for(row.id)),
             last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
             resources=tuple(self._live.resources_of(row.id)),
+            usage=usage,
         )
 
     async def list(
@@ -440,6 +444,7 @@ def _snapshot(
     pending: tuple[ElicitationRequest, ...],
     last_event_id: int,
     resources: tuple[Resource, ...],
+    usage: tuple[Usage, Usage],
 ) -> SessionSnapshot:
     """A session's snapshot: its row and agent spec, with what only its holder knows
     (live status, whether a turn runs, open elicitations, newest event, resources)."""
@@ -463,4 +468,6 @@ def _snapshot(
         resources=resources,
         cwd=row.cwd,
         updated_at=row.updated_at,
+        usage=usage[0],
+        tree_usage=usage[1],
     )

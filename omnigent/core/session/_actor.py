@@ -36,13 +36,15 @@ import trio
 
 from ...errors import Conflict
 from ...harnesses.base import Harness, ToolSchema, TurnRequest
-from ...model import ElicitationParams, InputText, Item, MessageItem, unstructure
+from ...model import ElicitationParams, InputText, Item, MessageItem, Usage, unstructure
+from ...observability import Carrier, carrier
 from ..tools import SessionTools
 from ..work import BackgroundTasks, ChildWork, HeldToolCall, RecordedGroups, TurnOutcome
 from ._held import HeldElicitation, HeldWork
 from ._history import History
 from ._services import ActorServices
 from ._turn import Turn
+from ._usage import TurnUsage
 
 __all__ = ["ActorState", "SessionActor"]
 
@@ -82,6 +84,10 @@ class SessionActor:
             wake=self._wake,
         )
         self._pending: list[MessageItem] = []
+        # The trace context each pending message was sent from (a tool call that
+        # dispatched it), while tracing is on: the turn that answers it is its child.
+        # Bounded as the buffer is (a message leaves it when a turn takes it).
+        self._trace_parents: dict[str, Carrier] = {}
         self._harness: Harness | None = None
         self._tools: SessionTools | None = None
         self._building_tools = trio.Lock()
@@ -122,8 +128,14 @@ class SessionActor:
         return len(self._pending)
 
     def enqueue(self, message: MessageItem) -> str:
-        """Hand a persisted user message to the session: ``accepted`` or ``buffered``."""
+        """Hand a persisted user message to the session: ``accepted`` or ``buffered``.
+
+        The current trace context (the sender's span, while tracing is on) is kept
+        with it: the turn that takes the message is traced as its child.
+        """
         self._pending.append(message)
+        if sent_from := carrier():
+            self._trace_parents[message.id] = sent_from
         self._wakeup.set()
         self._message_buffered.set()
         return "buffered" if self._turn is not None else "accepted"
@@ -150,6 +162,7 @@ class SessionActor:
         """
         self._held.withdraw()
         dropped, self._pending = self._pending, []
+        self._trace_parents.clear()
         self._services.reports.messages_taken([m.id for m in dropped], "")
         # From now on new work goes to a successor (which waits for this actor to
         # end), not to this one, whose nursery is being cancelled. This actor stays
@@ -188,6 +201,8 @@ class SessionActor:
     async def take_injections(self) -> list[MessageItem]:
         """Give the running turn every buffered message (moved to the end of history)."""
         taken, self._pending = self._pending, []
+        for message in taken:
+            self._trace_parents.pop(message.id, None)
         response_id = self._turn.response_id if self._turn is not None else None
         if taken and response_id is not None:
             self._services.reports.messages_taken([m.id for m in taken], response_id)
@@ -344,8 +359,10 @@ class SessionActor:
     async def _run_turn(self) -> None:
         messages, self._pending = self._pending, []
         ids = [m.id for m in messages]
+        parents = [self._trace_parents.pop(i, None) for i in ids]
         services = self._services
-        turn = Turn(self.session_id, self.harness_name, services)
+        parent = next((p for p in parents if p is not None), None)
+        turn = Turn(self.session_id, self.harness_name, services, parent=parent)
         self._turn = turn
         services.reports.messages_taken(ids, turn.response_id)
         store = services.store
@@ -366,12 +383,18 @@ class SessionActor:
             for message in messages:  # history from the next turn on
                 history.record(message)
             tools = await self._session_tools()
-            turn.bind(tools, self.take_injections, self.wait_for_injection, history)
             assert self._nursery is not None
             await tools.start_services(self._nursery)  # MCP servers, on the first turn
             request = await services.builder.build_request(
                 self.session_id, tools, turn.response_id, messages, before, images
             )
+            usage = TurnUsage(
+                before=await self._used_so_far(),
+                limits=request.spec.limits,
+                prices=await services.builder.prices(),
+                model=request.model,
+            )
+            turn.bind(tools, self.take_injections, self.wait_for_injection, history, usage)
             if self._harness is None:
                 self._harness, self.harness_name = await services.builder.make_harness(
                     self.session_id, tools
@@ -393,6 +416,11 @@ class SessionActor:
                     # answered by this turn's end, not pending for a restart.
                     await self._settle_messages(ids)
                 await self._announce()
+
+    async def _used_so_far(self) -> Usage:
+        """What the session's model calls used before this turn (its stored sum)."""
+        own = await self._services.store.usage_of([self.session_id])
+        return own[self.session_id][0] if self.session_id in own else Usage()
 
     async def _settle_messages(self, ids: list[str]) -> None:
         try:

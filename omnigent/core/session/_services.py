@@ -24,7 +24,8 @@ import attrs
 import trio
 
 from ...harnesses.base import Harness, TurnRequest
-from ...model import Item, MessageItem
+from ...model import Item, MessageItem, Prices
+from ...observability import Metrics
 from ...stores import Store
 from ..asking import Elicitations
 from ..bus import EventBus
@@ -69,6 +70,10 @@ class SessionBuilder(Protocol):
         """The watcher of the session's own dispatches to its children."""
         ...
 
+    async def prices(self) -> Prices:
+        """The configuration's ``prices`` table, as it is now (read for each turn)."""
+        ...
+
 
 class ActorReports(Protocol):
     """What a session actor tells the runtime (implemented by the runtime)."""
@@ -102,3 +107,4 @@ class ActorServices:
     histories: HistoryCache
     builder: SessionBuilder
     reports: ActorReports
+    metrics: Metrics | None = None

@@ -17,12 +17,20 @@ cancelled (interrupt, stop, shutdown)         ``cancelled``
 
 The text of an unexpected exception is never published (it may hold secrets); it is
 logged with the session id (see :func:`describe_failure`).
+
+What a turn is seen as from outside is one piece with it: an ``invoke_agent`` span
+around the whole turn (``chat`` spans of its model calls and ``execute_tool`` spans of
+its tool calls inside), the model usage its harness reports (:meth:`Turn.record_usage`:
+priced, held to the session's budget by :meth:`Turn.check_budget`, carried on the
+terminal event as ``response.usage`` and added to the session's stored sums), the
+turn and tool counters of the runtime's metrics, and one log line when it ends.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -53,13 +61,16 @@ from ...model import (
     SessionStatus,
     SessionStatusChanged,
     TurnStatus,
+    Usage,
     item_text,
     unstructure,
 )
+from ...observability import TURNS_LOGGER, Carrier, Span, agent_span, log_fields, tool_span
 from ..tools import SessionTools
 from ..work import TurnOutcome
 from ._history import History
 from ._services import ActorServices
+from ._usage import TurnUsage
 
 __all__ = [
     "CRASHED_MESSAGE",
@@ -68,6 +79,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+turns_log = logging.getLogger(TURNS_LOGGER)
 
 # How long the shielded end of a turn may take to publish its terminal events.
 _FINALISE_TIMEOUT = 10.0
@@ -125,14 +137,32 @@ def describe_failure(exc: BaseException) -> ErrorInfo:
 
 
 class Turn:
-    """A running turn, and the context its harness talks to."""
+    """A running turn, and the context its harness talks to.
 
-    def __init__(self, session_id: str, harness_name: str, services: ActorServices) -> None:
+    Args:
+        session_id: the session whose turn it is.
+        harness_name: the harness that runs it (the actor's, once it knows).
+        services: what the session's actor stands on.
+        parent: the trace context the turn's span belongs under (the tool call that
+            dispatched the message it answers, for a sub-agent); None: the current.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        harness_name: str,
+        services: ActorServices,
+        parent: Carrier | None = None,
+    ) -> None:
         self.session_id = session_id
         self.response_id = new_id("resp")
         self.harness_name = harness_name
         self.scope = trio.CancelScope()
         self._services = services
+        self._parent = parent
+        self.usage = TurnUsage()
+        self.agent_name = "unknown"
+        self.model: str | None = None
         self._reported: tuple[str, str | None] | None = None
         self._tools: SessionTools | None = None
         self._take_injections: Callable[[], Awaitable[list[MessageItem]]] | None = None
@@ -140,6 +170,8 @@ class Turn:
         self._last_text = ""
         # Set when the turn has ended (see :meth:`run`).
         self.outcome: TurnOutcome | None = None
+        self.status = TurnStatus.FAILED
+        self.error: ErrorInfo | None = None
         self._history: History | None = None
 
     def bind(
@@ -148,12 +180,16 @@ class Turn:
         take_injections: Callable[[], Awaitable[list[MessageItem]]],
         wait_injection: Callable[[], Awaitable[None]] | None = None,
         history: History | None = None,
+        usage: TurnUsage | None = None,
     ) -> None:
-        """Attach the session's tools, message buffer and kept history (while preparing)."""
+        """Attach the session's tools, message buffer and kept history, and the turn's
+        usage and budget (while preparing)."""
         self._tools = tools
         self._take_injections = take_injections
         self._wait_injection = wait_injection
         self._history = history
+        if usage is not None:
+            self.usage = usage
 
     # -- TurnContext -----------------------------------------------------------------
 
@@ -206,10 +242,13 @@ class Turn:
         text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
         call = FunctionCallItem(call_id=call_id or new_id("call"), name=name, arguments=text)
         await self.add_item(call)
-        if self._tools is None:
-            output = "Error: no tools are available in this turn"
-        else:
-            output = await self._tools.call(name, arguments)
+        with tool_span(name, call_id=call.call_id) as span:
+            if self._tools is None:
+                output = "Error: no tools are available in this turn"
+            else:
+                output = await self._tools.call(name, arguments)
+            if output.startswith("Error:"):
+                span.fail("tool_error", output[:200])
         # A tool that ran has its output recorded, even if the turn is being cancelled:
         # it may have had effects (or drained the inbox) the history must show.
         with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
@@ -248,6 +287,15 @@ class Turn:
     def report_response_status(self, status: str, error: str | None = None) -> None:
         self._reported = (status, error)
 
+    def record_usage(self, usage: Usage, model: str | None = None) -> None:
+        priced = self.usage.record(usage, model)
+        metrics = self._services.metrics
+        if metrics is not None:
+            metrics.usage_recorded(model or self.model, priced)
+
+    def check_budget(self) -> None:
+        self.usage.check()
+
     # -- the life of a turn ------------------------------------------------------------
 
     async def run(
@@ -261,6 +309,26 @@ class Turn:
         Cancellation: a cancel from outside (stop, shutdown) ends the turn
         ``cancelled`` and is re-raised after the terminal events are published.
         """
+        started = time.monotonic()
+        with agent_span(
+            "unknown",
+            session_id=self.session_id,
+            model=None,
+            harness=self.harness_name,
+            response_id=self.response_id,
+            parent=self._parent,
+        ) as span:
+            try:
+                return await self._run(prepare, span)
+            finally:
+                span.set_attribute("omnigent.turn.status", str(self.status))
+                if not self.usage.turn.empty:
+                    span.set_usage(self.usage.turn)
+                self._ended(self.status, time.monotonic() - started)
+
+    async def _run(
+        self, prepare: Callable[[], Awaitable[tuple[Harness, TurnRequest]]], span: Span
+    ) -> TurnStatus:
         status = TurnStatus.FAILED
         error: ErrorInfo | None = ErrorInfo("the turn ended unexpectedly", "internal_error")
         try:
@@ -272,6 +340,9 @@ class Turn:
                     )
                 )
                 harness, request = await prepare()
+                self.agent_name, self.model = request.spec.name, request.model
+                span.name_agent(request.spec.name, request.model, self.harness_name)
+                self.check_budget()  # a session already at its limit makes no call
                 await harness.run_turn(request, self)
                 status, error = self._outcome()
             if self.scope.cancelled_caught:
@@ -301,9 +372,45 @@ class Turn:
                 # on to the scope that asked for it.
                 raise cancel from None
         finally:
+            if error is not None:
+                span.fail(error.code, error.message)
+            self.status, self.error = status, error
             with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
                 await self._finalise(status, error)
         return status
+
+    def _ended(self, status: TurnStatus, seconds: float) -> None:
+        """Count the turn, and write its one log line (ids, numbers, codes: no text)."""
+        metrics = self._services.metrics
+        if metrics is not None:
+            metrics.turn_ended(str(status), self.harness_name, seconds)
+        usage = self.usage.turn
+        code = self.error.code if self.error is not None else None
+        turns_log.info(
+            "turn %s of %s (%s) ended %s in %.3fs: %d tokens in, %d out%s%s",
+            self.response_id,
+            self.session_id,
+            self.agent_name,
+            status,
+            seconds,
+            usage.input_tokens,
+            usage.output_tokens,
+            f", ${usage.cost_usd:.6f}" if usage.cost_usd is not None else "",
+            f" ({code})" if code else "",
+            extra=log_fields(
+                session_id=self.session_id,
+                response_id=self.response_id,
+                agent=self.agent_name,
+                harness=self.harness_name,
+                model=self.model,
+                status=str(status),
+                duration_s=round(seconds, 6),
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd,
+                error_code=code,
+            ),
+        )
 
     def _outcome(self) -> tuple[TurnStatus, ErrorInfo | None]:
         if self._reported is not None and self._reported[0] == TurnStatus.FAILED:
@@ -312,8 +419,22 @@ class Turn:
         return TurnStatus.COMPLETED, None
 
     async def _finalise(self, status: TurnStatus, error: ErrorInfo | None) -> None:
-        """Publish the turn's terminal pair: its ``response.*`` and ``session.status``."""
-        info = ResponseInfo(id=self.response_id, status=status)
+        """Add the turn's usage to the session's sums, then publish the turn's terminal
+        pair: its ``response.*`` (with ``usage``, when any was reported) and
+        ``session.status``."""
+        usage = self.usage.turn
+        if not usage.empty:
+            try:
+                await self._services.store.add_usage(self.session_id, usage)
+            except Exception:
+                log.warning(
+                    "could not add the usage of turn %s to its session's sums",
+                    self.response_id,
+                    exc_info=True,
+                )
+        info = ResponseInfo(
+            id=self.response_id, status=status, usage=None if usage.empty else usage
+        )
         terminal: Event
         if status is TurnStatus.COMPLETED:
             terminal = ResponseCompleted(response=info)

@@ -43,6 +43,7 @@ from ...model import (
     InboxUpdated,
     elicitation_params,
 )
+from ...observability import Metrics
 from ...processes import TrackedGroups
 from ...processes.sandbox import SandboxPolicy
 from ...spec import AgentSpec, SandboxSpec
@@ -84,6 +85,15 @@ if TYPE_CHECKING:
 __all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools", "ToolServices"]
 
 CHANGED_FILES_WINDOW = 2.0
+_DENIED = "Error: denied by policy "
+
+
+def _outcome_of(output: str) -> str:
+    """A tool call's outcome as the metrics count it: ok, error, or denied."""
+    if output.startswith(_DENIED):
+        return "denied"
+    return "error" if output.startswith("Error:") else "ok"
+
 
 OnAsk = Callable[[ElicitationRequest | None], None]
 
@@ -102,6 +112,7 @@ class ToolServices:
         control: what the orchestration tools act through (None: tools made
             outside a runtime, which offer no orchestration tools).
         claims: the children sends are working on (shared by every session).
+        metrics: where tool calls are counted (None: nowhere).
     """
 
     registry: ToolRegistry
@@ -114,6 +125,7 @@ class ToolServices:
     client_mcp: ClientMcp | None = None
     control: SessionControl | None = None
     claims: ChildClaims = attrs.field(factory=ChildClaims)
+    metrics: Metrics | None = None
 
 
 class SessionTools:
@@ -326,6 +338,20 @@ class SessionTools:
 
         Cancellation: propagates (an ASK waiting for an answer is withdrawn).
         """
+        metrics = self._services.metrics
+        if metrics is None:
+            return await self._call(name, arguments, in_turn, on_ask)
+        outcome = "cancelled"
+        try:
+            output = await self._call(name, arguments, in_turn, on_ask)
+            outcome = _outcome_of(output)
+            return output
+        finally:
+            metrics.tool_called(name if self.offers(name) else "unknown", outcome)
+
+    async def _call(
+        self, name: str, arguments: str | Mapping[str, Any], in_turn: bool, on_ask: OnAsk | None
+    ) -> str:
         args = decode_arguments(arguments)
         if isinstance(args, str):
             return args
@@ -339,7 +365,7 @@ class SessionTools:
         )
         verdict = await self._settle(await self._policies.evaluate(call), call, in_turn, on_ask)
         if verdict.action == "DENY":
-            return f"Error: denied by policy {verdict.policy_name}: {verdict.reason}"
+            return f"{_DENIED}{verdict.policy_name}: {verdict.reason}"
         output = await self._run(name, args, in_turn)
         result = PolicyEvent(
             PHASE_TOOL_RESULT, {"tool_name": name, "tool_input": args, "tool_output": output}

@@ -52,6 +52,7 @@ from ._fence import Fence, install_fence, install_media_types
 from ._keepalive import SettleBodies
 from ._openapi import openapi_document
 from ._params import AppState, AuthMode, owner, state
+from ._request_log import RequestLog
 from ._websocket import install_websocket
 
 __all__ = ["API_PREFIX", "create_app"]
@@ -141,6 +142,8 @@ def create_app(
     )
     install_error_handlers(app)
     app.asgi_app = SettleBodies(app.asgi_app)  # type: ignore[method-assign, assignment]
+    # Outermost: one log line per request, whatever answered it (docs/observability.md).
+    app.asgi_app = RequestLog(app.asgi_app)  # type: ignore[method-assign]
     install_fence(app, lambda: state().fence)
 
     @app.before_request

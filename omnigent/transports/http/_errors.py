@@ -78,6 +78,9 @@ def _from_omnigent(error: OmnigentError) -> Response:
     if isinstance(error, InternalError) or (error.status >= 500 and not error.message):
         log.error("internal error: %s", error, exc_info=error)
         return error_response(500, InternalError.code, INTERNAL_MESSAGE)
+    if error.status >= 500:
+        # Every 5xx's cause is in the log (its message is already the client's).
+        log.warning("HTTP %s %s: %s", error.status, error.code, error.message, exc_info=error)
     details = error.details if isinstance(error, InvalidInput) else None
     return error_response(error.status, error.code, error.message, details)
 

@@ -77,6 +77,21 @@ def _service(doc: DocumentBuilder) -> dict[str, Any]:
                 },
             }
         },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics: turns, tools, tokens, events, store latency",
+                "description": (
+                    "The Prometheus text exposition format (docs/observability.md lists "
+                    "each metric). Needs the API's identity."
+                ),
+                "responses": {
+                    "200": {
+                        "description": "the metrics",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            }
+        },
         "/v1/servers": {
             "get": {
                 "summary": "The live servers sharing the database, and the sessions each runs",

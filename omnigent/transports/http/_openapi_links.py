@@ -17,6 +17,7 @@ __all__ = ["OPERATION_IDS", "name_and_link"]
 OPERATION_IDS: dict[tuple[str, str], str] = {
     ("/health", "get"): "health",
     ("/v1/openapi.json", "get"): "get_openapi_document",
+    ("/metrics", "get"): "metrics",
     ("/v1/servers", "get"): "list_servers",
     ("/v1/ws", "get"): "acp_websocket",
     ("/v1/agents", "post"): "create_agent",
