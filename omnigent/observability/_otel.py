@@ -163,8 +163,10 @@ def open_exporting_provider(env: Mapping[str, str]) -> Iterator[Any]:
     """A tracer provider exporting over OTLP HTTP (protobuf) in batches, for the block.
 
     Its resource's ``service.name`` is ``OTEL_SERVICE_NAME``, else ``omnigent``; the
-    sampler (``OTEL_TRACES_SAMPLER``), the endpoint and the exporter's headers and
-    timeouts are read from the environment by the SDK itself.
+    endpoint is ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` + ``/v1/traces``; the sampler
+    (``OTEL_TRACES_SAMPLER``) and the exporter's headers and timeouts are read from
+    the process's environment by the SDK itself.
 
     Resource handling: the batch processor exports from a thread of its own; leaving
     the block flushes it and shuts it down (at most :data:`_SHUTDOWN_TIMEOUT_MS`).
@@ -181,7 +183,10 @@ def open_exporting_provider(env: Mapping[str, str]) -> Iterator[Any]:
         }
     )
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if not traces:
+        traces = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/") + "/v1/traces"
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces)))
     try:
         yield provider
     finally:

@@ -60,6 +60,7 @@ import trio
 
 from ...errors import StoreBusy
 from ...model import Event
+from ...observability import Metrics
 from ...stores import Store
 from ..cluster import Ownership, SoloOwnership
 from ._live import LiveSubscribers
@@ -101,6 +102,7 @@ class EventBus:
         *,
         records_only: bool = False,
         changes: SessionChanges | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         owners = ownership if ownership is not None else SoloOwnership()
         self._store = store
@@ -109,7 +111,7 @@ class EventBus:
         self._logs = SessionLogs(store, owners)
         self._live = LiveSubscribers()
         self._writer = EventWriter(
-            Persister(store, on_lost=self._logs.lost),
+            Persister(store, on_lost=self._logs.lost, metrics=metrics),
             self._logs,
             self._live,
             changes if changes is not None else SessionChanges(),

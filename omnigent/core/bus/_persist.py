@@ -26,11 +26,13 @@ is told, so their trees are given up.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 import trio
 
 from ...errors import StoreTimeout, StoreUnavailable
+from ...observability import Metrics
 from ...stores import LeaseLost, Store, StoredEvent
 
 __all__ = ["Persister"]
@@ -48,10 +50,14 @@ class Persister:
     """Writes batches of events to one store. Owned by the ``EventBus``."""
 
     def __init__(
-        self, store: Store, on_lost: Callable[[tuple[str, ...]], None] = lambda ids: None
+        self,
+        store: Store,
+        on_lost: Callable[[tuple[str, ...]], None] = lambda ids: None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._on_lost = on_lost
+        self._metrics = metrics
         self._abandoned = False
         self._pause: trio.CancelScope | None = None
 
@@ -67,6 +73,7 @@ class Persister:
         while True:
             if self._abandoned:
                 break
+            started = time.monotonic()
             try:
                 await self._store.append_events(rows)
             except LeaseLost as lost:
@@ -93,6 +100,8 @@ class Persister:
                 log.warning("the store refused %d events; retrying", len(rows), exc_info=True)
                 await self._wait(delay)
             else:
+                if self._metrics is not None:
+                    self._metrics.events_stored(len(rows), time.monotonic() - started)
                 return [True] * len(rows)
         if self._abandoned:
             _log_dropped(rows, maybe_stored=maybe_stored)

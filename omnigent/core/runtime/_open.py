@@ -179,7 +179,9 @@ async def open_runtime(
         ):
             changes = SessionChanges()
             metrics = Metrics()
-            bus = EventBus(store, ownership, records_only=not exclusive, changes=changes)
+            bus = EventBus(
+                store, ownership, records_only=not exclusive, changes=changes, metrics=metrics
+            )
             await services.start(bus.run)
             try:
                 async with (
