@@ -40,6 +40,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from ..errors import HarnessError, SandboxUnavailable
 from ..harnesses.base import ToolSchema
 from ..model import ElicitationParams
+from ..observability import carrier
 from ..processes.sandbox import Sandbox, SandboxPolicy, open_sandbox
 from ..spec import McpServerSpec
 
@@ -265,7 +266,10 @@ class McpServers:
             return f"Error: MCP server {server.spec.name!r} is not available ({server.failure})"
         self._in_turn += in_turn
         try:
-            result = await server.client.call_tool(tool.name, dict(arguments))
+            # W3C trace context in _meta: the server's spans may continue the call's.
+            trace = carrier()
+            meta: Any = trace or None
+            result = await server.client.call_tool(tool.name, dict(arguments), meta=meta)
         except MCPError as exc:
             return f"Error: MCP server {server.spec.name!r}: {exc.error.message}"
         except (trio.Cancelled, KeyboardInterrupt):

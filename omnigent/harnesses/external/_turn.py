@@ -21,6 +21,7 @@ import trio
 
 from ...errors import HarnessError
 from ...model import FunctionCallItem, FunctionCallOutputItem, Item, MessageItem, structure
+from ...observability import carrier
 from ...processes import (
     ManagedProcess,
 )
@@ -112,7 +113,11 @@ class TurnRelay:
         client = self._connection.client
         path = f"/v1/sessions/{self._request.session_id}/events"
         try:
-            async with client.stream("POST", path, json=turn_body(self._request)) as response:
+            # W3C trace context: the harness's own spans may continue the turn's.
+            trace = carrier()
+            async with client.stream(
+                "POST", path, json=turn_body(self._request), headers=trace or None
+            ) as response:
                 if response.status_code != 200:
                     body = (await response.aread())[:500].decode("utf-8", "replace")
                     raise HarnessError(
