@@ -100,6 +100,14 @@ def say(text: str) -> Step:
     return step
 
 
+def refused(output: str) -> str:
+    """The text of a free-text refusal ``{"error": "<text>"}`` (nothing else in it)."""
+    answer = json.loads(output)
+    assert isinstance(answer, dict) and list(answer) == ["error"], output
+    text: str = answer["error"]
+    return text
+
+
 def handle(output: str) -> dict[str, Any]:
     """A ``sys_session_send`` output as JSON (failing clearly on an ``Error:``)."""
     assert not output.startswith("Error"), output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from omnigent.core.tools._agent_args import (
     parse_history,
     parse_level,
     parse_send,
+    refusal,
     split_title,
     visible_title,
 )
@@ -107,11 +109,19 @@ def test_history_cancel_and_level() -> None:
             parse_level(bad)
 
 
-def test_typed_errors_lead_with_their_code() -> None:
-    assert (
-        TypedError("session_closed", "it is closed").render()
-        == "Error: session_closed: it is closed"
-    )
+def test_refusals_are_the_originals_json_objects() -> None:
+    typed = TypedError("session_closed", ("conversation_id", "conv_1"), "it is closed")
+    assert json.loads(refusal(typed)) == {
+        "error": "session_closed",
+        "conversation_id": "conv_1",
+        "message": "it is closed",
+    }
+    bare = TypedError("session_not_found", ("session_id", "conv_2"))
+    assert json.loads(refusal(bare)) == {"error": "session_not_found", "session_id": "conv_2"}
+    hinted = TypedError("task_not_found", ("task_id", "t"), extra={"hint": "h"})
+    assert json.loads(refusal(hinted)) == {"error": "task_not_found", "task_id": "t", "hint": "h"}
+    assert json.loads(refusal(ToolError("no such thing"))) == {"error": "no such thing"}
+    assert typed.message == "session_closed: it is closed"
 
 
 def test_session_names() -> None:

@@ -117,21 +117,21 @@ async def background(rt: omnigent.Runtime, recorder: RecordingHarness) -> str:
     return await tool_session(rt, recorder, async_enabled=True)
 
 
-async def test_async_tools_are_offered_only_when_enabled(
+async def test_async_tools_are_offered_unless_disabled(
     rt: omnigent.Runtime, recorder: RecordingHarness
 ) -> None:
     plain = await tool_session(rt, recorder)
     await run_turn(rt, plain)
     names = {t.name for t in recorder.requests[-1].tools}
     assert {"sys_os_read", "sys_os_shell"} <= names
-    assert "sys_call_async" not in names
+    assert {"sys_call_async", "sys_read_inbox", "sys_cancel_async"} <= names  # every agent's
     agent = await rt.create_agent(
-        {**scripted_agent("asyncer", harness="recorder"), "async_enabled": True}
+        {**scripted_agent("quiet", harness="recorder"), "async_enabled": False}
     )
-    enabled = (await rt.create_session(agent.id)).id
-    await run_turn(rt, enabled)
+    disabled = (await rt.create_session(agent.id)).id
+    await run_turn(rt, disabled)
     names = {t.name for t in recorder.requests[-1].tools}
-    assert {"sys_call_async", "sys_read_inbox", "sys_cancel_async"} <= names
+    assert not {"sys_call_async", "sys_read_inbox", "sys_cancel_async"} & names
 
 
 async def test_background_success_writes_one_inbox_item_and_wakes_the_session(

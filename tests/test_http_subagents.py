@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -122,8 +123,8 @@ async def test_a_refused_dispatch_is_visible_in_the_parents_items() -> None:
                 )
             items = (await server.client.get(f"/v1/sessions/{parent}/items")).json()["data"]
             outputs = [i["output"] for i in items if i["type"] == "function_call_output"]
-            assert outputs == [
-                "Error: sub-agent 'ghost' not found in agent spec (you may dispatch to: w)"
+            assert [json.loads(o) for o in outputs] == [
+                {"error": "sub-agent 'ghost' not found in agent spec (you may dispatch to: w)"}
             ]
             children = (await server.client.get(f"/v1/sessions/{parent}/child_sessions")).json()
             assert children["data"] == []

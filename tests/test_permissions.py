@@ -133,21 +133,57 @@ async def test_approval_event_validation(rt: omnigent.Runtime) -> None:
         await rt.post_event(session.id, "mcp_elicitation", {"requestedSchema": {}})
 
 
+NOT_ENABLED = (
+    "sys_session_share: session sharing is not enabled for this agent (set "
+    "agent_session_sharing: non-public or agent_session_sharing: public in the spec)"
+)
+PUBLIC_NOT_ENABLED = (
+    "sys_session_share: public ('__public__') sharing is not enabled for this agent "
+    "(requires agent_session_sharing: public); grant a specific user instead"
+)
+BAD_LEVEL = "sys_session_share: level must be one of ['edit', 'manage', 'read']"
+SELF = "<the session>"
+
+
 @pytest.mark.parametrize(
     ("sharing", "args", "expect"),
     [
-        # Not offered at all: the model never sees it.
-        ("none", {"user_id": "bob"}, "Error: unknown tool 'sys_session_share'"),
-        ("non-public", {"user_id": "__public__"}, "Error: this agent may not make sessions public"),
-        ("non-public", {"user_id": "bob", "level": 7}, "Error: invalid arguments for sys_sess"),
-        ("non-public", {"user_id": "bob", "level": "owner"}, "Error: invalid arguments for sys_"),
-        ("public", {"user_id": "__public__", "level": 2}, "Error: __public__ can only be granted"),
-        ("public", {"user_id": "bob", "session_id": "conv_other"}, "Error: only this session"),
-        ("public", {"user_id": "bob", "extra": 1}, "Error: invalid arguments"),
+        # Not offered, yet refused by name as "not enabled" (not as an unknown tool).
+        ("none", {"user_id": "bob"}, {"error": NOT_ENABLED, "session_id": SELF}),
+        ("none", {"user_id": "bob", "session_id": "x"}, {"error": NOT_ENABLED, "session_id": "x"}),
+        (
+            "non-public",
+            {"user_id": "__public__"},
+            {"error": PUBLIC_NOT_ENABLED, "session_id": SELF},
+        ),
+        ("non-public", {"user_id": "bob", "level": 7}, {"error": BAD_LEVEL}),
+        ("non-public", {"user_id": "bob", "level": "owner"}, {"error": BAD_LEVEL}),
+        (
+            "public",
+            {"user_id": "__public__", "level": 2},
+            {
+                "error": "Public access is limited to read-only (level 1)",
+                "status_code": 400,
+                "session_id": SELF,
+            },
+        ),
+        (
+            "public",
+            {"user_id": "bob", "session_id": "conv_other"},
+            {"error": "session_not_found", "session_id": "conv_other"},
+        ),
+        (
+            "public",
+            {"user_id": "bob", "extra": 1},
+            {
+                "error": "invalid arguments for sys_session_share: unknown argument 'extra' "
+                "(expected: user_id, level, session_id)"
+            },
+        ),
     ],
 )
 async def test_session_share_refusals_write_nothing(
-    rt: omnigent.Runtime, sharing: str, args: dict[str, object], expect: str
+    rt: omnigent.Runtime, sharing: str, args: dict[str, object], expect: dict[str, object]
 ) -> None:
     spec = scripted_agent(script=[{"call": "sys_session_share", "args": args}])
     spec["agent_session_sharing"] = sharing
@@ -155,8 +191,40 @@ async def test_session_share_refusals_write_nothing(
     session = await rt.create_session(agent.id)
     await run_turn(rt, session.id)
     output = (await rt.list_items(session.id)).data[-1].output  # type: ignore[union-attr]
-    assert output.startswith(expect), output
+    wanted = {k: session.id if v == SELF else v for k, v in expect.items()}
+    assert json.loads(output) == wanted
     assert [g.user_id for g in await rt.list_grants(session.id)] == ["local"]
+
+
+async def test_session_share_outside_the_tree_is_as_the_server_would_answer(
+    rt: omnigent.Runtime,
+) -> None:
+    """Another session is shared as ``PUT …/permissions`` would: managed ones (the
+    owner's other sessions), and not one the user may only read, nor another's."""
+    mine = await rt.create_session((await rt.create_agent(scripted_agent("mine"))).id)
+    theirs_agent = await rt.create_agent(scripted_agent("theirs"), owner="alice")
+    readable = await rt.create_session(theirs_agent.id, owner="alice")
+    hidden = await rt.create_session(theirs_agent.id, owner="alice")
+    await rt.grant(readable.id, "local", READ)
+    calls = [
+        {"call": "sys_session_share", "args": {"user_id": "bob", "session_id": sid}}
+        for sid in (mine.id, readable.id, hidden.id)
+    ]
+    spec = {**scripted_agent("sharer", script=calls), "agent_session_sharing": "non-public"}
+    session = await rt.create_session((await rt.create_agent(spec)).id)
+    await run_turn(rt, session.id)
+    outputs = [
+        json.loads(i.output)  # type: ignore[union-attr]
+        for i in (await rt.list_items(session.id)).data
+        if i.type == "function_call_output"
+    ]
+    assert outputs == [
+        {"shared": True, "session_id": mine.id, "user_id": "bob", "level": "read"},
+        {"error": "access_denied", "session_id": readable.id},
+        {"error": "session_not_found", "session_id": hidden.id},
+    ]
+    assert await rt.access_level(mine.id, "bob") == READ
+    assert await rt.access_level(readable.id, "bob") == NONE
 
 
 @pytest.mark.parametrize(

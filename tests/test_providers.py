@@ -257,23 +257,32 @@ def test_the_catalog() -> None:
         Worker("gone", "native", unavailable="the 'native' CLI is not on PATH"),
     ]
     rows = list_models(config, workers)
-    assert [m["id"] for m in rows["self"]["models"]] == ["databricks-claude-x", "databricks-gpt-y"]
+    assert list(rows) == ["self", "claude", "gpt", "nothing", "named", "script", "gone"]
+    assert {tuple(row) for row in rows.values()} == {("source", "verified", "models", "note")}
+    assert rows["self"] == {
+        "source": "static",
+        "verified": False,
+        "models": [
+            {"id": "databricks-claude-x", "family": "claude"},
+            {"id": "databricks-gpt-y", "family": "openai"},
+        ],
+        "note": "from provider 'gw' in the configuration",
+    }
     assert rows["claude"]["models"] == [{"id": "databricks-claude-x", "family": "claude"}]
     assert "only the models harness 'claudeish' runs" in rows["claude"]["note"]
-    assert rows["gpt"]["source"] == "spec" and rows["gpt"]["models"] == [
-        {"id": "gpt-z", "family": "openai"}
-    ]
+    assert rows["gpt"] == {
+        "source": "static",
+        "verified": False,
+        "models": [{"id": "gpt-z", "family": "openai"}],
+        "note": "only the spec's own model: provider 'empty' lists no models",
+    }
     assert rows["nothing"]["source"] == "none" and rows["nothing"]["models"] == []
-    assert rows["named"]["source"] == "harness"
+    assert rows["named"]["source"] == "static"
     assert [m["id"] for m in rows["named"]["models"]] == ["gpt-z", "gpt-a"]
     assert rows["script"]["source"] == "none" and "cannot apply" in rows["script"]["note"]
     assert rows["gone"] == {
-        "harness": "native",
-        "provider": "gw",
-        "kind": "gateway",
-        "verified": False,
-        "default": None,
         "source": "none",
+        "verified": False,
         "models": [],
         "note": "the 'native' CLI is not on PATH",
     }

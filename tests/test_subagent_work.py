@@ -11,7 +11,7 @@ import trio
 
 import omnigent
 from omnigent.core.work import Dispatch, SubAgents, TurnOutcome
-from omnigent.model import TurnStatus
+from omnigent.model import ChildSessionUpdated, TurnStatus
 from omnigent.stores import WorkRow
 from omnigent.testing import probe
 
@@ -128,10 +128,16 @@ async def test_cancel_task_stops_the_child_and_delivers_one_cancelled_item(
     driver.then(call(driver, "sys_cancel_task", {"task_id": child}))
     driver.then(None)  # the wake-up turn
     await trio_turn(rt, parent)
+    # Answered at once: the child was asked to stop; its inbox line says when it did.
     assert json.loads(driver.outputs[1]) == {
-        "cancelled": True,
+        "cancel_requested": True,
+        "cancel_confirmed": False,
         "task_id": child,
-        "status": "cancelled",
+        "status": "running",
+        "message": (
+            "Cancel requested; cancellation has not been confirmed yet. Use sys_read_inbox "
+            "to observe terminal status."
+        ),
     }
     lines = await wait_lines(rt, parent, 1)
     assert lines == [(child, "cancelled", "w:t")]
@@ -147,7 +153,14 @@ async def test_cancel_task_stops_the_child_and_delivers_one_cancelled_item(
         "task_id": child,
         "status": "cancelled",
     }
-    assert driver.outputs[3].startswith("Error: task_not_found: no running task 'nope'")
+    assert json.loads(driver.outputs[3]) == {
+        "error": "task_not_found",
+        "task_id": "nope",
+        "hint": (
+            "sys_cancel_task stops a task of this session: a sub-agent task "
+            "(sys_session_send's task_id) or a background task (sys_call_async's handle_id)."
+        ),
+    }
     await wait_quiet(rt)
     assert await inbox_lines(rt, parent) == lines
     assert rt.statistics() == {
@@ -291,7 +304,7 @@ async def test_cancelling_a_middle_child_stops_the_grandchild(rt: omnigent.Runti
     assert leaf.title == "leaf:x" and leaf.agent_name == "leaf"
     driver.then(call(driver, "sys_cancel_task", {"task_id": mid}))
     await trio_turn(rt, parent)
-    assert json.loads(driver.outputs[1])["cancelled"] is True
+    assert json.loads(driver.outputs[1])["cancel_requested"] is True
     await wait_quiet(rt)
     assert (await rt.get_session(leaf.id)).status == "cancelled"
     mid_rows = await probe(rt).store.list_work(parent_session_id=mid, open_only=False)
@@ -564,13 +577,11 @@ async def test_deleting_a_working_child_delivers_cancelled_to_its_parent(
     assert await probe(rt).store.list_work() == []
 
 
-async def test_a_child_that_is_slow_to_stop_gets_a_best_effort_answer(
-    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+async def test_a_native_child_that_is_slow_to_stop_gets_a_best_effort_answer(
+    rt: omnigent.Runtime,
 ) -> None:
-    from omnigent.core.tools import _orchestration_manage
     from omnigent.harnesses.base import TurnContext, TurnRequest
 
-    monkeypatch.setattr(_orchestration_manage, "CANCEL_WAIT", 0.05)
     released = trio.Event()
 
     class Stubborn:
@@ -588,7 +599,7 @@ async def test_a_child_that_is_slow_to_stop_gets_a_best_effort_answer(
         async def aclose(self) -> None:
             return None
 
-    rt.register_harness("stubborn", Stubborn)
+    rt.register_harness("stubborn", Stubborn, native=True)
     driver = Driver()
     parent = await start(rt, lead([worker("w", harness="stubborn")]), driver)
     driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
@@ -599,12 +610,110 @@ async def test_a_child_that_is_slow_to_stop_gets_a_best_effort_answer(
             await trio.sleep(0.01)
     driver.then(call(driver, "sys_cancel_task", {"task_id": child}))
     await trio_turn(rt, parent)
-    answer = json.loads(driver.outputs[1])
-    assert answer["cancel_requested"] is True and answer["cancel_confirmed"] is False
-    assert answer["best_effort"] is True and answer["task_id"] == child
-    assert answer["status"] == "cancelling" and answer["message"]
+    # A native agent is answered at once, as best effort: it stops at its next step.
+    assert json.loads(driver.outputs[1]) == {
+        "cancel_requested": True,
+        "cancel_confirmed": False,
+        "best_effort": True,
+        "task_id": child,
+        "status": "running",
+        "message": (
+            "Stop requested; a native agent stops at its next step, so it may still finish "
+            "the step it is in. Its result is recorded as cancelled (a late answer is "
+            "dropped): use sys_read_inbox to observe terminal status."
+        ),
+    }
     released.set()  # it finishes its step and stops; the answer it wrote is dropped
     lines = await wait_lines(rt, parent, 1)
     await wait_quiet(rt)
     assert await inbox_lines(rt, parent) == lines
     assert lines == [(child, "cancelled", "w:t")]
+
+
+async def test_the_parent_hears_launching_then_in_progress_then_completed(
+    rt: omnigent.Runtime,
+) -> None:
+    driver = Driver()
+    parent = await start(rt, lead([worker("w", [{"say": "done"}])]), driver)
+    driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": "go"}))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    await wait_lines(rt, parent, 1)
+    await wait_quiet(rt)
+    updates = []
+    with trio.fail_after(10):
+        async with rt.subscribe(parent, after=0) as events:
+            async for event in events:
+                if isinstance(event, ChildSessionUpdated) and event.child.id == child:
+                    updates.append(event.to_dict()["child"])
+                if event.event_id == (await rt.get_session(parent)).last_event_id:
+                    break
+    # Created (before its first turn), then the send: launching, not busy — before the
+    # child can start on it — then its turn, then how it ended.
+    assert updates[1] == {
+        "id": child,
+        "title": "w:t",
+        "agent": "w",
+        "session_name": "t",
+        "status": "idle",
+        "busy": False,
+        "current_task_status": "launching",
+        "tool": "w",
+        "preview": None,
+        "labels": {},
+    }
+    steps = [(u["busy"], u["current_task_status"]) for u in updates]
+    assert steps[:3] == [(False, None), (False, "launching"), (True, "in_progress")]
+    assert steps[-1] == (False, "completed")
+    assert updates[-1]["preview"] == "done" and updates[-1]["status"] == "idle"
+
+
+async def test_a_dispatch_waiting_for_its_child_is_launching_and_cancels_as_launching(
+    rt: omnigent.Runtime,
+) -> None:
+    busybody = await rt.create_agent(worker("busy", [{"sleep": 30}]))
+    driver = Driver()
+    parent = await start(rt, lead([], spawn=True), driver)
+    driver.then(call(driver, "sys_session_create", {"agent_id": busybody.id, "title": "b"}))
+    await trio_turn(rt, parent)
+    child = json.loads(driver.outputs[0])["conversation_id"]
+    assert (await rt.child_summary(child)).current_task_status is None  # never ran
+    await rt.send_message(child, "keep busy")  # someone else keeps it working
+    with trio.fail_after(5):
+        while not (await rt.get_session(child)).busy:
+            await trio.sleep(0.01)
+    seen: list[Any] = []
+
+    async def send_look_cancel(ctx: Any) -> None:
+        send = {"session_id": child, "args": "work"}
+        driver.outputs.append(await ctx.call_tool("sys_session_send", send))
+        seen.append(await rt.child_summary(child))  # what GET …/child_sessions shows
+        driver.outputs.append(await ctx.call_tool("sys_cancel_task", {"task_id": child}))
+
+    driver.then(send_look_cancel)
+    driver.then(None)  # the wake-up with the cancelled line
+    with trio.fail_after(10):
+        async with rt.subscribe(parent) as events:
+            await rt.send_message(parent, "go")
+            updates = []
+            async for event in events:
+                if isinstance(event, ChildSessionUpdated):
+                    updates.append(event.child)
+                if event.type == "session.status" and event.status == "idle":
+                    break
+    # Its other turn runs, but the work sent to it has not started: launching, not busy.
+    assert (seen[0].current_task_status, seen[0].busy) == ("launching", True)
+    assert ("launching", False) in [(u.current_task_status, u.busy) for u in updates]
+    assert json.loads(driver.outputs[2]) == {
+        "cancel_requested": True,
+        "cancel_confirmed": False,
+        "task_id": child,
+        "status": "launching",
+        "message": (
+            "Cancel requested; cancellation has not been confirmed yet. Use sys_read_inbox "
+            "to observe terminal status."
+        ),
+    }
+    lines = await wait_lines(rt, parent, 1)
+    assert lines == [(child, "cancelled", "busy:b")]
+    await wait_quiet(rt)

@@ -16,23 +16,35 @@ from omnigent.harnesses.registry import ModelRule
 from omnigent.testing import RecordingHarness, probe
 
 from .conftest import wait_quiet
-from .subagent_helpers import Driver, call, handle, inbox_lines, lead, say, wait_lines, worker
+from .subagent_helpers import (
+    Driver,
+    call,
+    handle,
+    inbox_lines,
+    lead,
+    refused,
+    say,
+    wait_lines,
+    worker,
+)
 
 CLAUDE = ModelRule("Claude models", ("*claude*",))
 GPT = ModelRule("OpenAI models", ("gpt-*", "*codex*"))
 
-DISPATCH = [
-    "sys_session_send",
+EVERY_AGENT = [
+    "sys_call_async",
     "sys_read_inbox",
+    "sys_cancel_async",
     "sys_session_list",
     "sys_session_get_history",
     "sys_session_get_info",
-    "sys_session_close",
-    "sys_cancel_task",
     "sys_agent_get",
     "sys_agent_list",
-    "sys_list_models",
+    "sys_agent_download",
+    "sys_cancel_task",
 ]
+DISPATCH = ["sys_session_send", "sys_session_close", "sys_list_models"]
+ORCHESTRATION = {*EVERY_AGENT, *DISPATCH, "sys_session_create", "sys_session_share"}
 
 
 async def start(rt: omnigent.Runtime, spec: dict[str, Any], driver: Driver) -> str:
@@ -48,14 +60,26 @@ async def children(rt: omnigent.Runtime, parent: str) -> list[omnigent.SessionSn
 @pytest.mark.parametrize(
     ("extra", "offered"),
     [
-        ({}, []),
-        ({"tools": {"agents": ["w"]}}, DISPATCH),
+        # The discovery and async tools come with every agent (the original's).
+        ({}, EVERY_AGENT),
+        ({"tools": {"agents": ["w"]}}, [*EVERY_AGENT, *DISPATCH]),
+        ({"tools": {"agents": []}, "spawn": True}, [*EVERY_AGENT, *DISPATCH, "sys_session_create"]),
+        # async_enabled: false takes the three async tools away, nothing else.
         (
-            {"tools": {"agents": []}, "spawn": True},
-            [*DISPATCH, "sys_session_create", "sys_agent_download"],
+            {"async_enabled": False},
+            [
+                t
+                for t in EVERY_AGENT
+                if t.startswith("sys_session")
+                or t.startswith("sys_agent")
+                or t == "sys_cancel_task"
+            ],
         ),
-        ({"tools": {"agents": []}, "async_enabled": True}, ["sys_cancel_task"]),
-        ({"tools": {"agents": []}, "agent_session_sharing": "non-public"}, ["sys_session_share"]),
+        (
+            {"async_enabled": False, "tools": {"agents": ["w"]}},
+            [*EVERY_AGENT[3:], *DISPATCH, "sys_read_inbox"],
+        ),
+        ({"agent_session_sharing": "non-public"}, [*EVERY_AGENT, "sys_session_share"]),
     ],
 )
 async def test_orchestration_tools_are_offered_per_spec(
@@ -65,15 +89,9 @@ async def test_orchestration_tools_are_offered_per_spec(
     spec = {**lead([worker("w")], grant=[]), **extra}
     session = await start(rt, spec, driver)
     await trio_turn(rt, session)
-    names = {t.name for t in driver.requests[0].tools}
-    orchestration = set(DISPATCH) | {
-        "sys_session_create",
-        "sys_agent_download",
-        "sys_session_share",
-    }
-    if extra.get("async_enabled"):
-        offered = [*offered, "sys_read_inbox"]
-    assert names & orchestration == set(offered)
+    names = [t.name for t in driver.requests[0].tools]
+    assert {n for n in names if n in ORCHESTRATION} == set(offered)
+    assert len(names) == len(set(names))
     if "sys_session_send" in offered and extra.get("tools", {}).get("agents"):
         send = next(t for t in driver.requests[0].tools if t.name == "sys_session_send")
         assert send.parameters["properties"]["agent"]["enum"] == ["w"]
@@ -149,30 +167,30 @@ def model_args(model: Any) -> dict[str, Any]:
     [
         (
             {"session_id": "conv_x", "agent": "w", "args": "hi"},
-            "Error: sys_session_send received both 'session_id' and 'agent'/'title'",
+            "sys_session_send received both 'session_id' and 'agent'/'title'",
         ),
-        ({"title": "t", "args": "hi"}, "Error: sys_session_send needs 'agent'"),
-        ({"args": "hi"}, "Error: sys_session_send needs 'agent'"),
-        ({"agent": "nobody", "title": "t", "args": "hi"}, "Error: sub-agent 'nobody' not found"),
-        ({"agent": "hidden", "title": "t", "args": "hi"}, "Error: sub-agent 'hidden' not found"),
-        ({"agent": "w", "title": "t", "args": "  "}, "Error: sys_session_send needs a non-empty"),
-        ({"agent": "w", "title": "t"}, "Error: invalid arguments for sys_session_send: 'args'"),
-        (model_args("gpt-4o; rm -rf /"), "Error: sys_session_send: 'model' 'gpt-4o; rm -rf /'"),
-        (model_args("$(id)"), "Error: sys_session_send: 'model' '$(id)' is not a model id"),
-        (model_args("   "), "Error: sys_session_send: 'model' must not be blank"),
-        (model_args(7), "Error: sys_session_send: 'model' must be a string, got a number"),
-        (model_args("--help"), "Error: sys_session_send: 'model' '--help' is not a model id"),
+        ({"title": "t", "args": "hi"}, "sys_session_send needs 'agent'"),
+        ({"args": "hi"}, "sys_session_send needs 'agent'"),
+        ({"agent": "nobody", "title": "t", "args": "hi"}, "sub-agent 'nobody' not found"),
+        ({"agent": "hidden", "title": "t", "args": "hi"}, "sub-agent 'hidden' not found"),
+        ({"agent": "w", "title": "t", "args": "  "}, "sys_session_send needs a non-empty"),
+        ({"agent": "w", "title": "t"}, "invalid arguments for sys_session_send: 'args'"),
+        (model_args("gpt-4o; rm -rf /"), "sys_session_send: 'model' 'gpt-4o; rm -rf /'"),
+        (model_args("$(id)"), "sys_session_send: 'model' '$(id)' is not a model id"),
+        (model_args("   "), "sys_session_send: 'model' must not be blank"),
+        (model_args(7), "sys_session_send: 'model' must be a string, got a number"),
+        (model_args("--help"), "sys_session_send: 'model' '--help' is not a model id"),
         (
             {"session_id": "conv_x", "args": {"input": "hi", "model": "gpt-4o"}},
-            "Error: sys_session_send 'model' applies only when a sub-agent session is first",
+            "sys_session_send 'model' applies only when a sub-agent session is first",
         ),
         (
             {"agent": "w", "title": "t", "args": {"input": "hi", "effort": "max"}},
-            "Error: invalid arguments for sys_session_send: unknown key 'effort' in 'args'",
+            "invalid arguments for sys_session_send: unknown key 'effort' in 'args'",
         ),
         (
             {"agent": "w", "title": "a:closed:b", "args": "hi"},
-            "Error: invalid arguments for sys_session_send: 'title' must not contain",
+            "invalid arguments for sys_session_send: 'title' must not contain",
         ),
     ],
 )
@@ -184,7 +202,7 @@ async def test_bad_sends_fail_loud_and_change_nothing(
     parent = await start(rt, spec, driver)
     driver.then(call(driver, "sys_session_send", args))
     await trio_turn(rt, parent)
-    assert driver.outputs[0].startswith(expect), driver.outputs[0]
+    assert refused(driver.outputs[0]).startswith(expect), driver.outputs[0]
     assert await children(rt, parent) == []
     assert await probe(rt).store.list_work(open_only=False) == []
 
@@ -227,7 +245,7 @@ async def test_the_child_harness_is_checked_before_any_child_exists(
     args: Any = "hi" if model is None else {"input": "hi", "model": model}
     driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": args}))
     await trio_turn(rt, parent)
-    assert driver.outputs[0].startswith("Error: ") and expect in driver.outputs[0], driver.outputs
+    assert expect in refused(driver.outputs[0]), driver.outputs
     assert await children(rt, parent) == []
     assert recorder.created == 0
 
@@ -297,8 +315,18 @@ async def test_by_id_send_reaches_only_direct_open_children(rt: omnigent.Runtime
     created = json.loads(driver.outputs[0])
     assert created["kind"] == "sub_agent" and created["status"] == "created"
     assert created["agent_name"] == "loner" and created["title"] == "helper"
-    assert driver.outputs[1].startswith("Error: session_out_of_tree: "), driver.outputs[1]
-    assert driver.outputs[2].startswith("Error: session_not_found: "), driver.outputs[2]
+    assert json.loads(driver.outputs[1]) == {
+        "error": "session_out_of_tree",
+        "conversation_id": stranger,
+        "message": (
+            "target is not a direct child of the calling session; sys_session_send by "
+            "session_id is child-only."
+        ),
+    }
+    assert json.loads(driver.outputs[2]) == {
+        "error": "session_not_found",
+        "conversation_id": "conv_nope",
+    }
     kid = created["conversation_id"]
     driver.then(call(driver, "sys_session_send", {"session_id": kid, "args": "work"}))
     await trio_turn(rt, parent)
@@ -315,7 +343,7 @@ async def test_a_busy_child_refuses_a_second_send(rt: omnigent.Runtime) -> None:
     send = {"agent": "w", "title": "t", "args": "go"}
     driver.then(call(driver, "sys_session_send", send, "sys_session_send", send))
     await trio_turn(rt, parent)
-    assert driver.outputs[1].startswith("Error: sub-agent 'w' title 't' already has a launching")
+    assert refused(driver.outputs[1]).startswith("sub-agent 'w' title 't' already has a launching")
     assert len(await children(rt, parent)) == 1
     await rt.stop_session(parent)
     await wait_quiet(rt)
@@ -350,15 +378,21 @@ async def test_session_create_refusals(rt: omnigent.Runtime, tmp_path: Path) -> 
         steps += ["sys_session_create", args]
     driver.then(call(driver, *steps))
     await trio_turn(rt, parent)
-    out = driver.outputs
-    assert out[0].startswith("Error: sys_session_create needs exactly one of") and out[1] == out[0]
-    assert out[2].startswith("Error: agent_not_found: ")
-    assert out[3].startswith("Error: config_not_found: ")
-    assert out[4].startswith("Error: 'config_path' must stay inside the working directory")
-    assert out[5].startswith("Error: 'config_path' must stay inside the working directory")
-    assert out[6].startswith("Error: 'broken.yaml' is not a valid agent spec")
-    assert out[7].startswith("Error: sys_session_create: 'model' 'a b' is not a model id")
-    made = json.loads(out[8])
+    out = [json.loads(o) for o in driver.outputs]
+    assert out[0] == {
+        "error": (
+            "sys_session_create requires exactly one of 'agent_id' (existing agent) or "
+            "'config_path' (new agent from a local config)"
+        )
+    }
+    assert out[1] == out[0]
+    assert out[2] == {"error": "agent_not_found", "agent_id": "agent_missing"}
+    assert out[3] == {"error": "config_not_found", "config_path": "missing.yaml"}
+    escapes = {"error": "sys_session_create config_path escapes the working directory"}
+    assert out[4] == escapes and out[5] == escapes
+    assert refused(driver.outputs[6]).startswith("'broken.yaml' is not a valid agent spec")
+    assert refused(driver.outputs[7]).startswith("sys_session_create: 'model' 'a b' is not a")
+    made = out[8]
     assert made["status"] == "launching" and made["task_id"] == made["conversation_id"]
     assert [c.id for c in await children(rt, parent)] == [made["conversation_id"]]
     lines = await wait_lines(rt, parent, 1)
@@ -444,7 +478,7 @@ async def test_a_spec_file_naming_anothers_agent_is_access_denied(
     parent = await start(rt, lead([], spawn=True, os_env={"cwd": str(tmp_path)}), driver)
     driver.then(call(driver, "sys_session_create", {"config_path": "taken.yaml"}))
     await trio_turn(rt, parent)
-    assert driver.outputs[0].startswith("Error: access_denied: ")
+    assert json.loads(driver.outputs[0]) == {"error": "access_denied", "config_path": "taken.yaml"}
     assert await children(rt, parent) == []
 
 
@@ -487,10 +521,11 @@ async def test_concurrent_sends_make_no_twin_children(rt: omnigent.Runtime) -> N
 
     driver.then(both)
     await trio_turn(rt, parent)
-    handles = [o for o in driver.outputs if not o.startswith("Error")]
-    refused = [o for o in driver.outputs if o.startswith("Error")]
-    assert len(handles) == 1 and len(refused) == 2, driver.outputs
-    assert all("already has a launching or running turn" in o for o in refused)
+    answers = [json.loads(o) for o in driver.outputs]
+    handles = [a for a in answers if "error" not in a]
+    refusals = [refused(o) for o in driver.outputs if "error" in json.loads(o)]
+    assert len(handles) == 1 and len(refusals) == 2, driver.outputs
+    assert all("already has a launching or running turn" in o for o in refusals)
     assert len(await children(rt, parent)) == 1
     assert len(await wait_lines(rt, parent, 1)) == 1
 
@@ -531,5 +566,5 @@ async def test_the_native_harnesses_guard_their_dispatches(
     args: Any = "hi" if model is None else {"input": "hi", "model": model}
     driver.then(call(driver, "sys_session_send", {"agent": "w", "title": "t", "args": args}))
     await trio_turn(rt, parent)
-    assert driver.outputs[0].startswith("Error: ") and expect in driver.outputs[0], driver.outputs
+    assert expect in refused(driver.outputs[0]), driver.outputs
     assert await children(rt, parent) == []

@@ -68,6 +68,9 @@ class HarnessInfo:
         accepts_model: whether a model chosen per session (``model_override``, a
             sub-agent dispatch's ``args.model``) reaches what it runs; ``scripted``
             plays the same script whatever the model, so a dispatcher refuses one.
+        native: it runs a vendor's agent in a process of its own (Claude Code, Codex,
+            pi, an Agents SDK agent), which a stop reaches at its next step: a
+            ``sys_cancel_task`` of its work is answered as best effort.
     """
 
     name: str
@@ -77,6 +80,7 @@ class HarnessInfo:
     requires: Callable[[], str | None] | None = None
     check_spec: SpecCheck | None = None
     accepts_model: bool = True
+    native: bool = False
 
 
 def _make_loop(env: HarnessEnv) -> Harness:
@@ -196,6 +200,7 @@ class HarnessRegistry:
                     models=CLAUDE_MODELS,
                     requires=partial(CLAUDE_CLI.missing, name),
                     check_spec=partial(_check_claude, name),
+                    native=True,
                 )
             for name in CODEX_NAMES:
                 self.register(
@@ -204,9 +209,14 @@ class HarnessRegistry:
                     models=GPT_MODELS,
                     requires=partial(CODEX_CLI.missing, name),
                     check_spec=partial(_check_codex, name),
+                    native=True,
                 )
             self.register(
-                "pi", _make_pi, requires=partial(PI_CLI.missing, "pi"), check_spec=_check_pi
+                "pi",
+                _make_pi,
+                requires=partial(PI_CLI.missing, "pi"),
+                check_spec=_check_pi,
+                native=True,
             )
             self.register(
                 "openai-agents",
@@ -214,6 +224,7 @@ class HarnessRegistry:
                 aliases=("openai-agents-sdk",),
                 requires=partial(AGENTS_SDK.missing, "openai-agents"),
                 check_spec=_check_agents,
+                native=True,
             )
 
     def register(
@@ -227,11 +238,12 @@ class HarnessRegistry:
         requires: Callable[[], str | None] | None = None,
         check_spec: SpecCheck | None = None,
         accepts_model: bool = True,
+        native: bool = False,
     ) -> None:
         """Register a harness under ``name`` (and ``aliases``).
 
-        ``models``, ``requires``, ``check_spec`` and ``accepts_model`` are described
-        on :class:`HarnessInfo`.
+        ``models``, ``requires``, ``check_spec``, ``accepts_model`` and ``native`` are
+        described on :class:`HarnessInfo`.
 
         Raises:
             Conflict: a name or alias is taken and ``replace`` is false.
@@ -241,7 +253,7 @@ class HarnessRegistry:
             if not replace and (key in self._harnesses or key in self._aliases):
                 raise Conflict(f"harness name {key!r} is already registered")
         self._harnesses[name] = HarnessInfo(
-            name, factory, aliases, models, requires, check_spec, accepts_model
+            name, factory, aliases, models, requires, check_spec, accepts_model, native
         )
         self._aliases.pop(name, None)
         for alias in aliases:

@@ -63,7 +63,7 @@ from ._records import (
     SessionSnapshot,
 )
 from ._schema import SchemaBuilder, wire_as, wire_schema
-from ._statuses import SessionStatus, TurnStatus
+from ._statuses import SessionStatus, TaskStatus, TurnStatus
 from ._usage import ModelPrice, Prices, Usage
 from ._wire import loads, structure, unstructure
 
@@ -118,6 +118,7 @@ __all__ = [
     "SessionSnapshot",
     "SessionStatus",
     "SessionStatusChanged",
+    "TaskStatus",
     "ToolTaskUpdated",
     "TurnStatus",
     "Usage",

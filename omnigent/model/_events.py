@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ._items import Item
-from ._statuses import SessionStatus, TurnStatus
+from ._statuses import SessionStatus, TaskStatus, TurnStatus
 from ._usage import Usage
 from ._wire import converter, register_tagged_union, structure
 
@@ -286,9 +286,10 @@ class ChildSessionSummary:
     session_name: str | None
     status: SessionStatus
     busy: bool
-    # The child's work: ``in_progress`` while it runs or has work sent it no turn took,
-    # then how its last turn ended; ``None`` before its first.
-    current_task_status: TurnStatus | None = None
+    # The child's work: ``launching`` while work sent to it waits for a turn to take
+    # it, ``in_progress`` while it runs, then how its last turn ended; ``None`` before
+    # its first.
+    current_task_status: TaskStatus | None = None
     # The sub-agent's name (the original omnigent's field; the same as ``agent``).
     tool: str | None = None
     preview: str | None = None

@@ -88,6 +88,9 @@ class MessageItem(_ItemBase):
     content: tuple[ContentBlock, ...]
     id: str = attrs.field(factory=lambda: new_id("item"))
     status: Literal["completed", "incomplete"] = "completed"
+    # The user who sent it (the original omnigent's ``created_by``), when a transport
+    # named one (``--auth header``); absent for the runtime's own messages.
+    created_by: str | None = None
 
 
 @attrs.frozen

@@ -8,14 +8,16 @@ A session is ``launching``, ``running`` or ``waiting`` while a turn works, and e
 each turn ``idle``, ``failed`` or ``cancelled`` (its *terminal* statuses). A turn is
 its response: ``in_progress`` while it runs, then ``completed``, ``failed`` or
 ``cancelled`` — and a turn that ends so leaves its session ``idle``, ``failed`` or
-``cancelled`` (:meth:`TurnStatus.session_status`).
+``cancelled`` (:meth:`TurnStatus.session_status`). A child session's work, as its
+parent sees it (:class:`TaskStatus`), is ``launching`` until the child takes it, then
+``in_progress``, then how it ended.
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["SessionStatus", "TurnStatus"]
+__all__ = ["SessionStatus", "TaskStatus", "TurnStatus"]
 
 
 class SessionStatus(enum.StrEnum):
@@ -61,6 +63,19 @@ class TurnStatus(enum.StrEnum):
         if self is TurnStatus.IN_PROGRESS:
             raise ValueError("a turn in progress leaves its session no terminal status")
         return _SESSION_AFTER[self]
+
+
+class TaskStatus(enum.StrEnum):
+    """A child session's work as its parent sees it (``current_task_status``): the
+    original omnigent's mapping of the child's status — ``launching`` → ``launching``,
+    ``running``/``waiting`` → ``in_progress``, ``idle`` → ``completed``, ``failed`` →
+    ``failed`` (and ``cancelled`` → ``cancelled``)."""
+
+    LAUNCHING = "launching"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 _TERMINAL = frozenset({SessionStatus.IDLE, SessionStatus.FAILED, SessionStatus.CANCELLED})

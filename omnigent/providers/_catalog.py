@@ -55,58 +55,51 @@ def _family_label(model: str) -> str:
 
 
 def _row(config: ProviderConfig, worker: Worker) -> dict[str, Any]:
+    """One worker's row, the original's shape: ``{source, verified, models, note}``.
+
+    Nothing is fetched, so a list is ``static`` (the configuration's, the harness's
+    names, or the spec's own model: the ``note`` says which) and never verified;
+    ``none`` with the reason in ``note`` when the worker can be asked for no model.
+    """
     provider = config.for_worker(worker.harness, worker.base_url)
-    row: dict[str, Any] = {
-        "harness": worker.harness,
-        "provider": provider.name if provider else None,
-        "kind": provider.kind if provider else None,
-        "verified": False,
-        "default": worker.model,
-    }
+
+    def row(models: list[str], note: str) -> dict[str, Any]:
+        return {
+            "source": "static" if models else "none",
+            "verified": False,
+            "models": [{"id": m, "family": _family_label(m)} for m in models],
+            "note": note,
+        }
+
     if worker.unavailable is not None:
-        return {**row, "source": "none", "models": [], "note": worker.unavailable}
+        return row([], worker.unavailable)
     if not worker.accepts_model:
-        note = (
+        return row(
+            [],
             f"harness {worker.harness!r} cannot apply a model chosen at dispatch; it runs "
-            "the model its spec names"
+            "the model its spec names",
         )
-        return {**row, "source": "none", "models": [], "note": note}
     if provider is not None and provider.models:
         usable = [m for m in provider.models if worker.runs(m)]
-        models = [{"id": m, "family": _family_label(m)} for m in usable]
         note = f"from provider {provider.name!r} in {config.source or 'the configuration'}"
         if len(usable) < len(provider.models):
             note += f" (only the models harness {worker.harness!r} runs)"
-        return {**row, "source": "config", "models": models, "note": note}
+        return row(usable, note)
     if worker.examples:
         known = list(dict.fromkeys((*((worker.model,) if worker.model else ()), *worker.examples)))
-        return {
-            **row,
-            "source": "harness",
-            "models": [{"id": m, "family": _family_label(m)} for m in known],
-            "note": f"the models harness {worker.harness!r} names (no provider lists any)",
-        }
+        return row(known, f"the models harness {worker.harness!r} names (no provider lists any)")
     if worker.model is not None:
         why = (
             "no provider lists models for it"
             if provider is None
-            else (f"provider {provider.name!r} lists no models")
+            else f"provider {provider.name!r} lists no models"
         )
-        return {
-            **row,
-            "source": "spec",
-            "models": [{"id": worker.model, "family": _family_label(worker.model)}],
-            "note": f"only the spec's own model: {why}",
-        }
-    return {
-        **row,
-        "source": "none",
-        "models": [],
-        "note": (
-            "no model is known for this worker: name one in its spec, or list a provider's "
-            "models in config.yaml"
-        ),
-    }
+        return row([worker.model], f"only the spec's own model: {why}")
+    return row(
+        [],
+        "no model is known for this worker: name one in its spec, or list a provider's "
+        "models in config.yaml",
+    )
 
 
 def list_models(
@@ -116,9 +109,8 @@ def list_models(
     only: Iterable[str] | None = None,
     model_ids: Iterable[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """``{worker name: {harness, provider, kind, source, verified, default, models,
-    note}}`` for each worker (those in ``only``, if given), each ``models`` list cut to
-    ``model_ids`` if given."""
+    """``{worker name: {source, verified, models, note}}`` for each worker (those in
+    ``only``, if given), each ``models`` list cut to ``model_ids`` if given."""
     wanted = set(only) if only is not None else None
     keep = set(model_ids) if model_ids is not None else None
     out: dict[str, dict[str, Any]] = {}

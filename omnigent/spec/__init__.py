@@ -16,6 +16,7 @@ from ._executor import (
     ScriptStep,
     SleepStep,
 )
+from ._redact import redact_secrets
 from ._sandbox import SandboxSpec
 from ._spec import (
     AgentSpec,
@@ -56,6 +57,7 @@ __all__ = [
     "normalise_host",
     "parse_egress_rule",
     "parse_policy_spec",
+    "redact_secrets",
     "unbuilt_keys",
     "unsafe_path",
 ]

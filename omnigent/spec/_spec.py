@@ -231,7 +231,7 @@ class AgentSpec:
     sub_agents: tuple[AgentSpec, ...] = ()
     tools: ToolsGrant = attrs.field(factory=ToolsGrant)
     spawn: bool = False
-    async_enabled: bool = False
+    async_enabled: bool = True
     terminals: dict[str, TerminalSpec] = attrs.field(factory=dict, hash=False)
     policies: tuple[PolicySpec, ...] = ()
     agent_session_sharing: Sharing = "none"

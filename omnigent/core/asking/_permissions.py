@@ -49,7 +49,7 @@ def check_level(level: Any, user_id: str, *, loc: str = "level") -> int:
     if isinstance(level, bool) or level not in _LEVELS:
         raise InvalidInput.at(loc, "must be 1 (read), 2 (edit) or 3 (manage)")
     if user_id == PUBLIC and level != READ:
-        raise InvalidInput.at(loc, "__public__ can only be granted read (1)")
+        raise InvalidInput.at(loc, "Public access is limited to read-only (level 1)")
     return int(level)
 
 

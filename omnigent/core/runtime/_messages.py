@@ -111,7 +111,9 @@ class Messages:
         await self._sessions.row(session_id)
         blocks = parse_message_content(content, root="content")
         await self._files.check_references(blocks, root="content", viewer=viewer)
-        item = MessageItem(role=role, content=blocks)  # type: ignore[arg-type]
+        # The sender is recorded: the session's tools act with no more than their
+        # rights from now on (core/tools/_acting.py).
+        item = MessageItem(role=role, content=blocks, created_by=viewer)  # type: ignore[arg-type]
         if item_id is not None:
             item = attrs.evolve(item, id=item_id)
         return item

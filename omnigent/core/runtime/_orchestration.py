@@ -14,7 +14,7 @@ step runs here, without a routed call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -37,11 +37,12 @@ from ...providers import ProviderConfig, load_provider_config
 from ...spec import AgentSpec
 from ...stores import SessionRow, Store, WorkRow
 from ..asking import Elicitations, Grant, Permissions
+from ..session import HistoryCache
 from ..work import ChildWork, Dispatch, SubAgents, new_work_id
 from ._agent_catalog import AgentCatalog
 from ._live import LiveSessions
 from ._session_catalog import SessionCatalog
-from ._specs import AgentSpecs
+from ._specs import AgentSpecs, sub_agent_spec
 
 __all__ = ["HandOver", "Orchestration"]
 
@@ -71,6 +72,7 @@ class Orchestration:
         permissions: owners and grants.
         elicitations: what sessions wait on a person for.
         hand_over: stores a message and gives it to its session's actor.
+        histories: the kept histories (who sent a session's messages).
         home: where ``config.yaml`` (the model providers) is.
     """
 
@@ -86,6 +88,7 @@ class Orchestration:
         permissions: Permissions,
         elicitations: Elicitations,
         hand_over: HandOver,
+        histories: HistoryCache,
         home: Path,
     ) -> None:
         self._store = store
@@ -97,6 +100,7 @@ class Orchestration:
         self._permissions = permissions
         self._elicitations = elicitations
         self._hand_over = hand_over
+        self._histories = histories
         self._home = home
 
     @property
@@ -147,8 +151,32 @@ class Orchestration:
     def busy(self, session_id: str) -> bool:
         return self._live.busy(session_id)
 
+    async def runners_online(self, runner_ids: Collection[str]) -> dict[str, bool]:
+        # No session is bound to a runner in a runtime that takes none.
+        return dict.fromkeys(runner_ids, False)
+
     async def access_level(self, row: SessionRow, user_id: str) -> int:
         return await self._permissions.level(row, user_id)
+
+    async def acting_users(self, row: SessionRow) -> frozenset[str]:
+        users = {row.owner}
+        for session_id in (row.id, *await self._store.ancestor_ids(row.id)):
+            users |= await self._authors(session_id)
+        return frozenset(users)
+
+    async def _authors(self, session_id: str) -> frozenset[str]:
+        """Who sent the session's messages: from its kept history, else the store (its
+        pending messages included), never loading a history into the cache (only a
+        session's actor does, so that a turn's own input is not in it twice)."""
+        kept = self._histories.kept(session_id)
+        if kept is not None:
+            return kept.authors
+        page = await self._store.list_items(session_id)
+        return frozenset(
+            author
+            for data in page.rows
+            if data.get("type") == "message" and isinstance(author := data.get("created_by"), str)
+        )
 
     async def grant(self, session_id: str, user_id: str, level: int) -> Grant:
         return await self._permissions.grant(session_id, user_id, level)
@@ -196,6 +224,18 @@ class Orchestration:
     async def agent_spec(self, agent: Agent) -> AgentSpec:
         return await self._specs.agent_spec(agent.id, agent.version)
 
+    async def agent_owner(self, agent_id: str) -> str | None:
+        row = await self._store.get_agent(agent_id)
+        return None if row is None else row.owner
+
+    async def session_agent(self, row: SessionRow) -> tuple[Agent, AgentSpec]:
+        stored = await self._store.get_agent(row.agent_id, row.agent_version)
+        agent = self._agents.view(stored, row.agent_id)
+        spec = await self._specs.agent_spec(agent.id, agent.version)
+        if row.sub_agent is not None:
+            spec = sub_agent_spec(spec, row.sub_agent, agent.id)
+        return agent, spec
+
     async def register_agent(self, spec: AgentSpec, owner: str) -> Agent:
         return await self._agents.create(spec, owner, from_client=True)
 
@@ -235,6 +275,10 @@ class Orchestration:
         await self._store.insert_work(row)
         handed = False
         try:
+            # The parent hears first that work is on its way to the child — launching,
+            # not busy — before the child can start on it (the original's honest
+            # pre-start state); the child's turn then announces itself.
+            await self._announce(child.id, launching=True)
             # The tool checked the message (a bounded string): one input_text block.
             item = MessageItem(role="user", content=(InputText(message),), id=message_id)
             dispatch = Dispatch(row)
@@ -252,11 +296,14 @@ class Orchestration:
             if not handed:  # never handed out: the entry must not linger as open
                 with trio.move_on_after(5, shield=True):
                     await self._store.drop_work(row.work_id)
-        try:
-            await self._sessions.announce_to_parent(child.id)
-        except Exception:
-            log.warning("could not announce %s to its parent", child.id, exc_info=True)
+                    await self._announce(child.id)  # no longer launching
         return row
+
+    async def _announce(self, session_id: str, *, launching: bool = False) -> None:
+        try:
+            await self._sessions.announce_to_parent(session_id, launching=launching)
+        except Exception:
+            log.warning("could not announce %s to its parent", session_id, exc_info=True)
 
     def cancel_dispatch(self, dispatch: Dispatch) -> None:
         self._subagents.cancel(dispatch)

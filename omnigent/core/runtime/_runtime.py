@@ -257,6 +257,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             permissions=self._permissions,
             elicitations=self._elicitations,
             hand_over=self._hand_over,
+            histories=self._histories,
             home=options.place.home,
         )
         builder = Builder(
@@ -1363,13 +1364,15 @@ class Runtime(metaclass=_NoPublicConstructor):
         requires: Callable[[], str | None] | None = None,
         check_spec: Callable[[AgentSpec], list[ErrorDetail]] | None = None,
         accepts_model: bool = True,
+        native: bool = False,
     ) -> None:
         """Make a harness available under ``name`` and ``aliases``.
 
         The rest tell the runtime what the harness can run before it starts one: the
         models of a single-vendor harness, whether its program is installed here,
-        spec keys it cannot honour, and whether a model chosen per session reaches it
-        (see :class:`omnigent.harnesses.HarnessInfo`).
+        spec keys it cannot honour, whether a model chosen per session reaches it, and
+        whether it runs a vendor's agent in a process of its own (see
+        :class:`omnigent.harnesses.HarnessInfo`).
         """
         self._open()
         self._options.harnesses.register(
@@ -1380,6 +1383,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             requires=requires,
             check_spec=check_spec,
             accepts_model=accepts_model,
+            native=native,
         )
 
 

@@ -33,6 +33,7 @@ from ...model import (
     SessionPage,
     SessionSnapshot,
     SessionStatus,
+    TaskStatus,
     TurnStatus,
     Usage,
     item_text,
@@ -350,15 +351,19 @@ class SessionCatalog:
             page.has_more,
         )
 
-    async def child_summary(self, child: SessionSnapshot) -> ChildSessionSummary:
+    async def child_summary(
+        self, child: SessionSnapshot, *, launching: bool = False
+    ) -> ChildSessionSummary:
         """A child session as its parent lists it (and ``session.child_session.updated``).
 
         A named sub-agent (titled ``<agent>:<title>``) shows its sub-agent as ``agent``
         and ``tool`` and the rest of its title as ``session_name``; another child
         shows its agent's name and its title. ``current_task_status`` is the state of
-        the child's work: ``in_progress`` while it runs, waits or has work sent to it
-        that no turn took yet, ``completed``, ``failed`` or ``cancelled`` after its
-        last turn; ``None`` before its first.
+        the child's work (:class:`~omnigent.model.TaskStatus`): ``launching`` while work
+        sent to it waits for a turn to take it, ``in_progress`` while it runs or waits,
+        ``completed``, ``failed`` or ``cancelled`` after its last turn; ``None`` before
+        its first. ``launching`` (work was just sent to it) shows it so whatever its
+        actor did meanwhile: not busy yet.
         """
         agent, name = split_title(child.title)
         if agent is None:
@@ -370,24 +375,30 @@ class SessionCatalog:
             tool=agent,
             session_name=name,
             status=child.status,
-            busy=child.busy,
-            current_task_status=await self._task_status(child),
+            busy=False if launching else child.busy,
+            current_task_status=(
+                TaskStatus.LAUNCHING if launching else await self._task_status(child)
+            ),
             preview=await self._preview(child.id),
             labels=child.labels,
         )
 
-    async def _task_status(self, child: SessionSnapshot) -> TurnStatus | None:
-        if child.busy or child.status.active:
-            return TurnStatus.IN_PROGRESS
+    async def _task_status(self, child: SessionSnapshot) -> TaskStatus | None:
         dispatch = self._subagents.open_for(child.id)
+        if dispatch is not None and dispatch.result is None and not dispatch.taken:
+            return TaskStatus.LAUNCHING
+        if child.status is SessionStatus.LAUNCHING:
+            return TaskStatus.LAUNCHING
+        if child.busy or child.status.active:
+            return TaskStatus.IN_PROGRESS
         if dispatch is not None and dispatch.result is None:
-            return TurnStatus.IN_PROGRESS
+            return TaskStatus.IN_PROGRESS
         if child.status is SessionStatus.FAILED:
-            return TurnStatus.FAILED
+            return TaskStatus.FAILED
         if child.status is SessionStatus.CANCELLED:
-            return TurnStatus.CANCELLED
+            return TaskStatus.CANCELLED
         row = await self._store.get_session(child.id)
-        return TurnStatus.COMPLETED if row is not None and row.turn_count > 0 else None
+        return TaskStatus.COMPLETED if row is not None and row.turn_count > 0 else None
 
     async def _preview(self, session_id: str) -> str | None:
         """The last assistant text of a session, truncated; None if it has none.
@@ -409,8 +420,11 @@ class SessionCatalog:
                     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
         return None
 
-    async def announce_to_parent(self, session_id: str, *, changed: bool = False) -> None:
-        """Publish ``session.child_session.updated`` on the session's parent, if any.
+    async def announce_to_parent(
+        self, session_id: str, *, changed: bool = False, launching: bool = False
+    ) -> None:
+        """Publish ``session.child_session.updated`` on the session's parent, if any
+        (``launching``: work was just sent to it, see :meth:`child_summary`).
 
         With ``changed`` (its title, labels or model override changed), publish
         ``session.info.updated`` on the session itself first.
@@ -423,7 +437,7 @@ class SessionCatalog:
             await self._bus.publish(row.id, update)
         if row is None or row.parent_session_id is None:
             return
-        summary = await self.child_summary(await self.snapshot(row))
+        summary = await self.child_summary(await self.snapshot(row), launching=launching)
         await self._bus.publish(row.parent_session_id, ChildSessionUpdated(child=summary))
 
 

@@ -50,6 +50,7 @@ class History:
         self._items: list[Item] = []
         self._index: dict[str, int] = {}
         self._images: set[int] = set()
+        self._authors: set[str] = set()
         self._on_doubt = on_doubt
         self._on_growth: Callable[[int], None] = lambda added: None
         for item in items:
@@ -73,6 +74,8 @@ class History:
             self._images.add(position)
         else:
             self._images.discard(position)
+        if isinstance(item, MessageItem) and item.created_by is not None:
+            self._authors.add(item.created_by)
 
     def doubt(self) -> None:
         """A write this history recorded may not have reached the store: reload next time."""
@@ -81,6 +84,11 @@ class History:
     def items(self) -> list[Item]:
         """A copy of the items, oldest first."""
         return list(self._items)
+
+    @property
+    def authors(self) -> frozenset[str]:
+        """Every user who sent a message of this history (``created_by``)."""
+        return frozenset(self._authors)
 
     def image_positions(self) -> list[int]:
         """Positions of items with ``file_id`` images (those a request must resolve)."""
@@ -133,6 +141,11 @@ class HistoryCache:
         self._size += len(history)
         self._evict()
         return history
+
+    def kept(self, session_id: str) -> History | None:
+        """The session's history if it is kept, without reading the store (nor
+        counting as a use: only the session's actor loads its history)."""
+        return self._entries.get(session_id)
 
     def drop(self, session_id: str) -> None:
         """Forget a session's history (it was deleted, say)."""

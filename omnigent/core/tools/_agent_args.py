@@ -2,9 +2,12 @@
 
 Pure: no I/O, no Trio. Every check here runs before anything is created or sent, so a
 call the model got wrong changes nothing; the error names the problem and the way out.
-A failure about a session or agent the call names carries the original omnigent's
-typed code first (``Error: session_out_of_tree: …``), so a model — or a policy — can
-switch on it.
+
+The orchestration tools refuse as the original omnigent does, with a JSON object
+(:func:`refusal`): a failure about a session, agent, spec file or task the call names is
+``{"error": "<code>", "<what it named>": …}`` (:class:`TypedError`: ``session_not_found``,
+``session_out_of_tree``, ``access_denied``, …), any other ``{"error": "<text>"}`` — so a
+model, a policy or a program switches on ``error`` after ``json.loads``.
 
 Also here: the naming rules of sub-agent sessions. A named child is titled
 ``<agent>:<title>``; closing one labels it ``omnigent.closed=true`` and suffixes its
@@ -13,6 +16,7 @@ title with ``:closed:<id>`` so the ``(agent, title)`` pair can be used again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +32,7 @@ __all__ = [
     "HISTORY_MAX_TAIL",
     "LEVELS",
     "CreateArgs",
+    "Refusal",
     "SendArgs",
     "TypedError",
     "closed_title",
@@ -37,6 +42,7 @@ __all__ = [
     "parse_history",
     "parse_level",
     "parse_send",
+    "refusal",
     "split_title",
     "visible_title",
 ]
@@ -50,12 +56,56 @@ MAX_TITLE_CHARS = 200
 LEVELS = {"read": 1, "edit": 2, "manage": 3}
 
 
-class TypedError(ToolError):
-    """A failure with the original omnigent's code: ``Error: <code>: <message>``."""
+class Refusal(ToolError):
+    """A refusal answered with exactly this JSON object (its ``error`` a code or a
+    sentence), as the original omnigent answers it."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
+    def __init__(self, answer: Mapping[str, Any]) -> None:
+        super().__init__(str(answer["error"]))
+        self.answer = dict(answer)
+
+
+class TypedError(Refusal):
+    """A refusal with the original omnigent's code, about the thing a call named.
+
+    Rendered (:func:`refusal`) as ``{"error": code, <key>: <value>, "message"?: …}``:
+    ``about`` is the one field naming what the call asked for (``conversation_id``,
+    ``session_id``, ``agent_id``, ``config_path``, ``task_id``), in the original's
+    spelling; ``message`` is said only where the original says one (``None``: the
+    code is the whole answer).
+
+    Args:
+        code: ``session_not_found``, ``session_out_of_tree``, ``access_denied``, …
+        about: ``(key, value)`` of what the call named.
+        message: what to do instead, or ``None``.
+        extra: more fields, after ``message`` (``{"hint": …}``).
+    """
+
+    def __init__(
+        self,
+        code: str,
+        about: tuple[str, str],
+        message: str | None = None,
+        *,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        answer: dict[str, Any] = {"error": code, about[0]: about[1]}
+        if message is not None:
+            answer["message"] = message
+        super().__init__({**answer, **(extra or {})})
         self.code = code
+        self.message = f"{code}: {message or about[1]}"
+
+
+def refusal(exc: ToolError) -> str:
+    """An orchestration tool's refusal, as the original's JSON object.
+
+    A :class:`Refusal` (a :class:`TypedError` included) is its own object; any other
+    failure is ``{"error": "<what is wrong and how to call it instead>"}``.
+    """
+    if isinstance(exc, Refusal):
+        return json.dumps(exc.answer)
+    return json.dumps({"error": exc.message})
 
 
 # -- session names ----------------------------------------------------------------------
@@ -224,8 +274,8 @@ def parse_create(raw: Any) -> CreateArgs:
     args = check_args("sys_session_create", raw, _CREATE_FIELDS)
     if ("agent_id" in args) == ("config_path" in args):
         raise ToolError(
-            "sys_session_create needs exactly one of 'agent_id' (a registered agent) or "
-            "'config_path' (an agent spec file in your working directory)"
+            "sys_session_create requires exactly one of 'agent_id' (existing agent) or "
+            "'config_path' (new agent from a local config)"
         )
     model = None
     if "model" in args:
@@ -285,7 +335,7 @@ def parse_cancel(raw: Any) -> str:
 
 
 def parse_level(value: Any) -> int:
-    """A sharing level: ``read``/``edit``/``manage`` or 1–3.
+    """A sharing level: ``read``/``edit``/``manage`` (or 1–3).
 
     Raises:
         ToolError: anything else.
@@ -294,7 +344,4 @@ def parse_level(value: Any) -> int:
         return LEVELS[value]
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 3:
         return value
-    raise ToolError(
-        "invalid arguments for sys_session_share: 'level' must be read, edit or manage "
-        f"(or 1-3), got {value!r}"
-    )
+    raise ToolError(f"sys_session_share: level must be one of {sorted(LEVELS)}")

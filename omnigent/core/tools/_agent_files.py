@@ -1,4 +1,5 @@
-"""Agent spec files in a working directory: read one, list a folder, write one.
+"""Agent files in a working directory: read a spec, list the agent-config folder, write
+an agent's bundle.
 
 What ``sys_session_create {config_path}``, ``sys_agent_list`` and
 ``sys_agent_download`` touch on disk. Every path goes through
@@ -12,33 +13,40 @@ Blocking filesystem calls: run these in a worker thread.
 from __future__ import annotations
 
 import contextlib
-import json
+import io
 import os
 import stat
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ...errors import SpecError
-from ...spec import AgentSpec
-from ...tools import ToolError, open_beneath, resolve_root, string
+from ...spec import AgentSpec, load_yaml, redact_secrets
+from ...tools import ToolError, open_beneath, resolve_root
 from ._agent_args import TypedError
 
 __all__ = [
-    "AGENTS_FOLDER",
+    "AGENT_CONFIGS",
+    "BUNDLE_SPEC",
+    "MAX_LOCAL_CONFIGS",
     "MAX_SPEC_BYTES",
-    "local_specs",
-    "plain_filename",
+    "bundle",
+    "bundle_name",
+    "local_configs",
     "read_spec",
-    "spec_text",
     "write_beneath",
 ]
 
-AGENTS_FOLDER = Path(".omnigent") / "agents"
+AGENT_CONFIGS = Path(".omnigent") / "agent-configs"
+"""The workspace's agent-config folder: specs an agent wrote, listed by sys_agent_list."""
+BUNDLE_SPEC = "config.yaml"
+"""The spec's name inside an agent's bundle."""
 MAX_SPEC_BYTES = 1 << 20
-MAX_LOCAL_SPECS = 200
-_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_LOCAL_CONFIGS = 200
+_CONFIG_SUFFIXES = (".yaml", ".yml")
+_ESCAPES = "sys_session_create config_path escapes the working directory"
 
 
 def read_spec(cwd: Path, raw: str) -> AgentSpec:
@@ -48,89 +56,121 @@ def read_spec(cwd: Path, raw: str) -> AgentSpec:
         TypedError: ``config_not_found`` (no such file). ToolError: the path leaves
             the working directory, the file is too large, unreadable or not a spec.
     """
-    root = resolve_root(cwd)
+    data = _read_beneath(cwd, raw)
     try:
-        fd, _ = open_beneath(cwd, root, raw, "read")
-    except ToolError as exc:
-        raise ToolError(
-            f"'config_path' must stay inside the working directory: {exc.message}"
-        ) from None
-    except FileNotFoundError:
-        raise TypedError("config_not_found", f"no agent spec file at {raw!r}") from None
-    except OSError as exc:
-        raise ToolError(f"cannot read {raw!r}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise TypedError("config_not_found", f"{raw!r} is not a file")
-        data = handle.read(MAX_SPEC_BYTES + 1)
-    if len(data) > MAX_SPEC_BYTES:
-        raise ToolError(f"{raw!r} is larger than {MAX_SPEC_BYTES} bytes")
-    try:
-        return _parse(raw, data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{raw!r} is not UTF-8 text") from None
+    try:
+        if raw.lower().endswith(".json"):
+            return AgentSpec.from_json(text)
+        return AgentSpec.from_yaml(text)
     except SpecError as exc:
         raise ToolError(f"{raw!r} is not a valid agent spec: {exc.message}") from None
 
 
-def _parse(name: str, text: str) -> AgentSpec:
-    if name.lower().endswith(".json"):
-        return AgentSpec.from_json(text)
-    return AgentSpec.from_yaml(text)
+def _read_beneath(cwd: Path, raw: str) -> bytes:
+    """The bytes of the regular file ``raw`` inside ``cwd`` (bounded).
 
-
-def local_specs(cwd: Path) -> tuple[list[tuple[str, AgentSpec]], list[dict[str, str]]]:
-    """Every spec in ``cwd/.omnigent/agents`` (at most 200); the unreadable as errors."""
-    found: list[tuple[str, AgentSpec]] = []
-    problems: list[dict[str, str]] = []
+    Raises:
+        TypedError: ``config_not_found``. ToolError: it leaves the working directory,
+            is too large or cannot be read.
+    """
     root = resolve_root(cwd)
-    folder = root / AGENTS_FOLDER
+    try:
+        fd, _ = open_beneath(cwd, root, raw, "read")
+    except ToolError:
+        raise ToolError(_ESCAPES) from None
+    except FileNotFoundError:
+        raise TypedError("config_not_found", ("config_path", raw)) from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {raw!r}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise TypedError("config_not_found", ("config_path", raw))
+        data = handle.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise ToolError(f"{raw!r} is larger than {MAX_SPEC_BYTES} bytes")
+    return data
+
+
+def local_configs(cwd: Path) -> list[dict[str, Any]]:
+    """The agent configs in ``cwd/.omnigent/agent-configs`` (at most 200, by path):
+    ``{name, path, description}`` each, ``path`` relative to ``cwd`` (what
+    ``sys_session_create``'s ``config_path`` takes). A file that is not a YAML mapping
+    is left out."""
+    folder = resolve_root(cwd) / AGENT_CONFIGS
     try:
         names = sorted(os.listdir(folder))
     except (FileNotFoundError, NotADirectoryError):
-        return found, problems
-    for name in names[:MAX_LOCAL_SPECS]:
-        if not name.lower().endswith(_SUFFIXES):
+        return []
+    found: list[dict[str, Any]] = []
+    for name in names:
+        if len(found) == MAX_LOCAL_CONFIGS:
+            break
+        if not name.lower().endswith(_CONFIG_SUFFIXES):
             continue
-        relative = str(AGENTS_FOLDER / name)
+        relative = str(AGENT_CONFIGS / name)
         try:
-            found.append((relative, read_spec(cwd, relative)))
-        except ToolError as exc:
-            problems.append({"source": "local", "path": relative, "message": exc.message})
-    return found, problems
+            loaded = load_yaml(_read_beneath(cwd, relative).decode("utf-8"), what=relative)
+        except (ToolError, SpecError, UnicodeDecodeError):
+            continue
+        if isinstance(loaded, dict):
+            found.append(
+                {
+                    "name": _text(loaded.get("name")),
+                    "path": relative,
+                    "description": _text(loaded.get("description")),
+                }
+            )
+    return found
 
 
-def plain_filename(value: Any) -> str | None:
-    """A check: a file name with no path in it, ending in a spec suffix."""
-    problem = string(value)
-    if problem:
-        return problem
-    if value in ("", ".", "..") or "/" in value or "\\" in value or "\x00" in value:
-        return "must be a plain file name, not a path"
-    if not value.lower().endswith(_SUFFIXES):
-        return "must end in .yaml, .yml or .json"
-    return None
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
-def spec_text(spec: AgentSpec, filename: str) -> str:
-    """``spec`` as the file ``filename`` holds it, without its ``api_key``."""
+def bundle_name(agent_name: str, version: int) -> str:
+    """An agent bundle's default file name: ``<name>-v<version>.tar.gz``."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in agent_name) or "agent"
+    return f"{safe}-v{version}.tar.gz"
+
+
+def bundle(spec: AgentSpec, *, redact: bool) -> bytes:
+    """The agent's bundle: a gzipped tar holding its spec as :data:`BUNDLE_SPEC`.
+
+    The spec is written without its ``api_key``; ``redact`` (the caller does not own
+    the agent) replaces every credential in it as well — headers, ``env``, keys and
+    tokens, the sub-agents' included (:func:`omnigent.spec.redact_secrets`).
+    """
     data = spec.to_dict()
     data.get("executor", {}).get("config", {}).pop("api_key", None)
-    if filename.lower().endswith(".json"):
-        return json.dumps(data, indent=2) + "\n"
-    return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    if redact:
+        data = redact_secrets(data)
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        member = tarfile.TarInfo(BUNDLE_SPEC)
+        member.size = len(text)
+        member.mode = 0o644
+        archive.addfile(member, io.BytesIO(text))
+    return buffer.getvalue()
 
 
-def write_beneath(cwd: Path, raw: str, text: str) -> int:
-    """Write ``text`` at ``raw`` inside ``cwd`` (folders created); returns the bytes.
+def write_beneath(cwd: Path, raw: str, data: bytes) -> int:
+    """Write ``data`` at ``raw`` inside ``cwd`` (folders created); returns the bytes.
 
     Raises:
-        ToolError: the path leaves the working directory, or cannot be written.
+        ToolError: the path leaves the working directory (a symlink included), or
+            cannot be written.
     """
     root = resolve_root(cwd)
-    data = text.encode()
     try:
         fd, _ = open_beneath(cwd, root, raw, "write", make_parents=True)
+    except ToolError:
+        raise ToolError(
+            "sys_agent_download resolved destination escapes the working directory"
+        ) from None
     except OSError as exc:  # IsADirectoryError included
         raise ToolError(f"cannot write {raw}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "wb") as handle:

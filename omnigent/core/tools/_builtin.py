@@ -3,7 +3,8 @@ the background-task tools' schemas, and the adapters that run the OS, terminal,
 background and orchestration tools for one session.
 
 Each adapter takes the session's tools and the decoded arguments and answers the
-tool's output; bad arguments are an ``Error: …`` string, never an exception.
+tool's output; bad arguments are an ``Error: …`` string (the orchestration tools': a
+JSON object, as the original omnigent's), never an exception.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...errors import SandboxUnavailable
+from ...tools import ToolError
 from ...tools import os as os_tools
 from ...tools import terminals as terminal_tools
+from ._agent_args import refusal
 from ._registry import decode_arguments
 
 if TYPE_CHECKING:
@@ -79,11 +82,16 @@ def _only_keys(args: Mapping[str, Any], tool: str, allowed: set[str]) -> str | N
 
 
 def orchestrated(run: Any) -> Builtin:
-    """The adapter of one orchestration tool: it acts through the session's control."""
+    """The adapter of one orchestration tool: it acts through the session's control,
+    and a refusal (a :class:`~omnigent.tools.ToolError` it raises) is the original's
+    JSON object (:func:`~._agent_args.refusal`), not an ``Error: …`` line."""
 
     async def call(tools: SessionTools, args: dict[str, Any]) -> str:
         assert tools.control is not None  # offered only with a control
-        output: str = await run(tools.control, tools, args)
+        try:
+            output: str = await run(tools.control, tools, args)
+        except ToolError as exc:
+            return refusal(exc)
         return output
 
     return call

@@ -16,7 +16,7 @@ to one child.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import trio
@@ -37,7 +37,7 @@ class SessionControl(Protocol):
 
     Every method that reads a session treats one being deleted as gone. Errors are
     the runtime's own (:class:`~omnigent.errors.OmnigentError` subclasses); the tools
-    turn them into ``Error: …`` outputs.
+    turn them into their refusals (JSON objects, :func:`~._agent_args.refusal`).
     """
 
     @property
@@ -85,8 +85,17 @@ class SessionControl(Protocol):
         """Whether a turn of the session is running."""
         ...
 
+    async def runners_online(self, runner_ids: Collection[str]) -> dict[str, bool]:
+        """Whether each runner is connected now (one lookup per distinct name)."""
+        ...
+
     async def access_level(self, row: SessionRow, user_id: str) -> int:
         """The level ``user_id`` has on the session (0 none … 3 manage)."""
+        ...
+
+    async def acting_users(self, row: SessionRow) -> frozenset[str]:
+        """Whose rights the session's tools act with: its owner, and every user who sent
+        a message into it or into a session above it (see :mod:`._acting`)."""
         ...
 
     async def grant(self, session_id: str, user_id: str, level: int) -> Grant:
@@ -125,6 +134,15 @@ class SessionControl(Protocol):
 
     async def agent_spec(self, agent: Agent) -> AgentSpec:
         """The spec of that agent version."""
+        ...
+
+    async def agent_owner(self, agent_id: str) -> str | None:
+        """Who registered the agent (``None``: no such agent)."""
+        ...
+
+    async def session_agent(self, row: SessionRow) -> tuple[Agent, AgentSpec]:
+        """The agent version a session runs, and the spec it runs (a sub-agent
+        session's: its sub-agent's). Raises AgentNotFound."""
         ...
 
     async def register_agent(self, spec: AgentSpec, owner: str) -> Agent:

@@ -1,11 +1,15 @@
 """Which orchestration tools a spec grants, and the function behind each name.
 
-``tools.agents`` (the sub-agents a spec may dispatch to) grants the dispatch set —
-send, list, history, info, close, cancel, the agent lookups and the model list;
-``spawn: true`` grants it too, plus ``sys_session_create`` and
-``sys_agent_download``. ``sys_cancel_task`` also comes with ``async_enabled`` (it
-cancels background tasks as well), and ``sys_session_share`` with an
-``agent_session_sharing`` other than ``none``.
+As in the original omnigent, the discovery tools — ``sys_session_list``,
+``sys_session_get_history``, ``sys_session_get_info``, ``sys_agent_get``,
+``sys_agent_list``, ``sys_agent_download`` — and ``sys_cancel_task`` are offered to
+every agent: they act with no more than the rights of the session's acting users
+(:mod:`._acting`), so offering them grants nothing. The spec gates what acts on other
+sessions: ``tools.agents`` (the sub-agents a spec may dispatch to) grants
+``sys_session_send``, ``sys_session_close`` and ``sys_list_models``; ``spawn: true``
+grants them too, plus ``sys_session_create``; an ``agent_session_sharing`` other than
+``none`` offers ``sys_session_share`` (which, not offered, still answers a call by its
+name with a refusal).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from ._orchestration_send import send
 if TYPE_CHECKING:
     from ._session_tools import SessionTools
 
-__all__ = ["DISPATCH_TOOLS", "SPAWN_TOOLS", "TOOLS", "granted_tools"]
+__all__ = ["ALWAYS_TOOLS", "DISPATCH_TOOLS", "SPAWN_TOOLS", "TOOLS", "granted_tools"]
 
 Run = Callable[[SessionControl, "SessionTools", Any], Awaitable[str]]
 """One orchestration tool: the control, the caller's tools and the raw arguments in,
@@ -44,29 +48,27 @@ TOOLS: dict[str, Run] = {
     "sys_list_models": agents.sys_list_models,
 }
 
-DISPATCH_TOOLS = (
-    "sys_session_send",
+ALWAYS_TOOLS = (
     "sys_session_list",
     "sys_session_get_history",
     "sys_session_get_info",
-    "sys_session_close",
-    "sys_cancel_task",
     "sys_agent_get",
     "sys_agent_list",
-    "sys_list_models",
+    "sys_agent_download",
+    "sys_cancel_task",
 )
-SPAWN_TOOLS = ("sys_session_create", "sys_agent_download")
+DISPATCH_TOOLS = ("sys_session_send", "sys_session_close", "sys_list_models")
+SPAWN_TOOLS = ("sys_session_create",)
 
 
 def granted_tools(spec: AgentSpec) -> tuple[str, ...]:
-    """The orchestration tools ``spec`` grants, in the order they are offered."""
+    """The orchestration tools ``spec`` is offered, in the order they are offered."""
     names: list[str] = []
     if spec.tools.agents or spec.spawn:
         names += DISPATCH_TOOLS
     if spec.spawn:
         names += SPAWN_TOOLS
-    if spec.async_enabled and "sys_cancel_task" not in names:
-        names.append("sys_cancel_task")
+    names += ALWAYS_TOOLS
     if spec.agent_session_sharing != "none":
         names.append("sys_session_share")
     return tuple(names)

@@ -25,6 +25,7 @@ from ...providers import localise_model
 from ...spec import AgentSpec
 from ...stores import SessionRow
 from ...tools import ArgField, ToolError, check_args, non_empty_string
+from ._acting import readable
 from ._agent_args import SendArgs, TypedError, is_closed, parse_send, split_title
 from ._control import SessionControl
 
@@ -44,15 +45,16 @@ log = logging.getLogger(__name__)
 
 
 async def send(control: SessionControl, tools: SessionTools, raw: Any) -> str:
-    """``sys_session_send``: dispatch work to a named sub-agent or a direct child."""
-    try:
-        args = parse_send(raw)
-        caller = await control.row(tools.session_id)
-        if args.session_id is not None:
-            return await _send_by_id(control, tools, caller, args)
-        return await _send_named(control, tools, caller, args)
-    except ToolError as exc:
-        return exc.render()
+    """``sys_session_send``: dispatch work to a named sub-agent or a direct child.
+
+    Raises:
+        ToolError: the refusal (see :func:`~._agent_args.refusal`).
+    """
+    args = parse_send(raw)
+    caller = await control.row(tools.session_id)
+    if args.session_id is not None:
+        return await _send_by_id(control, tools, caller, args)
+    return await _send_named(control, tools, caller, args)
 
 
 async def _send_named(
@@ -118,19 +120,22 @@ async def _send_by_id(
     control: SessionControl, tools: SessionTools, caller: SessionRow, args: SendArgs
 ) -> str:
     assert args.session_id is not None
+    about = ("conversation_id", args.session_id)
     target = await control.find_session(args.session_id)
-    if target is None:
-        raise TypedError("session_not_found", f"no session {args.session_id!r}")
+    if target is None or not await readable(control, caller, target):
+        raise TypedError("session_not_found", about)
     if target.parent_session_id != caller.id:
         raise TypedError(
             "session_out_of_tree",
-            f"{args.session_id!r} is not a direct child of the calling session; "
-            "sys_session_send by session_id is child-only (use sys_session_list)",
+            about,
+            "target is not a direct child of the calling session; "
+            "sys_session_send by session_id is child-only.",
         )
     if is_closed(target.labels, target.title):
         raise TypedError(
             "session_closed",
-            f"{args.session_id!r} is closed; create a new session to continue",
+            about,
+            "target sub-agent session is closed; create a new session to continue.",
         )
     agent, title = split_title(target.title)
     if agent is None:
@@ -262,18 +267,24 @@ async def tree_target(
 ) -> SessionRow:
     """The session ``raw["conversation_id"]`` names, if it is in the caller's tree.
 
+    A session the caller's acting users cannot read is answered as a missing one (no
+    existence oracle, issue 23 defect 10), in the tree or out of it.
+
     Raises:
         ToolError: bad arguments; TypedError ``session_not_found`` or
         ``session_out_of_tree``.
     """
     args = check_args(tool, raw, (ArgField("conversation_id", non_empty_string, True),))
     target_id: str = args["conversation_id"]
+    about = ("conversation_id", target_id)
     target = await control.find_session(target_id)
-    if target is None:
-        raise TypedError("session_not_found", f"no session {target_id!r}")
+    if target is None or not await readable(control, caller, target):
+        raise TypedError("session_not_found", about)
     if target.root_session_id != caller.root_session_id:
         raise TypedError(
             "session_out_of_tree",
-            f"{target_id!r} is not part of the calling session's tree",
+            about,
+            "target conversation is not part of the caller's session tree; peek/close "
+            "are scoped to the caller's root.",
         )
     return target

@@ -1,8 +1,9 @@
 """A session's tools: which are offered, and one call through the policies.
 
 :class:`SessionTools` is built once per session actor. It offers the built-in
-``sys_*`` tools the spec grants (the OS tools always; the three async tools with
-``async_enabled``; the five terminal tools when it declares ``terminals``) and every
+``sys_*`` tools the spec grants (the OS tools always; the three async tools unless
+``async_enabled: false``; the orchestration tools of :mod:`._orchestration`; the five
+terminal tools when it declares ``terminals``) and every
 tool registered on the runtime (the built-ins' adapters are in :mod:`._builtin`,
 where they act in :mod:`._place`). :meth:`SessionTools.call`
 is the one path every tool call takes, from a turn or a background task:
@@ -179,6 +180,7 @@ class SessionTools:
         self._sandbox: tuple[SandboxPolicy | None] | None = None
         self._last_change = -math.inf
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
+        self._hidden: set[str] = set()  # built-ins answered by name but not offered
         self._mcp: McpServers | None = None
         if spec.mcp_servers:
             from ...mcp import McpServers  # the optional `mcp` extra
@@ -210,8 +212,17 @@ class SessionTools:
                 self._add(name, schema, terminal_tool(name))
 
     def _add_orchestration(self, spec: AgentSpec) -> None:
-
-        for name in granted_tools(spec):
+        offered = granted_tools(spec)
+        if "sys_session_share" not in offered:
+            # Not offered, yet a call by its name is refused as "not enabled" (the
+            # original's answer), not as an unknown tool.
+            self._add(
+                "sys_session_share",
+                AGENT_TOOL_SCHEMAS["sys_session_share"],
+                orchestrated(TOOLS["sys_session_share"]),
+            )
+            self._hidden.add("sys_session_share")
+        for name in offered:
             if name == "sys_session_send":
                 granted = spec.granted_sub_agents()
                 about = {n: s.description or f"Sub-agent {n!r}." for n, s in granted.items()}
@@ -234,7 +245,7 @@ class SessionTools:
         spec's, then those of servers a connected client supplies) — except those a
         ``deny_tools`` policy always refuses, which the model is never shown."""
         own = (
-            *(schema for schema, _ in self._builtins.values()),
+            *(schema for name, (schema, _) in self._builtins.items() if name not in self._hidden),
             *(s for s in self._registry.schemas() if s.name not in self._builtins),
             *(self._mcp.schemas() if self._mcp is not None else ()),
         )
@@ -354,6 +365,8 @@ class SessionTools:
     ) -> str:
         args = decode_arguments(arguments)
         if isinstance(args, str):
+            if name in TOOLS and name in self._builtins:  # refused as the original does
+                return json.dumps({"error": f"{name}: {args.removeprefix('Error: ')}"})
             return args
         if not self.offers(name):
             known = ", ".join(s.name for s in self.schemas())
