@@ -41,6 +41,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   ├── StepLimitReached                 502 max_steps
     │   └── HarnessUnavailable               503 harness_unavailable
     └── InternalError (RuntimeError)         500 internal_error
+        └── SpecUnresolved                   500 internal_error
 
 Foreign errors are translated where they enter (``raise X(...) from exc``), so the
 original cause stays on ``__cause__`` for the log while the message stays safe to show.
@@ -81,6 +82,7 @@ __all__ = [
     "SessionElsewhere",
     "SessionNotFound",
     "SpecError",
+    "SpecUnresolved",
     "StepLimitReached",
     "StoreBusy",
     "StoreTimeout",
@@ -477,3 +479,15 @@ class InternalError(OmnigentError, RuntimeError):
 
     code = "internal_error"
     status = 500
+
+
+class SpecUnresolved(InternalError):
+    """Resolving the spec a turn runs failed unexpectedly (the store, a bug).
+
+    The message is the original omnigent's fixed sentence; ``type`` names the cause's
+    class, and the cause itself (whose text may hold secrets) goes to the log only.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__("Failed to resolve the agent spec for this turn.")
+        self.type = type(cause).__name__

@@ -120,6 +120,23 @@ async def test_a_stream_cut_short_fails_the_turn(rt: omnigent.Runtime) -> None:
         assert said(await run_turn(rt, sid, "after")) == "echo: after"  # still usable
 
 
+async def test_a_failed_response_then_a_completed_one_ends_the_turn_idle(
+    rt: omnigent.Runtime,
+) -> None:
+    with trio.fail_after(30):
+        sid = await session_of(rt, external())
+        events = await run_turn(rt, sid, "recover")
+        assert said(events) == "recovered"
+        assert [e.type for e in events if e.type.startswith("response.") and "delta" not in e.type][
+            -1
+        ] == "response.completed"
+        assert statuses(events)[-1] == "idle"
+        # A failed response the stream ends on fails the turn, with its message.
+        events = await run_turn(rt, sid, "fail")
+        failure = next(e for e in events if isinstance(e, ResponseFailed))
+        assert failure.error.message == "a hiccup" and statuses(events)[-1] == "failed"
+
+
 async def test_interrupt_cancels_the_turn_and_tells_the_harness(rt: omnigent.Runtime) -> None:
     with trio.fail_after(30):
         sid = await session_of(rt, external())

@@ -67,7 +67,7 @@ async def test_resources_and_screens_over_http() -> None:
             resource = {
                 "id": "terminal_bash_web",
                 "type": "terminal",
-                "metadata": {"terminal": "bash", "session": "web", "running": True},
+                "metadata": {"terminal_name": "bash", "session_key": "web", "running": True},
             }
             assert created[-1].data["resource"] == resource
             listed = (await server.client.get(f"{base}/resources")).json()

@@ -79,7 +79,7 @@ async def test_a_call_needing_approval_is_a_multi_round_trip() -> None:
             assert isinstance(params, mcp_types.ElicitRequestURLParams)
             assert params.message == "ask_shell: run it?"
             request = next(e for e in published if isinstance(e, ElicitationRequest))
-            assert params.url == f"{server.url}/approve/{sid}/{request.elicitation_id}"
+            assert params.url == f"/approve/{sid}/{request.elicitation_id}"  # relative
 
 
 async def _until_resolved(events: Any) -> Any:
@@ -107,8 +107,14 @@ async def test_the_raw_round_trip_and_a_decline(monkeypatch: pytest.MonkeyPatch)
                 assert first["resultType"] == "input_required"
                 [(eid, prompt)] = first["inputRequests"].items()
                 assert prompt["method"] == "elicitation/create"
-                assert prompt["params"]["mode"] == "url"
-                assert prompt["params"]["url"].endswith(f"/approve/{sid}/{eid}")
+                assert prompt == {
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "url",
+                        "message": "ask_shell: run it?",
+                        "url": f"/approve/{sid}/{eid}",  # relative, as the original's
+                    },
+                }
                 async for event in mirrored:  # the prompt is mirrored to the parent
                     if isinstance(event, ElicitationRequest):
                         break

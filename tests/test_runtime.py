@@ -21,7 +21,7 @@ from omnigent.model import (
     SessionStatusChanged,
     item_text,
 )
-from omnigent.testing import RecordingHarness, collect_turn, run_turn, scripted_agent
+from omnigent.testing import RecordingHarness, collect_turn, probe, run_turn, scripted_agent
 
 from .conftest import all_tasks, statuses, types, wait_quiet
 
@@ -102,6 +102,30 @@ async def test_harness_that_fails_in_setup(rt: omnigent.Runtime) -> None:
     assert events[-1].error.code == "harness_crashed"
     await wait_quiet(rt)
     assert all_tasks() <= before
+
+
+async def test_a_spec_that_cannot_be_resolved_fails_the_turn_with_a_fixed_sentence(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    async with omnigent.open_runtime(db) as rt:
+        session = await rt.create_session((await rt.create_agent(scripted_agent())).id)
+    async with omnigent.open_runtime(db) as rt:  # nothing kept: the spec is read again
+
+        async def unwell(*args: Any, **kwargs: Any) -> Any:
+            raise OSError("cannot open /srv/secret/agents.db")
+
+        monkeypatch.setattr(probe(rt).store, "get_agent", unwell)
+        events = await run_turn(rt, session.id)
+        failed = [e for e in events if isinstance(e, ResponseFailed)]
+        assert [e.to_dict()["error"] for e in failed] == [
+            {
+                "message": "Failed to resolve the agent spec for this turn.",
+                "code": "internal_error",
+                "type": "OSError",  # the class, never the text
+            }
+        ]
+        assert "secret" not in repr(events) and statuses(events)[-1] == "failed"
 
 
 async def test_harness_that_raises_mid_stream_keeps_partial_text(

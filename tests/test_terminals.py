@@ -78,7 +78,7 @@ async def test_launch_send_read_list_close(
         {
             "id": "terminal_bash_s1",
             "type": "terminal",
-            "metadata": {"terminal": "bash", "session": "s1", "running": True},
+            "metadata": {"terminal_name": "bash", "session_key": "s1", "running": True},
         }
     ]
     assert seen["close"]["status"] == "closed"
@@ -369,7 +369,10 @@ async def test_idle_notices_go_to_sys_read_inbox_and_malformed_ones_are_skipped(
     await run_ok(rt, session)
     lines = outputs[0].split("\n")
     assert lines[:3] == [
-        f"[System: inbox item inbox_{n} is malformed and was skipped]" for n in (1, 2, 3)
+        "[System: malformed terminal_idle inbox item ignored — 'terminal' must be a string, got 7]",
+        "[System: inbox item inbox_2 is malformed and was skipped]",
+        "[System: malformed terminal_idle inbox item ignored — 'session' must be a string, "
+        "got None]",
     ]
     assert lines[3].startswith("[System: terminal bash (session s1) is idle")
     assert await store.drain_inbox(session) == []  # drained, malformed ones too

@@ -61,10 +61,13 @@ TERMINAL_STATUSES: frozenset[SessionStatus] = frozenset(s for s in SessionStatus
 
 @attrs.frozen
 class ErrorInfo:
-    """Why a turn or response failed: a message for people, a code for programs."""
+    """Why a turn or response failed: a message for people, a code for programs, and
+    — for an unexpected failure told by a fixed sentence — the ``type`` (class name)
+    of what failed."""
 
     message: str
     code: str = "error"
+    type: str | None = None
 
 
 @attrs.frozen

@@ -62,7 +62,7 @@ class Resource(_Wire):
     """A live resource of a session; today, a terminal.
 
     For a terminal, ``id`` is ``terminal_<name>_<session key>`` and ``metadata`` is
-    ``{terminal, session, running}``.
+    ``{terminal_name, session_key, running}`` (the original omnigent's names).
     """
 
     id: str

@@ -9,6 +9,8 @@ the user's message:
 * ``pid``: say this process's pid; ``child``: start a grandchild and say its pid;
 * ``env``: say the environment and working directory as JSON;
 * ``truncate``: stream a delta and end the stream without a terminal event;
+* ``recover``: ``response.failed``, then say ``recovered`` and ``response.completed``;
+* ``fail``: ``response.failed``, then end the stream;
 * anything else: ``echo: <text>``, in two deltas.
 """
 
@@ -116,6 +118,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif text == "truncate":
             self._frame({"type": "response.output_text.delta", "item_id": "m1", "delta": "cut"})
             return
+        elif text in ("recover", "fail"):
+            failed = {"id": "r", "status": "failed", "error": {"message": "a hiccup"}}
+            self._frame({"type": "response.failed", "response": failed})
+            if text == "fail":
+                return
+            self._say("recovered")
         elif text.startswith("tool "):
             _, name, args = text.split(" ", 2)
             call = {

@@ -18,11 +18,12 @@ import attrs
 import httpx
 import trio
 
-from ...errors import ConfigError
+from ...errors import ConfigError, OmnigentError, SpecUnresolved
 from ...harnesses.base import Harness, HarnessEnv, TurnRequest
 from ...model import Item, MessageItem, Prices
 from ...providers import Provider, load_provider_config
-from ...stores import Store
+from ...spec import AgentSpec
+from ...stores import SessionRow, Store
 from ..session import StoredHarnessState
 from ..tools import SessionTools, ToolServices
 from ..work import BackgroundTasks, ChildWork, ChildWorkHooks, RecordedGroups, SubAgents
@@ -78,7 +79,7 @@ class Builder:
     async def make_tools(
         self, session_id: str, tasks: BackgroundTasks, work: ChildWork
     ) -> SessionTools:
-        row, spec = await self._specs.session_spec(session_id)
+        row, spec = await self._turn_spec(session_id)
         return SessionTools(
             session_id=session_id,
             spec=spec,
@@ -91,8 +92,24 @@ class Builder:
             inherited_sandbox=await self._specs.inherited_sandbox(row),
         )
 
+    async def _turn_spec(self, session_id: str) -> tuple[SessionRow, AgentSpec]:
+        """The session's row and the spec it runs.
+
+        Raises:
+            OmnigentError: as the spec cache raises it (AgentNotFound, StoreTimeout…);
+                anything unexpected becomes SpecUnresolved (its class named, its text
+                logged, never shown).
+        """
+        try:
+            return await self._specs.session_spec(session_id)
+        except OmnigentError:
+            raise
+        except Exception as exc:
+            log.exception("session %s: resolving its agent spec failed", session_id)
+            raise SpecUnresolved(exc) from exc
+
     async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
-        row, spec = await self._specs.session_spec(session_id)
+        row, spec = await self._turn_spec(session_id)
         name = self._specs.harness_of(spec, row.harness_override)
         config = spec.executor.config
         if row.model_override is not None and row.model_override != config.model:
@@ -152,7 +169,7 @@ class Builder:
         """The turn's request: ``history`` as kept
         (:mod:`omnigent.core.session._history`), its uploaded
         images (at ``image_positions``) and the input's resolved to ``data:`` URLs."""
-        row, spec = await self._specs.session_spec(session_id)
+        row, spec = await self._turn_spec(session_id)
         resolve = self._files.resolver()
         for position in image_positions:
             history[position] = await resolve(history[position])

@@ -40,7 +40,7 @@ import trio
 
 from ..._cancellation import only_exceptions, split_cancellation
 from ..._ids import new_id
-from ...errors import HarnessError, InternalError, OmnigentError
+from ...errors import HarnessError, InternalError, OmnigentError, SpecUnresolved
 from ...harnesses.base import Harness, TurnRequest
 from ...model import (
     ElicitationParams,
@@ -129,6 +129,8 @@ def describe_failure(exc: BaseException) -> ErrorInfo:
     by definition and is told the same way, with its own code.
     """
     leaf = _first_error(exc)
+    if isinstance(leaf, SpecUnresolved):  # the original's sentence, and what failed
+        return ErrorInfo(leaf.message, leaf.code, leaf.type)
     if isinstance(leaf, InternalError):
         return ErrorInfo(_INTERNAL_MESSAGE, leaf.code)
     if isinstance(leaf, OmnigentError):

@@ -91,13 +91,17 @@ def _sub_agent_line(item: dict[str, Any]) -> str:
     raise ValueError(f"unknown inbox status {status!r}")
 
 
+class _MalformedIdle(ValueError):
+    """A ``terminal_idle`` item without a terminal or session name (says which)."""
+
+
 def _idle_line(item: dict[str, Any]) -> str:
-    terminal, session = item["terminal"], item["session"]
-    if not isinstance(terminal, str) or not isinstance(session, str):
-        raise TypeError("malformed terminal_idle item")
+    for key in ("terminal", "session"):
+        if not isinstance(item.get(key), str):
+            raise _MalformedIdle(f"'{key}' must be a string, got {item.get(key)!r}")
     return (
-        f"[System: terminal {terminal} (session {session}) is idle — its screen stopped "
-        "changing; read it with sys_terminal_read]"
+        f"[System: terminal {item['terminal']} (session {item['session']}) is idle — its "
+        "screen stopped changing; read it with sys_terminal_read]"
     )
 
 
@@ -132,6 +136,9 @@ def format_inbox(rows: list[tuple[str, str]]) -> list[str]:
     for row_id, data in rows:
         try:
             lines.append(_output_line(json.loads(data)))
+        except _MalformedIdle as exc:  # the original omnigent's words
+            log.warning("malformed terminal_idle inbox item %s ignored: %s", row_id, exc)
+            lines.append(f"[System: malformed terminal_idle inbox item ignored — {exc}]")
         except (ValueError, TypeError, KeyError):
             log.warning("malformed inbox item %s", row_id)
             lines.append(f"[System: inbox item {row_id} is malformed and was skipped]")

@@ -80,7 +80,7 @@ class _Live:
         return term.TerminalInfo(self.name, self.key, self.spec.command, str(self.cwd))
 
     def resource(self) -> Resource:
-        metadata = {"terminal": self.name, "session": self.key, "running": self.running}
+        metadata = {"terminal_name": self.name, "session_key": self.key, "running": self.running}
         return Resource(self.resource_id, "terminal", metadata)
 
 

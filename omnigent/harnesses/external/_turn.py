@@ -88,6 +88,7 @@ class TurnRelay:
         self._writer_item: Any = None
         self._dispatched: set[str] = set()
         self._finished = False
+        self._failed = False  # a response.failed was seen (a later completed overrides it)
 
     async def run(self) -> None:
         process = self._connection.process
@@ -96,7 +97,7 @@ class TurnRelay:
             async with self._stack:
                 await self._relay_stream(nursery)
             nursery.cancel_scope.cancel()
-        if not self._finished:
+        if not self._finished and not self._failed:
             # A stream that broke off is usually a process that died: the socket closes
             # as it exits, a moment before its exit is seen. Wait that moment.
             with trio.move_on_after(_EXIT_WAIT):
@@ -157,6 +158,13 @@ class TurnRelay:
             await self._elicitation(frame)
         elif kind == "policy_evaluation.requested":
             await self._policy(frame)
+        elif kind == "response.failed":
+            # Not the end yet: a harness may recover and still complete the response
+            # (then the turn succeeded, ends idle). The stream's end settles it.
+            await self._close_message()
+            default = "the external harness reported response.failed"
+            self._ctx.report_response_status("failed", error_message(frame, default))
+            self._failed = True
         elif kind in _TERMINAL:
             await self._close_message()
             if kind == "response.completed":

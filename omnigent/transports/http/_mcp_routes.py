@@ -80,10 +80,10 @@ class _Backend:
         return self._runtime.cancel_tool_call(self._session_id, task_id)
 
     def approval_url(self, asking: ElicitationRequest) -> str | None:
-        url = asking.params.url
-        if url is None or "://" in url:
-            return url
-        return request.host_url.rstrip("/") + url
+        # As the elicitation carries it, relative (``/approve/{sid}/{eid}``), as the
+        # original omnigent answers it: the client resolves it against the server it
+        # called (issue 28).
+        return asking.params.url
 
 
 @blueprint.post("/sessions/<session_id>/mcp")

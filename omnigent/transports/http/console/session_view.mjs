@@ -178,9 +178,9 @@ function Terminal({ sessionId, resource, tick }) {
   }, [open, tick]);
   const meta = resource.metadata || {};
   return html`<details class="terminal" onToggle=${(e) => setOpen(e.currentTarget.open)}>
-    <summary><code>${meta.terminal || resource.id}</code> <span class="muted">${meta.session || ""}</span></summary>
+    <summary><code>${meta.terminal_name || resource.id}</code> <span class="muted">${meta.session_key || ""}</span></summary>
     <${ErrorNote} error=${error} />
-    <pre class="screen" aria-label=${`Screen of ${meta.terminal || resource.id}`}>${screen ?? "…"}</pre>
+    <pre class="screen" aria-label=${`Screen of ${meta.terminal_name || resource.id}`}>${screen ?? "…"}</pre>
     <button class="link" onClick=${load}>Refresh</button>
   </details>`;
 }
