@@ -475,7 +475,10 @@ def asking_spec(tmp_path: Path, script: list[Any] = READ_X) -> str:
     )
 
 
-def test_run_yes_approves_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_yes_approves_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where `omnigent run` runs is where its tools act
     assert main(["run", asking_spec(tmp_path), "hi", "--yes"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "done\n"
@@ -495,6 +498,19 @@ def test_run_no_input_declines_without_asking(
     _, declined, output = without_session_note(captured.err).splitlines()
     assert declined == '✗ declined (--no-input): sys_os_read({"path": "x.txt"})'
     assert output.startswith("← Error: denied by policy ask_add")
+
+
+def test_run_works_where_it_is_run_not_in_an_absolute_spec_cwd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory the command line chose wins over an absolute ``os_env.cwd`` (the
+    original's "absolute spec cwds are session-create-time boundaries")."""
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "x.txt").write_text("hello from here\n", encoding="utf-8")
+    monkeypatch.chdir(here)
+    assert main(["run", asking_spec(tmp_path), "hi", "--yes"]) == 0  # spec cwd: tmp_path
+    assert "hello from here" in capsys.readouterr().err
 
 
 class _ExplodingStdin:
@@ -818,7 +834,7 @@ def _run_asker(tmp_path: Path, **options: Any) -> subprocess.CompletedProcess[st
     db = f"sqlite:///{tmp_path / 'x.db'}"
     return subprocess.run(
         [sys.executable, "-m", "omnigent", "run", asking_spec(tmp_path), "hi", "--db", db],
-        cwd=REPO,
+        cwd=tmp_path,  # where `omnigent run` runs is where its tools act
         env=_subprocess_env(),
         capture_output=True,
         text=True,

@@ -20,6 +20,7 @@ from omnigent.providers import (
     localise_model,
     parse_provider_config,
 )
+from omnigent.spec import load_yaml
 
 GATEWAY = Provider("gw", "gateway", model_prefix="databricks-")
 KEY = Provider("anthropic", "key", family="anthropic")
@@ -148,7 +149,7 @@ def test_parsing_a_configuration() -> None:
     ("data", "where"),
     [
         ([], "$"),
-        ({"providers": {"name": "x"}}, "providers"),
+        ({"providers": {"name": "x"}}, "providers.name"),  # the mapping form: x is no mapping
         ({"providers": [{"name": "x", "kind": "vendor"}]}, "providers[0].kind"),
         ({"providers": [{"name": "x", "kind": "key"}]}, "providers[0].family"),
         (
@@ -228,6 +229,118 @@ def test_loading_the_file(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("#" * (1 << 20) + "\n")
     with pytest.raises(ConfigError, match="larger than"):
         load_provider_config(tmp_path)
+
+
+ORIGINAL_FORM = """
+providers:
+  workspace:
+    kind: databricks
+    profile: DEFAULT
+    default: true
+  anthropic:
+    kind: key
+    anthropic:
+      base_url: https://api.anthropic.com
+      api_key: $ANTHROPIC_API_KEY
+      models: {sonnet: claude-sonnet-4-6}
+  claude-login:
+    kind: subscription
+    cli: claude
+  router:
+    kind: gateway
+    anthropic: {base_url: https://openrouter.ai/api, api_key_ref: "env:ROUTER_KEY"}
+    openai: {base_url: https://openrouter.ai/api/v1, api_key: "${ROUTER_KEY}"}
+  ollama:
+    kind: local
+    openai: {base_url: "http://127.0.0.1:11434/v1"}
+"""
+
+
+def test_the_originals_mapping_form_under_omnigent_config_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, config_home = tmp_path / "home", tmp_path / "config"
+    home.mkdir()
+    config_home.mkdir()
+    (config_home / "config.yaml").write_text(ORIGINAL_FORM)
+    (tmp_path / "databrickscfg").write_text(
+        "[DEFAULT]\nhost = https://dbc-1.cloud.databricks.com/\ntoken = dapi-secret\n"
+    )
+    monkeypatch.setenv("OMNIGENT_CONFIG_HOME", str(config_home))
+    monkeypatch.setenv("DATABRICKS_CONFIG_FILE", str(tmp_path / "databrickscfg"))
+    config = load_provider_config(home)  # $OMNIGENT_CONFIG_HOME wins over the home
+    assert config.source == str(config_home / "config.yaml")
+    assert config.default == "workspace"
+    assert config.providers == (
+        Provider(
+            "workspace",
+            "gateway",
+            base_url="https://dbc-1.cloud.databricks.com/serving-endpoints",
+            model_prefix="databricks-",
+            api_key_env="DATABRICKS_TOKEN",
+        ),
+        Provider(
+            "anthropic",
+            "key",
+            "anthropic",
+            base_url="https://api.anthropic.com",
+            models=("claude-sonnet-4-6",),
+            api_key_env="ANTHROPIC_API_KEY",
+        ),
+        Provider(
+            "claude-login",
+            "subscription",
+            "anthropic",
+            harnesses=("claude-sdk", "claude-native", "claude-code"),
+        ),
+        Provider(
+            "router.anthropic",
+            "gateway",
+            base_url="https://openrouter.ai/api",
+            api_key_env="ROUTER_KEY",
+        ),
+        Provider(
+            "router.openai",
+            "gateway",
+            base_url="https://openrouter.ai/api/v1",
+            api_key_env="ROUTER_KEY",
+        ),
+        Provider("ollama", "gateway", base_url="http://127.0.0.1:11434/v1"),
+    )
+    # A canonical id is spelled for the workspace's serving endpoints.
+    assert localise_model("claude-sonnet-4-6", config.named("workspace"), ()) == (
+        "databricks-claude-sonnet-4-6"
+    )
+    monkeypatch.delenv("OMNIGENT_CONFIG_HOME")
+    assert load_provider_config(home).providers == ()  # back to $OMNIGENT_HOME's (none)
+
+
+@pytest.mark.parametrize(
+    ("entry", "loc"),
+    [
+        ("{kind: bedrock}", "providers.x.kind"),
+        ("{kind: cli-config, cli: codex}", "providers.x.kind"),
+        (
+            "{kind: key, anthropic: {base_url: u, api_key: sk-inline}}",
+            "providers.x.anthropic.api_key",
+        ),
+        (
+            "{kind: key, openai: {base_url: u, api_key_ref: 'keychain:k'}}",
+            "providers.x.openai.api_key_ref",
+        ),
+        (
+            "{kind: key, openai: {base_url: u, auth_command: 'get-token'}}",
+            "providers.x.openai.auth_command",
+        ),
+        ("{kind: subscription, cli: gemini}", "providers.x.cli"),
+        ("{kind: databricks}", "providers.x.profile"),
+        ("{kind: key}", "providers.x"),
+    ],
+)
+def test_what_the_mapping_form_cannot_honour_is_refused(entry: str, loc: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_provider_config(load_yaml(f"providers: {{x: {entry}}}"))
+    assert [d.loc for d in caught.value.details] == [loc]
 
 
 def test_the_catalog() -> None:

@@ -447,3 +447,25 @@ async def test_a_parent_hears_about_its_children(rt: omnigent.Runtime) -> None:
     assert updates[-1]["agent"] == "bot" and updates[-1]["title"] == "kid"
     listed = await rt.child_summary(child)
     assert (listed.id, listed.status, listed.preview) == (child, "idle", "child answer")
+
+
+async def test_a_session_without_an_override_follows_its_agent_between_turns(
+    rt: omnigent.Runtime,
+) -> None:
+    first = await rt.create_agent(scripted_agent(script=[{"say": "version one"}]))
+    following = (await rt.create_session(first.id)).id
+    pinned = (await rt.create_session(first.id, harness_override="scripted")).id
+
+    async def said(session_id: str) -> str:
+        events = await run_turn(rt, session_id)
+        return "".join(e.delta for e in events if isinstance(e, OutputTextDelta))
+
+    assert await said(following) == "version one"
+    await wait_quiet(rt)
+    second = await rt.create_agent(scripted_agent(script=[{"say": "version two"}]))
+    assert (second.id, second.version) == (first.id, 2)
+    # "No harness_override: track the spec" — the next turn runs the new version.
+    assert await said(following) == "version two"
+    assert (await probe(rt).store.get_session(following)).agent_version == 2  # type: ignore[union-attr]
+    # An override keeps the version the session was made with.
+    assert await said(pinned) == "version one"

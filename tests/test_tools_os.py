@@ -460,3 +460,22 @@ async def test_fifo_is_refused_without_blocking(
         output = await tool(work, {"path": "pipe", **extra})
     assert output.startswith("Error: cannot ")
     assert "'pipe': not a regular file" in output
+
+
+async def test_the_directory_a_client_or_the_command_line_chose_wins_over_an_absolute_spec_cwd(
+    tmp_path: Path,
+) -> None:
+    from omnigent.core.tools import ToolPlace, working_directory
+    from omnigent.spec import AgentSpec
+
+    chosen, spec_dir, started = tmp_path / "chosen", tmp_path / "spec", tmp_path / "started"
+    for folder in (chosen, spec_dir, started):
+        folder.mkdir()
+    absolute = AgentSpec.from_dict({"name": "a", "os_env": {"cwd": str(spec_dir)}})
+    relative = AgentSpec.from_dict({"name": "a", "os_env": {"cwd": "sub"}})
+    place = ToolPlace(workspace=started, home=tmp_path / "home")
+    cli = ToolPlace(workspace=started, home=tmp_path / "home", default_cwd=chosen)
+    assert await working_directory(absolute, chosen, place, "conv_1") == chosen
+    assert await working_directory(absolute, None, cli, "conv_1") == chosen
+    assert await working_directory(absolute, None, place, "conv_1") == spec_dir  # nobody chose
+    assert await working_directory(relative, chosen, place, "conv_1") == chosen / "sub"

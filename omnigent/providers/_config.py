@@ -1,7 +1,8 @@
 """The provider configuration: which model providers this machine can reach.
 
-``$OMNIGENT_HOME/config.yaml`` may hold a ``providers:`` list (every other top-level
-key is left to its own reader)::
+``config.yaml`` — in ``$OMNIGENT_CONFIG_HOME`` if set, else ``$OMNIGENT_HOME`` — may hold
+a ``providers:`` list (every other top-level key is left to its own reader), or the
+original omnigent's mapping of providers by name (:mod:`._mapping`)::
 
     default_provider: gateway
     providers:
@@ -36,6 +37,8 @@ the variable ``api_key_env`` names (:func:`omnigent.harnesses.native._cli.model_
 
 from __future__ import annotations
 
+import configparser
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,6 +49,7 @@ import attrs
 from ..errors import ConfigError, ErrorDetail, SpecError
 from ..model import Prices, structure
 from ..spec import load_yaml
+from ._mapping import HostOf, entries_from_mapping
 
 __all__ = [
     "CONFIG_FILE",
@@ -53,6 +57,8 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderKind",
+    "config_home",
+    "databricks_host",
     "load_provider_config",
     "parse_provider_config",
 ]
@@ -171,8 +177,13 @@ class ProviderConfig:
         return default if default is not None and not default.harnesses else None
 
 
-def parse_provider_config(data: Any, *, source: str = CONFIG_FILE) -> ProviderConfig:
+def parse_provider_config(
+    data: Any, *, source: str = CONFIG_FILE, host_of: HostOf = lambda profile: None
+) -> ProviderConfig:
     """A configuration from decoded YAML (``None``: empty).
+
+    ``providers:`` is this omnigent's list or the original's mapping (see
+    :mod:`._mapping`; ``host_of`` gives a Databricks profile's workspace URL).
 
     Raises:
         ConfigError: naming each bad field (``providers[1].kind``).
@@ -182,6 +193,14 @@ def parse_provider_config(data: Any, *, source: str = CONFIG_FILE) -> ProviderCo
     if not isinstance(data, Mapping):
         raise ConfigError.at("$", f"{source} must hold a mapping")
     mine = {k: v for k, v in data.items() if k in _ConfigFile.keys}
+    if isinstance(mine.get("providers"), Mapping):
+        try:
+            entries, default = entries_from_mapping(mine["providers"], host_of)
+        except ConfigError as exc:
+            raise ConfigError(f"invalid {source}: {exc.message}", exc.details) from None
+        mine["providers"] = entries
+        if default is not None:
+            mine.setdefault("default_provider", default)
     try:
         prices = Prices.from_config(data.get("prices"))
     except ConfigError as exc:
@@ -212,15 +231,38 @@ def parse_provider_config(data: Any, *, source: str = CONFIG_FILE) -> ProviderCo
     return ProviderConfig(parsed.providers, parsed.default_provider, source, prices)
 
 
+def config_home(home: Path) -> Path:
+    """Where ``config.yaml`` is: ``$OMNIGENT_CONFIG_HOME`` (the original omnigent's
+    variable), else ``home`` (``$OMNIGENT_HOME``)."""
+    chosen = os.environ.get("OMNIGENT_CONFIG_HOME")
+    return Path(chosen).expanduser() if chosen else home
+
+
+def databricks_host(profile: str) -> str | None:
+    """A Databricks CLI profile's workspace URL, from ``$DATABRICKS_CONFIG_FILE`` or
+    ``~/.databrickscfg`` (``None``: no such file, profile or ``host``)."""
+    path = Path(os.environ.get("DATABRICKS_CONFIG_FILE") or "~/.databrickscfg").expanduser()
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (OSError, configparser.Error, UnicodeDecodeError):
+        return None
+    if not parser.has_option(profile, "host"):
+        return None
+    host = parser.get(profile, "host").strip()
+    return host or None
+
+
 def load_provider_config(home: Path) -> ProviderConfig:
-    """Read ``home/config.yaml`` (blocking: call it in a worker thread).
+    """Read ``config.yaml`` (blocking: call it in a worker thread) from
+    :func:`config_home`.
 
     A missing file is an empty configuration.
 
     Raises:
         ConfigError: the file is unreadable, too large, not YAML, or invalid.
     """
-    path = home / CONFIG_FILE
+    path = config_home(home) / CONFIG_FILE
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
@@ -236,4 +278,4 @@ def load_provider_config(home: Path) -> ProviderConfig:
         raise ConfigError.at("$", f"{path} is not valid YAML: {exc}") from exc
     except SpecError as exc:  # the one bounded YAML reader speaks in spec errors
         raise ConfigError(exc.message, exc.details) from exc
-    return parse_provider_config(data, source=str(path))
+    return parse_provider_config(data, source=str(path), host_of=databricks_host)

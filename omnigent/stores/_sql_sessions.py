@@ -31,7 +31,16 @@ SESSION_COLUMNS = (
     "cwd, updated_at, sub_agent"
 )
 _UPDATABLE = frozenset(
-    {"title", "labels", "model_override", "harness_override", "status", "cwd", "updated_at"}
+    {
+        "title",
+        "labels",
+        "model_override",
+        "harness_override",
+        "status",
+        "cwd",
+        "updated_at",
+        "agent_version",
+    }
 )
 
 #: Tables whose rows belong to a session (deleted with it).

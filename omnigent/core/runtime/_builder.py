@@ -79,7 +79,7 @@ class Builder:
     async def make_tools(
         self, session_id: str, tasks: BackgroundTasks, work: ChildWork
     ) -> SessionTools:
-        row, spec = await self._turn_spec(session_id)
+        row, spec = await self._turn_spec(session_id, follow=True)
         return SessionTools(
             session_id=session_id,
             spec=spec,
@@ -92,8 +92,34 @@ class Builder:
             inherited_sandbox=await self._specs.inherited_sandbox(row),
         )
 
-    async def _turn_spec(self, session_id: str) -> tuple[SessionRow, AgentSpec]:
-        """The session's row and the spec it runs.
+    async def _follow_agent(self, session_id: str) -> None:
+        """Move a session that tracks its agent to the agent's latest version.
+
+        As the original omnigent ("no ``harness_override``: track the spec"), a session
+        runs the version its agent has when its actor builds its tools — the first
+        turn after the session had no work, so an agent updated between turns is used
+        by the next one, and a live actor's turns all run one version. A
+        ``harness_override`` keeps the version the session was created with, and so
+        does a sub-agent's session (its spec is inside its parent's version).
+        """
+        row = await self._store.get_session(session_id)
+        if row is None or row.harness_override is not None or row.sub_agent is not None:
+            return
+        latest = await self._store.get_agent(row.agent_id)
+        if latest is not None and latest.version > row.agent_version:
+            await self._store.update_session(session_id, agent_version=latest.version)
+            log.info(
+                "session %s follows agent %s to version %d",
+                session_id,
+                row.agent_id,
+                latest.version,
+            )
+
+    async def _turn_spec(
+        self, session_id: str, *, follow: bool = False
+    ) -> tuple[SessionRow, AgentSpec]:
+        """The session's row and the spec it runs (``follow``: moved to its agent's
+        latest version first, if it tracks it).
 
         Raises:
             OmnigentError: as the spec cache raises it (AgentNotFound, StoreTimeout…);
@@ -101,6 +127,8 @@ class Builder:
                 logged, never shown).
         """
         try:
+            if follow:
+                await self._follow_agent(session_id)
             return await self._specs.session_spec(session_id)
         except OmnigentError:
             raise

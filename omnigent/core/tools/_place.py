@@ -37,9 +37,13 @@ async def working_directory(
 ) -> Path:
     """Where a session's OS tools act (and the MCP servers it starts run), resolved.
 
-    An absolute ``os_env.cwd`` is used as is; a relative one (``.`` included) is
-    relative to the session's own directory (``create_session(cwd=...)``) if it has
-    one, else to the directory the runtime was started in. Without ``os_env.cwd``
+    The directory the session's client chose (``create_session(cwd=...)``), or the one
+    the command line chose (the runtime's ``default_cwd``: ``omnigent run``), wins
+    over an absolute ``os_env.cwd`` — as in the original omnigent, an absolute spec
+    directory is where a session starts when nobody chose one, not an override of
+    the workspace it was given; without such a choice it is used as is. A relative
+    ``os_env.cwd`` (``.`` included) is relative to the session's own directory if it
+    has one, else to the directory the runtime was started in. Without ``os_env.cwd``
     the session works in its own directory, else in the runtime's ``default_cwd``
     if it has one, else in a workspace under ``$OMNIGENT_HOME/workspaces``. A
     session's own directory belongs to its client and is never created here (a
@@ -49,7 +53,9 @@ async def working_directory(
     base = session_cwd
     if os_env is not None and os_env.cwd:
         target = Path(os_env.cwd)
-        if not target.is_absolute():
+        if target.is_absolute():
+            target = base or place.default_cwd or target
+        else:
             target = (base or place.workspace) / target
     else:
         target = base or place.default_cwd or workspace_for(place.home, session_id)
