@@ -160,3 +160,30 @@ async def test_anothers_session_is_answered_as_a_missing_one(rt: omnigent.Runtim
         "agent_not_found",
         "agent_not_found",
     ]
+
+
+async def test_lists_show_only_what_every_sender_may_read(rt: omnigent.Runtime) -> None:
+    """The listings too: bob wrote to alice's shared session, so its agent lists only
+    what bob may read as well — not alice's other sessions."""
+    calls = [
+        {"call": "sys_session_list", "args": {}},
+        {"call": "sys_agent_list", "args": {}},
+    ]
+    agent = await rt.create_agent(scripted_agent("lister", calls), owner=ALICE)
+    shared = (await rt.create_session(agent.id, owner=ALICE)).id
+    private = (await rt.create_session(agent.id, owner=ALICE)).id
+    await rt.grant(shared, BOB, 2)
+    with trio.fail_after(10):
+        async with rt.subscribe(shared) as events:
+            await rt.send_message(shared, "what is there?", viewer=BOB)
+            async for event in events:
+                if event.type == "session.status" and event.status == "idle":
+                    break
+    listed, agents = (
+        json.loads(i.output)  # type: ignore[union-attr]
+        for i in (await rt.list_items(shared)).data
+        if i.type == "function_call_output"
+    )
+    assert [s["session_id"] for s in listed["sessions"]] == [shared]
+    assert [s["session_id"] for s in agents["session_agents"]] == [shared]
+    assert private not in json.dumps([listed, agents])

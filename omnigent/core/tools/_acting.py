@@ -22,14 +22,18 @@ from ...stores import SessionRow
 from ..asking import READ
 from ._control import SessionControl
 
-__all__ = ["acting_level", "readable"]
+__all__ = ["acting_level", "lowest_level", "readable"]
+
+
+async def lowest_level(control: SessionControl, users: frozenset[str], target: SessionRow) -> int:
+    """The lowest level any of ``users`` has on ``target`` (0 none … 3 manage)."""
+    return min([await control.access_level(target, user) for user in sorted(users)])
 
 
 async def acting_level(control: SessionControl, caller: SessionRow, target: SessionRow) -> int:
     """The level a tool of ``caller`` has on ``target``: the lowest any of the caller's
     acting users has (0 none … 3 manage)."""
-    users = await control.acting_users(caller)
-    return min([await control.access_level(target, user) for user in sorted(users)])
+    return await lowest_level(control, await control.acting_users(caller), target)
 
 
 async def readable(control: SessionControl, caller: SessionRow, target: SessionRow) -> bool:

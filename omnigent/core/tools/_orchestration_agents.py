@@ -27,7 +27,7 @@ from ._acting import readable
 from ._agent_args import TypedError
 from ._agent_files import bundle, bundle_name, local_configs, write_beneath
 from ._control import SessionControl
-from ._orchestration_reads import LIST_LIMIT
+from ._orchestration_reads import LIST_LIMIT, readable_listed
 
 if TYPE_CHECKING:
     from ...model import Agent
@@ -152,20 +152,15 @@ async def agent_list(control: SessionControl, tools: SessionTools, raw: Any) -> 
 async def _session_agents(control: SessionControl, tools: SessionTools) -> list[dict[str, Any]]:
     caller = await control.row(tools.session_id)
     page = await control.list_sessions(viewer=caller.owner, agent_name=None, limit=LIST_LIMIT)
-    rows = []
-    for snapshot in page.data:
-        row = await control.find_session(snapshot.id)
-        if row is None or not await readable(control, caller, row):
-            continue
-        rows.append(
-            {
-                "session_id": snapshot.id,
-                "agent_id": snapshot.agent_id,
-                "agent_name": snapshot.agent_name,
-                "status": snapshot.status,
-            }
-        )
-    return rows
+    return [
+        {
+            "session_id": snapshot.id,
+            "agent_id": snapshot.agent_id,
+            "agent_name": snapshot.agent_name,
+            "status": snapshot.status,
+        }
+        for snapshot in await readable_listed(control, caller, page.data)
+    ]
 
 
 def _bare_filename(value: Any) -> str | None:

@@ -9,7 +9,7 @@ object. The shapes are the original's.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...model import (
@@ -23,7 +23,8 @@ from ...model import (
 )
 from ...stores import SessionRow
 from ...tools import ArgField, check_args, non_empty_string
-from ._acting import readable
+from ..asking import READ
+from ._acting import lowest_level, readable
 from ._agent_args import TypedError, is_closed, parse_history, split_title, visible_title
 from ._control import SessionControl
 from ._orchestration_send import tree_target
@@ -36,6 +37,7 @@ __all__ = [
     "LIST_LIMIT",
     "pending_item",
     "project_item",
+    "readable_listed",
     "runner_of",
     "session_get_history",
     "session_get_info",
@@ -127,7 +129,7 @@ async def session_list(control: SessionControl, tools: SessionTools, raw: Any) -
     page = await control.list_sessions(
         viewer=caller.owner, agent_name=args.get("agent_name"), limit=LIST_LIMIT
     )
-    shown = [s for s in page.data if await _readable_snapshot(control, caller, s)]
+    shown = await readable_listed(control, caller, page.data)
     online = await _runners_online(control, (runner_of(s) for s in shown))
     sessions = [
         {
@@ -147,15 +149,20 @@ async def session_list(control: SessionControl, tools: SessionTools, raw: Any) -
     return json.dumps(answer)
 
 
-async def _readable_snapshot(
-    control: SessionControl, caller: SessionRow, snapshot: SessionSnapshot
-) -> bool:
-    """Whether every acting user may read the listed session (the owner may: it was
-    listed for them)."""
-    if await control.acting_users(caller) == {caller.owner}:
-        return True
-    row = await control.find_session(snapshot.id)
-    return row is not None and await readable(control, caller, row)
+async def readable_listed(
+    control: SessionControl, caller: SessionRow, listed: Sequence[SessionSnapshot]
+) -> list[SessionSnapshot]:
+    """The listed sessions (listed for the caller's owner) that every other acting user
+    may read too."""
+    users = await control.acting_users(caller)
+    if users == {caller.owner}:
+        return list(listed)
+    shown = []
+    for snapshot in listed:
+        row = await control.find_session(snapshot.id)
+        if row is not None and await lowest_level(control, users, row) >= READ:
+            shown.append(snapshot)
+    return shown
 
 
 async def session_get_history(control: SessionControl, tools: SessionTools, raw: Any) -> str:
