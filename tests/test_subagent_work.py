@@ -717,3 +717,24 @@ async def test_a_dispatch_waiting_for_its_child_is_launching_and_cancels_as_laun
     lines = await wait_lines(rt, parent, 1)
     assert lines == [(child, "cancelled", "busy:b")]
     await wait_quiet(rt)
+
+
+def test_a_shutdown_that_reaches_the_child_first_leaves_the_dispatch_open() -> None:
+    """A shutdown stops the child too, and its cancelled turn may settle the dispatch
+    before the parent's watcher sees the runtime closing: that dispatch is left open
+    for the next start, as an unsettled one (it flaked: one run in three delivered
+    ``cancelled``). Only a cancel the parent asked for is delivered at shutdown."""
+    from omnigent.core.work._subagents import _cut_short
+
+    row = WorkRow("subagent_1", "conv_p", "conv_c", "w", "t", "item_1", "running", None, 0.0)
+    assert _cut_short(Dispatch(row))
+    by_shutdown = Dispatch(row)
+    by_shutdown.taken = True
+    by_shutdown.settle(TurnStatus.CANCELLED, "")  # its child's turn, cut by the shutdown
+    assert _cut_short(by_shutdown)
+    asked = Dispatch(row)
+    SubAgents(None, None).cancel(asked)  # type: ignore[arg-type]
+    assert not _cut_short(asked)
+    answered = Dispatch(row)
+    answered.settle(TurnStatus.COMPLETED, "done")
+    assert not _cut_short(answered)

@@ -189,7 +189,7 @@ class Orchestration:
         *,
         title: str | None,
         model_override: str | None,
-        cwd: str,
+        cwd: str | None,
         sub_agent: str | None = None,
     ) -> SessionRow:
         row = await self._sessions.create(

@@ -111,7 +111,7 @@ class SessionControl(Protocol):
         *,
         title: str | None,
         model_override: str | None,
-        cwd: str,
+        cwd: str | None,
         sub_agent: str | None = None,
     ) -> SessionRow:
         """A new child session of ``parent`` (its parent hears of it), owned by the

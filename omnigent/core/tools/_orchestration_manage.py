@@ -33,7 +33,7 @@ from ._agent_args import (
 )
 from ._agent_files import read_spec
 from ._control import SessionControl
-from ._orchestration_send import dispatch_to, model_for, tree_target
+from ._orchestration_send import child_cwd, dispatch_to, model_for, tree_target
 
 if TYPE_CHECKING:
     from ._session_tools import SessionTools
@@ -67,7 +67,7 @@ async def create(control: SessionControl, tools: SessionTools, raw: Any) -> str:
             agent.version,
             title=args.title,
             model_override=model,
-            cwd=str(await tools.cwd()),  # a child works where its parent works
+            cwd=await child_cwd(tools, spec),
         )
     except OmnigentError as exc:
         raise ToolError(f"could not create the session: {exc.message}") from None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError, OmnigentError
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ._session_tools import SessionTools
 
 __all__ = [
+    "child_cwd",
     "dispatch_to",
     "model_for",
     "next_title",
@@ -108,7 +110,7 @@ async def _named_child(
             caller.agent_version,
             title=f"{args.agent}:{title}",
             model_override=model_override,
-            cwd=str(await tools.cwd()),  # a child works where its parent works
+            cwd=await child_cwd(tools, sub),
             sub_agent=path,
         )
     except OmnigentError as exc:
@@ -146,6 +148,19 @@ async def _send_by_id(
         return await dispatch_to(control, tools, caller, target, agent, title or "", args.message)
     finally:
         tools.claims.release(target.id)
+
+
+async def child_cwd(tools: SessionTools, spec: AgentSpec) -> str | None:
+    """The directory given to a new child of the caller: its parent's working
+    directory — unless the child's spec names an absolute ``os_env.cwd``: then only a
+    directory chosen for the parent (by its client or the command line, inherited with
+    the session) wins over it, not one omnigent made up (a per-session workspace).
+    ``None``: the child inherits its parent's chosen directory, if any (see
+    ``working_directory``)."""
+    own = spec.os_env.cwd if spec.os_env is not None else None
+    if own and Path(own).is_absolute():
+        return None
+    return str(await tools.cwd())
 
 
 def refuse_busy(control: SessionControl, tools: SessionTools, child_id: str, what: str) -> None:

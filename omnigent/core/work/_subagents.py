@@ -114,6 +114,9 @@ class Dispatch:
     result: tuple[TurnStatus, str] | None = None
     # Whether concluding must stop the child (a cancel from this side).
     stop_child: bool = False
+    # Whether the parent asked for the cancel (sys_cancel_task), as opposed to its child
+    # being cancelled by something else — a shutdown that stops every session.
+    cancel_requested: bool = False
     done: trio.Event = attrs.field(factory=trio.Event)
     # The status delivered to the parent (``None``: not delivered by this watcher).
     delivered: TurnStatus | None = None
@@ -262,10 +265,20 @@ class SubAgents:
         Returns at once; ``dispatch.done`` is set once the child is stopped and the
         result delivered.
         """
+        dispatch.cancel_requested = True
         if dispatch.result is None:
             dispatch.settle(TurnStatus.CANCELLED, "")
             dispatch.stop_child = True
         dispatch.scope.cancel()
+
+
+def _cut_short(dispatch: Dispatch) -> bool:
+    """Whether a dispatch ended without an answer of its own: unsettled, or settled
+    ``cancelled`` by a cancel the parent did not ask for (its child was stopped by the
+    shutdown too, which may reach the child first)."""
+    if dispatch.result is None:
+        return True
+    return dispatch.result[0] is TurnStatus.CANCELLED and not dispatch.cancel_requested
 
 
 @attrs.frozen(eq=False)
@@ -349,7 +362,7 @@ class ChildWork:
         delivered = False
         try:
             with trio.move_on_after(_CONCLUDE_TIMEOUT, shield=True):
-                if dispatch.result is None and self._hooks.closing():
+                if self._hooks.closing() and _cut_short(dispatch):
                     return  # left open: the next start settles it (recover_work)
                 dispatch.settle(TurnStatus.CANCELLED, "")
                 if dispatch.stop_child:
