@@ -12,7 +12,8 @@ events::
                 ...
 
 Names are imported on first use (``omnigent.Runtime`` loads the core then), so
-``import omnigent.client`` or ``omnigent --version`` pays for nothing else.
+``import omnigent.client`` or ``omnigent --version`` pays for nothing else (not even
+the exception tree, which needs attrs).
 """
 
 from __future__ import annotations
@@ -21,41 +22,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__ as __version__
-from .errors import (
-    AgentNotFound,
-    BadRequest,
-    BudgetExceeded,
-    ConfigError,
-    Conflict,
-    ErrorDetail,
-    EventLogFull,
-    FileNotFound,
-    Forbidden,
-    HarnessError,
-    HarnessUnavailable,
-    InternalError,
-    InvalidInput,
-    ModelEndpointError,
-    ModelRefused,
-    NotFound,
-    OmnigentError,
-    OutputLimitReached,
-    OwnerUnavailable,
-    ResourceNotFound,
-    RuntimeClosed,
-    SandboxUnavailable,
-    SessionElsewhere,
-    SessionNotFound,
-    SpecError,
-    SpecUnresolved,
-    StepLimitReached,
-    StoreBusy,
-    StoreTimeout,
-    StoreUnavailable,
-    ToolCallNotFound,
-    Unauthorized,
-    UnknownHarness,
-)
 
 if TYPE_CHECKING:
     from . import model
@@ -79,12 +45,80 @@ if TYPE_CHECKING:
         Verdict,
         open_runtime,
     )
+    from .errors import (
+        AgentNotFound,
+        BadRequest,
+        BudgetExceeded,
+        ConfigError,
+        Conflict,
+        ErrorDetail,
+        EventLogFull,
+        FileNotFound,
+        Forbidden,
+        HarnessError,
+        HarnessUnavailable,
+        InternalError,
+        InvalidInput,
+        ModelEndpointError,
+        ModelRefused,
+        NotFound,
+        OmnigentError,
+        OutputLimitReached,
+        OwnerUnavailable,
+        ResourceNotFound,
+        RuntimeClosed,
+        SandboxUnavailable,
+        SessionElsewhere,
+        SessionNotFound,
+        SpecError,
+        SpecUnresolved,
+        StepLimitReached,
+        StoreBusy,
+        StoreTimeout,
+        StoreUnavailable,
+        ToolCallNotFound,
+        Unauthorized,
+        UnknownHarness,
+    )
     from .harnesses import Harness, HarnessEnv, MessageWriter, ToolSchema, TurnContext, TurnRequest
     from .model import Event, Item, Usage
     from .spec import AgentSpec
 
 # Where each lazily imported name lives.
 _LAZY = {
+    "AgentNotFound": "omnigent.errors",
+    "BadRequest": "omnigent.errors",
+    "BudgetExceeded": "omnigent.errors",
+    "ConfigError": "omnigent.errors",
+    "Conflict": "omnigent.errors",
+    "ErrorDetail": "omnigent.errors",
+    "EventLogFull": "omnigent.errors",
+    "FileNotFound": "omnigent.errors",
+    "Forbidden": "omnigent.errors",
+    "HarnessError": "omnigent.errors",
+    "HarnessUnavailable": "omnigent.errors",
+    "InternalError": "omnigent.errors",
+    "InvalidInput": "omnigent.errors",
+    "ModelEndpointError": "omnigent.errors",
+    "ModelRefused": "omnigent.errors",
+    "NotFound": "omnigent.errors",
+    "OmnigentError": "omnigent.errors",
+    "OutputLimitReached": "omnigent.errors",
+    "OwnerUnavailable": "omnigent.errors",
+    "ResourceNotFound": "omnigent.errors",
+    "RuntimeClosed": "omnigent.errors",
+    "SandboxUnavailable": "omnigent.errors",
+    "SessionElsewhere": "omnigent.errors",
+    "SessionNotFound": "omnigent.errors",
+    "SpecError": "omnigent.errors",
+    "SpecUnresolved": "omnigent.errors",
+    "StepLimitReached": "omnigent.errors",
+    "StoreBusy": "omnigent.errors",
+    "StoreTimeout": "omnigent.errors",
+    "StoreUnavailable": "omnigent.errors",
+    "ToolCallNotFound": "omnigent.errors",
+    "Unauthorized": "omnigent.errors",
+    "UnknownHarness": "omnigent.errors",
     "Agent": "omnigent.core",
     "AgentSpec": "omnigent.spec",
     "ElicitationInfo": "omnigent.core",
@@ -94,6 +128,7 @@ _LAZY = {
     "Harness": "omnigent.harnesses",
     "HarnessEnv": "omnigent.harnesses",
     "Item": "omnigent.model",
+    "Usage": "omnigent.model",
     "ItemPage": "omnigent.core",
     "MessageAccepted": "omnigent.core",
     "MessageWriter": "omnigent.harnesses",
@@ -110,7 +145,6 @@ _LAZY = {
     "ToolSchema": "omnigent.harnesses",
     "TurnContext": "omnigent.harnesses",
     "TurnRequest": "omnigent.harnesses",
-    "Usage": "omnigent.model",
     "Verdict": "omnigent.core",
     "model": "omnigent.model",
     "open_runtime": "omnigent.core",

@@ -176,8 +176,8 @@ class NotFound(OmnigentError, LookupError):
     status = 404
     kind = "object"
 
-    def __init__(self, object_id: str) -> None:
-        super().__init__(f"{self.kind} {object_id!r} not found")
+    def __init__(self, object_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"{self.kind} {object_id!r} not found")
         self.object_id = object_id
 
 

@@ -225,8 +225,13 @@ async def test_the_agent_comes_from_the_query_else_default_else_the_only_one() -
                 sid = await client.new_session("/tmp")  # registered after connecting
                 assert (await client.prompt(sid, "hi")).text == "from only"
                 await server.agent(scripted_agent("other", [{"say": "from other"}]))
-                with pytest.raises(RpcError):
+                with pytest.raises(RpcError) as two:
                     await client.new_session("/tmp")  # two agents, none is "default"
+                # The message as it was written (not wrapped in "agent '…' not found").
+                assert two.value.message == (
+                    "no agent named 'default', and 2 to choose from: connect with "
+                    "?agent=NAME (agents: only, other)"
+                ) or two.value.message.endswith("(agents: other, only)")
                 await server.agent(scripted_agent("default", [{"say": "from default"}]))
                 sid = await client.new_session("/tmp")
                 assert (await client.prompt(sid, "hi")).text == "from default"

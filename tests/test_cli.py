@@ -23,7 +23,10 @@ import trio.testing
 import yaml
 
 import omnigent
-from omnigent.cli._main import _Approvals, _Lines, _report, default_db_url, main
+from omnigent._config import default_db_url
+from omnigent.cli import main
+from omnigent.cli._prompt import Approvals as _Approvals
+from omnigent.cli._prompt import Lines as _Lines
 from omnigent.cli._render import (
     Chunk,
     ElicitationDialog,
@@ -41,6 +44,7 @@ from omnigent.cli._render import (
     questions_of,
     withdrawn_note,
 )
+from omnigent.cli._report import report as _report
 from omnigent.errors import BadRequest, HarnessError, SpecError
 from omnigent.model import (
     ElicitationParams,
@@ -188,8 +192,8 @@ def test_listings() -> None:
     assert format_sessions([]) == ["no sessions"]
     assert iso_time(0) == "1970-01-01T00:00:00Z"
     agents = [
-        omnigent.Agent("agent_1", "a", 1, "", "scripted", None, 0.0),
-        omnigent.Agent("agent_22", "bb", 12, "", "loop", "gpt-4o-mini", 0.0),
+        omnigent.Agent("agent_1", "a", 1, "", "scripted", None, 0.0).to_dict(),
+        omnigent.Agent("agent_22", "bb", 12, "", "loop", "gpt-4o-mini", 0.0).to_dict(),
     ]
     assert format_agents(agents) == [
         "agent_1   a   v1   scripted  -",
@@ -606,7 +610,7 @@ def test_ctrl_c_at_the_prompt_withdraws_it_and_interrupts(
     """The prompt waits on a pipe nobody writes to; Ctrl-C must still end the turn."""
     db = f"sqlite:///{tmp_path / 'x.db'}"
     read_fd, write_fd = os.pipe()
-    monkeypatch.setattr("omnigent.cli._main._stdin_lines", lambda: _Lines(read_fd))
+    monkeypatch.setattr("omnigent.cli._run._stdin_lines", lambda: _Lines(read_fd))
     stderr = _InterruptAtPrompt()
     monkeypatch.setattr(sys, "stderr", stderr)
     try:

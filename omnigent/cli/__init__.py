@@ -1,10 +1,10 @@
 """The ``omnigent`` command line: ``main(argv)`` and its parser.
 
-Implementation in private modules: ``_main`` (the parser and the sub-command
-handlers), ``_turn`` (one turn in the terminal), ``_prompt`` (approvals on the TTY),
-``_render`` and ``_approval_render`` (what is printed, without I/O), ``_output``.
+Implementation in private modules (see :mod:`omnigent.cli._main`): the parser declares
+only the command that runs, so ``omnigent --version`` and ``--help`` import no runtime.
 """
 
-from ._main import build_parser, main
+from ._main import main
+from ._parser import build_parser
 
 __all__ = ["build_parser", "main"]

@@ -14,15 +14,11 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
 
 from ..errors import BadRequest
 from ..spec import AgentSpec
 
-if TYPE_CHECKING:
-    _Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
-
-__all__ = ["add_init_parser", "agent_template"]
+__all__ = ["agent_template", "declare_init"]
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
 
@@ -91,8 +87,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_init_parser(subparsers: _Subparsers) -> None:
-    init = subparsers.add_parser("init", help="write a first agent spec (a sandboxed one)")
+def declare_init(init: argparse.ArgumentParser) -> None:
+    """The ``init`` options (``handler=_cmd_init``)."""
     init.add_argument(
         "path", metavar="PATH", nargs="?", default="agent.yaml", help="where (default agent.yaml)"
     )

@@ -33,18 +33,16 @@ import trio
 from ..errors import BadRequest
 from ..testing import MockLLM, Reply, TextReply, chat_reply, load_script
 
-__all__ = ["add_mock_llm_parser", "load_chat_script", "run_mock_llm"]
+__all__ = ["declare_mock_llm", "load_chat_script", "run_mock_llm"]
 
 DEFAULT_PORT: Final = 8000
 
 
-def add_mock_llm_parser(subparsers: Any) -> None:
-    """Add ``mock-llm`` to an argparse ``subparsers`` (``handler=run_mock_llm``)."""
-    parser = subparsers.add_parser(
-        "mock-llm",
-        help="a scripted OpenAI-compatible model server, for trying agents without a key",
-        description="Serve the MockLLM: an OpenAI-compatible Chat Completions endpoint that "
-        "echoes the last user message, or plays a script.",
+def declare_mock_llm(parser: argparse.ArgumentParser) -> None:
+    """The ``mock-llm`` options (``handler=run_mock_llm``)."""
+    parser.description = (
+        "Serve the MockLLM: an OpenAI-compatible Chat Completions endpoint that "
+        "echoes the last user message, or plays a script."
     )
     parser.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
     parser.add_argument(

@@ -16,13 +16,18 @@ module stays the one import for everything the command line prints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from ..core import Agent, SessionSnapshot
-from ..errors import InvalidInput, OmnigentError
+import attrs
+
 from ..model import (
     TERMINAL_STATUSES,
+    ChildSessionSummary,
+    ChildSessionUpdated,
+    ElicitationRequest,
+    ElicitationResolved,
     Event,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -34,6 +39,7 @@ from ..model import (
     OutputTextDelta,
     ResponseCancelled,
     ResponseCompleted,
+    ResponseCreated,
     ResponseFailed,
     SessionStatusChanged,
 )
@@ -51,6 +57,14 @@ from ._approval_render import (
     withdrawn_note,
 )
 from ._output import Chunk, one_line
+from ._report import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    format_error,
+)
 
 __all__ = [
     "APPROVE_PROMPT",
@@ -62,16 +76,21 @@ __all__ = [
     "ApprovalMode",
     "Chunk",
     "ElicitationDialog",
+    "Failure",
     "Question",
     "Reply",
+    "TailRenderer",
     "TurnRenderer",
     "auto_reply",
+    "child_line",
     "describe_request",
     "elicitation_owner",
+    "failed_turns",
     "format_agent",
     "format_agents",
     "format_error",
     "format_session",
+    "format_session_tree",
     "format_sessions",
     "iso_time",
     "one_line",
@@ -80,16 +99,6 @@ __all__ = [
     "session_note",
     "withdrawn_note",
 ]
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-"""The turn failed, or omnigent could not do what was asked for a reason not the user's."""
-EXIT_USAGE = 2
-"""The user asked for something impossible: a bad spec, a missing file, a bad option."""
-EXIT_INTERRUPTED = 130
-"""The turn was cancelled (128 + SIGINT, as shells report a Ctrl-C)."""
-EXIT_TERMINATED = 143
-"""The turn was cancelled by SIGTERM (128 + SIGTERM, as shells report it)."""
 
 
 class TurnRenderer:
@@ -200,7 +209,59 @@ class TurnRenderer:
         return [Chunk("stdout", "\n")]
 
 
+class TailRenderer:
+    """A session's events as ``sessions tail`` prints them, for as long as they come.
+
+    The assistant's text goes to stdout as it streams and tool calls to stderr, as
+    :class:`TurnRenderer` does for one turn; around them, on stderr: each status change
+    (``· running``, ``· idle``, ``· failed (code): message``), a question the session asks
+    with the command that answers it, and each child's progress.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self._session_id = session_id
+        self._turn = TurnRenderer()
+
+    def feed(self, event: Event) -> list[Chunk]:
+        if isinstance(event, OutputTextDelta | OutputItemDone):
+            return self._turn.feed(event)
+        line = self._line(event)
+        if line is None:
+            return []
+        return [*self._turn.break_line(), Chunk("stderr", line + "\n")]
+
+    def finish(self) -> list[Chunk]:
+        return self._turn.break_line()
+
+    def _line(self, event: Event) -> str | None:
+        if isinstance(event, SessionStatus):
+            if event.error is not None:
+                return f"· {event.status} ({event.error.code}): {event.error.message}"
+            return f"· {event.status}"
+        if isinstance(event, ElicitationRequest):
+            owner = event.params.target_session_id or self._session_id
+            return (
+                f"? {event.params.message}  "
+                f"(omnigent approve {owner} {event.elicitation_id}, or deny)"
+            )
+        if isinstance(event, ElicitationResolved):
+            return f"· {event.elicitation_id} {event.action or 'answered'}"
+        if isinstance(event, ChildSessionUpdated):
+            return f"· {child_line(event.child)}"
+        return None
+
+
+def child_line(child: ChildSessionSummary) -> str:
+    """A child session in one line: ``counter:apples  idle  There are 3.``."""
+    name = child.title or child.id
+    preview = f"  {one_line(child.preview, 60)}" if child.preview else ""
+    return f"{name}  {child.current_task_status or child.status}{preview}"
+
+
 # -- listings ---------------------------------------------------------------------------
+#
+# Agents and sessions are rendered from their wire dicts (what GET /v1/… answers), so
+# the same lines come out whether a store or a server was read (see _records).
 
 
 def iso_time(timestamp: float) -> str:
@@ -220,29 +281,40 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def format_agent(agent: Agent) -> str:
+def format_agent(agent: Mapping[str, Any]) -> str:
     """``<id> <name> v<version>``: what ``agents add`` prints."""
-    return f"{agent.id} {agent.name} v{agent.version}"
+    return f"{agent['id']} {agent['name']} v{agent['version']}"
 
 
-def format_agents(agents: Iterable[Agent]) -> list[str]:
+def format_agents(agents: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per agent: id, name, version, harness, model (``-`` if none)."""
-    rows = [(a.id, a.name, f"v{a.version}", a.harness, a.model or "-") for a in agents]
+    rows = [
+        (a["id"], a["name"], f"v{a['version']}", a["harness"], a.get("model") or "-")
+        for a in agents
+    ]
     return _table(rows) or ["no agents"]
 
 
-def format_sessions(sessions: Iterable[SessionSnapshot]) -> list[str]:
+def _session_row(session: Mapping[str, Any], indent: str = "") -> tuple[str, ...]:
+    title = session.get("title")
+    return (
+        indent + session["id"],
+        session["agent_name"],
+        session["status"],
+        one_line(title, 40) if title else "-",
+        iso_time(session["created_at"]),
+    )
+
+
+def format_sessions(sessions: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per session: id, agent name, status, title (``-`` if none), created."""
-    rows = [
-        (
-            s.id,
-            s.agent_name,
-            s.status,
-            one_line(s.title, 40) if s.title else "-",
-            iso_time(s.created_at),
-        )
-        for s in sessions
-    ]
+    return _table([_session_row(s) for s in sessions]) or ["no sessions"]
+
+
+def format_session_tree(tree: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:
+    """``sessions list --tree``: ``(depth, session)`` rows, children indented under
+    their parents (``└ `` marks a child)."""
+    rows = [_session_row(s, "   " * (depth - 1) + "└ " if depth else "") for depth, s in tree]
     return _table(rows) or ["no sessions"]
 
 
@@ -251,36 +323,124 @@ def session_note(session_id: str) -> str:
     return f"session {session_id} (continue it with --session {session_id})\n"
 
 
-def format_session(session: SessionSnapshot, items: Iterable[Item]) -> list[str]:
+@attrs.frozen
+class Failure:
+    """A turn that failed, and where its line goes in the history: after the item
+    ``after_item`` (``None``: before every item), then past ``after_users`` user
+    messages (when the turn wrote no item: its own message, and those of the turns
+    since ``after_item`` that wrote none either)."""
+
+    event_id: int
+    code: str
+    message: str
+    after_item: str | None
+    after_users: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id,
+            "error": {"code": self.code, "message": self.message},
+            "after_item": self.after_item,
+        }
+
+
+def failed_turns(events: Iterable[Event]) -> list[Failure]:
+    """The failed turns of a session's event log, each placed in its history.
+
+    A turn's items appear in its events (``response.output_item.done``), so a failure
+    goes after the last item its turn wrote. A turn that wrote none failed right after
+    the user message that started it: past one user message for it, and one for each
+    turn before it that wrote nothing since the last item.
+    """
+    failures: list[Failure] = []
+    last_item: str | None = None
+    silent = 0  # turns since last_item that wrote no item
+    wrote = False
+    for event in events:
+        if isinstance(event, ResponseCreated):
+            wrote = False
+            silent += 1
+        elif isinstance(event, OutputItemDone):
+            last_item, wrote, silent = event.item.id, True, 0
+        elif isinstance(event, ResponseFailed):
+            skip = 0 if wrote else silent
+            failures.append(
+                Failure(event.event_id, event.error.code, event.error.message, last_item, skip)
+            )
+    return failures
+
+
+def format_session(
+    session: Mapping[str, Any], items: Sequence[Item], failures: Sequence[Failure] = ()
+) -> list[str]:
     """``sessions show``: the session's line, then one line per item of its history.
 
     Messages are ``role: text`` (an image is ``[image]``; text is shown in full), tool
-    calls ``→ name(arguments)``, their outputs ``← output`` (one line each, cut).
+    calls ``→ name(arguments)``, their outputs ``← output`` (one line each, cut), and a
+    failed turn ``✗ turn failed (code): message`` where it failed (:func:`failed_turns`);
+    then each request the session waits on, with the command that answers it.
     """
     lines = format_sessions([session])
-    for item in items:
-        if isinstance(item, MessageItem):
-            text = "".join(_block_text(block) for block in item.content)
-            lines.append(f"{item.role}: {text}")
-        elif isinstance(item, FunctionCallItem):
-            lines.append(f"→ {item.name}({one_line(item.arguments)})")
-        elif isinstance(item, FunctionCallOutputItem):
-            lines.append(f"← {one_line(item.output)}")
-    if len(lines) == 1:
+    if session.get("parent_session_id"):
+        lines.append(f"(a sub-session of {session['parent_session_id']})")
+    at = _failure_positions(items, failures)
+    for index, item in enumerate(items):
+        lines.extend(_failure_line(f) for f in at.get(index, ()))
+        line = _item_line(item)
+        if line is not None:
+            lines.append(line)
+    lines.extend(_failure_line(f) for f in at.get(len(items), ()))
+    if not items and not failures:
         lines.append("(no items)")
+    for request in session.get("pending_elicitations") or ():
+        params = request.get("params") or {}
+        owner = params.get("target_session_id") or session["id"]
+        lines.append(
+            f"? {params.get('message', '')}  "
+            f"(omnigent approve {owner} {request['elicitation_id']}, or deny)"
+        )
     return lines
+
+
+def _item_line(item: Item) -> str | None:
+    if isinstance(item, MessageItem):
+        text = "".join(_block_text(block) for block in item.content)
+        return f"{item.role}: {text}"
+    if isinstance(item, FunctionCallItem):
+        return f"→ {item.name}({one_line(item.arguments)})"
+    if isinstance(item, FunctionCallOutputItem):
+        return f"← {one_line(item.output)}"
+    return None
+
+
+def _failure_line(failure: Failure) -> str:
+    return f"✗ turn failed ({failure.code}): {failure.message}"
+
+
+def _failure_positions(
+    items: Sequence[Item], failures: Sequence[Failure]
+) -> dict[int, list[Failure]]:
+    """Failures by the index of the item they go before (``len(items)``: at the end)."""
+    index_of = {item.id: index for index, item in enumerate(items)}
+    placed: dict[int, list[Failure]] = {}
+    for failure in failures:
+        if failure.after_item is None:
+            position = 0
+        else:
+            position = index_of.get(failure.after_item, len(items) - 1) + 1
+        for _ in range(failure.after_users):
+            while position < len(items) and not _is_user_message(items[position]):
+                position += 1
+            position = min(position + 1, len(items))
+        placed.setdefault(position, []).append(failure)
+    return placed
+
+
+def _is_user_message(item: Item) -> bool:
+    return isinstance(item, MessageItem) and item.role == "user"
 
 
 def _block_text(block: object) -> str:
     if isinstance(block, InputText | OutputText):
         return block.text
     return "[image]"
-
-
-def format_error(exc: BaseException) -> list[str]:
-    """``Error: <message>``, then ``  <loc>: <msg>`` for each field of a validation error."""
-    message = exc.message if isinstance(exc, OmnigentError) else str(exc)
-    lines = [f"Error: {message}"]
-    if isinstance(exc, InvalidInput):
-        lines.extend(f"  {d.loc or '$'}: {d.msg}" for d in exc.details)
-    return lines

@@ -7,10 +7,10 @@
   :func:`open_acp_process` — over the stdin/stdout of ``omnigent stdio`` (or any ACP
   agent). Both yield an :class:`AcpClient`.
 
-See ``docs/client.md``.
+Errors are one tree under :class:`ClientError` (see :mod:`omnigent.client._errors`),
+never an exception group. See ``docs/client.md``.
 """
 
-from ..rpc import ConnectionClosed, RpcError
 from ._acp import (
     AcpClient,
     PermissionHandler,
@@ -19,7 +19,14 @@ from ._acp import (
     open_acp_process,
     open_acp_websocket,
 )
-from ._errors import ApiError, StreamError
+from ._errors import (
+    ApiError,
+    ClientError,
+    ConnectionClosed,
+    RpcError,
+    ServerUnreachable,
+    StreamError,
+)
 from ._http import AgentInfo, MessageAccepted, OmnigentClient, SessionInfo
 from ._sse import EventStream
 
@@ -27,6 +34,7 @@ __all__ = [
     "AcpClient",
     "AgentInfo",
     "ApiError",
+    "ClientError",
     "ConnectionClosed",
     "EventStream",
     "MessageAccepted",
@@ -34,6 +42,7 @@ __all__ = [
     "PermissionHandler",
     "PromptResult",
     "RpcError",
+    "ServerUnreachable",
     "SessionInfo",
     "StreamError",
     "UpdateHandler",

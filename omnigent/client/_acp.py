@@ -20,13 +20,19 @@ own files.
 Resource handling: each ``open_*`` owns a nursery that lives as long as the block;
 leaving it closes the connection (and, for a process, ends it: stdin closed, then
 SIGTERM, then SIGKILL after a grace).
+
+Error handling: what comes out of a block is one exception, never a group — the
+client's own (:class:`~._errors.RpcError`, :class:`~._errors.ConnectionClosed`,
+:class:`~._errors.ServerUnreachable`, :class:`~._errors.ApiError` for an upgrade the
+server refused), or the body's own error as it raised it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,7 +40,9 @@ import attrs
 import trio
 import trio_websocket
 
-from ..rpc import ConnectionClosed, NdjsonStream, RpcConnection
+from .. import rpc
+from ..rpc import NdjsonStream, RpcConnection
+from ._errors import ApiError, ConnectionClosed, RpcError, ServerUnreachable, single_error
 
 __all__ = [
     "AcpClient",
@@ -125,7 +133,10 @@ class AcpClient:
         Raises:
             RpcError: the agent answered an error. ConnectionClosed: it went away.
         """
-        return await self._connection.request(method, params or {})
+        try:
+            return await self._connection.request(method, params or {})
+        except (rpc.RpcError, rpc.ConnectionClosed) as exc:
+            raise _translated(exc) from exc
 
     async def initialize(self) -> dict[str, Any]:
         """Negotiate the protocol (the ``open_*`` functions call this for you)."""
@@ -190,8 +201,15 @@ class AcpClient:
         return PromptResult(str(result.get("stopReason")), tuple(collected))
 
     async def cancel(self, session_id: str) -> None:
-        """Ask the agent to cancel the session's running prompt (``session/cancel``)."""
-        await self._connection.notify("session/cancel", {"sessionId": session_id})
+        """Ask the agent to cancel the session's running prompt (``session/cancel``).
+
+        Raises:
+            ConnectionClosed: the agent went away.
+        """
+        try:
+            await self._connection.notify("session/cancel", {"sessionId": session_id})
+        except rpc.ConnectionClosed as exc:
+            raise _translated(exc) from exc
 
     async def set_model(self, session_id: str, model: str) -> list[dict[str, Any]]:
         """Pick the session's model; the session's config options after the change."""
@@ -209,12 +227,37 @@ async def _serving(
 ) -> AsyncIterator[AcpClient]:
     side = _ClientSide(on_permission or _reject, on_update)
     connection = RpcConnection(stream, side)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(connection.run)
-        client = AcpClient(connection, side)
-        await client.initialize()
-        yield client
-        nursery.cancel_scope.cancel()
+    with _one_error():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(connection.run)
+            client = AcpClient(connection, side)
+            await client.initialize()
+            yield client
+            nursery.cancel_scope.cancel()
+
+
+def _translated(exc: BaseException) -> BaseException:
+    """The client's own type for an error of the connection underneath."""
+    if isinstance(exc, rpc.RpcError) and not isinstance(exc, RpcError):
+        return RpcError(exc.code, exc.message, exc.data)
+    if isinstance(exc, rpc.ConnectionClosed) and not isinstance(exc, ConnectionClosed):
+        return ConnectionClosed(str(exc) or "the connection went away")
+    return exc
+
+
+@contextlib.contextmanager
+def _one_error() -> Iterator[None]:
+    """Let one exception out of a nursery, never its group (see :func:`single_error`)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = single_error(group)
+        if error is group:
+            raise  # only cancellation: the scope that cancelled takes it
+        translated = _translated(error)
+        if translated is error:
+            raise error from error.__cause__
+        raise translated from error
 
 
 class _WebSocketStream:
@@ -253,19 +296,52 @@ async def open_acp_websocket(
     if url.startswith(("http://", "https://")):
         url = "ws" + url.removeprefix("http").rstrip("/") + "/v1/ws"
     extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    async with trio_websocket.open_websocket_url(
-        url, extra_headers=extra, max_message_size=64 * 1024 * 1024
-    ) as ws:
-        try:
-            async with _serving(_WebSocketStream(ws), on_permission, on_update) as client:
-                yield client
-        finally:
-            # trio-websocket 0.12 leaves a client's TCP stream open when the server
-            # started the close (its reader stops at EOF without closing it): close it.
-            stream = getattr(ws, "_stream", None)
-            if stream is not None:
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
+    connected = False
+    try:
+        with _one_error():
+            async with trio_websocket.open_websocket_url(
+                url, extra_headers=extra, max_message_size=64 * 1024 * 1024
+            ) as ws:
+                connected = True
+                try:
+                    async with _serving(_WebSocketStream(ws), on_permission, on_update) as client:
+                        yield client
+                finally:
+                    # trio-websocket 0.12 leaves a client's TCP stream open when the server
+                    # started the close (its reader stops at EOF without closing it).
+                    stream = getattr(ws, "_stream", None)
+                    if stream is not None:
+                        with trio.CancelScope(shield=True):
+                            await stream.aclose()
+    except trio_websocket.ConnectionRejected as exc:
+        if connected:
+            raise
+        raise _rejected(url, exc) from exc
+    except (OSError, trio_websocket.HandshakeError) as exc:
+        if connected:
+            raise
+        raise ServerUnreachable(url, _unreachable_reason(exc)) from exc
+
+
+def _unreachable_reason(exc: BaseException) -> str:
+    """Why a WebSocket could not be opened: the socket error under trio-websocket's own."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen.strerror or str(seen) or "the connection failed"
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or "the WebSocket handshake failed"
+
+
+def _rejected(url: str, exc: trio_websocket.ConnectionRejected) -> ApiError:
+    """The server's answer to an upgrade it refused, as the HTTP API's error."""
+    body = exc.body or b""
+    try:
+        error = json.loads(body)["error"]
+        return ApiError(exc.status_code, error["code"], error["message"], error.get("details", ()))
+    except (ValueError, KeyError, TypeError):
+        text = body[:500].decode(errors="replace") or f"the upgrade to {url} was refused"
+        return ApiError(exc.status_code, "http_error", text)
 
 
 @asynccontextmanager

@@ -4,7 +4,8 @@
 with one method per route and typed answers: :class:`AgentInfo` and
 :class:`SessionInfo` records, :class:`~omnigent.model.Item` and
 :class:`~omnigent.model.Event` objects. A non-2xx answer raises :class:`ApiError`
-with the server's ``code``, ``message`` and ``details``.
+with the server's ``code``, ``message`` and ``details``; no answer at all (refused,
+timed out, cut off) raises :class:`ServerUnreachable`. Both are :class:`ClientError`.
 
 :meth:`OmnigentClient.events` is the session's SSE stream that survives a dropped
 connection: see :mod:`._sse`.
@@ -20,7 +21,7 @@ import attrs
 import httpx
 
 from ..model import Item, structure
-from ._errors import ApiError
+from ._errors import ApiError, ServerUnreachable, transport_reason
 from ._sse import EventStream
 
 __all__ = ["AgentInfo", "MessageAccepted", "OmnigentClient", "SessionInfo"]
@@ -130,16 +131,30 @@ class OmnigentClient:
             await self._http.aclose()
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request; the decoded answer.
+
+        Raises:
+            ApiError: the server answered an error. ServerUnreachable: nothing answered.
+        """
         headers = {**self._headers, **kwargs.pop("headers", {})}
-        response = await self._http.request(
-            method, f"{self.base_url}{path}", headers=headers, **kwargs
-        )
+        try:
+            response = await self._http.request(
+                method, f"{self.base_url}{path}", headers=headers, **kwargs
+            )
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(self.base_url, transport_reason(exc)) from exc
         return _check(response)
 
     # -- agents ----------------------------------------------------------------------
 
     async def health(self) -> bool:
-        return bool((await self._call("GET", "/health")).get("status") == "ok")
+        """Whether the server answers ``GET /health`` with ``ok``: ``False`` when
+        nothing answers, or the server says its store is unavailable."""
+        try:
+            answer = await self._call("GET", "/health")
+        except (ServerUnreachable, ApiError):
+            return False
+        return isinstance(answer, dict) and answer.get("status") == "ok"
 
     async def create_agent(self, spec: Mapping[str, Any] | str) -> AgentInfo:
         """Register an agent (a dict, or YAML text); a new version if the name exists."""
@@ -159,6 +174,13 @@ class OmnigentClient:
 
     async def get_agent(self, agent_id: str) -> AgentInfo:
         return AgentInfo.from_dict(await self._call("GET", f"/v1/agents/{agent_id}"))
+
+    async def get_agent_spec(self, agent_id: str, version: int | None = None) -> dict[str, Any]:
+        """An agent version's spec (the latest by default), secrets redacted."""
+        params = {} if version is None else {"version": version}
+        answer = await self._call("GET", f"/v1/agents/{agent_id}/spec", params=params)
+        spec: dict[str, Any] = answer["spec"]
+        return spec
 
     # -- sessions --------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ when the connection drops — a network error, the server restarting, a read tha
 hears nothing (not even the server's ``: ping``) for ``read_timeout`` — it reconnects
 with ``Last-Event-ID`` set to that id, so the server replays exactly what was missed:
 no gap, no duplicate. After ``retries`` failed attempts in a row (with a doubling
-backoff) the last error is raised.
+backoff) it gives up with :class:`~._errors.ServerUnreachable`, the last failure
+on its ``__cause__``.
 
 Parsing is pure (:func:`split_frames`, :func:`parse_frame`); an ``event: error`` frame
 (the session was deleted, say) raises :class:`~._errors.StreamError`.
@@ -23,7 +24,7 @@ import httpx
 import trio
 
 from ..model import Event, event_from_dict
-from ._errors import StreamError
+from ._errors import ServerUnreachable, StreamError, transport_reason
 
 __all__ = ["EventStream", "parse_frame", "split_frames"]
 
@@ -102,13 +103,19 @@ class EventStream:
                 await self._disconnect()
                 failures += 1
                 if failures > self._retries:
-                    if isinstance(exc, StopAsyncIteration):
-                        raise httpx.ReadError("the server kept ending the stream") from None
-                    raise
+                    raise ServerUnreachable(self._url, self._why(exc)) from exc
                 await trio.sleep(min(self._backoff * 2 ** (failures - 1), self._max_backoff))
                 continue
             failures = 0
             self._take(chunk)
+
+    def _why(self, exc: Exception) -> str:
+        if isinstance(exc, StopAsyncIteration):
+            return "the server kept ending the stream"
+        if isinstance(exc, trio.TooSlowError):
+            return f"nothing came for {self._read_timeout:g} s, not even a ping"
+        assert isinstance(exc, httpx.TransportError)
+        return transport_reason(exc)
 
     def _take(self, chunk: bytes) -> None:
         frames, self._buffer = split_frames(self._buffer + chunk)

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from .. import errors
+from . import _lock
 from ._cluster import (
     COMMANDS_CHANNEL,
     EVENTS_CHANNEL,
@@ -25,6 +26,7 @@ from ._cluster import (
     Notification,
     ServerRow,
 )
+from ._lock import LockHolder
 from ._protocol import DEFAULT_TIMEOUT, Store
 from ._rows import (
     WORK_OPEN,
@@ -52,6 +54,7 @@ __all__ = [
     "CommandRow",
     "FileRow",
     "LeaseLost",
+    "LockHolder",
     "Notification",
     "Page",
     "PendingItem",
@@ -62,10 +65,12 @@ __all__ = [
     "Store",
     "StoredEvent",
     "WorkRow",
+    "announce_server",
     "cluster_of",
     "is_postgres_url",
     "open_store",
     "parse_sqlite_url",
+    "store_holder",
 ]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -79,6 +84,36 @@ def cluster_of(store: Store) -> ClusterStore | None:
     if getattr(store, "instance", None) is None or not hasattr(store, "claim"):
         return None
     return store  # type: ignore[return-value]
+
+
+def store_holder(url: str | None) -> LockHolder | None:
+    """Who holds the SQLite store ``url`` names now (see :class:`LockHolder`), or
+    ``None``: nobody does, or it is not a SQLite file (memory, PostgreSQL — a database
+    several servers share, which nobody holds).
+
+    Blocking file I/O, but brief.
+
+    Raises:
+        BadRequest: an unsupported URL.
+    """
+    if is_postgres_url(url):
+        return None
+    path = parse_sqlite_url(url)
+    return None if path is None else _lock.lock_holder(path)
+
+
+def announce_server(url: str | None, address: str) -> bool:
+    """Write ``address`` (``http://HOST:PORT``) into the record of the SQLite store
+    ``url`` that this process holds, for the command line to find (``omnigent serve``
+    calls it once it listens). Returns whether it did (not for memory or PostgreSQL,
+    nor a store this process does not hold).
+
+    Blocking file I/O, but brief.
+    """
+    if is_postgres_url(url):
+        return False
+    path = parse_sqlite_url(url)
+    return path is not None and _lock.add_server_address(path, address)
 
 
 def is_postgres_url(url: str | None) -> bool:

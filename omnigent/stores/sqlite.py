@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -54,6 +53,7 @@ import outcome
 import trio
 
 from ..errors import RuntimeClosed, StoreBusy, StoreTimeout
+from ._lock import lock_holder, lock_path, write_holder
 from ._protocol import DEFAULT_TIMEOUT
 from ._schema import MIGRATIONS
 from ._sql_usage import SQLUsageMixin
@@ -275,14 +275,12 @@ async def open_sqlite_store(
 
 
 def read_lock_owner(path: Path | None) -> str | None:
-    """Who holds the lock beside ``path`` (``pid N on HOST``), if anyone wrote it."""
+    """Who holds the lock beside ``path`` (``pid N on HOST (omnigent serve at URL)``),
+    if anyone wrote it."""
     if path is None:
         return None
-    try:
-        text = path.with_name(path.name + ".lock").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text or None
+    holder = lock_holder(path)
+    return None if holder is None or holder.pid is None else holder.describe()
 
 
 @asynccontextmanager
@@ -295,18 +293,18 @@ async def _exclusive_lock(path: Path | None) -> AsyncIterator[None]:
     if path is None:
         yield
         return
-    lock_path = path.with_name(path.name + ".lock")
+    locked = lock_path(path)
 
     def acquire() -> int:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(locked, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise StoreBusy(str(path), read_lock_owner(path)) from None
-        # Who holds it, for the messages of those refused (best effort).
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode())
+        # Who holds it, for the messages of those refused and for the command line
+        # (best effort; see omnigent.stores._lock).
+        write_holder(fd)
         return fd
 
     fd = await trio.to_thread.run_sync(acquire)

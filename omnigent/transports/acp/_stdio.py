@@ -58,6 +58,7 @@ from ...spec import AgentSpec, agent_references
 from ._agent import AcpAgent, serve_acp
 
 __all__ = [
+    "add_stdio_arguments",
     "add_stdio_parser",
     "default_agent_spec",
     "load_agent_spec",
@@ -194,6 +195,13 @@ def add_stdio_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="ACP agent on stdin/stdout (for editors)",
         description="Serve one agent over the Agent Client Protocol on stdin/stdout.",
     )
+    add_stdio_arguments(parser)
+    parser.set_defaults(func=run_stdio)
+    return parser
+
+
+def add_stdio_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every ``stdio`` option to ``parser`` (the ``stdio`` sub-command's)."""
     parser.add_argument(
         "--agent",
         metavar="PATH",
@@ -212,8 +220,6 @@ def add_stdio_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_false",
         help="ignore the MCP servers the editor passes (default: run them for the session)",
     )
-    parser.set_defaults(func=run_stdio)
-    return parser
 
 
 def run_stdio(args: argparse.Namespace) -> int:

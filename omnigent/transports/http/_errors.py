@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from quart import Quart, Response, jsonify, request
+from quart import Quart, Response, has_request_context, jsonify, request, websocket
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from ...errors import ErrorDetail, InternalError, InvalidInput, OmnigentError
@@ -96,7 +96,11 @@ def _from_http(error: HTTPException) -> Response:
             status, InternalError.code if status == 500 else name, INTERNAL_MESSAGE
         )
     if isinstance(error, NotFound):  # routing: our own lookups raise OmnigentError
-        return error_response(404, name, f"no route for {request.method} {request.path}")
+        # A WebSocket upgrade to an unknown path has no request context, only its own.
+        method, path = (
+            (request.method, request.path) if has_request_context() else ("GET", websocket.path)
+        )
+        return error_response(404, name, f"no route for {method} {path}")
     response = error_response(status, name, error.description or error.name)
     if isinstance(error, MethodNotAllowed) and error.valid_methods:
         # RFC 9110: a 405 says which methods the resource has.

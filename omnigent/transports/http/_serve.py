@@ -41,6 +41,7 @@ from ..._gc import settle_after_startup
 from ...core import open_runtime, url_prefix_problem
 from ...errors import BadRequest
 from ...rpc import MAX_MESSAGE_BYTES
+from ...stores import announce_server
 from ._app import create_app
 from ._fence import Fence
 from ._serve_args import add_serve_arguments
@@ -160,6 +161,9 @@ async def serve(
                 if error is exc:
                     raise
                 raise error from exc
+            # The store's lock now says where this server answers: the command line
+            # reads it to talk to us rather than fail on a store in use.
+            await trio.to_thread.run_sync(announce_server, runtime_db, urls[0])
             task_status.started(urls[0])
             try:
                 await stop.wait()

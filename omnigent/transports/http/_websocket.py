@@ -88,8 +88,18 @@ async def pick_agent(runtime: Runtime, name: str | None) -> Agent:
             return agent
     if len(agents) == 1:
         return agents[0]
-    names = ", ".join(a.name for a in agents) or "none registered"
-    raise AgentNotFound(f"no default agent: connect with ?agent=NAME (agents: {names})")
+    if not agents:
+        raise AgentNotFound(
+            "default",
+            "no agent is registered on this server: register one (POST /v1/agents, or "
+            "serve --agents DIR), then connect (?agent=NAME picks one)",
+        )
+    names = ", ".join(a.name for a in agents)
+    raise AgentNotFound(
+        "default",
+        f"no agent named 'default', and {len(agents)} to choose from: connect with "
+        f"?agent=NAME (agents: {names})",
+    )
 
 
 class QuartWebSocketStream:

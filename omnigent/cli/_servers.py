@@ -1,0 +1,50 @@
+"""``omnigent serve`` and ``omnigent stdio``: the transports' own commands, declared here.
+
+Their options and runners live with their transports (:mod:`omnigent.transports.http`,
+:mod:`omnigent.transports.acp`); each is imported only when its command runs. Around
+them the command line adds what it knows about the machine: a store another process
+holds is refused up front, naming the holder (a server with its address), and an
+operator's spec folder is importable (``stdio --agent PATH``: the folder of PATH;
+``serve --agents DIR``: DIR), so a ``function`` policy in a module beside the spec
+needs no ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ._run import store_for_turns
+from ._specs import spec_folder_importable
+
+__all__ = ["declare_serve", "declare_stdio"]
+
+
+def declare_serve(parser: argparse.ArgumentParser) -> None:
+    from ..transports.http import add_serve_arguments
+
+    add_serve_arguments(parser)
+    parser.set_defaults(handler=_cmd_serve)
+
+
+def declare_stdio(parser: argparse.ArgumentParser) -> None:
+    from ..transports.acp import add_stdio_arguments
+
+    add_stdio_arguments(parser)
+    parser.set_defaults(handler=_cmd_stdio)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ..transports.http import run_serve
+
+    store_for_turns(args, "omnigent serve")
+    if args.agents is not None:
+        spec_folder_importable(f"{args.agents}/.")
+    return run_serve(args)
+
+
+def _cmd_stdio(args: argparse.Namespace) -> int:
+    from ..transports.acp import run_stdio
+
+    store_for_turns(args, "omnigent stdio")
+    spec_folder_importable(args.agent)
+    return run_stdio(args)

@@ -1,0 +1,244 @@
+"""Many clients, one machine: the command line beside an ``omnigent serve`` that holds
+the default store. The store's lock names the server and its address; ``run`` and
+``stdio`` say so and stop, the record commands ask the server (found in the lock, or
+``--server URL``), ``approve``/``deny`` answer a session waiting on it, ``tail`` follows
+one, and ``sessions delete`` goes through it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from omnigent.cli import main
+from omnigent.stores import LockHolder, store_holder
+
+from .http_helpers import HTTPX_GENERATORS
+
+pytestmark = HTTPX_GENERATORS
+
+TIMEOUT = 60
+WRITER = {
+    "name": "writer",
+    "executor": {
+        "config": {
+            "harness": "scripted",
+            "script": [
+                {"call": "sys_os_write", "args": {"path": "note.txt", "content": "hi"}},
+                {"say": "wrote it"},
+            ],
+        }
+    },
+    "policies": [{"name": "ask_w", "type": "ask_tools", "tools": ["sys_os_write"]}],
+}
+HELLO = {
+    "name": "hello",
+    "executor": {"config": {"harness": "scripted", "script": [{"say": "hi"}]}},
+}
+
+
+class Server:
+    def __init__(self, home: Path, process: subprocess.Popen[str], url: str) -> None:
+        self.home = home
+        self.process = process
+        self.url = url
+        self.http = httpx.Client(base_url=url, timeout=10)
+
+    def session(self, agent: str) -> str:
+        created = self.http.post("/v1/sessions", json={"agent_name": agent})
+        sid: str = created.json()["id"]
+        return sid
+
+    def send(self, sid: str, text: str) -> None:
+        body = {"type": "message", "data": {"content": [{"type": "input_text", "text": text}]}}
+        assert self.http.post(f"/v1/sessions/{sid}/events", json=body).status_code == 202
+
+    def wait_status(self, sid: str, *statuses: str) -> dict[str, Any]:
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            snapshot: dict[str, Any] = self.http.get(f"/v1/sessions/{sid}").json()
+            if snapshot["status"] in statuses and not (
+                "waiting" in statuses and not snapshot["pending_elicitations"]
+            ):
+                return snapshot
+            time.sleep(0.05)
+        raise AssertionError(f"{sid} never reached {statuses}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    home = tmp_path_factory.mktemp("served-home")
+    agents = home / "agents"
+    agents.mkdir()
+    for spec in (WRITER, HELLO):
+        (agents / f"{spec['name']}.yaml").write_text(yaml.safe_dump(spec))
+    env = {**os.environ, "OMNIGENT_HOME": str(home)}
+    env.pop("OMNIGENT_DB", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "omnigent", "serve", "--port", "0", "--agents", str(agents)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=home,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("omnigent serving on "), line
+    served = Server(home, process, line.split(" on ", 1)[1].strip())
+    try:
+        yield served
+    finally:
+        served.http.close()
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+
+
+@pytest.fixture(autouse=True)
+def home(server: Server, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every command here works on the default store, which the server holds."""
+    monkeypatch.delenv("OMNIGENT_DB", raising=False)
+    monkeypatch.setenv("OMNIGENT_HOME", str(server.home))
+    return server.home
+
+
+def test_the_lock_names_the_server_and_its_address(server: Server) -> None:
+    holder = store_holder(f"sqlite:///{server.home / 'omnigent.db'}")
+    assert holder == LockHolder(
+        server.process.pid, os.uname().nodename, "omnigent serve", server.url
+    )
+    assert holder.describe() == (
+        f"pid {server.process.pid} on {os.uname().nodename} (omnigent serve at {server.url})"
+    )
+    assert store_holder(f"sqlite:///{server.home / 'other.db'}") is None
+
+
+def test_run_and_stdio_say_who_holds_the_store(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "hello.yaml"
+    spec.write_text(yaml.safe_dump(HELLO))
+    assert main(["run", str(spec), "hi"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(
+        f"Error: the store sqlite:///{server.home / 'omnigent.db'} is held by the omnigent "
+        f"server at {server.url} (pid {server.process.pid} on "
+    ), error
+    assert "--db FILE" in error
+    assert main(["stdio", "--agent", str(spec)]) == 2
+    assert f"held by the omnigent server at {server.url}" in capsys.readouterr().err
+    # A store of its own: fine.
+    assert main(["run", str(spec), "hi", "--db", f"sqlite:///{tmp_path / 'own.db'}"]) == 0
+
+
+def test_records_are_read_through_the_server(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sid = server.session("hello")
+    server.send(sid, "hello there")
+    server.wait_status(sid, "idle")
+    assert main(["-v", "sessions", "list", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert sid in [s["id"] for s in json.loads(captured.out)["data"]]
+    assert f"held by the server at {server.url}: asking it" in captured.err
+    assert main(["sessions", "show", sid]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["user: hello there", "assistant: hi"]
+    assert main(["agents", "show", "writer"]) == 0
+    assert "ask_w" in capsys.readouterr().out
+    # --server names it outright (here beside a store of another machine's, unused).
+    other = f"sqlite:///{tmp_path / 'empty.db'}"
+    assert main(["sessions", "show", sid, "--server", server.url, "--db", other]) == 0
+    assert "assistant: hi" in capsys.readouterr().out
+    assert main(["agents", "list", "--server", "http://127.0.0.1:9"]) == 1
+    assert capsys.readouterr().err == "Error: no omnigent server answers at http://127.0.0.1:9\n"
+
+
+def test_approve_and_deny_answer_a_waiting_session(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sid = server.session("writer")
+    server.send(sid, "write")
+    waiting = server.wait_status(sid, "waiting")
+    [request] = waiting["pending_elicitations"]
+    assert main(["sessions", "show", sid]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"? ask_w: approve sys_os_write?  (omnigent approve {sid} "
+        f"{request['elicitation_id']}, or deny)"
+    )
+    assert main(["approve", sid]) == 0
+    assert capsys.readouterr().out == (
+        f"approved {request['elicitation_id']}: ask_w: approve sys_os_write?\n"
+    )
+    server.wait_status(sid, "idle")
+    items = server.http.get(f"/v1/sessions/{sid}/items").json()["data"]
+    assert '"created": true' in items[2]["output"]
+    assert main(["approve", sid]) == 2
+    assert capsys.readouterr().err == f"Error: nothing is pending on session {sid}\n"
+    server.send(sid, "again")
+    asked = server.wait_status(sid, "waiting")["pending_elicitations"][0]["elicitation_id"]
+    assert main(["deny", sid, asked]) == 0
+    assert capsys.readouterr().out.startswith(f"declined {asked}: ")
+    server.wait_status(sid, "idle")
+    items = server.http.get(f"/v1/sessions/{sid}/items").json()["data"]
+    assert items[-2]["output"].startswith("Error: denied by policy ask_w")
+
+
+def test_approve_needs_a_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = f"sqlite:///{tmp_path / 'nobody.db'}"
+    assert main(["approve", "conv_x", "--db", db]) == 2
+    assert capsys.readouterr().err == (
+        f"Error: no omnigent server holds the store {db}, and nothing runs its sessions: "
+        "name a server with --server URL\n"
+    )
+
+
+def test_tail_follows_a_session_on_the_server(server: Server) -> None:
+    sid = server.session("hello")
+    env = {**os.environ, "OMNIGENT_HOME": str(server.home)}
+    tail = subprocess.Popen(
+        [sys.executable, "-m", "omnigent", "sessions", "tail", sid],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert tail.stdout is not None and tail.stderr is not None
+    try:
+        assert tail.stderr.readline() == (
+            f"following {sid} on the server at {server.url} (Ctrl-C stops)\n"
+        )
+        server.send(sid, "hello")
+        assert tail.stderr.readline() == "· running\n"
+        assert tail.stdout.readline() == "hi\n"
+        assert tail.stderr.readline() == "· idle\n"
+    finally:
+        tail.send_signal(signal.SIGINT)
+        code = tail.wait(timeout=TIMEOUT)
+        tail.stdout.close()
+        tail.stderr.close()
+    assert code == 130
+
+
+def test_delete_goes_through_the_server(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    sid = server.session("hello")
+    assert main(["sessions", "delete", sid]) == 0
+    assert capsys.readouterr().out == (
+        f"deleted {sid} (and its sub-sessions) from the server at {server.url}\n"
+    )
+    assert server.http.get(f"/v1/sessions/{sid}").status_code == 404
