@@ -395,3 +395,21 @@ def test_a_command_help_declares_only_that_command(capsys: pytest.CaptureFixture
     assert "--after N" in capsys.readouterr().out
     every = build_parser(every=True)
     assert every.parse_args(["--db", "x", "sessions", "list", "--json"]).json is True
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """``omnigent … | head``: stdout's reader is gone; no traceback, exit 141 (SIGPIPE)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "omnigent", "completion", "bash"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")

@@ -50,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[..., int] = args.handler
     with configure_logging(verbosity(args), log_format(args)), open_tracing():
         try:
-            return handler(args)
-        except (KeyboardInterrupt, OmnigentError, BaseExceptionGroup) as exc:
-            return report(exc)
+            code = handler(args)
+            sys.stdout.flush()
+        except (KeyboardInterrupt, OmnigentError, BaseExceptionGroup, BrokenPipeError) as exc:
+            code = report(exc)
+    return code

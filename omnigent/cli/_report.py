@@ -6,12 +6,15 @@ before it knows which command runs.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Iterator
 
 from ..errors import InvalidInput, OmnigentError
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -30,6 +33,8 @@ EXIT_INTERRUPTED = 130
 """The turn was cancelled (128 + SIGINT, as shells report a Ctrl-C)."""
 EXIT_TERMINATED = 143
 """The turn was cancelled by SIGTERM (128 + SIGTERM, as shells report it)."""
+EXIT_BROKEN_PIPE = 141
+"""Whoever read stdout went away (``| head``): 128 + SIGPIPE, as a shell tool ends."""
 
 
 def format_error(exc: BaseException) -> list[str]:
@@ -55,8 +60,17 @@ def report(exc: BaseException) -> int:
         _, rest = exc.split(KeyboardInterrupt)
         if rest is None:
             exc = KeyboardInterrupt()
-        elif len(leaves := list(_leaves(rest))) == 1 and isinstance(leaves[0], OmnigentError):
+        elif len(leaves := list(_leaves(rest))) == 1 and isinstance(
+            leaves[0], OmnigentError | BrokenPipeError
+        ):
             exc = leaves[0]
+    if isinstance(exc, BrokenPipeError):
+        # Nothing reads stdout any more: say nothing, and let nothing flush into it later.
+        with contextlib.suppress(OSError, ValueError):  # a stdout with no descriptor
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return EXIT_BROKEN_PIPE
     if isinstance(exc, KeyboardInterrupt):
         sys.stderr.write("Interrupted.\n")
         sys.stderr.flush()
