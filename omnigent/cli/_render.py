@@ -234,7 +234,7 @@ class TailRenderer:
         return self._turn.break_line()
 
     def _line(self, event: Event) -> str | None:
-        if isinstance(event, SessionStatus):
+        if isinstance(event, SessionStatusChanged):
             if event.error is not None:
                 return f"· {event.status} ({event.error.code}): {event.error.message}"
             return f"· {event.status}"
