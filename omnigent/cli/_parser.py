@@ -60,6 +60,7 @@ COMMANDS: tuple[Command, ...] = (
         "init", "write a first agent spec (a sandboxed one)", "_init:declare_init", store=False
     ),
     Command("run", "run one turn of an agent and print its answer", "_run:declare_run"),
+    Command("chat", "talk with an agent, turn after turn", "_chat:declare_chat"),
     Command(
         "serve", "serve sessions over HTTP + SSE (and ACP on /v1/ws)", "_servers:declare_serve"
     ),

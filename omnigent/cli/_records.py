@@ -79,7 +79,13 @@ class Records(Protocol):
         ...
 
     async def list_sessions(
-        self, *, agent_name: str | None, parent: str | None, limit: int, after: str | None
+        self,
+        *,
+        agent_name: str | None,
+        parent: str | None,
+        limit: int,
+        after: str | None,
+        top_level: bool = False,
     ) -> tuple[list[dict[str, Any]], bool]:
         """One page of sessions, newest first, and whether there are more."""
         ...
@@ -201,10 +207,20 @@ class _LocalRecords:
         return (await self._rt.get_agent_spec(agent_id, version)).to_dict()
 
     async def list_sessions(
-        self, *, agent_name: str | None, parent: str | None, limit: int, after: str | None
+        self,
+        *,
+        agent_name: str | None,
+        parent: str | None,
+        limit: int,
+        after: str | None,
+        top_level: bool = False,
     ) -> tuple[list[dict[str, Any]], bool]:
         page = await self._rt.list_sessions(
-            agent_name=agent_name, parent_session_id=parent, limit=limit, after=after
+            agent_name=agent_name,
+            parent_session_id=parent,
+            limit=limit,
+            after=after,
+            top_level=top_level,
         )
         return [s.to_dict() for s in page.data], page.has_more
 
@@ -273,7 +289,13 @@ class _ServerRecords:
         return await _asking(self._client.get_agent_spec, agent_id, version)
 
     async def list_sessions(
-        self, *, agent_name: str | None, parent: str | None, limit: int, after: str | None
+        self,
+        *,
+        agent_name: str | None,
+        parent: str | None,
+        limit: int,
+        after: str | None,
+        top_level: bool = False,
     ) -> tuple[list[dict[str, Any]], bool]:
         sessions, more = await _asking(
             self._client.list_sessions,
@@ -281,6 +303,7 @@ class _ServerRecords:
             parent_session_id=parent,
             limit=limit,
             after=after,
+            top_level=top_level,
         )
         return [s.raw for s in sessions], more
 

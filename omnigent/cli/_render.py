@@ -74,6 +74,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "EXIT_USAGE",
     "ApprovalMode",
+    "ChildProgress",
     "Chunk",
     "ElicitationDialog",
     "Failure",
@@ -110,12 +111,14 @@ class TurnRenderer:
     cleanly on a terminal.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, live: bool = False) -> None:
         self._mid_line = False
         self._text_item: str | None = None
         self._exit_code: int | None = None
         self._error: str | None = None
         self._terminated = False
+        # The session's children, one line each (in place on a terminal: ``live``).
+        self._children = ChildProgress(live=live)
 
     @property
     def exit_code(self) -> int:
@@ -130,12 +133,20 @@ class TurnRenderer:
         """SIGTERM asked the turn to stop: a cancelled turn says so and exits 143."""
         self._terminated = True
 
+    def note_stopped(self) -> None:
+        """The session was stopped while no turn ran (its children were at work): the
+        command ends as an interrupt, whatever the last turn said."""
+        self._exit_code, self._error = EXIT_INTERRUPTED, None
+
     def feed(self, event: Event) -> list[Chunk]:
         """The chunks one event prints (often none); records how the turn ends."""
         if isinstance(event, OutputTextDelta):
             return self._text(event)
         if isinstance(event, OutputItemDone):
             return self._item_done(event)
+        if isinstance(event, ChildSessionUpdated):
+            lines = self._children.update(event.child)
+            return [*self._end_line(), *lines] if lines else []
         self._note_ending(event)
         return []
 
@@ -159,11 +170,13 @@ class TurnRenderer:
 
     def break_line(self) -> list[Chunk]:
         """Close an unfinished line of text before something else is printed (a prompt)."""
+        self._children.leave()
         return self._end_line()
 
     def _text(self, event: OutputTextDelta) -> list[Chunk]:
         # Two assistant messages in one turn would otherwise run into each other.
         chunks = self._end_line() if event.item_id != self._text_item else []
+        self._children.leave()
         self._text_item = event.item_id
         if event.delta:
             chunks.append(Chunk("stdout", event.delta))
@@ -179,6 +192,7 @@ class TurnRenderer:
         else:
             return []
         chunks = self._end_line()
+        self._children.leave()
         chunks.append(Chunk("stderr", line))
         return chunks
 
@@ -207,6 +221,45 @@ class TurnRenderer:
             return []
         self._mid_line = False
         return [Chunk("stdout", "\n")]
+
+
+class ChildProgress:
+    """A session's children, one line each, as they work (``run`` of an orchestrator).
+
+    On a terminal (``live``) the lines are a block redrawn in place at each change, as
+    long as nothing else was printed below it (:meth:`leave` says something was: the
+    next change draws the block afresh below). Elsewhere (a pipe, a log) a line is
+    printed when a child's state changes, so the record reads top to bottom.
+    """
+
+    def __init__(self, *, live: bool) -> None:
+        self._live = live
+        self._lines: dict[str, str] = {}
+        self._states: dict[str, str] = {}
+        self._drawn = 0  # lines of the block still on screen, right above the cursor
+
+    def update(self, child: ChildSessionSummary) -> list[Chunk]:
+        line = f"  {child_line(child)}"
+        state = child.current_task_status or "starting"
+        if self._lines.get(child.id) == line:
+            return []
+        self._lines[child.id] = line
+        if self._live:
+            return [Chunk("stderr", self._redraw())]
+        if self._states.get(child.id) == state:
+            return []
+        self._states[child.id] = state
+        return [Chunk("stderr", line + "\n")]
+
+    def leave(self) -> None:
+        """Something was printed below the block: it can no longer be redrawn."""
+        self._drawn = 0
+
+    def _redraw(self) -> str:
+        # Up to the block's first line (ANSI CPL), then each line cleared (EL) and written.
+        up = f"\x1b[{self._drawn}F" if self._drawn else ""
+        self._drawn = len(self._lines)
+        return up + "".join(f"\x1b[2K{line}\n" for line in self._lines.values())
 
 
 class TailRenderer:
@@ -255,7 +308,7 @@ def child_line(child: ChildSessionSummary) -> str:
     """A child session in one line: ``counter:apples  idle  There are 3.``."""
     name = child.title or child.id
     preview = f"  {one_line(child.preview, 60)}" if child.preview else ""
-    return f"{name}  {child.current_task_status or child.status}{preview}"
+    return f"{name}  {child.current_task_status or 'starting'}{preview}"
 
 
 # -- listings ---------------------------------------------------------------------------

@@ -3,10 +3,7 @@
 Their options and runners live with their transports (:mod:`omnigent.transports.http`,
 :mod:`omnigent.transports.acp`); each is imported only when its command runs. Around
 them the command line adds what it knows about the machine: a store another process
-holds is refused up front, naming the holder (a server with its address), and an
-operator's spec folder is importable (``stdio --agent PATH``: the folder of PATH;
-``serve --agents DIR``: DIR), so a ``function`` policy in a module beside the spec
-needs no ``PYTHONPATH``.
+holds is refused up front, naming the holder (a server with its address).
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ from __future__ import annotations
 import argparse
 
 from ._run import store_for_turns
-from ._specs import spec_folder_importable
 
 __all__ = ["declare_serve", "declare_stdio"]
 
@@ -37,8 +33,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..transports.http import run_serve
 
     store_for_turns(args, "omnigent serve")
-    if args.agents is not None:
-        spec_folder_importable(f"{args.agents}/.")
     return run_serve(args)
 
 
@@ -46,5 +40,4 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     from ..transports.acp import run_stdio
 
     store_for_turns(args, "omnigent stdio")
-    spec_folder_importable(args.agent)
     return run_stdio(args)

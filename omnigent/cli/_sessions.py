@@ -26,17 +26,28 @@ from ._render import (
     TailRenderer,
     failed_turns,
     format_session,
+    format_session_tree,
     format_sessions,
 )
 
-__all__ = ["declare_sessions"]
+__all__ = ["TREE_ROWS", "declare_sessions"]
+
+TREE_ROWS = 1000
+"""The most rows ``sessions list --tree`` prints (children: 100 per session)."""
 
 
 def declare_sessions(sessions: argparse.ArgumentParser) -> None:
     commands = sessions.add_subparsers(metavar="COMMAND", required=True)
-    listing = commands.add_parser("list", help="list sessions, newest first")
+    listing = commands.add_parser("list", help="list top-level sessions, newest first")
     listing.add_argument("--agent", metavar="NAME", help="only sessions of this agent")
     listing.add_argument("--limit", metavar="N", type=int, default=20, help="at most N (1-100)")
+    shown = listing.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--all", action="store_true", help="sub-sessions too (sub-agents), in one list"
+    )
+    shown.add_argument(
+        "--tree", action="store_true", help="each session with its sub-sessions under it"
+    )
     add_json_option(listing)
     add_server_option(listing)
     listing.set_defaults(handler=_cmd_list)
@@ -74,17 +85,25 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 100:
         raise InvalidInput.at("--limit", f"must be between 1 and 100, got {args.limit}")
 
-    async def read() -> tuple[list[dict[str, Any]], bool]:
+    async def read() -> tuple[list[dict[str, Any]], bool, list[tuple[int, dict[str, Any]]]]:
         async with open_records(getattr(args, "db", None), args.server) as records:
-            return await records.list_sessions(
-                agent_name=args.agent, parent=None, limit=args.limit, after=None
+            sessions, more = await records.list_sessions(
+                agent_name=args.agent,
+                parent=None,
+                limit=args.limit,
+                after=None,
+                top_level=not args.all,
             )
+            tree = await _tree(records, sessions) if args.tree else []
+            return sessions, more, tree
 
-    sessions, more = _run(read)
+    sessions, more, tree = _run(read)
     if args.json:
-        print_json({"object": "list", "data": sessions, "has_more": more})
+        shown = [s for _, s in tree] if args.tree else sessions
+        print_json({"object": "list", "data": shown, "has_more": more})
         return 0
-    for line in format_sessions(sessions):
+    lines = format_session_tree(tree) if args.tree else format_sessions(sessions)
+    for line in lines:
         print(line)
     if more:
         print(f"(more sessions: raise --limit above {args.limit})", file=sys.stderr)
@@ -109,6 +128,21 @@ def _cmd_show(args: argparse.Namespace) -> int:
     for line in format_session(session, items, failures):
         print(line)
     return 0
+
+
+async def _tree(records: Records, roots: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``roots`` in order, each followed by its sub-sessions (depth first, newest first),
+    at most :data:`TREE_ROWS` rows."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    stack = [(0, session) for session in reversed(roots)]
+    while stack and len(rows) < TREE_ROWS:
+        depth, session = stack.pop()
+        rows.append((depth, session))
+        children, _ = await records.list_sessions(
+            agent_name=None, parent=session["id"], limit=100, after=None
+        )
+        stack.extend((depth + 1, child) for child in reversed(children))
+    return rows
 
 
 async def _history(

@@ -10,8 +10,6 @@ wherever the command runs from.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -19,9 +17,9 @@ import attrs
 from ..core import PolicyFunction
 from ..core import load_policy_function as load_function
 from ..errors import BadRequest, SpecError
-from ..spec import AgentSpec, agent_references
+from ..spec import AgentSpec, agent_references, importable_beside
 
-__all__ = ["OperatorSpec", "load_spec", "spec_folder_importable"]
+__all__ = ["OperatorSpec", "load_spec"]
 
 
 def load_spec(path: str) -> AgentSpec:
@@ -41,13 +39,6 @@ def load_spec(path: str) -> AgentSpec:
         raise SpecError(f"{path}: {exc.message}", exc.details) from exc
 
 
-def spec_folder_importable(path: str | Path) -> None:
-    """Put the folder of the spec file ``path`` first on the import path (once)."""
-    folder = str(Path(path).resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-
-
 @attrs.frozen
 class OperatorSpec:
     """A spec file of the operator's, and what it may name because it is theirs."""
@@ -65,7 +56,7 @@ class OperatorSpec:
                 reference cannot be imported.
         """
         spec = load_spec(path)
-        spec_folder_importable(path)
+        importable_beside(path)
         refs = dict.fromkeys(p.function for p in spec.policies if p.function is not None)
         functions = {ref: load_function(ref) for ref in refs if ":" in ref or "." in ref}
         return cls(path, spec, functions)

@@ -1,19 +1,27 @@
 """One turn of ``omnigent run``: stream it, answer its approvals, and take Ctrl-C.
 
-:func:`run_turn` registers the spec, opens a session (or continues one) and streams
-one turn to the terminal, with :class:`~omnigent.cli._prompt.Approvals` beside it answering what the
-turn asks. Ctrl-C is taken as a message rather than as ``KeyboardInterrupt`` at an
-arbitrary point, so that an interrupted turn ends through the runtime like any other:
-recorded ``cancelled``, its runtime closed, its open prompt abandoned. SIGTERM (what
-``kill``, a service manager or a container runtime sends) is taken the same way, and
-the command then exits 143. :func:`owns_sigint` and :func:`owns_sigterm` say whether
-those signals are ours to take at all.
+:func:`run_turn` registers the spec, opens a session (or continues one) and streams one
+turn to the terminal, with :class:`~omnigent.cli._prompt.Approvals` beside it answering
+what the turn asks. When that turn leaves work behind — an orchestrator's children, a
+background task, a wake-up turn to come — it follows the session until it is settled
+(:meth:`~omnigent.Runtime.wait_settled`): each child's progress on a line of its own
+(redrawn in place on a terminal), each wake-up turn streamed like the first, so the
+last thing printed is the orchestrator's final answer; the exit code is its last turn's.
+
+Ctrl-C is taken as a message rather than as ``KeyboardInterrupt`` at an arbitrary point,
+so that an interrupted turn ends through the runtime like any other: recorded
+``cancelled``, with everything else the session runs (its children too), its runtime
+closed, its open prompt abandoned. SIGTERM (what ``kill``, a service manager or a
+container runtime sends) is taken the same way, and the command then exits 143.
+:func:`owns_sigint` and :func:`owns_sigterm` say whether those signals are ours to take
+at all.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,7 +39,14 @@ from ._render import TurnRenderer, session_note
 
 PolicyFunction = Callable[..., Any]
 
-__all__ = ["owns_sigint", "owns_sigterm", "run_turn"]
+__all__ = [
+    "answer",
+    "open_session",
+    "owns_sigint",
+    "owns_sigterm",
+    "run_turn",
+    "stderr_is_terminal",
+]
 
 # The command line's logger: what -v shows is named as it was before this module
 # was split out of omnigent.cli.
@@ -84,7 +99,7 @@ async def run_turn(
     turn, which ends ``cancelled`` and is recorded so; a second stops waiting for it.
     Either way the runtime closes, and an open prompt is abandoned.
     """
-    renderer = TurnRenderer()
+    renderer = TurnRenderer(live=stderr_is_terminal())
     used: str | None = None
     with trio.CancelScope() as give_up:
         async with open_runtime(
@@ -96,20 +111,17 @@ async def run_turn(
         ) as rt:
             agent = await rt.create_agent(spec)
             title = one_line(prompt, _TITLE_LENGTH) or None
-            session = await _open_session(rt, agent.id, spec.name, session_id, title, model)
+            session = await open_session(rt, agent.id, spec.name, session_id, title, model)
             used = session.id
             answering = Approvals(rt, session.id, renderer, approvals, open_lines)
-            async with rt.open_turn_stream(session.id, prompt) as (_, events):
-                log.info("session %s: turn started", session.id)
-                async with trio.open_nursery() as nursery:
-                    watched = _watched_signals(watch_sigint, watch_sigterm)
-                    await nursery.start(
-                        _interrupt_on_signals, rt, session.id, give_up, watched, renderer
-                    )
-                    nursery.start_soon(answering.run)
-                    async for event in events:
-                        answering.feed(event)
-                    nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as nursery:
+                watched = _watched_signals(watch_sigint, watch_sigterm)
+                await nursery.start(
+                    _interrupt_on_signals, rt, session.id, give_up, watched, renderer
+                )
+                nursery.start_soon(answering.run)
+                await answer(rt, session.id, prompt, answering)
+                nursery.cancel_scope.cancel()
     if give_up.cancelled_caught:
         renderer.note_interrupted()
     write(renderer.finish())
@@ -118,7 +130,56 @@ async def run_turn(
     return renderer.exit_code
 
 
-async def _open_session(
+async def answer(rt: Runtime, session_id: str, prompt: str, answering: Approvals) -> None:
+    """Send ``prompt``, feed the turn that answers it to ``answering`` (which renders it
+    and answers its questions; its ``run`` must be running beside), then follow the
+    session until it is settled (:func:`_until_settled`)."""
+    last = 0
+    async with rt.open_turn_stream(session_id, prompt) as (_, events):
+        log.info("session %s: turn started", session_id)
+        async for event in events:
+            last = event.event_id
+            answering.feed(event)
+    await _until_settled(rt, session_id, last, answering)
+
+
+async def _until_settled(rt: Runtime, session_id: str, after: int, answering: Approvals) -> None:
+    """Follow the session from event ``after`` until it is settled, feeding each event to
+    ``answering`` (which renders it and answers its questions).
+
+    Events are read (and questions answered) all along: a child waiting for an approval
+    settles only once it has one. Once :meth:`~omnigent.Runtime.wait_settled` returns
+    nothing more happens on the session; the events up to its last one are read, and the
+    follow ends.
+    """
+    seen = after
+    end: int | None = None
+
+    async def until_settled(reading: trio.CancelScope) -> None:
+        nonlocal end
+        await rt.wait_settled(session_id)
+        end = await rt.last_event_id(session_id)
+        if seen >= end:
+            reading.cancel()
+
+    async with rt.subscribe(session_id, after=after) as events, trio.open_nursery() as nursery:
+        nursery.start_soon(until_settled, nursery.cancel_scope)
+        async for event in events:
+            seen = event.event_id
+            answering.feed(event)
+            if end is not None and seen >= end:
+                break
+        nursery.cancel_scope.cancel()
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+async def open_session(
     rt: Runtime,
     agent_id: str,
     agent_name: str,
@@ -176,15 +237,19 @@ async def _interrupt_on_signals(
                     give_up.cancel()
                     return
                 interrupted = True
-                interrupting.start_soon(_interrupt_turn, rt, session_id)
+                interrupting.start_soon(_interrupt_turn, rt, session_id, renderer)
 
 
-async def _interrupt_turn(rt: Runtime, session_id: str) -> None:
+async def _interrupt_turn(rt: Runtime, session_id: str, renderer: TurnRenderer) -> None:
     log.info("session %s: interrupting the turn", session_id)
-    # Before a turn has taken the message there is nothing to interrupt; a stop drops
-    # the message instead, and the turn stream ends on the session's status.
-    if not await rt.interrupt(session_id):
-        await rt.stop_session(session_id)
+    # The turn ends cancelled; so does everything else the session runs — an
+    # orchestrator's children, its background tasks — for `run` ends with them. Before a
+    # turn has taken the message there is nothing to interrupt: the stop drops the
+    # message instead, and the turn stream ends on the session's status.
+    turn_ran = await rt.interrupt(session_id)
+    await rt.stop_session(session_id)
+    if not turn_ran:
+        renderer.note_stopped()
 
 
 def owns_sigterm() -> bool:

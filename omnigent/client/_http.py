@@ -205,10 +205,13 @@ class OmnigentClient:
         parent_session_id: str | None = None,
         limit: int = 20,
         after: str | None = None,
+        top_level: bool = False,
     ) -> tuple[list[SessionInfo], bool]:
-        """One page, newest first, and whether there is more (pass the last id as after)."""
+        """One page, newest first, and whether there is more (pass the last id as after).
+
+        ``top_level``: only sessions without a parent (no sub-agents)."""
         query: dict[str, Any] = {"agent_name": agent_name, "parent_session_id": parent_session_id}
-        query |= {"limit": limit, "after": after}
+        query |= {"limit": limit, "after": after, "top_level": "true" if top_level else None}
         params = {k: v for k, v in query.items() if v is not None}
         answer = await self._call("GET", "/v1/sessions", params=params)
         return [SessionInfo.from_dict(s) for s in answer["data"]], bool(answer["has_more"])

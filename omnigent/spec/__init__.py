@@ -16,7 +16,9 @@ from ._executor import (
     ScriptStep,
     SleepStep,
 )
+from ._importable import importable_beside
 from ._redact import redact_secrets
+from ._rules import python_tool_name
 from ._sandbox import SandboxSpec
 from ._spec import (
     AgentSpec,
@@ -53,10 +55,12 @@ __all__ = [
     "ToolsGrant",
     "agent_references",
     "client_spec_problems",
+    "importable_beside",
     "load_yaml",
     "normalise_host",
     "parse_egress_rule",
     "parse_policy_spec",
+    "python_tool_name",
     "redact_secrets",
     "unbuilt_keys",
     "unsafe_path",

@@ -179,6 +179,45 @@ def optional_positive(value: float | None) -> Problems:
     return [ErrorDetail("", f"must be a finite number > 0, got {value}")]
 
 
+_PYTHON_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+# Names the runtime's own tools use: a Python tool of a spec may not take one.
+_RESERVED_TOOL_PREFIXES = ("sys_", "mcp__")
+
+
+def python_tool_name(ref: str) -> str:
+    """The name a spec's Python tool ``pkg.module:fn`` is offered under: ``fn``."""
+    return ref.rpartition(":")[2].rpartition(".")[2]
+
+
+@described({"items": {"maxLength": _MAX_REF, "pattern": _anchored(_PYTHON_REF)}})
+def python_tools(refs: tuple[str, ...]) -> Problems:
+    """``tools.python``: ``pkg.module:function`` references, each offered under the
+    function's own name, which must be unique and not a built-in's (``sys_*``,
+    ``mcp__*``)."""
+    problems: Problems = []
+    seen: dict[str, str] = {}
+    for index, ref in enumerate(refs):
+        loc = f"[{index}]"
+        if len(ref) > _MAX_REF or not _PYTHON_REF.fullmatch(ref):
+            problems.append(
+                ErrorDetail(loc, f"must be 'pkg.module:function' (Python names), got {ref!r}")
+            )
+            continue
+        name = python_tool_name(ref)
+        if len(name) > 64:
+            problems.append(ErrorDetail(loc, f"a tool name is at most 64 characters: {name!r}"))
+        elif name.startswith(_RESERVED_TOOL_PREFIXES):
+            problems.append(
+                ErrorDetail(loc, f"tool {name!r} clashes with omnigent's own (sys_*, mcp__*)")
+            )
+        elif name in seen:
+            problems.append(
+                ErrorDetail(loc, f"tool {name!r} clashes with {seen[name]!r}, also named {name!r}")
+            )
+        seen.setdefault(name, ref)
+    return problems
+
+
 @described({"minimum": 0})
 def optional_seconds(value: float | None) -> Problems:
     return [] if value is None else seconds(value)

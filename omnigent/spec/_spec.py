@@ -85,9 +85,16 @@ class OsEnv:
 
 @attrs.frozen
 class ToolsGrant:
-    """Extra tools granted: ``agents`` are sub-agents this agent may dispatch to."""
+    """Extra tools granted: ``agents`` are sub-agents this agent may dispatch to;
+    ``python`` are Python callables (``pkg.module:function``) offered to this agent as
+    tools under the function's own name."""
 
+    _rules: ClassVar[Rules] = {"python": rule.python_tools}
     agents: tuple[str, ...] = ()
+    python: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        rule.validate(self)
 
 
 @attrs.frozen

@@ -133,8 +133,11 @@ class Store(Protocol):
         after: str | None = None,
         viewer: str | None = None,
         cwd: str | None = None,
+        top_level: bool = False,
     ) -> Page:
         """Sessions newest first, ``limit`` at a time; ``after`` is the previous last id.
+
+        With ``top_level``, only sessions without a parent.
 
         With ``viewer``, only sessions that user may read (owned, or granted or public
         on the session or any of its ancestors). With ``cwd``, only sessions whose

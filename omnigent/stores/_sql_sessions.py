@@ -134,14 +134,16 @@ class SQLSessionsMixin(SQLBase):
         after: str | None = None,
         viewer: str | None = None,
         cwd: str | None = None,
+        top_level: bool = False,
     ) -> Page:
         """Sessions newest first; ``after`` is the id of the last row of the previous page.
 
         With ``viewer``, only sessions that user may read: those they own, or hold a
         grant on (or that are public), and every session below any of those — the
         core's rule (grants inherit down the tree from any ancestor). With ``cwd``, only
-        sessions whose working directory is exactly ``cwd``. ``after`` must be a session
-        the same listing could show.
+        sessions whose working directory is exactly ``cwd``; with ``top_level``, only
+        sessions without a parent. ``after`` must be a session the same listing could
+        show.
 
         Raises:
             LookupError: ``after`` names no session, or one ``viewer`` may not read
@@ -164,6 +166,8 @@ class SQLSessionsMixin(SQLBase):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
+        if top_level:
+            where.append("parent_session_id IS NULL")
         visible = " AND id IN (SELECT id FROM visible)" if viewer is not None else ""
         find_after = d.q(f"{prefix}SELECT seq FROM sessions WHERE id = ?{visible}")
 

@@ -69,6 +69,8 @@ class Actors:
         self._ownership = ownership
         self._subagents = subagents
         self._announce = announce
+        # Sessions someone waits on to settle (Runtime.wait_settled): set, then dropped.
+        self._settled_waiters: dict[str, trio.Event] = {}
         self._services = ActorServices(
             store=store,
             bus=bus,
@@ -153,6 +155,21 @@ class Actors:
         self, session_id: str, outcome: TurnOutcome | None, *, ended: bool = False
     ) -> None:
         self._subagents.session_settled(session_id, outcome, ended=ended)
+        waiter = self._settled_waiters.pop(session_id, None)
+        if waiter is not None:
+            waiter.set()
+
+    def settled_waiter(self, session_id: str) -> trio.Event | None:
+        """An event set when the session next settles here (``None``: it has nothing
+        left to do now: no actor, or one with no turn and nothing waiting for one).
+
+        Synchronous, so nothing can settle between the look and the wait. At most one
+        event per session, dropped once set: the map never outgrows the live actors.
+        """
+        actor = self._live.actors.get(session_id)
+        if actor is None or actor.settled:
+            return None
+        return self._settled_waiters.setdefault(session_id, trio.Event())
 
     async def turn_changed(self, session_id: str) -> None:
         await self._announce(session_id)

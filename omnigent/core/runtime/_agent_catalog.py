@@ -18,6 +18,7 @@ from ...mcp import require_mcp
 from ...model import Agent
 from ...spec import AgentSpec, client_spec_problems, unbuilt_keys
 from ...stores import AgentRow, Store
+from ..tools import PythonTools, ToolRegistry
 from ._specs import AgentSpecs
 
 __all__ = ["AgentCatalog"]
@@ -31,14 +32,25 @@ class AgentCatalog:
         specs: the spec cache, harness names and policy checks.
         allowed_commands: programs a client's spec may name (see
             :mod:`omnigent.spec._trust`).
+        python_tools: the specs' own Python tools: who may name what, and loading them.
+        registered_tools: the tools registered on the runtime (a spec's own may not
+            take one's name).
     """
 
     def __init__(
-        self, *, store: Store, specs: AgentSpecs, allowed_commands: frozenset[str]
+        self,
+        *,
+        store: Store,
+        specs: AgentSpecs,
+        allowed_commands: frozenset[str],
+        python_tools: PythonTools,
+        registered_tools: ToolRegistry,
     ) -> None:
         self._store = store
         self._specs = specs
         self._allowed_commands = allowed_commands
+        self._python_tools = python_tools
+        self._registered_tools = registered_tools
 
     async def create(
         self, spec: AgentSpec | Mapping[str, Any], owner: str, *, from_client: bool = False
@@ -47,9 +59,12 @@ class AgentCatalog:
 
         Beyond its shape: a key whose feature is not built is refused (see
         :mod:`omnigent.spec._unbuilt`), and so is a ``function`` policy the operator did
-        not allow. A spec ``from_client`` may name no program the operator did not
-        allow, nor a working directory outside the workspace
-        (:mod:`omnigent.spec._trust`). An unchanged spec keeps its version.
+        not allow, and a Python tool (``tools.python``) whose name a tool registered on
+        the runtime has, or that cannot be imported. A spec ``from_client`` may name no
+        program the operator did not allow, nor a working directory outside the
+        workspace (:mod:`omnigent.spec._trust`), nor a Python tool the operator did not
+        allow (:mod:`omnigent.core.tools._python_tools`). An unchanged spec keeps its
+        version.
 
         Raises:
             Forbidden: another owner has the name (also when it got it while this
@@ -70,12 +85,16 @@ class AgentCatalog:
         problems = unbuilt_keys(spec) + self._specs.harnesses.spec_problems(harness, spec)
         problems += self._policy_problems(spec)
         problems += agent_problems(spec, self._agent_allowed)
+        problems += self._python_tools.problems(
+            spec, from_client=from_client, taken=self._registered_tools.names()
+        )
         if from_client:
             problems += client_spec_problems(spec, self._allowed_commands)
         if not problems:
             # Importing an allowed function policy's module may block: in a thread.
             problems = await trio.to_thread.run_sync(self._specs.new_policy_engine(spec).check)
             problems = [p for p in problems if p.loc.startswith("policies[")]
+            problems += await trio.to_thread.run_sync(self._python_tools.load_problems, spec)
         if problems:
             summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
             raise SpecError(f"invalid AgentSpec: {summary}", problems)

@@ -25,7 +25,7 @@ from ...providers import Provider, load_provider_config
 from ...spec import AgentSpec
 from ...stores import SessionRow, Store
 from ..session import StoredHarnessState
-from ..tools import SessionTools, ToolServices
+from ..tools import PythonTools, SessionTools, ToolServices
 from ..work import BackgroundTasks, ChildWork, ChildWorkHooks, RecordedGroups, SubAgents
 from ._files import FileService
 from ._specs import AgentSpecs
@@ -45,6 +45,7 @@ class Builder:
     Args:
         store: where harness state and turn numbers are kept.
         specs: which spec a session runs, and its policy engine.
+        python_tools: the specs' own Python tools (``tools.python``).
         tools: what every session's tools stand on.
         files: resolves uploaded images.
         http: the client harnesses reach model endpoints with.
@@ -58,6 +59,7 @@ class Builder:
         *,
         store: Store,
         specs: AgentSpecs,
+        python_tools: PythonTools,
         tools: ToolServices,
         files: FileService,
         http: httpx.AsyncClient,
@@ -69,6 +71,7 @@ class Builder:
         self._store = store
         self._tuning = tuning
         self._specs = specs
+        self._python_tools = python_tools
         self._tools = tools
         self._files = files
         self._http = http
@@ -90,6 +93,7 @@ class Builder:
             groups=RecordedGroups(self._store, session_id),
             session_cwd=row.cwd,
             inherited_sandbox=await self._specs.inherited_sandbox(row),
+            python_tools=await self._python_tools.tools_of(spec),
         )
 
     async def _follow_agent(self, session_id: str) -> None:

@@ -70,6 +70,8 @@ async def open_runtime(
     safe_defaults: bool = False,
     policy_functions: PolicyFunctions | None = None,
     policy_modules: Iterable[str] = (),
+    tool_functions: PolicyFunctions | None = None,
+    tool_modules: Iterable[str] = (),
     allowed_commands: Iterable[str] = (),
     allowed_mcp_urls: Iterable[str] = (),
     exclusive: bool = True,
@@ -110,6 +112,13 @@ async def open_runtime(
             entry points, an agent's ``function`` policy can name nothing: a
             reference to any other module is refused (``SpecError`` when the agent
             is registered) and nothing is imported for it.
+        tool_functions, tool_modules: the Python tools a client's spec (one registered
+            with ``from_client=True``: the HTTP API's, an agent's ``sys_session_create``)
+            may name in ``tools.python`` — callables by name (or a list, each named
+            ``"module:qualname"``), and modules whose own callables it may name
+            (``serve --tool-module``). The operator's own specs may name any callable
+            they can import; a client's may name nothing else, and nothing is imported
+            for it.
         allowed_commands: programs a spec registered with ``from_client=True`` (the
             HTTP API's) may name to run — an external harness's or a stdio MCP
             server's ``command``, a terminal's ``command`` (``serve --allow-command``).
@@ -143,7 +152,8 @@ async def open_runtime(
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
-        InvalidInput: a bad ``policy_modules`` name or ``policy_functions`` entry, or
+        InvalidInput: a bad ``policy_modules`` / ``tool_modules`` name or
+            ``policy_functions`` / ``tool_functions`` entry, or
             an ``allowed_mcp_urls`` entry that is not an http(s) URL prefix.
 
     Cancellation: cancelling the block cancels every turn; each still publishes its
@@ -158,6 +168,8 @@ async def open_runtime(
         safe_defaults=safe_defaults,
         policy_functions=policy_functions,
         policy_modules=policy_modules,
+        tool_functions=tool_functions,
+        tool_modules=tool_modules,
         allowed_commands=allowed_commands,
         allowed_mcp_urls=allowed_mcp_urls,
         exclusive=exclusive,

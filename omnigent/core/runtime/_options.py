@@ -23,7 +23,7 @@ from ...harnesses.base import HarnessFactory
 from ...harnesses.registry import HarnessRegistry
 from ...processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT
 from ...spec import PolicySpec, parse_policy_spec
-from ..tools import PolicyAllowlist, PolicyFunctions, ToolPlace
+from ..tools import PolicyAllowlist, PolicyFunctions, ToolAllowlist, ToolPlace
 from ..work import url_prefix_problem
 
 __all__ = ["RuntimeOptions", "runtime_options"]
@@ -42,6 +42,7 @@ class RuntimeOptions:
         safe_defaults: ask before a command or a write outside the working directory
             when no policy has an opinion (the safe defaults, ``omnigent run``'s).
         policy_allowlist: which function policies an agent may name.
+        tool_allowlist: which Python tools a client's spec may name (``tools.python``).
         allowed_commands: programs a client's spec (or a remote client's MCP server)
             may name.
         allowed_mcp_urls: URL prefixes a remote client's HTTP MCP servers may be under.
@@ -56,6 +57,9 @@ class RuntimeOptions:
     safe_defaults: bool = False
     policy_allowlist: PolicyAllowlist = attrs.field(
         factory=lambda: PolicyAllowlist(load_entry_points=False)
+    )
+    tool_allowlist: ToolAllowlist = attrs.field(
+        factory=lambda: ToolAllowlist(load_entry_points=False)
     )
     allowed_commands: frozenset[str] = frozenset()
     allowed_mcp_urls: tuple[str, ...] = ()
@@ -79,6 +83,8 @@ def runtime_options(
     safe_defaults: bool = False,
     policy_functions: PolicyFunctions | None = None,
     policy_modules: Iterable[str] = (),
+    tool_functions: PolicyFunctions | None = None,
+    tool_modules: Iterable[str] = (),
     allowed_commands: Iterable[str] = (),
     allowed_mcp_urls: Iterable[str] = (),
     exclusive: bool = True,
@@ -89,8 +95,9 @@ def runtime_options(
     """Check ``open_runtime``'s settings and build the runtime's options.
 
     Raises:
-        InvalidInput: a bad ``policy_modules`` name or ``policy_functions`` entry, or
-            an ``allowed_mcp_urls`` entry that is not an http(s) URL prefix.
+        InvalidInput: a bad ``policy_modules`` / ``tool_modules`` name or
+            ``policy_functions`` / ``tool_functions`` entry, or an ``allowed_mcp_urls``
+            entry that is not an http(s) URL prefix.
     """
     place = ToolPlace(
         workspace=Path(workspace) if workspace is not None else Path.cwd(),
@@ -109,6 +116,7 @@ def runtime_options(
         trusted=[p.function for p in policies if p.function is not None],
         load_entry_points=load_entry_points,
     )
+    tools = ToolAllowlist(functions=tool_functions, modules=tool_modules, load_entry_points=False)
     registry = HarnessRegistry()
     if load_entry_points:
         registry.load_entry_points()
@@ -120,6 +128,7 @@ def runtime_options(
         default_policies=tuple(policies),
         safe_defaults=safe_defaults,
         policy_allowlist=allowlist,
+        tool_allowlist=tools,
         allowed_commands=frozenset(allowed_commands),
         allowed_mcp_urls=mcp_urls,
         exclusive=exclusive,

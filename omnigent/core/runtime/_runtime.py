@@ -93,7 +93,16 @@ from ..asking import (
 from ..bus import EventBus, SessionChanges, SessionWatch, Subscription
 from ..cluster import Elsewhere, Moved, Ownership, SharedOwnership, Tenure
 from ..session import HistoryCache, TurnEvents
-from ..tools import ClientTool, ClientTools, PolicyEvent, Tool, ToolRegistry, ToolServices, Verdict
+from ..tools import (
+    ClientTool,
+    ClientTools,
+    PolicyEvent,
+    PythonTools,
+    Tool,
+    ToolRegistry,
+    ToolServices,
+    Verdict,
+)
 from ..work import (
     CANCEL_GRACE,
     DEFAULT_TTL,
@@ -217,9 +226,15 @@ class Runtime(metaclass=_NoPublicConstructor):
             policy_allowlist=options.policy_allowlist,
             safe_defaults=options.safe_defaults,
         )
+        # The specs' own Python tools (tools.python), loaded once per process.
+        python_tools = PythonTools(options.tool_allowlist)
         # Records: agents and sessions, and who may read them.
         self._agents = AgentCatalog(
-            store=store, specs=self._specs, allowed_commands=options.allowed_commands
+            store=store,
+            specs=self._specs,
+            allowed_commands=options.allowed_commands,
+            python_tools=python_tools,
+            registered_tools=self._tools,
         )
         self._sessions = SessionCatalog(
             store=store,
@@ -263,6 +278,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         builder = Builder(
             store=store,
             specs=self._specs,
+            python_tools=python_tools,
             tools=ToolServices(
                 registry=self._tools,
                 store=store,
@@ -585,12 +601,14 @@ class Runtime(metaclass=_NoPublicConstructor):
         after: str | None = None,
         viewer: str | None = None,
         cwd: str | None = None,
+        top_level: bool = False,
     ) -> SessionPage:
         """Sessions, newest first, ``limit`` at a time; ``after`` is the previous last id.
 
         ``viewer`` limits the list to sessions that user may read (and each
         snapshot's ``pending_elicitations`` as :meth:`get_session` does); ``cwd`` to
-        sessions created with exactly that working directory.
+        sessions created with exactly that working directory; ``top_level`` to sessions
+        without a parent (no sub-agent, no spawned child).
 
         Raises:
             InvalidInput: at ``after`` when it names no session ``viewer`` may read —
@@ -604,6 +622,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             after=after,
             viewer=viewer,
             cwd=cwd,
+            top_level=top_level,
         )
         if viewer is None:
             return page
@@ -924,6 +943,27 @@ class Runtime(metaclass=_NoPublicConstructor):
         """Cancel the running turn, which ends ``cancelled``. False if none was running."""
         await self._working()
         return await self._placed.interrupt(await self._sessions.row(session_id))
+
+    async def wait_settled(self, session_id: str) -> None:
+        """Return once the session has nothing left to do: no turn running, and no
+        message, inbox notice, background task or child work waiting for one (a child's
+        own work counts through its dispatch, which is delivered only once the child
+        settles). Returns at once for a session with nothing left.
+
+        What ``omnigent run`` waits on before it ends, so an orchestrator's children
+        finish and its wake-up turns answer; a terminal left open does not count. On a
+        database several servers share, only the work this runtime runs is seen.
+
+        Raises:
+            SessionNotFound.
+
+        Cancellation: stops waiting; the session's work goes on.
+        """
+        self._open()
+        await self._sessions.row(session_id)
+        waiter = self._actors.settled_waiter(session_id)
+        if waiter is not None:
+            await waiter.wait()
 
     async def stop_session(self, session_id: str) -> None:
         """Cancel the turn and everything else the session runs, and wait for it to end.

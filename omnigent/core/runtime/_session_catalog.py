@@ -292,6 +292,7 @@ class SessionCatalog:
         after: str | None,
         viewer: str | None = None,
         cwd: str | None = None,
+        top_level: bool = False,
     ) -> SessionPage:
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
             raise InvalidInput.at("limit", "must be an integer between 1 and 100")
@@ -309,6 +310,7 @@ class SessionCatalog:
                 after=after,
                 viewer=viewer,
                 cwd=check_cwd(cwd),
+                top_level=top_level,
             )
         except LookupError:
             raise InvalidInput.at("after", f"unknown session {after!r}") from None

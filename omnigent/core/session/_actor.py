@@ -119,6 +119,12 @@ class SessionActor:
         return self._turn is not None
 
     @property
+    def settled(self) -> bool:
+        """Nothing left to do: no turn, and nothing waiting for one (see
+        :meth:`_quiescent`). A terminal left open does not count: it is a resource."""
+        return self._turn is None and self._quiescent()
+
+    @property
     def background_tasks(self) -> int:
         return 0 if self._tasks is None else self._tasks.running
 

@@ -24,6 +24,7 @@ from ._policies import (
 )
 from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._policy_event import WirePolicyEvent
+from ._python_tools import PythonTools, ToolAllowlist
 from ._registry import Tool, ToolRegistry
 from ._safe_defaults import ASK_COMMANDS, ASK_WRITES, safe_default
 from ._session_tools import SessionTools, ToolServices
@@ -41,10 +42,12 @@ __all__ = [
     "PolicyEvent",
     "PolicyFunction",
     "PolicyFunctions",
+    "PythonTools",
     "SendArgs",
     "SessionControl",
     "SessionTools",
     "Tool",
+    "ToolAllowlist",
     "ToolPlace",
     "ToolRegistry",
     "ToolServices",

@@ -28,6 +28,12 @@ What counts as allowed, in the order a reference is looked up:
 
 Error handling: :meth:`PolicyAllowlist.resolve` raises
 :class:`~omnigent.errors.InvalidInput`, also for a reference that is not allowed.
+
+The same rules decide which Python tools a client's spec may name (``tools.python``:
+``serve --tool-module``, ``open_runtime(tool_functions=..., tool_modules=...)``):
+:class:`CallableAllowlist` is the rule, and each use sets what it is called and how the
+operator allows more (:class:`PolicyAllowlist` here; ``ToolAllowlist`` in
+:mod:`omnigent.core.tools._python_tools`, without entry points).
 """
 
 from __future__ import annotations
@@ -38,12 +44,18 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Final, TypeAlias
+from typing import Any, ClassVar, Final, TypeAlias
 
 from ...errors import InvalidInput
 from ._policy_functions import PolicyFunction, load_function
 
-__all__ = ["ENTRY_POINT_GROUP", "PolicyAllowlist", "PolicyFunctions", "function_name"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "CallableAllowlist",
+    "PolicyAllowlist",
+    "PolicyFunctions",
+    "function_name",
+]
 
 log = logging.getLogger("omnigent.core.tools")
 
@@ -54,11 +66,6 @@ PolicyFunctions: TypeAlias = Mapping[str, PolicyFunction] | Iterable[PolicyFunct
 (each then named ``"module:qualname"``)."""
 
 _MODULE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_HOW_TO_ALLOW: Final = (
-    "only functions the operator allowed may run: list the module with "
-    "'serve --policy-module MODULE', install it in the omnigent.policies entry-point "
-    "group, or register the callable with open_runtime(policy_functions=...)"
-)
 
 
 def function_name(fn: Callable[..., Any]) -> str:
@@ -68,8 +75,12 @@ def function_name(fn: Callable[..., Any]) -> str:
     return f"{module}:{qualname}"
 
 
-class PolicyAllowlist:
-    """The function policies an operator allowed (see the module docstring).
+class CallableAllowlist:
+    """The callables an operator allowed a spec to name (see the module docstring).
+
+    A subclass says what they are for (:attr:`what`), where a bad argument is reported
+    (:attr:`modules_loc`, :attr:`functions_loc`), how an operator allows more
+    (:attr:`how_to_allow`), and which entry-point group it reads, if any.
 
     Args:
         functions: callables registered in Python, by name (or a plain iterable of
@@ -85,6 +96,12 @@ class PolicyAllowlist:
             that is not callable (at ``policy_functions``).
     """
 
+    what: ClassVar[str] = "function"
+    modules_loc: ClassVar[str] = "modules"
+    functions_loc: ClassVar[str] = "functions"
+    how_to_allow: ClassVar[str] = "only functions the operator allowed may run"
+    entry_point_group: ClassVar[str | None] = None
+
     def __init__(
         self,
         *,
@@ -93,15 +110,15 @@ class PolicyAllowlist:
         trusted: Iterable[str] = (),
         load_entry_points: bool = True,
     ) -> None:
-        self._functions = _named(functions)
+        self._functions = _named(functions, self.functions_loc)
         self._modules = frozenset(modules)
         for module in self._modules:
-            if not _MODULE.fullmatch(module):
-                raise InvalidInput.at("policy_modules", f"not a Python module name: {module!r}")
+            if not isinstance(module, str) or not _MODULE.fullmatch(module):
+                raise InvalidInput.at(self.modules_loc, f"not a Python module name: {module!r}")
         self._trusted = frozenset(trusted)
         self._entry_points: dict[str, EntryPoint] = {}
-        if load_entry_points:
-            self._entry_points = _read_entry_points()
+        if load_entry_points and self.entry_point_group is not None:
+            self._entry_points = _read_entry_points(self.entry_point_group)
 
     @property
     def modules(self) -> frozenset[str]:
@@ -117,7 +134,7 @@ class PolicyAllowlist:
             or self._allowed_module(ref) is not None
         ):
             return None
-        return f"{ref!r} is not an allowed policy function; {_HOW_TO_ALLOW}"
+        return f"{ref!r} is not an allowed {self.what}; {self.how_to_allow}"
 
     def resolve(self, ref: str) -> PolicyFunction:
         """The callable ``ref`` names, if it is allowed.
@@ -137,8 +154,8 @@ class PolicyAllowlist:
             return load_function(ref)
         allowed = self._allowed_module(ref)
         if allowed is None:
-            raise InvalidInput(f"{ref!r} is not an allowed policy function; {_HOW_TO_ALLOW}")
-        return _load_defined_in(ref, *allowed)
+            raise InvalidInput(f"{ref!r} is not an allowed {self.what}; {self.how_to_allow}")
+        return _load_defined_in(ref, *allowed, what=self.what)
 
     def _allowed_module(self, ref: str) -> tuple[str, list[str]] | None:
         """``(module, attribute path)`` when ``ref`` names into an allowed module."""
@@ -155,7 +172,21 @@ class PolicyAllowlist:
         return None
 
 
-def _named(functions: PolicyFunctions | None) -> dict[str, PolicyFunction]:
+class PolicyAllowlist(CallableAllowlist):
+    """The function policies an operator allowed (see the module docstring)."""
+
+    what = "policy function"
+    modules_loc = "policy_modules"
+    functions_loc = "policy_functions"
+    how_to_allow = (
+        "only functions the operator allowed may run: list the module with "
+        "'serve --policy-module MODULE', install it in the omnigent.policies entry-point "
+        "group, or register the callable with open_runtime(policy_functions=...)"
+    )
+    entry_point_group = ENTRY_POINT_GROUP
+
+
+def _named(functions: PolicyFunctions | None, loc: str) -> dict[str, PolicyFunction]:
     if functions is None:
         return {}
     pairs = (
@@ -166,18 +197,18 @@ def _named(functions: PolicyFunctions | None) -> dict[str, PolicyFunction]:
     named: dict[str, PolicyFunction] = {}
     for name, fn in pairs:
         if not isinstance(name, str) or not name:
-            raise InvalidInput.at("policy_functions", f"needs a non-empty name, got {name!r}")
+            raise InvalidInput.at(loc, f"needs a non-empty name, got {name!r}")
         if not callable(fn):
             problem = f"{name!r} is a {type(fn).__name__}, not callable"
-            raise InvalidInput.at("policy_functions", problem)
+            raise InvalidInput.at(loc, problem)
         named[name] = fn
     return named
 
 
-def _read_entry_points() -> dict[str, EntryPoint]:
+def _read_entry_points(group: str) -> dict[str, EntryPoint]:
     """The group's entry points by name and by value (the first of a name wins)."""
     found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(group=group):
         for key in (ep.name, ep.value):
             if key in found and found[key].value != ep.value:
                 log.warning("policy entry point %r is defined twice; using the first", key)
@@ -196,7 +227,9 @@ def _load_entry_point(ep: EntryPoint) -> PolicyFunction:
     return fn  # type: ignore[no-any-return]
 
 
-def _load_defined_in(ref: str, module_name: str, attr_path: list[str]) -> PolicyFunction:
+def _load_defined_in(
+    ref: str, module_name: str, attr_path: list[str], *, what: str
+) -> PolicyFunction:
     """The callable at ``attr_path`` in the allowed ``module_name``, defined there."""
     try:
         target: Any = importlib.import_module(module_name)
@@ -204,7 +237,7 @@ def _load_defined_in(ref: str, module_name: str, attr_path: list[str]) -> Policy
         raise InvalidInput(f"cannot load {ref!r}: importing {module_name} raised {exc!r}") from exc
     for attr in attr_path:
         if not attr.isidentifier() or (attr.startswith("__") and attr.endswith("__")):
-            raise InvalidInput(f"cannot load {ref!r}: {attr!r} is not a policy function name")
+            raise InvalidInput(f"cannot load {ref!r}: {attr!r} is not a {what} name")
         try:
             target = getattr(target, attr)
         except AttributeError as exc:

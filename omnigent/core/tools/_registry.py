@@ -1,10 +1,16 @@
 """The tool registry: Python callables as tools a model can call.
 
 ``rt.register_tool(fn)`` derives a tool's JSON Schema from ``fn``'s signature and
-docstring. A call validates the model's arguments against that signature before the
-tool runs: a missing, unknown or wrongly-typed argument comes back to the model as an
-``Error: …`` string it can act on, and the tool never sees it. Async tools run on the
-event loop; sync tools run in a worker thread so they cannot block it.
+docstring (:func:`make_tool`): each parameter's type from its annotation (``str``,
+``int``, ``float``, ``bool``, ``list[T]``, ``dict``, ``Literal[...]``, optional ones),
+its default, and its description from the docstring's ``Args:`` section (or
+``:param name:`` lines); the tool's description is the docstring's first paragraph. A
+call validates the model's arguments against that signature before the tool runs: a
+missing, unknown or wrongly-typed argument comes back to the model as an ``Error: …``
+string it can act on, and the tool never sees it. Async tools run on the event loop;
+sync tools run in a worker thread so they cannot block it. A spec's own Python tools
+(``tools.python``, :mod:`omnigent.core.tools._python_tools`) are built and run the same
+way (:meth:`ToolRegistry.run`), offered only to the agents that name them.
 
 A tool returns a string (used as is) or any JSON-serialisable value (encoded as JSON).
 An exception inside a tool becomes ``Error: <tool> failed: <message>``.
@@ -35,11 +41,12 @@ from ...harnesses.base import ToolSchema
 from ...model import MAX_DEPTH, check_depth
 from ..work import BlockingCalls
 
-__all__ = ["Tool", "ToolRegistry", "decode_arguments"]
+__all__ = ["TOOL_NAME", "Tool", "ToolRegistry", "decode_arguments", "make_tool"]
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = TOOL_NAME
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
     int: "integer",
@@ -70,7 +77,62 @@ def _json_type(annotation: Any) -> str | None:
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         return _json_type(args[0]) if len(args) == 1 else None
+    if origin is typing.Literal:
+        kinds = {_JSON_TYPES.get(type(value)) for value in typing.get_args(annotation)}
+        return kinds.pop() if len(kinds) == 1 else None
     return _JSON_TYPES.get(origin)
+
+
+def _property(annotation: Any) -> dict[str, Any]:
+    """The JSON Schema of one parameter's annotation (``{}``: anything)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _property(args[0]) if len(args) == 1 else {}
+    jtype = _json_type(annotation)
+    if jtype is None:
+        return {}
+    schema: dict[str, Any] = {"type": jtype}
+    if typing.get_origin(annotation) is typing.Literal:
+        schema["enum"] = list(typing.get_args(annotation))
+    elif jtype == "array" and typing.get_args(annotation):
+        schema["items"] = _property(typing.get_args(annotation)[0])
+    return schema
+
+
+_SECTION = re.compile(r"^(\w[\w ]*):\s*$")
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_PARAM_LINE = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+):\s*(.*)$")
+
+
+def parameter_docs(doc: str) -> dict[str, str]:
+    """Each parameter's description in a docstring: Google style (``Args:`` then
+    ``name: text`` or ``name (type): text``, continued on deeper-indented lines) or
+    reStructuredText (``:param name: text``)."""
+    found: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    indent = 0
+    for raw in doc.splitlines():
+        line = raw.strip()
+        depth = len(raw) - len(raw.lstrip())
+        if match := _PARAM_LINE.match(line):
+            current = match.group(1)
+            found[current] = match.group(2)
+            continue
+        if match := _SECTION.match(line):
+            section, current = match.group(1).lower(), None
+            continue
+        if section not in ("args", "arguments", "parameters", "params"):
+            continue
+        if not line:
+            current = None
+            continue
+        if current is not None and depth > indent:
+            found[current] = f"{found[current]} {line}".strip()
+        elif match := _ARG_LINE.match(line):
+            current, indent = match.group(1).lstrip("*"), depth
+            found[current] = match.group(2)
+    return found
 
 
 def _is_optional(annotation: Any) -> bool:
@@ -81,19 +143,74 @@ def _is_optional(annotation: Any) -> bool:
 def _schema_for(fn: Callable[..., Any], hints: dict[str, Any]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
+    described = parameter_docs(inspect.getdoc(fn) or "")
     for p in inspect.signature(fn).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
-        jtype = _json_type(hints.get(p.name, Any))
-        properties[p.name] = {"type": jtype} if jtype else {}
+        schema = _property(hints.get(p.name, Any))
+        if described.get(p.name):
+            schema["description"] = described[p.name]
         if p.default is p.empty:
             required.append(p.name)
+        elif _is_json(p.default):
+            schema["default"] = p.default
+        properties[p.name] = schema
     return {"type": "object", "properties": properties, "required": required}
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def make_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> Tool:
+    """``fn`` as a tool: its name (default ``fn.__name__``), description (default the
+    docstring's first paragraph) and parameters (default derived from its signature and
+    docstring; see the module docstring).
+
+    Raises:
+        BadRequest: a name that is not ``[A-Za-z0-9_-]{1,64}``, or a signature whose
+            annotations cannot be read.
+    """
+    tool_name = name or str(getattr(fn, "__name__", ""))
+    if not _NAME.fullmatch(tool_name):
+        raise BadRequest(f"invalid tool name {tool_name!r}: use [A-Za-z0-9_-]{{1,64}}")
+    doc = inspect.getdoc(fn) or ""
+    try:
+        hints = typing.get_type_hints(fn)
+        params = tuple(inspect.signature(fn).parameters.values())
+    except (NameError, TypeError, ValueError) as exc:
+        raise BadRequest(f"cannot read the signature of tool {tool_name!r}: {exc}") from exc
+    schema = ToolSchema(
+        name=tool_name,
+        description=description if description is not None else doc.split("\n\n")[0],
+        parameters=dict(parameters) if parameters is not None else _schema_for(fn, hints),
+    )
+    annotated = tuple(p.replace(annotation=hints.get(p.name, Any)) for p in params)
+    return Tool(schema, fn, annotated, any(p.kind is p.VAR_KEYWORD for p in params))
 
 
 def _check_type(value: Any, annotation: Any) -> bool:
     if value is None:
         return _is_optional(annotation) or annotation is Any
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            annotation = args[0]
+    if typing.get_origin(annotation) is typing.Literal:
+        return any(
+            value == choice and type(value) is type(choice)
+            for choice in typing.get_args(annotation)
+        )
     jtype = _json_type(annotation)
     if jtype is None:
         return True
@@ -168,26 +285,17 @@ class ToolRegistry:
         Raises:
             BadRequest: a bad name. Conflict: the name is taken.
         """
-        tool_name = name or str(getattr(fn, "__name__", ""))
-        if not _NAME.fullmatch(tool_name):
-            raise BadRequest(f"invalid tool name {tool_name!r}: use [A-Za-z0-9_-]{{1,64}}")
-        if tool_name in self._tools and not replace:
-            raise Conflict(f"a tool named {tool_name!r} is already registered")
-        doc = inspect.getdoc(fn) or ""
-        hints = typing.get_type_hints(fn)
-        params = tuple(inspect.signature(fn).parameters.values())
-        schema = ToolSchema(
-            name=tool_name,
-            description=description if description is not None else doc.split("\n\n")[0],
-            parameters=dict(parameters) if parameters is not None else _schema_for(fn, hints),
-        )
-        annotated = tuple(p.replace(annotation=hints.get(p.name, Any)) for p in params)
-        tool = Tool(schema, fn, annotated, any(p.kind is p.VAR_KEYWORD for p in params))
-        self._tools[tool_name] = tool
+        tool = make_tool(fn, name=name, description=description, parameters=parameters)
+        if tool.name in self._tools and not replace:
+            raise Conflict(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
         return tool
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._tools)
 
     def schemas(self) -> tuple[ToolSchema, ...]:
         return tuple(t.schema for t in self._tools.values())
@@ -201,6 +309,14 @@ class ToolRegistry:
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return f"Error: unknown tool {name!r} (available: {known})"
+        return await self.run(tool, arguments)
+
+    async def run(self, tool: Tool, arguments: str | Mapping[str, Any]) -> str:
+        """Validate ``arguments`` and run ``tool`` (registered here or not); the output.
+
+        Cancellation: propagates (see the module docstring for sync tools).
+        """
+        name = tool.name
         args = decode_arguments(arguments)
         if isinstance(args, str):
             return args
@@ -221,6 +337,14 @@ class ToolRegistry:
         return _encode_output(result)
 
 
+def _expected(annotation: Any) -> str:
+    """What a value for ``annotation`` must be, in words."""
+    choices = _property(annotation).get("enum")
+    if choices is not None:
+        return "one of " + ", ".join(json.dumps(choice) for choice in choices)
+    return _json_type(annotation) or "a value"
+
+
 def _validate(tool: Tool, args: dict[str, Any]) -> str | None:
     known = {p.name: p for p in tool.params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     for p in known.values():
@@ -233,6 +357,6 @@ def _validate(tool: Tool, args: dict[str, Any]) -> str | None:
                 return f"unknown argument {key!r} (expected: {', '.join(known) or 'none'})"
             continue
         if not _check_type(value, param.annotation):
-            expected = _json_type(param.annotation) or "a value"
+            expected = _expected(param.annotation)
             return f"argument {key!r} must be {expected}, got {type(value).__name__}"
     return None

@@ -3,8 +3,9 @@
 :class:`SessionTools` is built once per session actor. It offers the built-in
 ``sys_*`` tools the spec grants (the OS tools always; the three async tools unless
 ``async_enabled: false``; the orchestration tools of :mod:`._orchestration`; the five
-terminal tools when it declares ``terminals``) and every
-tool registered on the runtime (the built-ins' adapters are in :mod:`._builtin`,
+terminal tools when it declares ``terminals``), the spec's own Python tools
+(``tools.python``, :mod:`._python_tools`) and every tool registered on the runtime (the
+built-ins' adapters are in :mod:`._builtin`,
 where they act in :mod:`._place`). :meth:`SessionTools.call`
 is the one path every tool call takes, from a turn or a background task:
 
@@ -78,7 +79,7 @@ from ._policies import (
     Verdict,
     parse_policy_event,
 )
-from ._registry import ToolRegistry, decode_arguments
+from ._registry import Tool, ToolRegistry, decode_arguments
 
 if TYPE_CHECKING:
     from ...mcp import McpServers
@@ -143,6 +144,7 @@ class SessionTools:
         session_cwd: the directory its client works in, if it named one.
         inherited_sandbox: the nearest sandboxed ancestor session's sandbox, for a spec
             without one of its own (see :meth:`sandbox`).
+        python_tools: the spec's own Python tools (``tools.python``), by name.
     """
 
     def __init__(
@@ -157,10 +159,13 @@ class SessionTools:
         groups: TrackedGroups | None = None,
         session_cwd: str | None = None,
         inherited_sandbox: SandboxSpec | None = None,
+        python_tools: Mapping[str, Tool] | None = None,
     ) -> None:
         self.session_id = session_id
         self.spec = spec
         self._services = services
+        # The spec's own Python tools (tools.python), by name: this agent's alone.
+        self._python = dict(python_tools or {})
         self._session_cwd = Path(session_cwd) if session_cwd is not None else None
         self._policies = policies
         self._tasks = tasks
@@ -246,6 +251,7 @@ class SessionTools:
         ``deny_tools`` policy always refuses, which the model is never shown."""
         own = (
             *(schema for name, (schema, _) in self._builtins.items() if name not in self._hidden),
+            *(tool.schema for tool in self._python.values()),
             *(s for s in self._registry.schemas() if s.name not in self._builtins),
             *(self._mcp.schemas() if self._mcp is not None else ()),
         )
@@ -258,6 +264,7 @@ class SessionTools:
     def offers(self, name: str) -> bool:
         return (
             name in self._builtins
+            or name in self._python
             or self._registry.get(name) is not None
             or (self._mcp is not None and self._mcp.offers(name))
             or self._client_server(name) is not None
@@ -460,6 +467,8 @@ class SessionTools:
         if supplied is not None:
             output = await run_client_tool(name, supplied, args)
         elif builtin is None:
+            if name in self._python:
+                return await self._registry.run(self._python[name], args)
             if self._mcp is not None and self._mcp.offers(name):
                 return await self._mcp.call(name, args, in_turn=in_turn)
             client = self._client_server(name) if self._registry.get(name) is None else None

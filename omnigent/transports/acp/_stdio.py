@@ -54,7 +54,7 @@ from ...core import Agent, PolicyFunction, open_runtime
 from ...core import load_policy_function as load_function
 from ...errors import BadRequest, SpecError
 from ...rpc import NdjsonStream
-from ...spec import AgentSpec, agent_references
+from ...spec import AgentSpec, agent_references, importable_beside
 from ._agent import AcpAgent, serve_acp
 
 __all__ = [
@@ -230,6 +230,8 @@ def run_stdio(args: argparse.Namespace) -> int:
         been written to stdout). StoreBusy: another process owns the database.
     """
     spec = load_agent_spec(args.agent) if args.agent else default_agent_spec(Path.cwd())
+    if args.agent:
+        importable_beside(args.agent)  # the operator's file: modules beside it import
     functions = own_policy_functions(spec)
     db: str = args.db or default_db_url()
     if db.startswith("sqlite:///"):

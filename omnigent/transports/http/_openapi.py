@@ -232,6 +232,7 @@ def _sessions(doc: DocumentBuilder) -> dict[str, Any]:
                     query_param("parent_session_id", NON_EMPTY),
                     LIMIT,
                     query_param("after", NON_EMPTY, "the last id of the previous page"),
+                    query_param("top_level", {"type": "boolean"}, "only sessions without a parent"),
                 ],
                 "responses": {**doc.answer("200", "sessions", SessionPage), **doc.errors("422")},
             },

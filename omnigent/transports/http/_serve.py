@@ -67,6 +67,7 @@ async def serve(
     policies: Sequence[Mapping[str, Any]] = (),
     policy_modules: Sequence[str] = (),
     safe_defaults: bool = False,
+    tool_modules: Sequence[str] = (),
     allowed_commands: Sequence[str] = (),
     allowed_mcp_urls: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
@@ -91,6 +92,9 @@ async def serve(
         safe_defaults: ask before a command or a write outside the working directory
             when no policy has an opinion (``--ask-by-default``; a console for people
             turns it on: ``open_runtime(safe_defaults=...)``).
+        tool_modules: modules whose callables a client's spec may name as Python tools
+            (``--tool-module``; ``open_runtime(tool_modules=...)``); the ``--agents``
+            specs are the operator's and may name any.
         allowed_commands: programs a client's spec (``POST /v1/agents``) may name to
             run (``--allow-command``); the ``--agents`` specs are the operator's and
             may name any. Also the stdio MCP servers a ``/v1/ws`` client may pass.
@@ -121,6 +125,7 @@ async def serve(
         "default_policies": policies,
         "policy_modules": policy_modules,
         "safe_defaults": safe_defaults,
+        "tool_modules": tool_modules,
         "allowed_commands": allowed_commands,
         "allowed_mcp_urls": allowed_mcp_urls,
         "shutdown_grace": shutdown_grace,
@@ -249,6 +254,7 @@ def run_serve(args: argparse.Namespace) -> int:
         Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     policies = load_policies(args.policies) if getattr(args, "policies", None) else []
     modules = tuple(getattr(args, "policy_modules", None) or ())
+    tool_modules = tuple(getattr(args, "tool_modules", None) or ())
     commands = tuple(getattr(args, "allowed_commands", None) or ())
     mcp_urls = tuple(getattr(args, "allowed_mcp_urls", None) or ())
     for prefix in mcp_urls:
@@ -277,6 +283,7 @@ def run_serve(args: argparse.Namespace) -> int:
             args.auth,
             policies,
             modules,
+            tool_modules,
             commands,
             mcp_urls,
             origins,
@@ -298,6 +305,7 @@ async def _main(
     auth: str,
     policies: list[dict[str, Any]],
     policy_modules: Sequence[str],
+    tool_modules: Sequence[str],
     commands: Sequence[str],
     mcp_urls: Sequence[str],
     origins: Sequence[str],
@@ -321,6 +329,7 @@ async def _main(
                 policies=policies,
                 policy_modules=policy_modules,
                 safe_defaults=safe_defaults,
+                tool_modules=tool_modules,
                 allowed_commands=commands,
                 allowed_mcp_urls=mcp_urls,
                 allowed_origins=origins,

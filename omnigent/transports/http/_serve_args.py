@@ -56,6 +56,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "when none of its policies decide (the safe defaults of omnigent run)",
     )
     parser.add_argument(
+        "--tool-module",
+        dest="tool_modules",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a module whose own callables agent specs sent by clients may name as "
+        "Python tools (tools.python); the --agents specs may name any; repeatable "
+        "(default: none)",
+    )
+    parser.add_argument(
         "--allow-command",
         dest="allowed_commands",
         action="append",

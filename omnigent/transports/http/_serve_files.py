@@ -14,7 +14,7 @@ import trio
 
 from ...core import Runtime
 from ...errors import BadRequest, ErrorDetail, SpecError
-from ...spec import AgentSpec, load_yaml, parse_policy_spec
+from ...spec import AgentSpec, importable_beside, load_yaml, parse_policy_spec
 
 __all__ = ["AGENT_SUFFIXES", "load_policies", "register_agents"]
 
@@ -26,7 +26,9 @@ async def register_agents(runtime: Runtime, agents_dir: str | Path) -> list[str]
     """Register every ``*.yaml``, ``*.yml`` and ``*.json`` spec in ``agents_dir``.
 
     Files are read in name order; an unchanged spec keeps its version, so starting
-    again on the same database registers nothing new. Returns the agent names.
+    again on the same database registers nothing new. The folder joins the import path
+    (its specs' policies and Python tools may live in modules beside them). Returns the
+    agent names.
 
     Raises:
         BadRequest: ``agents_dir`` is not a directory, or a file cannot be read.
@@ -35,6 +37,7 @@ async def register_agents(runtime: Runtime, agents_dir: str | Path) -> list[str]
     folder = Path(agents_dir)
     if not await trio.to_thread.run_sync(folder.is_dir):
         raise BadRequest(f"--agents {agents_dir}: no such directory")
+    importable_beside(folder, folder=True)
     names: list[str] = []
     for path in await trio.to_thread.run_sync(_spec_files, folder):
         spec = await trio.to_thread.run_sync(_load_spec_file, path)

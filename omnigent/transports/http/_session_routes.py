@@ -21,6 +21,7 @@ from ._params import (
     UpdateSessionBody,
     json_body,
     owner,
+    query_bool,
     query_choice,
     query_int,
     query_str,
@@ -64,6 +65,7 @@ async def list_sessions() -> dict[str, Any]:
         limit=query_int("limit", low=1, high=100) or 20,
         after=query_str("after"),
         viewer=viewer(),
+        top_level=query_bool("top_level"),
     )
     return page.to_dict()
 
