@@ -1,6 +1,6 @@
 """An external harness written with omnigent's scaffold.
 
-Run by the runtime as ``python examples/echo_harness.py --socket PATH
+Run by the runtime as ``python echo_harness.py --socket PATH
 --conversation-id ID`` (see ``external-echo.yaml``). Each turn echoes the user's
 message; a message starting with ``run `` asks the runtime to run the tool named after
 it (``run sys_session_share`` says why this agent may not share), through the agent's policies;

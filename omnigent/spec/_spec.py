@@ -41,6 +41,7 @@ from ..errors import ErrorDetail, SpecError
 from ..model._wire import structure, unstructure
 from . import _rules as rule
 from ._executor import EXECUTOR_CLASSES, STEP_KINDS, ExecutorSpec, ScriptStep
+from ._importable import commands_beside
 from ._rules import Rules
 from ._sandbox import SandboxSpec
 from ._wire import register_spec_hooks
@@ -316,6 +317,12 @@ class AgentSpec:
     def load(cls, path: str | Path) -> AgentSpec:
         """Read a spec file: JSON if it ends in ``.json``, YAML otherwise.
 
+        A program the spec starts may be named by a path relative to the file's folder:
+        an element of an external harness's or a stdio MCP server's ``command`` (its
+        own's and its sub-agents') that names a file beside the spec — ``[python,
+        my_harness.py]``, ``[./bin/server]`` — is made absolute, so the spec runs from
+        any directory (:func:`~._importable.commands_beside`).
+
         Blocking file I/O: from async code, call it in ``trio.to_thread.run_sync``.
 
         Raises:
@@ -324,9 +331,8 @@ class AgentSpec:
         """
         path = Path(path)
         text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() == ".json":
-            return cls.from_json(text)
-        return cls.from_yaml(text)
+        spec = cls.from_json(text) if path.suffix.lower() == ".json" else cls.from_yaml(text)
+        return commands_beside(spec, path.resolve().parent)
 
     def granted_sub_agents(self) -> dict[str, AgentSpec]:
         """The sub-agents this agent may dispatch to by name (``tools.agents``), in order."""

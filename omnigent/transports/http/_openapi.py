@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the HTTP transport, generated from the routes' own types.
+"""The OpenAPI 3.2 document of the HTTP transport, generated from the routes' own types.
 
 Request bodies are described from the attrs classes the routes structure them into
 (:class:`._params.CreateSessionBody`, the hook bodies, the :class:`~omnigent.AgentSpec`,
@@ -344,7 +344,7 @@ def _document() -> Mapping[str, Any]:
     name_and_link(operations)
     schemas = {**doc.schemas.components(), **doc.extra}
     return {
-        "openapi": "3.1.0",
+        "openapi": "3.2.0",
         "info": {
             "title": "omnigent",
             "version": "1",

@@ -112,8 +112,9 @@ class DocumentBuilder:
     def events(self, description: str) -> dict[str, Any]:
         """A ``200 text/event-stream`` answer of session events (one per SSE frame).
 
-        Described per frame with ``itemSchema`` (OpenAPI 3.2's way, which validators
-        read in 3.1 documents too): ``id`` is the event id, ``event`` its type,
+        Described per frame with ``itemSchema`` (OpenAPI 3.2's way for a sequential
+        media type; no ``schema``, which would describe the stream as a whole): ``id``
+        is the event id, ``event`` its type,
         ``data`` the event as JSON; a stream that fails after it began ends with one
         ``event: error`` frame holding the error envelope.
         """
@@ -122,7 +123,7 @@ class DocumentBuilder:
             _frame({"enum": sorted(EVENT_CLASSES)}, event, with_id=True),
             _frame({"const": "error"}, self._error, with_id=False),
         ]
-        media = {"schema": {"type": "string"}, "itemSchema": {"oneOf": frames}}
+        media = {"itemSchema": {"oneOf": frames}}
         return {"200": {"description": description, "content": {"text/event-stream": media}}}
 
     def feed(self, description: str, snapshot: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +156,7 @@ class DocumentBuilder:
             ),
             _frame({"const": "error"}, self._error, with_id=False),
         ]
-        media = {"schema": {"type": "string"}, "itemSchema": {"oneOf": frames}}
+        media = {"itemSchema": {"oneOf": frames}}
         return {"200": {"description": description, "content": {"text/event-stream": media}}}
 
     def event_body(self) -> dict[str, Any]:
