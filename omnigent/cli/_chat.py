@@ -84,8 +84,13 @@ class _Chat:
         self._ending = trio.Event()
 
     async def run(self) -> int:
+        # The safe defaults of `run`: a command, or a write outside the working
+        # directory, that no policy decides is asked about (--yes answers it).
         async with open_runtime(
-            db=self._db, default_cwd=Path.cwd(), **self._operator.runtime_options()
+            db=self._db,
+            default_cwd=Path.cwd(),
+            safe_defaults=True,
+            **self._operator.runtime_options(),
         ) as rt:
             spec = self._operator.spec
             agent = await rt.create_agent(spec)
