@@ -183,7 +183,12 @@ def _globals_after_the_command(parser: argparse.ArgumentParser, *, store: bool) 
         help=VERBOSE_HELP,
     )
     parser.add_argument(
-        "-q", "--quiet", dest="quiet_after", action="count", default=argparse.SUPPRESS, help=QUIET_HELP
+        "-q",
+        "--quiet",
+        dest="quiet_after",
+        action="count",
+        default=argparse.SUPPRESS,
+        help=QUIET_HELP,
     )
     parser.add_argument(
         "--log-format",

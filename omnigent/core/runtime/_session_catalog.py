@@ -34,7 +34,6 @@ from ...model import (
     SessionSnapshot,
     SessionStatus,
     TaskStatus,
-    TurnStatus,
     Usage,
     item_text,
     structure,
