@@ -34,6 +34,7 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     ├── EventLogFull                         503 event_log_full
     ├── SandboxUnavailable                   503 sandbox_unavailable
     ├── BudgetExceeded                       402 budget_exceeded
+    ├── ServerBusy                           503 server_busy
     ├── HarnessError                         502 harness_error
     │   ├── ModelEndpointError               502 model_endpoint_error
     │   ├── OutputLimitReached               502 max_tokens
@@ -79,6 +80,7 @@ __all__ = [
     "ResourceNotFound",
     "RuntimeClosed",
     "SandboxUnavailable",
+    "ServerBusy",
     "SessionElsewhere",
     "SessionNotFound",
     "SpecError",
@@ -402,6 +404,13 @@ class SandboxUnavailable(OmnigentError):
     """
 
     code = "sandbox_unavailable"
+    status = 503
+
+
+class ServerBusy(OmnigentError):
+    """The server holds as many of something as it allows (open WebSockets); try later."""
+
+    code = "server_busy"
     status = 503
 
 

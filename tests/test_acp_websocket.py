@@ -54,6 +54,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         f"sqlite:///{root / 'ws.db'}",
         "--agents",
         str(agents),
+        "--workspace-root",
+        str(work),
     ]
     server = subprocess.Popen(
         command,
@@ -265,7 +267,7 @@ async def test_the_editors_mcp_servers_run_only_if_the_operator_listed_the_progr
     listed = {"name": "calc", "command": sys.executable, "args": [server_script], "env": env}
     unlisted = {"name": "shell", "command": "/bin/sh", "args": ["-c", "true"], "env": []}
     script = [{"call": "mcp__calc__add", "args": {"a": 1, "b": 2}}]
-    options = {"allowed_commands": [sys.executable]}
+    options = {"allowed_commands": [sys.executable], "allowed_env": ["MCP_PID_FILE"]}
     updates: list[dict[str, Any]] = []
     async with open_server(runtime_options=options) as server:
         await server.agent(scripted_agent("adder", script))

@@ -87,7 +87,10 @@ async def running_server(tmp_path: Path) -> AsyncIterator[tuple[str, Proxy]]:
     db = f"sqlite:///{tmp_path / 'client.db'}"
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        url = await nursery.start(partial(serve, db, "127.0.0.1", 0, None, "none", stop=stop))
+        run = partial(
+            serve, db, "127.0.0.1", 0, None, "none", stop=stop, workspace_roots=[tmp_path]
+        )
+        url = await nursery.start(run)
         host, port = url.removeprefix("http://").split(":")
         proxy = Proxy((host, int(port)))
         await nursery.start(proxy.run)

@@ -14,9 +14,9 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.core.work._client_mcp import _url_allowed
 from omnigent.errors import InvalidInput
 from omnigent.model import ElicitationRequest, FunctionCallOutputItem
+from omnigent.outbound import UrlAllowList
 from omnigent.spec import McpServerSpec
 from omnigent.testing import collect_turn, run_turn, scripted_agent
 
@@ -173,7 +173,7 @@ async def test_a_remote_client_gets_only_what_the_operator_allowed(tmp_path: Pat
     ],
 )
 def test_url_prefixes_compare_origin_and_path(url: str, allowed: bool) -> None:
-    assert _url_allowed(url, ["https://mcp.example/tools/"]) is allowed
+    assert UrlAllowList(["https://mcp.example/tools/"]).admits(url) is allowed
 
 
 async def test_bad_arguments_are_refused(rt: omnigent.Runtime, tmp_path: Path) -> None:

@@ -36,11 +36,13 @@ LAYERS: list[tuple[str, ...]] = [
         "omnigent._config",
         "omnigent._gc",
         "omnigent._cancellation",
+        "omnigent._private",
         "omnigent.errors",
     ),
     ("omnigent.model",),
     # Traces, metrics, log lines: what every layer above reports through.
     ("omnigent.observability",),
+    ("omnigent.outbound",),
     ("omnigent.spec",),
     ("omnigent.providers",),
     # What the core stands on, and what the client may use.

@@ -107,7 +107,14 @@ class Records(Protocol):
         """
         ...
 
-    async def delete_session(self, session_id: str) -> None: ...
+    async def delete_session(self, session_id: str, *, purge: bool = False) -> None:
+        """Delete the session and its sub-sessions; ``purge``: their workspaces too
+        (a local store only: a server purges as its operator set it up).
+
+        Raises:
+            BadRequest: ``purge`` through a server.
+        """
+        ...
 
     async def resolve(
         self, session_id: str, elicitation_id: str, action: str, content: Any = None
@@ -258,8 +265,8 @@ class _LocalRecords:
                     yield event
             await trio.sleep(FOLLOW_POLL)
 
-    async def delete_session(self, session_id: str) -> None:
-        await self._rt.delete_session(session_id)
+    async def delete_session(self, session_id: str, *, purge: bool = False) -> None:
+        await self._rt.delete_session(session_id, purge_workspace=True if purge else None)
 
     async def resolve(
         self, session_id: str, elicitation_id: str, action: str, content: Any = None
@@ -332,7 +339,12 @@ class _ServerRecords:
         except ClientError as exc:
             raise _refused(exc) from exc
 
-    async def delete_session(self, session_id: str) -> None:
+    async def delete_session(self, session_id: str, *, purge: bool = False) -> None:
+        if purge:
+            raise BadRequest(
+                f"--purge needs the store itself; {self.where} deletes workspaces only "
+                "when it runs with serve --purge-workspaces"
+            )
         await _asking(self._client.delete_session, session_id)
 
     async def resolve(

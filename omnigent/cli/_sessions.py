@@ -73,6 +73,11 @@ def declare_sessions(sessions: argparse.ArgumentParser) -> None:
         "delete", help="stop a session's work and delete it, with its sub-sessions"
     )
     delete.add_argument("session_id", metavar="ID", help="the session id")
+    delete.add_argument(
+        "--purge",
+        action="store_true",
+        help="also delete their workspaces ($OMNIGENT_HOME/workspaces/ID; a local store only)",
+    )
     add_server_option(delete)
     delete.set_defaults(handler=_cmd_delete)
 
@@ -180,9 +185,10 @@ def _cmd_tail(args: argparse.Namespace) -> int:
 def _cmd_delete(args: argparse.Namespace) -> int:
     async def delete() -> str:
         async with open_records(getattr(args, "db", None), args.server, write=True) as records:
-            await records.delete_session(args.session_id)
+            await records.delete_session(args.session_id, purge=args.purge)
             return records.where
 
     where = _run(delete)
-    print(f"deleted {args.session_id} (and its sub-sessions) from {where}")
+    purged = " and their workspaces" if args.purge else ""
+    print(f"deleted {args.session_id} (and its sub-sessions){purged} from {where}")
     return 0

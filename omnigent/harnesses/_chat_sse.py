@@ -166,11 +166,22 @@ class StreamReportedError(Exception):
     """The endpoint put an ``{"error": ...}`` object in the stream."""
 
 
+_MESSAGE_CHARS = 300
+
+
 def message_of(error: Any) -> str:
-    """The human message of an error object, however the endpoint nests it."""
+    """The human message of an error object, however the endpoint nests it.
+
+    Only a string under ``error``, ``message`` or ``detail`` is shown (shortened to
+    300 characters): anything else an endpoint answers is not reflected, since an
+    endpoint may be one a client named (an internal service's JSON must not come back
+    as the turn's error).
+    """
     # OpenAI: {"error": {"message": ...}}; others: {"error": "..."}, {"detail": ...}.
     if isinstance(error, dict):
         for key in ("error", "message", "detail"):
             if key in error:
                 return message_of(error[key])
-    return str(error)
+    if isinstance(error, str):
+        return error if len(error) <= _MESSAGE_CHARS else error[:_MESSAGE_CHARS] + "…"
+    return "(an error without a message)"

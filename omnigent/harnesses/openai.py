@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import logging
 import random
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeAlias
@@ -51,6 +52,8 @@ __all__ = [
     "TextDelta",
     "ToolCall",
 ]
+
+log = logging.getLogger(__name__)
 
 # Bounds for work done after the answer is complete or while closing: neither may hold
 # up the caller for long, and both run shielded so a cancel cannot leak a connection.
@@ -379,18 +382,22 @@ class ChatCompletionsClient:
 
 
 async def _read_error_message(response: httpx.Response) -> str:
-    """The ``error.message`` of an error body, else its text (shortened)."""
+    """The ``error.message`` of a JSON error body (shortened), else the reason phrase.
+
+    Any other body is logged, never reflected: the endpoint may be one a client's spec
+    named, and what an internal service answers must not come back to that client.
+    """
     try:
         raw = await response.aread()
     except httpx.HTTPError as exc:
-        return f"(the error body could not be read: {exc})"
+        return f"(the error body could not be read: {type(exc).__name__})"
     finally:
         await response.aclose()
     try:
         return message_of(json.loads(raw))
     except ValueError:
-        text = raw.decode("utf-8", "replace").strip()
-        return (text[:300] + "…" if len(text) > 300 else text) or response.reason_phrase
+        log.info("model endpoint error body (not shown to clients): %.300r", raw)
+        return f"{response.reason_phrase or 'error'} (a body that is not a JSON error)"
 
 
 def _transport_error(endpoint: str, exc: httpx.HTTPError) -> ModelEndpointError:

@@ -41,6 +41,7 @@ from ..errors import HarnessError, SandboxUnavailable
 from ..harnesses.base import ToolSchema
 from ..model import ElicitationParams
 from ..observability import carrier
+from ..outbound import UrlAllowList, guarded_mcp_client
 from ..processes.sandbox import Sandbox, SandboxPolicy, open_sandbox
 from ..spec import McpServerSpec
 
@@ -103,11 +104,15 @@ class McpServers:
         client_name: str = "omnigent",
         base_env: Mapping[str, str] | None = None,
         sandbox: Callable[[], Awaitable[SandboxPolicy | None]] | None = None,
+        guard: UrlAllowList | None = None,
     ) -> None:
         self._servers = [_Server(spec) for spec in servers]
         # The session's sandbox: stdio servers run inside it (open while they run).
         self._sandbox_policy = sandbox
         self._box: Sandbox | None = None
+        # URLs a client may name (``--allow-mcp-url``): a server under them is reached
+        # only through the outbound guard (checked addresses, no redirect out).
+        self._guard = guard
         # What a stdio server's env is merged onto (besides the SDK's own basics).
         self._base_env = dict(base_env or {})
         self._ask = ask
@@ -253,7 +258,10 @@ class McpServers:
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
             return stdio_client(params, errlog=server.stderr)
         assert spec.url is not None
-        http = create_mcp_http_client(headers=dict(spec.headers) or None)
+        if self._guard is not None and self._guard.admits(spec.url):
+            http = guarded_mcp_client(self._guard, dict(spec.headers))
+        else:
+            http = create_mcp_http_client(headers=dict(spec.headers) or None)
         return streamable_http_client(spec.url, http_client=http)
 
     # -- calls -------------------------------------------------------------------------

@@ -37,6 +37,7 @@ import trio
 
 from . import _procfs as procfs
 from ._procfs import boot_id, process_start_time
+from ._trees import CommandTree
 
 __all__ = [
     "ShellOutcome",
@@ -338,11 +339,18 @@ class _Group:
 
     leader: trio.Process
     grace: float
+    tree: CommandTree | None = None
     gone: bool = False
 
     async def kill(self) -> None:
-        """Kill the group (see :func:`kill_group`) unless that was done already."""
+        """Kill the group (see :func:`kill_group`) unless that was done already.
+
+        The command's tree is sent SIGTERM at the same moment, so what left the group
+        has the same grace (its owner ends it, :meth:`CommandTree.end`).
+        """
         if not self.gone:
+            if self.tree is not None:
+                self.tree.terminate()
             await kill_group(self.leader.pid, grace=self.grace, leader=self.leader)
             self.gone = True
 
@@ -356,6 +364,7 @@ async def run_in_group(
     grace: float = 2.0,
     tracker: TrackedGroups | None = None,
     env: Mapping[str, str] | None = None,
+    tree: CommandTree | None = None,
 ) -> ShellOutcome:
     """Run ``/bin/sh -c command`` (or the argv ``command``) in ``cwd``, stdin ``/dev/null``.
 
@@ -364,6 +373,9 @@ async def run_in_group(
     ``env`` is the whole environment (None: inherit ours). A sandbox's launch (an
     argv that starts ``bwrap``) runs the same way: the sandbox's pid namespace dies
     with its ``bwrap`` process, so killing the group ends what escaped it too.
+    With ``tree`` (:mod:`._trees`), the command runs inside it, so what leaves the
+    group (``setsid``, GNU ``timeout``) is signalled with it; the tree's owner ends the
+    rest. The tree goes outside whatever ``command`` is (a sandbox's launcher inside).
 
     Returns:
         The first ``output_cap`` bytes of each stream (decoded as UTF-8 with
@@ -386,7 +398,7 @@ async def run_in_group(
     stderr = _CappedBuffer(output_cap)
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     proc = await trio.lowlevel.open_process(
-        argv,
+        argv if tree is None else tree.argv(argv),
         cwd=cwd,
         env=None if env is None else dict(env),
         stdin=subprocess.DEVNULL,
@@ -395,7 +407,7 @@ async def run_in_group(
         start_new_session=True,
     )
     assert proc.stdout is not None and proc.stderr is not None
-    group = _Group(proc, grace)
+    group = _Group(proc, grace, tree)
     try:
         if tracker is not None:
             with trio.move_on_after(_RECORD_TIMEOUT, shield=True):

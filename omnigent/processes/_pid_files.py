@@ -20,6 +20,7 @@ from pathlib import Path
 
 import trio
 
+from .._private import private_dir, private_file
 from ._procfs import process_start_time
 
 __all__ = ["PidFiles", "killpg"]
@@ -47,8 +48,8 @@ class PidFiles:
         }
         path = self.directory / f"{pid}.json"
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(record), encoding="utf-8")
+            private_dir(self.directory)
+            private_file(path).write_text(json.dumps(record), encoding="utf-8")
         except OSError:
             log.warning("could not write the pid file %s", path, exc_info=True)
             return None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import trio
 
+from .._private import private_dir, private_file
 from ._procfs import process_start_time
 
 __all__ = ["SocketDir", "sweep_socket_dirs"]
@@ -59,8 +60,8 @@ class SocketDir:
         data = {"socket_dir": str(path), "owner_pid": self._owner[0]}
         data["owner_start_time"] = self._owner[1]
         try:
-            self._records.mkdir(parents=True, exist_ok=True)
-            (self._records / f"{path.name}.json").write_text(json.dumps(data), encoding="utf-8")
+            record = private_file(private_dir(self._records) / f"{path.name}.json")
+            record.write_text(json.dumps(data), encoding="utf-8")
         except OSError:
             log.warning("could not record the socket directory %s", path, exc_info=True)
         return path

@@ -31,13 +31,14 @@ from ._spec import (
     agent_references,
     parse_policy_spec,
 )
-from ._trust import client_spec_problems
+from ._trust import ClientTrust, client_spec_problems, env_name_problem
 from ._unbuilt import unbuilt_keys
 from ._yaml import load_yaml
 
 __all__ = [
     "AgentSpec",
     "CallStep",
+    "ClientTrust",
     "EgressRule",
     "EgressRules",
     "ExecutorConfig",
@@ -55,6 +56,7 @@ __all__ = [
     "ToolsGrant",
     "agent_references",
     "client_spec_problems",
+    "env_name_problem",
     "importable_beside",
     "load_yaml",
     "normalise_host",

@@ -116,8 +116,8 @@ class ExecutorConfig:
     turns: tuple[tuple[ScriptStep, ...], ...] | None = None
     command: tuple[str, ...] | None = None
     agent: str | None = None
-    env: dict[str, str] = attrs.field(factory=dict, hash=False)
-    options: dict[str, Any] = attrs.field(factory=dict, hash=False)
+    env: dict[str, str] = attrs.field(factory=dict, hash=False, repr=False)
+    options: dict[str, Any] = attrs.field(factory=dict, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         cross = []

@@ -25,6 +25,7 @@ import attrs
 
 from ..errors import ErrorDetail, SpecError
 from ..model._depth import MAX_DEPTH, render_path, too_deep
+from ._yaml_json import unheld_values
 
 Problems: TypeAlias = list[ErrorDetail]
 """Rule failures; each ``loc`` is relative to the value or object checked."""
@@ -100,14 +101,16 @@ mcp_name = Rule(
 
 
 def shallow(value: Any) -> Problems:
-    """Free-form data (``metadata``, a step's ``args``) nests at most ``MAX_DEPTH`` deep.
+    """Free-form data (``metadata``, a step's ``args``) nests at most ``MAX_DEPTH`` deep
+    and holds only JSON values (a spec is stored as JSON).
 
-    A spec built in Python skips the wire's check; without this, a deep value would
-    surface as a ``RecursionError`` wherever the spec is next encoded.
+    A spec built in Python skips the wire's checks; without this, a deep value would
+    surface as a ``RecursionError`` wherever the spec is next encoded, and a
+    ``datetime`` or a NaN as a ``500`` from the store's encoder.
     """
     path = too_deep(value)
     if path is None:
-        return []
+        return unheld_values(value)
     return [ErrorDetail(render_path("", path), f"nested deeper than {MAX_DEPTH} levels")]
 
 

@@ -118,7 +118,7 @@ class TerminalSpec:
     }
     command: str
     args: tuple[str, ...] = ()
-    env: dict[str, str] = attrs.field(factory=dict, hash=False)
+    env: dict[str, str] = attrs.field(factory=dict, hash=False, repr=False)
     cwd: str | None = None
     idle_after: float | None = None
 
@@ -198,8 +198,8 @@ class McpServerSpec:
     name: str
     command: tuple[str, ...] | None = None
     url: str | None = None
-    env: dict[str, str] = attrs.field(factory=dict, hash=False)
-    headers: dict[str, str] = attrs.field(factory=dict, hash=False)
+    env: dict[str, str] = attrs.field(factory=dict, hash=False, repr=False)
+    headers: dict[str, str] = attrs.field(factory=dict, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         cross = []
@@ -245,7 +245,7 @@ class AgentSpec:
     agent_session_sharing: Sharing = "none"
     mcp_servers: tuple[McpServerSpec, ...] = ()
     limits: LimitsSpec = attrs.field(factory=LimitsSpec)
-    metadata: dict[str, Any] = attrs.field(factory=dict, hash=False)
+    metadata: dict[str, Any] = attrs.field(factory=dict, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         sub_names = [a.name for a in self.sub_agents]

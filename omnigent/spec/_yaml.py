@@ -11,6 +11,9 @@ stored 351 MB. Here every document is bounded *before* anything walks it:
 * **Depth**: at most :data:`~omnigent.model.MAX_DEPTH` nested mappings and sequences,
   counted while composing (PyYAML's composer recurses, so deeper input would otherwise
   hit the recursion limit inside it) and again on the result, aliases expanded.
+* **JSON values only**: a date, a timestamp, ``!!binary``, ``!!set``, ``!!omap``,
+  ``.nan``/``.inf``, an integer too long to convert, or a key that is not a string is
+  refused, each named by its path (:mod:`._yaml_json`): a spec is stored as JSON.
 * **Aliases**: with ``aliases=False`` (YAML sent over HTTP) any ``*alias`` is refused
   with its line and column. Otherwise (the operator's own files) they are allowed, but
   the document's *expanded* size — every node counted as many times as aliases repeat
@@ -35,6 +38,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import SpecError
 from ..model._depth import MAX_DEPTH, check_depth, render_path
+from ._yaml_json import JSON_CONSTRUCTORS, unheld_values
 
 __all__ = ["MAX_YAML_CHARS", "MAX_YAML_NODES", "load_yaml"]
 
@@ -67,6 +71,9 @@ class _BoundedLoader(yaml.SafeLoader):
     It keeps the path of keys and indexes to the node being composed, so a refusal
     names where in the document it is (``metadata.a.a…``), as JSON errors do.
     """
+
+    # Only what a JSON store can hold is built as itself (see ._yaml_json).
+    yaml_constructors = {**yaml.SafeLoader.yaml_constructors, **JSON_CONSTRUCTORS}
 
     def __init__(self, stream: str, *, aliases: bool) -> None:
         super().__init__(stream)
@@ -177,7 +184,8 @@ def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
 
     Raises:
         SpecError: too long, too deep, an alias where none is accepted, too large once
-            expanded, a recursive alias, or invalid YAML — at the path where the
+            expanded, a recursive alias, a value JSON cannot hold (one detail per
+            field), or invalid YAML — at the path where the
             composer found it (``metadata.a.a…``), else at ``$``; the message names
             the line and column.
     """
@@ -197,4 +205,8 @@ def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
         # them; the answer is the same.
         raise SpecError.at("$", f"{what} is nested deeper than {MAX_DEPTH} levels") from None
     check_depth(data, error=SpecError)  # merge keys (<<: *x) can nest what the count saw
+    unheld = unheld_values(data)
+    if unheld:
+        summary = "; ".join(f"{d.msg} @ {d.loc}" for d in unheld)
+        raise SpecError(f"{what} holds values JSON cannot: {summary}", unheld)
     return data

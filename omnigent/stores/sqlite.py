@@ -52,6 +52,7 @@ from typing import Any, TypeVar, cast
 import outcome
 import trio
 
+from .._private import PRIVATE_FILE, private_dir, private_file
 from ..errors import RuntimeClosed, StoreBusy, StoreTimeout
 from ._lock import lock_holder, lock_path, write_holder
 from ._protocol import DEFAULT_TIMEOUT
@@ -265,7 +266,9 @@ async def open_sqlite_store(
     exits, however it exits.
     """
     if path is not None:
-        await trio.to_thread.run_sync(lambda: path.parent.mkdir(parents=True, exist_ok=True))
+        # Private, whatever the umask: the database holds every user's data and the
+        # specs' keys (SQLite gives its -wal and -shm files the database's mode).
+        await trio.to_thread.run_sync(lambda: private_file(private_dir(path.parent) / path.name))
     async with _exclusive_lock(path if exclusive else None):
         store = await trio.to_thread.run_sync(SQLiteStore, path, timeout)
         try:
@@ -296,7 +299,7 @@ async def _exclusive_lock(path: Path | None) -> AsyncIterator[None]:
     locked = lock_path(path)
 
     def acquire() -> int:
-        fd = os.open(locked, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(locked, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

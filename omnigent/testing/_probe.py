@@ -64,7 +64,7 @@ class RuntimeProbe:
         self._runtime._live.closing = closing
 
     def history_statistics(self) -> dict[str, int]:
-        """The kept histories: how many sessions, and items in all."""
+        """The kept histories: how many sessions, and items and bytes in all."""
         return self._runtime._histories.statistics()
 
     def spec_statistics(self) -> dict[str, int]:

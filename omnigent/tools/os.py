@@ -26,14 +26,16 @@ import functools
 import json
 import os
 import stat
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec
 
 import trio
 
+from .._private import private_dir
 from ..errors import SandboxUnavailable
-from ..processes import TrackedGroups, run_in_group
+from ..processes import SessionTrees, TrackedGroups, run_in_group
 from ..processes.sandbox import SandboxPolicy, open_sandbox
 from ._args import (
     ArgField,
@@ -97,9 +99,16 @@ def is_mutating(tool_name: str) -> bool:
     return tool_name in _MUTATING
 
 
-async def ensure_dir(path: str | os.PathLike[str]) -> Path:
-    """Create ``path`` (a ``str`` or a path) and its parents if missing; return it."""
+async def ensure_dir(path: str | os.PathLike[str], *, private: bool = False) -> Path:
+    """Create ``path`` (a ``str`` or a path) and its parents if missing; return it.
+
+    ``private``: each directory created is ``0700`` whatever the umask (a per-session
+    workspace under ``$OMNIGENT_HOME``); else the umask decides (the user's own trees).
+    """
     folder = Path(path)
+    if private:
+        await trio.to_thread.run_sync(private_dir, folder)
+        return folder
     await trio.to_thread.run_sync(functools.partial(folder.mkdir, parents=True, exist_ok=True))
     return folder
 
@@ -392,6 +401,11 @@ _SHELL_ARGS = (
 )
 
 
+@asynccontextmanager
+async def _no_tree() -> AsyncIterator[None]:
+    yield None
+
+
 @_reports_tool_errors
 async def sys_os_shell(
     cwd: Path,
@@ -402,6 +416,7 @@ async def sys_os_shell(
     kill_grace: float = 2.0,
     tracker: TrackedGroups | None = None,
     sandbox: SandboxPolicy | None = None,
+    trees: SessionTrees | None = None,
 ) -> str:
     """Run ``command`` with ``/bin/sh -c`` in ``cwd``, in its own process group.
 
@@ -410,7 +425,10 @@ async def sys_os_shell(
     output stream keeps its first ``output_cap`` bytes. On timeout the group is killed
     and ``exit_code`` is ``null``. Processes the command leaves in the background are
     killed when it exits. ``tracker`` records the group while it lives (so a crash can
-    be cleaned up after).
+    be cleaned up after); with ``trees``, the command (its sandbox launcher included)
+    runs in a process tree of its own (:func:`~omnigent.processes.open_process_trees`),
+    so a process that leaves the group — ``setsid``, ``nohup`` in a subshell, GNU
+    ``timeout`` — is killed too.
 
     A sandbox that cannot be created here is an ``Error: …`` naming why; the command
     is never run without it.
@@ -422,7 +440,10 @@ async def sys_os_shell(
     timeout = float(args.get("timeout", default_timeout))
     root = await trio.to_thread.run_sync(resolve_root, cwd)
     try:
-        async with open_sandbox(sandbox) as box:
+        async with (
+            open_sandbox(sandbox) as box,
+            trees.open_command(grace=kill_grace) if trees is not None else _no_tree() as tree,
+        ):
             launch = await box.wrap(["/bin/sh", "-c", args["command"]], cwd=root)
             outcome = await run_in_group(
                 launch.argv,
@@ -432,6 +453,7 @@ async def sys_os_shell(
                 grace=kill_grace,
                 tracker=tracker,
                 env=launch.env,
+                tree=tree,
             )
     except SandboxUnavailable as exc:
         raise ToolError(f"cannot run the command: {exc.message}") from exc

@@ -103,7 +103,7 @@ def test_a_client_spec_may_grant_only_inside_its_workspace() -> None:
             },
         }
     )
-    found = [d.loc for d in client_spec_problems(spec, allowed=())]
+    found = [d.loc for d in client_spec_problems(spec, ())]
     assert found == [
         "os_env.sandbox.read_paths[1]",
         "os_env.sandbox.read_paths[2]",

@@ -73,19 +73,21 @@ async def _read_line(stream: trio.abc.ReceiveStream) -> str:
 
 @asynccontextmanager
 async def open_serve(
-    tmp_path: Path, *options: str, user: str | None = None
+    tmp_path: Path, *options: str, user: str | None = None, make_home: bool = True
 ) -> AsyncIterator[Served]:
     """``python -m omnigent serve --port 0`` on a SQLite file in ``tmp_path``.
 
     Args:
         options: more command-line options (``--auth header``, ``--allowed-origin …``).
         user: the identity header the client sends (for ``--auth header``).
+        make_home: create ``$OMNIGENT_HOME`` first (else the server does).
 
     Resource handling: the server gets SIGINT on exit (SIGKILL if it has not stopped
     within 10 s) and is waited for; the client is closed.
     """
     home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
+    if make_home:
+        home.mkdir(exist_ok=True)
     command = [
         sys.executable,
         "-m",

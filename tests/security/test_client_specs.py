@@ -133,8 +133,11 @@ async def test_a_spec_with_its_own_endpoint_never_receives_the_servers_key(
     }
     async with (
         httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http,
-        omnigent.open_runtime(http_client=http) as rt,
+        omnigent.open_runtime(
+            http_client=http, allowed_model_urls=["https://attacker.example/"]
+        ) as rt,
     ):
+        # Allowed by a careless operator: still, the server's key stays home.
         agent = await rt.create_agent(spec, from_client=True)
         session = (await rt.create_session(agent.id)).id
         async with rt.subscribe(session) as events:

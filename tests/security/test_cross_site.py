@@ -290,3 +290,36 @@ async def test_the_websocket_upgrade_passes_the_same_fence(tmp_path: Path) -> No
             _error(rebound, 421, "misdirected_request")
             for headers in ({"Origin": EVIL}, {"Sec-Fetch-Site": "cross-site"}):
                 _error(await try_upgrade(url, **headers), 403, "cross_site_request")
+
+
+async def test_an_origin_of_another_scheme_is_foreign(tmp_path: Path) -> None:
+    # Found by the third probe: the Origin check compared host and port only, so a page
+    # at https://127.0.0.1:PORT (or one a network attacker injects over plain http into
+    # a server published over https) passed as the server's own.
+    upgrade = {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+    }
+    with trio.fail_after(30):
+        async with open_serve(tmp_path) as served:
+            await served.agent(scripted("default"))
+            other = served.url.replace("http://", "https://")
+            answer = await served.client.post(
+                "/v1/agents", json=scripted("x"), headers={"Origin": other}
+            )
+            _error(answer, 403, "cross_site_request")
+            async with httpx.AsyncClient(timeout=10) as client:
+                refused = await client.get(
+                    f"{served.url}/v1/ws", headers={**upgrade, "Origin": other}
+                )
+            _error(refused, 403, "cross_site_request")
+            # Behind a TLS proxy that says so, https is the server's own scheme...
+            proxied = {"Origin": other, "X-Forwarded-Proto": "https"}
+            made = await served.client.post("/v1/agents", json=scripted("y"), headers=proxied)
+            assert made.status_code == 201, made.text
+            # ...and then a plain-http page is the foreign one.
+            plain = {"Origin": served.url, "X-Forwarded-Proto": "https"}
+            answer = await served.client.post("/v1/agents", json=scripted("z"), headers=plain)
+            _error(answer, 403, "cross_site_request")

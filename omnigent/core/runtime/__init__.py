@@ -9,7 +9,7 @@ orchestration the tools act through. Recovery after a crash lives here too.
 """
 
 from ._files import MAX_FILE_BYTES
-from ._inputs import EVENT_DATA, EVENT_TYPES, InboundEvent, parse_event
+from ._inputs import EVENT_DATA, EVENT_TYPES, MAX_MESSAGE_BYTES, InboundEvent, parse_event
 from ._open import open_runtime
 from ._options import RuntimeOptions
 from ._runtime import Runtime, RuntimeState
@@ -22,6 +22,7 @@ __all__ = [
     "MAX_CACHED_ENGINES",
     "MAX_CACHED_SPECS",
     "MAX_FILE_BYTES",
+    "MAX_MESSAGE_BYTES",
     "MODEL_OVERRIDE_PATTERN",
     "AgentSpecs",
     "InboundEvent",

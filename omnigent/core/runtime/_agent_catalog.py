@@ -7,7 +7,7 @@ checks), so the runtime reads as its API.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import trio
@@ -16,7 +16,7 @@ from ...errors import AgentNotFound, ErrorDetail, Forbidden, SpecError
 from ...harnesses.agents_sdk import agent_problems
 from ...mcp import require_mcp
 from ...model import Agent
-from ...spec import AgentSpec, client_spec_problems, unbuilt_keys
+from ...spec import AgentSpec, ClientTrust, client_spec_problems, unbuilt_keys
 from ...stores import AgentRow, Store
 from ..tools import PythonTools, ToolRegistry
 from ._specs import AgentSpecs
@@ -30,7 +30,7 @@ class AgentCatalog:
     Args:
         store: where agent versions are kept.
         specs: the spec cache, harness names and policy checks.
-        allowed_commands: programs a client's spec may name (see
+        trust: what a client's spec may name — programs, variables, URLs (see
             :mod:`omnigent.spec._trust`).
         python_tools: the specs' own Python tools: who may name what, and loading them.
         registered_tools: the tools registered on the runtime (a spec's own may not
@@ -42,13 +42,13 @@ class AgentCatalog:
         *,
         store: Store,
         specs: AgentSpecs,
-        allowed_commands: frozenset[str],
+        trust: ClientTrust,
         python_tools: PythonTools,
         registered_tools: ToolRegistry,
     ) -> None:
         self._store = store
         self._specs = specs
-        self._allowed_commands = allowed_commands
+        self._trust = trust
         self._python_tools = python_tools
         self._registered_tools = registered_tools
 
@@ -89,11 +89,10 @@ class AgentCatalog:
             spec, from_client=from_client, taken=self._registered_tools.names()
         )
         if from_client:
-            problems += client_spec_problems(spec, self._allowed_commands)
+            problems += client_spec_problems(spec, self._trust)
         if not problems:
             # Importing an allowed function policy's module may block: in a thread.
-            problems = await trio.to_thread.run_sync(self._specs.new_policy_engine(spec).check)
-            problems = [p for p in problems if p.loc.startswith("policies[")]
+            problems = await trio.to_thread.run_sync(self._import_problems, spec)
             problems += await trio.to_thread.run_sync(self._python_tools.load_problems, spec)
         if problems:
             summary = "; ".join(f"{p.msg} @ {p.loc}" for p in problems)
@@ -111,14 +110,33 @@ class AgentCatalog:
         return self._specs.policy_allowlist.problem(ref) is None
 
     def _policy_problems(self, spec: AgentSpec) -> list[ErrorDetail]:
-        """Function references the operator did not allow. Imports nothing."""
+        """Function references the operator did not allow, the sub-agents' included
+        (``sub_agents[0].policies[1].function``). Imports nothing."""
         allowlist = self._specs.policy_allowlist
         return [
-            ErrorDetail(f"policies[{index}].function", problem)
-            for index, policy in enumerate(spec.policies)
+            ErrorDetail(f"{root}policies[{index}].function", problem)
+            for root, agent in _with_sub_agents(spec)
+            for index, policy in enumerate(agent.policies)
             if policy.function is not None
             and (problem := allowlist.problem(policy.function)) is not None
         ]
+
+    def _import_problems(self, spec: AgentSpec) -> list[ErrorDetail]:
+        """Allowed references that cannot be imported, the sub-agents' included.
+
+        Blocking (it imports the modules): run it in a worker thread.
+        """
+        return [
+            ErrorDetail(f"{root}{problem.loc}", problem.msg)
+            for root, agent in _with_sub_agents(spec)
+            for problem in self._specs.new_policy_engine(agent).check()
+            if problem.loc.startswith("policies[")
+        ]
+
+    async def owner_of(self, agent_id: str) -> str | None:
+        """Who registered the agent (``None``: no such agent any more)."""
+        row = await self._store.get_agent(agent_id)
+        return None if row is None else row.owner
 
     async def get(self, agent_id: str) -> Agent:
         return self.view(await self._store.get_agent(agent_id), agent_id)
@@ -148,3 +166,10 @@ class AgentCatalog:
             spec.model,
             row.created_at,
         )
+
+
+def _with_sub_agents(spec: AgentSpec, root: str = "") -> Iterator[tuple[str, AgentSpec]]:
+    """``spec`` and every sub-agent under it, each with the path its fields are under."""
+    yield root, spec
+    for index, sub in enumerate(spec.sub_agents):
+        yield from _with_sub_agents(sub, f"{root}sub_agents[{index}].")

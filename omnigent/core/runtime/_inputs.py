@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, PayloadTooLarge
 from ...model import ContentBlock, InputImage, InputText, structure, wire_schema
 
 __all__ = [
     "EVENT_DATA",
     "EVENT_TYPES",
+    "MAX_MESSAGE_BYTES",
     "ApprovalData",
     "InboundEvent",
     "McpElicitationData",
+    "check_message_bytes",
+    "message_bytes",
     "parse_event",
     "parse_message_content",
 ]
@@ -88,6 +91,38 @@ def _check_user_blocks(blocks: Sequence[ContentBlock], root: str) -> None:
             raise InvalidInput.at(
                 f"{root}[{index}].type", "a user message takes input_text or input_image blocks"
             )
+
+
+MAX_MESSAGE_BYTES: Final = 8 * 1024 * 1024
+"""The largest message a session takes by default (8 MiB of text and inline images;
+``open_runtime(max_message_bytes=...)``, ``serve --max-message-bytes``)."""
+
+
+def message_bytes(blocks: Sequence[ContentBlock]) -> int:
+    """The UTF-8 size of a message's text and inline image URLs (``file_id`` images are
+    stored once as files, and count nothing here)."""
+    total = 0
+    for block in blocks:
+        text = (block.image_url or "") if isinstance(block, InputImage) else block.text
+        total += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return total
+
+
+def check_message_bytes(blocks: Sequence[ContentBlock], limit: int, *, root: str) -> None:
+    """Refuse a message larger than ``limit`` bytes.
+
+    Every message is kept — in the store, in the history a session's turns are given,
+    in the history cache — so its size is bounded before anything is written.
+
+    Raises:
+        PayloadTooLarge: (413) naming ``root`` and the limit.
+    """
+    size = message_bytes(blocks)
+    if size > limit:
+        raise PayloadTooLarge(
+            f"{root}: a message is at most {limit} bytes of text and inline images, "
+            f"this one is {size}; upload large images as files (input_image with file_id)"
+        )
 
 
 def parse_message_content(content: Any, *, root: str) -> tuple[ContentBlock, ...]:

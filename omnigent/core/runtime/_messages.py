@@ -44,7 +44,7 @@ from ..bus import EventBus
 from ..session import TurnEvents
 from ._actors import Actors
 from ._files import FileService
-from ._inputs import parse_message_content
+from ._inputs import MAX_MESSAGE_BYTES, check_message_bytes, parse_message_content
 from ._live import LiveSessions
 from ._session_catalog import SessionCatalog
 
@@ -69,6 +69,7 @@ class Messages:
         actors: Actors,
         files: FileService,
         sessions: SessionCatalog,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self._store = store
         self._bus = bus
@@ -76,6 +77,8 @@ class Messages:
         self._actors = actors
         self._files = files
         self._sessions = sessions
+        # The largest message a session takes (a larger one is 413, nothing stored).
+        self._max_bytes = max_message_bytes
 
     def _check_open(self, session_id: str) -> None:
         if self._live.closing:
@@ -110,6 +113,7 @@ class Messages:
         self._check_open(session_id)
         await self._sessions.row(session_id)
         blocks = parse_message_content(content, root="content")
+        check_message_bytes(blocks, self._max_bytes, root="content")
         await self._files.check_references(blocks, root="content", viewer=viewer)
         # The sender is recorded: the session's tools act with no more than their
         # rights from now on (core/tools/_acting.py).

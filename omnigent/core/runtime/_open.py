@@ -26,7 +26,8 @@ import trio
 from ..._ids import new_id
 from ...harnesses.base import HarnessFactory
 from ...observability import Metrics
-from ...processes import DEFAULT_GRACE, open_process_manager
+from ...outbound import UrlAllowList, guarded_mounts
+from ...processes import DEFAULT_GRACE, ProcessTrees, open_process_manager, open_process_trees
 from ...spec import PolicySpec
 from ...stores import Store, cluster_of, open_store
 from ...tools.terminals import TmuxServer, open_tmux_server
@@ -44,6 +45,7 @@ from ..cluster import (
 )
 from ..tools import PolicyFunctions
 from ..work import recover_work
+from ._inputs import MAX_MESSAGE_BYTES
 from ._options import runtime_options
 from ._placed import PLACED_WIRE
 from ._recovery import recover
@@ -66,6 +68,8 @@ async def open_runtime(
     home: str | Path | None = None,
     workspace: str | Path | None = None,
     default_cwd: str | Path | None = None,
+    workspace_roots: Iterable[str | Path] | None = None,
+    purge_workspaces: bool = False,
     default_policies: Sequence[Mapping[str, Any] | PolicySpec] = (),
     safe_defaults: bool = False,
     policy_functions: PolicyFunctions | None = None,
@@ -73,7 +77,10 @@ async def open_runtime(
     tool_functions: PolicyFunctions | None = None,
     tool_modules: Iterable[str] = (),
     allowed_commands: Iterable[str] = (),
+    allowed_env: Iterable[str] = (),
     allowed_mcp_urls: Iterable[str] = (),
+    allowed_model_urls: Iterable[str] = (),
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
     exclusive: bool = True,
     shutdown_grace: float = DEFAULT_GRACE,
     harness_idle_timeout: float | None = None,
@@ -99,6 +106,14 @@ async def open_runtime(
             ``os_env.cwd`` act. ``None`` (the default, and what ``serve`` uses): each
             session gets its own workspace under ``home``. ``omnigent run`` passes
             the directory it was run in.
+        workspace_roots: the directories a session's own directory must be inside
+            when a client names it (ACP's ``cwd``; see
+            :meth:`Runtime.check_session_directory`) — and it may be neither inside
+            nor around ``home`` (``serve``: its workspace, or ``--workspace-root``).
+            ``None`` (the default): no fence; the library's caller is the operator.
+        purge_workspaces: deleting a session also deletes its per-session workspace
+            (``serve --purge-workspaces``); ``delete_session(purge_workspace=...)``
+            decides for one call.
         default_policies: policies applied to every session after its agent's own.
             Their ``function`` references are the caller's own, and may name any
             importable callable.
@@ -125,10 +140,23 @@ async def open_runtime(
             By default a client's spec may name none; the operator's own specs may
             name any. The same list says which stdio MCP servers a remote client may
             supply (:meth:`Runtime.open_client_mcp_servers` with ``from_client``).
-        allowed_mcp_urls: URL prefixes (``https://mcp.example/``) under which a remote
-            client may supply HTTP MCP servers for its sessions (``serve
-            --allow-mcp-url``); by default none — the server fetching URLs a client
-            chose would let it reach what only the server can.
+        allowed_env: environment variables (names, or prefixes ending in ``*``) a
+            spec registered with ``from_client=True`` may set for the programs it
+            names, and a remote client for its stdio MCP servers (``serve
+            --allow-env``); by default none — ``LD_PRELOAD`` would run any code.
+        allowed_mcp_urls: URL prefixes (``https://mcp.example/``) under which a
+            client's spec (``from_client=True``) and a remote client's ACP session may
+            name HTTP MCP servers (``serve --allow-mcp-url``); by default none — the
+            server fetching URLs a client chose would let it reach what only the server
+            can. Such a URL is fetched through the outbound guard
+            (:mod:`omnigent.outbound`).
+        allowed_model_urls: URL prefixes under which a client's spec may name its
+            model endpoint (``executor.config.base_url``; ``serve --allow-model-url``);
+            by default none. The runtime's own HTTP client reaches them through the
+            outbound guard.
+        max_message_bytes: the largest message a session takes (text and inline
+            images, UTF-8; default 8 MiB; ``serve --max-message-bytes``): a larger one
+            is refused with ``PayloadTooLarge`` (``413``) and nothing is stored.
         exclusive: own the database (the default). One process at a time may run
             turns on a database file: their event logs and recovery would collide.
             ``False`` opens it beside a running owner for records only — agents,
@@ -153,8 +181,9 @@ async def open_runtime(
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
         InvalidInput: a bad ``policy_modules`` / ``tool_modules`` name or
-            ``policy_functions`` / ``tool_functions`` entry, or
-            an ``allowed_mcp_urls`` entry that is not an http(s) URL prefix.
+            ``policy_functions`` / ``tool_functions`` entry, an ``allowed_mcp_urls`` or
+            ``allowed_model_urls`` entry that is not an http(s) URL prefix, or an
+            ``allowed_env`` entry that is not a name.
 
     Cancellation: cancelling the block cancels every turn; each still publishes its
     terminal status before the store closes.
@@ -164,6 +193,8 @@ async def open_runtime(
         home=home,
         workspace=workspace,
         default_cwd=default_cwd,
+        workspace_roots=workspace_roots,
+        purge_workspaces=purge_workspaces,
         default_policies=default_policies,
         safe_defaults=safe_defaults,
         policy_functions=policy_functions,
@@ -171,7 +202,10 @@ async def open_runtime(
         tool_functions=tool_functions,
         tool_modules=tool_modules,
         allowed_commands=allowed_commands,
+        allowed_env=allowed_env,
         allowed_mcp_urls=allowed_mcp_urls,
+        allowed_model_urls=allowed_model_urls,
+        max_message_bytes=max_message_bytes,
         exclusive=exclusive,
         shutdown_grace=shutdown_grace,
         harness_idle_timeout=harness_idle_timeout,
@@ -185,8 +219,9 @@ async def open_runtime(
         async with (
             open_store(db, exclusive=exclusive, instance=instance) as store,
             _open_ownership(store, exclusive, server_id, lease_ttl) as ownership,
-            _open_http(http_client) as http,
+            _open_http(http_client, options.client_trust.model_urls) as http,
             _open_terminals(exclusive) as tmux,
+            _open_trees(exclusive) as trees,
             trio.open_nursery() as services,
         ):
             changes = SessionChanges()
@@ -214,6 +249,7 @@ async def open_runtime(
                         http=http,
                         processes=processes,
                         tmux=tmux,
+                        trees=trees,
                         ownership=ownership,
                         changes=changes,
                     )
@@ -276,12 +312,28 @@ async def _open_terminals(exclusive: bool) -> AsyncIterator[TmuxServer | None]:
 
 
 @asynccontextmanager
-async def _open_http(client: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
+async def _open_trees(exclusive: bool) -> AsyncIterator[ProcessTrees | None]:
+    """The process trees sessions' shell commands run in; none for a records-only
+    runtime. Opening sweeps what dead runtimes left in their cgroups."""
+    if not exclusive:
+        yield None
+        return
+    async with open_process_trees() as trees:
+        yield trees
+
+
+@asynccontextmanager
+async def _open_http(
+    client: httpx.AsyncClient | None, guarded: UrlAllowList
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The client harnesses reach model endpoints with: ``client``, else one the
+    runtime owns, whose requests to a ``guarded`` origin (URLs a client's spec may
+    name) go through the outbound guard."""
     if client is not None:
         yield client
         return
     timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-    async with httpx.AsyncClient(timeout=timeout) as owned:
+    async with httpx.AsyncClient(timeout=timeout, mounts=guarded_mounts(guarded)) as owned:
         yield owned
 
 

@@ -21,10 +21,11 @@ from ..._config import omnigent_home
 from ...errors import InvalidInput
 from ...harnesses.base import HarnessFactory
 from ...harnesses.registry import HarnessRegistry
+from ...outbound import UrlAllowList, url_prefix_problem
 from ...processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT
-from ...spec import PolicySpec, parse_policy_spec
+from ...spec import ClientTrust, PolicySpec, env_name_problem, parse_policy_spec
 from ..tools import PolicyAllowlist, PolicyFunctions, ToolAllowlist, ToolPlace
-from ..work import url_prefix_problem
+from ._inputs import MAX_MESSAGE_BYTES
 
 __all__ = ["RuntimeOptions", "runtime_options"]
 
@@ -43,9 +44,9 @@ class RuntimeOptions:
             when no policy has an opinion (the safe defaults, ``omnigent run``'s).
         policy_allowlist: which function policies an agent may name.
         tool_allowlist: which Python tools a client's spec may name (``tools.python``).
-        allowed_commands: programs a client's spec (or a remote client's MCP server)
-            may name.
-        allowed_mcp_urls: URL prefixes a remote client's HTTP MCP servers may be under.
+        client_trust: what a client's spec (or a remote client's MCP server) may name:
+            programs, environment variables, model and MCP URLs.
+        max_message_bytes: the largest message a session takes.
         exclusive: this runtime owns its database (else: records only).
         shutdown_grace: seconds sessions get to end at shutdown.
         harness_idle_timeout: seconds an external harness process may sit unused.
@@ -61,8 +62,8 @@ class RuntimeOptions:
     tool_allowlist: ToolAllowlist = attrs.field(
         factory=lambda: ToolAllowlist(load_entry_points=False)
     )
-    allowed_commands: frozenset[str] = frozenset()
-    allowed_mcp_urls: tuple[str, ...] = ()
+    client_trust: ClientTrust = attrs.field(factory=ClientTrust)
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     exclusive: bool = True
     shutdown_grace: float = DEFAULT_GRACE
     harness_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
@@ -85,8 +86,13 @@ def runtime_options(
     policy_modules: Iterable[str] = (),
     tool_functions: PolicyFunctions | None = None,
     tool_modules: Iterable[str] = (),
+    workspace_roots: Iterable[str | Path] | None = None,
+    purge_workspaces: bool = False,
     allowed_commands: Iterable[str] = (),
+    allowed_env: Iterable[str] = (),
     allowed_mcp_urls: Iterable[str] = (),
+    allowed_model_urls: Iterable[str] = (),
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
     exclusive: bool = True,
     shutdown_grace: float = DEFAULT_GRACE,
     harness_idle_timeout: float | None = None,
@@ -96,19 +102,18 @@ def runtime_options(
 
     Raises:
         InvalidInput: a bad ``policy_modules`` / ``tool_modules`` name or
-            ``policy_functions`` / ``tool_functions`` entry, or an ``allowed_mcp_urls``
-            entry that is not an http(s) URL prefix.
+            ``policy_functions`` / ``tool_functions`` entry, an ``allowed_mcp_urls`` or
+            ``allowed_model_urls`` entry that is not an http(s) URL prefix, or an
+            ``allowed_env`` entry that is not a name.
     """
     place = ToolPlace(
         workspace=Path(workspace) if workspace is not None else Path.cwd(),
         home=Path(home) if home is not None else omnigent_home(),
         default_cwd=Path(default_cwd) if default_cwd is not None else None,
+        purge_workspaces=purge_workspaces,
+        roots=None if workspace_roots is None else tuple(Path(r) for r in workspace_roots),
     )
-    mcp_urls = tuple(allowed_mcp_urls)
-    for index, prefix in enumerate(mcp_urls):
-        problem = url_prefix_problem(prefix) if isinstance(prefix, str) else "expected a string"
-        if problem is not None:
-            raise InvalidInput.at(f"allowed_mcp_urls[{index}]", problem)
+    trust = _client_trust(allowed_commands, allowed_env, allowed_mcp_urls, allowed_model_urls)
     policies = [p if isinstance(p, PolicySpec) else parse_policy_spec(p) for p in default_policies]
     allowlist = PolicyAllowlist(
         functions=policy_functions,
@@ -129,11 +134,37 @@ def runtime_options(
         safe_defaults=safe_defaults,
         policy_allowlist=allowlist,
         tool_allowlist=tools,
-        allowed_commands=frozenset(allowed_commands),
-        allowed_mcp_urls=mcp_urls,
+        client_trust=trust,
+        max_message_bytes=max_message_bytes,
         exclusive=exclusive,
         shutdown_grace=shutdown_grace,
         harness_idle_timeout=_idle_timeout(harness_idle_timeout),
+    )
+
+
+def _client_trust(
+    commands: Iterable[str], env: Iterable[str], mcp_urls: Iterable[str], model_urls: Iterable[str]
+) -> ClientTrust:
+    """The operator's allow-lists for clients, each entry checked.
+
+    Raises:
+        InvalidInput: at ``allowed_env[i]``, ``allowed_mcp_urls[i]`` or
+            ``allowed_model_urls[i]``.
+    """
+    for field, entries, check in (
+        ("allowed_env", env := tuple(env), env_name_problem),
+        ("allowed_mcp_urls", mcp_urls := tuple(mcp_urls), url_prefix_problem),
+        ("allowed_model_urls", model_urls := tuple(model_urls), url_prefix_problem),
+    ):
+        for index, entry in enumerate(entries):
+            problem = check(entry) if isinstance(entry, str) else "expected a string"
+            if problem is not None:
+                raise InvalidInput.at(f"{field}[{index}]", problem)
+    return ClientTrust(
+        commands=commands,
+        env=env,
+        mcp_urls=UrlAllowList(mcp_urls),
+        model_urls=UrlAllowList(model_urls),
     )
 
 

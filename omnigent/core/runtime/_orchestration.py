@@ -221,6 +221,9 @@ class Orchestration:
     async def list_agents(self) -> list[Agent]:
         return await self._agents.list()
 
+    async def agent_owner(self, agent_id: str) -> str | None:
+        return await self._agents.owner_of(agent_id)
+
     async def agent_spec(self, agent: Agent) -> AgentSpec:
         return await self._specs.agent_spec(agent.id, agent.version)
 

@@ -102,6 +102,8 @@ from ..tools import (
     ToolRegistry,
     ToolServices,
     Verdict,
+    directory_problem,
+    purge_workspaces,
 )
 from ..work import (
     CANCEL_GRACE,
@@ -130,13 +132,14 @@ from ._options import RuntimeOptions
 from ._orchestration import Orchestration
 from ._placed import PlacedCalls
 from ._session_catalog import SessionCatalog
+from ._session_input import check_cwd
 from ._specs import AgentSpecs
 from ._stopping import AFTER_GRACE, Stopping
 from ._tool_tasks import ToolTasks
 from ._tuning import SessionTuning
 
 if TYPE_CHECKING:
-    from ...processes import ProcessManager
+    from ...processes import ProcessManager, ProcessTrees
 
 __all__ = ["Runtime", "RuntimeState"]
 
@@ -178,12 +181,14 @@ class Runtime(metaclass=_NoPublicConstructor):
         ownership: Ownership,
         changes: SessionChanges,
         metrics: Metrics,
+        trees: ProcessTrees | None = None,
     ) -> None:
         """Build every part of the runtime, once, each given what it stands on.
 
         ``open_runtime`` passes what it opened (and closes it): the store, the event
         bus, the work nursery actors run in, the HTTP client, the process manager,
-        the tmux server, the ownership of session trees and the sessions feed.
+        the tmux server, the ownership of session trees, the sessions feed and the
+        process trees sessions' shells run in.
 
         The parts are built lowest first; two calls go back up to parts built later,
         and are given as this runtime's own methods: a session's snapshot asks the
@@ -232,7 +237,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._agents = AgentCatalog(
             store=store,
             specs=self._specs,
-            allowed_commands=options.allowed_commands,
+            trust=options.client_trust,
             python_tools=python_tools,
             registered_tools=self._tools,
         )
@@ -246,6 +251,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             subagents=self._subagents,
             ownership=ownership,
             pending_elsewhere=self._pending_elsewhere,
+            max_message_bytes=options.max_message_bytes,
         )
         self._visibility = Visibility(self._permissions, self._sessions.row)
         self._stopping = Stopping(
@@ -290,6 +296,8 @@ class Runtime(metaclass=_NoPublicConstructor):
                 client_mcp=self._client_mcp,
                 control=orchestration,
                 metrics=metrics,
+                trees=trees,
+                mcp_guard=options.client_trust.mcp_urls,
             ),
             files=self._files,
             http=http,
@@ -322,6 +330,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             actors=self._actors,
             files=self._files,
             sessions=self._sessions,
+            max_message_bytes=options.max_message_bytes,
         )
         self._asking = Asking(actors=self._actors, specs=self._specs, sessions=self._sessions)
         # Calls on live work run where the session's tree is held (see _ownership).
@@ -404,7 +413,7 @@ class Runtime(metaclass=_NoPublicConstructor):
     @property
     def allowed_mcp_urls(self) -> tuple[str, ...]:
         """URL prefixes a remote client's HTTP MCP servers may be under (``open_runtime``)."""
-        return self._options.allowed_mcp_urls
+        return self._options.client_trust.mcp_urls.prefixes
 
     @property
     def server_id(self) -> str:
@@ -714,12 +723,39 @@ class Runtime(metaclass=_NoPublicConstructor):
         """The temperature :meth:`set_session_temperature` set (``None``: the spec's)."""
         return self._tuning.temperature(session_id)
 
-    async def delete_session(self, session_id: str) -> None:
+    async def check_session_directory(self, cwd: str | None) -> None:
+        """Refuse a directory a client names for a session (ACP's ``cwd``) unless it is
+        inside the runtime's workspace roots (``open_runtime(workspace_roots=...)``;
+        without roots, anything absolute). ``None`` names none: nothing to check.
+
+        Transports call it for what a client names; ``create_session(cwd=...)`` itself
+        trusts its caller (a sub-agent works in its parent's directory, which may be a
+        workspace under ``$OMNIGENT_HOME``).
+
+        Raises:
+            InvalidInput: at ``cwd``: not an absolute path, outside every root, or in or
+                around ``$OMNIGENT_HOME``.
+        """
+        self._open()
+        checked = check_cwd(cwd)
+        if checked is None:
+            return
+        place = self._options.place
+        problem = await trio.to_thread.run_sync(directory_problem, place, checked)
+        if problem is not None:
+            raise InvalidInput.at("cwd", problem)
+
+    async def delete_session(self, session_id: str, *, purge_workspace: bool | None = None) -> None:
         """Cancel all work of the session and its descendants, then delete them all.
 
         Whatever is pending on them — their turns' questions, and hook requests or
         policy ASKs held by callers outside — is withdrawn first (those callers get
         ``cancel``), and from then on nothing is published into them.
+
+        Args:
+            purge_workspace: also delete their per-session workspaces
+                (``$OMNIGENT_HOME/workspaces/<id>``); ``None``: as
+                ``open_runtime(purge_workspaces=...)`` says (off by default).
         """
         await self._working()
         row = await self._sessions.row(session_id)
@@ -735,6 +771,9 @@ class Runtime(metaclass=_NoPublicConstructor):
             await self._bus.flush()
             await self._store.delete_sessions(doomed)
             self._changes.touched(doomed, deleted=True)
+            place = self._options.place
+            if place.purge_workspaces if purge_workspace is None else purge_workspace:
+                await purge_workspaces(place.home, doomed)
             for sid in doomed:
                 self._bus.forget_session(sid)
                 self._elicitations.forget_session(sid)
@@ -1376,13 +1415,14 @@ class Runtime(metaclass=_NoPublicConstructor):
             session_id,
             elicitations=self._elicitations,
             workdir=functools.partial(self._specs.workdir, session_id),
+            guard=self._options.client_trust.mcp_urls,
         )
         options = self._options
 
         def refuse(server: McpServerSpec) -> str | None:
             if not from_client:
                 return None
-            return client_server_refusal(server, options.allowed_commands, options.allowed_mcp_urls)
+            return client_server_refusal(server, options.client_trust)
 
         async with open_server_set(
             self._client_mcp,

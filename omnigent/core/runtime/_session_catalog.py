@@ -47,6 +47,7 @@ from ..tools import split_title, visible_title
 from ..work import SubAgents
 from ._files import FileService
 from ._fork import fork_items
+from ._inputs import MAX_MESSAGE_BYTES, check_message_bytes
 from ._live import LiveSessions
 from ._session_input import (
     InitialItem,
@@ -93,7 +94,9 @@ class SessionCatalog:
         subagents: SubAgents,
         ownership: Ownership,
         pending_elsewhere: PendingElsewhere,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
+        self._max_bytes = max_message_bytes
         self._store = store
         self._bus = bus
         self._specs = specs
@@ -149,9 +152,9 @@ class SessionCatalog:
         )
         messages = [MessageItem(role=i.data.role, content=i.data.content) for i in initial]
         for index, message in enumerate(messages):
-            await self._files.check_references(
-                message.content, root=f"initial_items[{index}].data.content", viewer=viewer
-            )
+            where = f"initial_items[{index}].data.content"
+            check_message_bytes(message.content, self._max_bytes, root=where)
+            await self._files.check_references(message.content, root=where, viewer=viewer)
         agent = await self._store.get_agent(agent_id, agent_version)
         if agent is None:
             raise AgentNotFound(agent_id)

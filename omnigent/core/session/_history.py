@@ -10,9 +10,13 @@ Pending messages (stored, not yet taken by any turn) are never part of a loaded
 history: they join it when a turn takes them.
 
 :class:`HistoryCache` keeps the histories of recently active sessions, bounded by a
-number of items in total, so memory does not grow with the number of sessions a
-process touches. Whatever is evicted (or made doubtful by a failed write) is simply
-read again from the store next time.
+number of items and by their size in bytes (:func:`item_bytes`: the text they hold),
+so memory grows neither with the number of sessions a process touches nor with the
+size of their messages. Whatever is evicted (or made doubtful by a failed write) is
+simply read again from the store next time. The most recently used history is kept
+whatever its item count, but not past the byte bound: a session of a few huge
+messages is read again per turn rather than held while idle (once it held ~25 MiB of
+memory per 20 MiB message, for good).
 
 Contract for code that writes items: go through a turn's ``add_item`` or a message,
 or call :meth:`HistoryCache.drop` for the session.
@@ -22,14 +26,52 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+import attrs
 
 from ...model import InputImage, Item, MessageItem, structure
 from ...stores import Store
 
-__all__ = ["MAX_CACHED_ITEMS", "MAX_CACHED_SESSIONS", "History", "HistoryCache"]
+__all__ = [
+    "MAX_CACHED_BYTES",
+    "MAX_CACHED_ITEMS",
+    "MAX_CACHED_SESSIONS",
+    "History",
+    "HistoryCache",
+    "item_bytes",
+]
 
 MAX_CACHED_ITEMS = 50_000
 MAX_CACHED_SESSIONS = 1024
+MAX_CACHED_BYTES = 128 * 1024 * 1024
+"""The most text (and inline image data) the kept histories hold together."""
+
+_OBJECT = 64  # what an attrs object, a tuple or a dict costs beyond what it holds
+
+
+def item_bytes(item: Any) -> int:
+    """About what ``item`` costs to keep: the length of every string (and bytes) in it,
+    plus a small constant per object. Iterative; one visit per value."""
+    total = 0
+    stack: list[Any] = [item]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str | bytes):
+            total += len(value)
+        elif attrs.has(type(value)):
+            total += _OBJECT
+            stack.extend(getattr(value, field.name) for field in attrs.fields(type(value)))
+        elif isinstance(value, dict):
+            total += _OBJECT
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            total += _OBJECT
+            stack.extend(value)
+        else:
+            total += 16
+    return total
 
 
 def _has_file_image(item: Item) -> bool:
@@ -45,14 +87,16 @@ class History:
         self,
         items: Iterable[Item],
         on_doubt: Callable[[], None] = lambda: None,
-        on_growth: Callable[[int], None] = lambda added: None,
+        on_growth: Callable[[int, int], None] = lambda items, size: None,
     ) -> None:
         self._items: list[Item] = []
+        self._sizes: list[int] = []
         self._index: dict[str, int] = {}
         self._images: set[int] = set()
         self._authors: set[str] = set()
+        self.bytes = 0
         self._on_doubt = on_doubt
-        self._on_growth: Callable[[int], None] = lambda added: None
+        self._on_growth: Callable[[int, int], None] = lambda items, size: None
         for item in items:
             self.record(item)
         self._on_growth = on_growth  # from now on: the loaded items are counted by the caller
@@ -62,14 +106,21 @@ class History:
 
     def record(self, item: Item) -> None:
         """Add an item at the end, or replace the one with its id where it stands."""
+        size = item_bytes(item)
         position = self._index.get(item.id)
         if position is None:
             position = len(self._items)
             self._index[item.id] = position
             self._items.append(item)
-            self._on_growth(1)
+            self._sizes.append(size)
+            self.bytes += size
+            self._on_growth(1, size)
         else:
             self._items[position] = item
+            grown = size - self._sizes[position]
+            self._sizes[position] = size
+            self.bytes += grown
+            self._on_growth(0, grown)
         if _has_file_image(item):
             self._images.add(position)
         else:
@@ -96,12 +147,14 @@ class History:
 
 
 class HistoryCache:
-    """Histories of recently active sessions: at most ``max_sessions`` of them and,
-    checked whenever one is loaded, ``max_items`` items in all.
+    """Histories of recently active sessions: at most ``max_sessions`` of them,
+    ``max_items`` items and ``max_bytes`` bytes (:func:`item_bytes`) in all.
 
-    The most recently used history is kept whatever its size. A history in use by an
-    actor stays valid if it is evicted meanwhile (the actor keeps updating it); the
-    next actor of that session then reads the store again.
+    Items are checked whenever a history is loaded, bytes whenever one grows too. The
+    most recently used history is kept whatever its item count, but not past
+    ``max_bytes``. A history in use by an actor stays valid if it is evicted meanwhile
+    (the actor keeps updating it); the next actor of that session then reads the store
+    again.
     """
 
     def __init__(
@@ -110,12 +163,15 @@ class HistoryCache:
         *,
         max_items: int = MAX_CACHED_ITEMS,
         max_sessions: int = MAX_CACHED_SESSIONS,
+        max_bytes: int = MAX_CACHED_BYTES,
     ) -> None:
         self._store = store
         self._max_items = max_items
         self._max_sessions = max_sessions
+        self._max_bytes = max_bytes
         self._entries: OrderedDict[str, History] = OrderedDict()
         self._size = 0  # items in the kept histories
+        self._bytes = 0  # their size
 
     async def get(self, session_id: str, exclude: Collection[str] = ()) -> History:
         """The session's history, read from the store if it is not kept.
@@ -135,10 +191,11 @@ class HistoryCache:
         history = History(
             items,
             on_doubt=lambda: self._forget(session_id, history),
-            on_growth=lambda added: self._grew(session_id, history, added),
+            on_growth=lambda added, size: self._grew(session_id, history, added, size),
         )
         self._entries[session_id] = history
         self._size += len(history)
+        self._bytes += history.bytes
         self._evict()
         return history
 
@@ -157,17 +214,26 @@ class HistoryCache:
         if self._entries.get(session_id) is history:
             del self._entries[session_id]
             self._size -= len(history)
+            self._bytes -= history.bytes
 
-    def _grew(self, session_id: str, history: History, added: int) -> None:
+    def _grew(self, session_id: str, history: History, added: int, size: int) -> None:
         if self._entries.get(session_id) is history:
             self._size += added
+            self._bytes += size
+            if self._bytes > self._max_bytes:
+                self._evict()
 
     def _evict(self) -> None:
-        while len(self._entries) > 1 and (
-            self._size > self._max_items or len(self._entries) > self._max_sessions
+        while self._entries and (
+            self._bytes > self._max_bytes
+            or (
+                len(self._entries) > 1
+                and (self._size > self._max_items or len(self._entries) > self._max_sessions)
+            )
         ):
             _, oldest = self._entries.popitem(last=False)
             self._size -= len(oldest)
+            self._bytes -= oldest.bytes
 
     def statistics(self) -> dict[str, int]:
-        return {"sessions": len(self._entries), "items": self._size}
+        return {"sessions": len(self._entries), "items": self._size, "bytes": self._bytes}

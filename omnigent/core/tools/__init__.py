@@ -11,7 +11,7 @@ interface the runtime implements: this package never imports the runtime.
 from ._agent_args import SendArgs, TypedError, is_closed, parse_send, split_title, visible_title
 from ._client_tools import ClientTool, ClientTools
 from ._control import ChildClaims, SessionControl
-from ._place import ToolPlace, working_directory
+from ._place import ToolPlace, directory_problem, purge_workspaces, working_directory
 from ._policies import (
     PHASE_TOOL_CALL,
     PHASE_TOOL_RESULT,
@@ -54,10 +54,12 @@ __all__ = [
     "TypedError",
     "Verdict",
     "WirePolicyEvent",
+    "directory_problem",
     "is_closed",
     "load_function",
     "parse_policy_event",
     "parse_send",
+    "purge_workspaces",
     "safe_default",
     "split_title",
     "visible_title",

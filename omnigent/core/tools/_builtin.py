@@ -102,13 +102,19 @@ def os_tool(name: str) -> Builtin:
 
     async def run(tools: SessionTools, args: dict[str, Any]) -> str:
         try:
+            cwd = await tools.cwd()
+        except ToolError as exc:  # the session's directory is refused (see _place)
+            return exc.render()
+        try:
             sandbox = await tools.sandbox()
         except SandboxUnavailable as exc:
             return f"Error: {exc.message}"
         if name == "sys_os_shell":  # the one that starts processes: record their group
-            shell: str = await tool(await tools.cwd(), args, tracker=tools.groups, sandbox=sandbox)
+            shell: str = await tool(
+                cwd, args, tracker=tools.groups, sandbox=sandbox, trees=tools.trees
+            )
             return shell
-        output: str = await tool(await tools.cwd(), args, sandbox=sandbox)
+        output: str = await tool(cwd, args, sandbox=sandbox)
         return output
 
     return run

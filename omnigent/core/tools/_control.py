@@ -132,6 +132,10 @@ class SessionControl(Protocol):
         """Every registered agent at its latest version."""
         ...
 
+    async def agent_owner(self, agent_id: str) -> str | None:
+        """Who registered the agent (``None``: no such agent)."""
+        ...
+
     async def agent_spec(self, agent: Agent) -> AgentSpec:
         """The spec of that agent version."""
         ...

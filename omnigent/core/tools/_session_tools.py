@@ -46,7 +46,8 @@ from ...model import (
     elicitation_params,
 )
 from ...observability import Metrics
-from ...processes import TrackedGroups
+from ...outbound import UrlAllowList
+from ...processes import ProcessTrees, TrackedGroups
 from ...processes.sandbox import SandboxPolicy
 from ...spec import AgentSpec, SandboxSpec
 from ...stores import Store
@@ -115,6 +116,10 @@ class ToolServices:
             outside a runtime, which offer no orchestration tools).
         claims: the children sends are working on (shared by every session).
         metrics: where tool calls are counted (None: nowhere).
+        trees: the process trees shell commands run in (None: their process group
+            alone; see :func:`omnigent.processes.open_process_trees`).
+        mcp_guard: URLs clients may name for MCP servers (``--allow-mcp-url``): a
+            server under them is reached through the outbound guard.
     """
 
     registry: ToolRegistry
@@ -128,6 +133,8 @@ class ToolServices:
     control: SessionControl | None = None
     claims: ChildClaims = attrs.field(factory=ChildClaims)
     metrics: Metrics | None = None
+    trees: ProcessTrees | None = None
+    mcp_guard: UrlAllowList | None = None
 
 
 class SessionTools:
@@ -177,6 +184,7 @@ class SessionTools:
         self.control = services.control
         self.claims = services.claims
         self.groups = groups
+        self.trees = None if services.trees is None else services.trees.for_session(session_id)
         self._registry = services.registry
         self._elicitations = services.elicitations
         self._store = services.store
@@ -191,7 +199,11 @@ class SessionTools:
             from ...mcp import McpServers  # the optional `mcp` extra
 
             self._mcp = McpServers(
-                spec.mcp_servers, ask=self._ask_person, cwd=self.cwd, sandbox=self.sandbox
+                spec.mcp_servers,
+                ask=self._ask_person,
+                cwd=self.cwd,
+                sandbox=self.sandbox,
+                guard=services.mcp_guard,
             )
         self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():

@@ -20,10 +20,12 @@ one session for as long as its block runs — the connection's life, not the sto
   run a command another client once supplied.
 
 Trust: a server a *client of a server* supplies (``from_client=True``, the WebSocket
-transport) is connected only if the operator allowed it — a stdio server's program by
-name (``allowed_commands``, the rule :mod:`omnigent.spec._trust` applies to client
-specs), an HTTP server's URL by prefix (``allowed_mcp_urls``: a server fetching URLs a
-remote client chose is a request forgery risk). Others are refused, and reported.
+transport) is connected only if the operator allowed it (:class:`~omnigent.spec.ClientTrust`,
+the rule :mod:`omnigent.spec._trust` applies to client specs) — a stdio server's
+program by name and each of its ``env`` variables by name, an HTTP server's URL by
+prefix (a server fetching URLs a remote client chose is a request forgery risk; it is
+then fetched through :mod:`omnigent.outbound`'s guard). Others are refused, and
+reported.
 
 Resource handling: :class:`ClientServerSet` is one block's servers; each server is held
 by one task of the block's own nursery. :class:`ClientMcp` (one per runtime) only
@@ -33,11 +35,10 @@ indexes the open sets by session, for the tools and for stops; it owns no task.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -45,8 +46,9 @@ import trio
 from ...errors import InvalidInput, OmnigentError
 from ...harnesses.base import ToolSchema
 from ...model import ElicitationParams
+from ...outbound import UrlAllowList, url_prefix_problem
 from ...processes import base_environment
-from ...spec import McpServerSpec
+from ...spec import ClientTrust, McpServerSpec
 from ..asking import Elicitations
 
 if TYPE_CHECKING:
@@ -74,7 +76,6 @@ MAX_SERVERS_PER_BLOCK = 32
 """Servers one :meth:`~omnigent.Runtime.open_client_mcp_servers` block may connect."""
 
 Connect = Callable[[McpServerSpec], "McpServers"]
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 # How long the servers of a closing block get to stop (each stop is bounded itself).
 _CLOSE_GRACE = 15.0
 
@@ -113,59 +114,15 @@ def check_client_servers(servers: Sequence[McpServerSpec]) -> None:
         seen.add(server.name)
 
 
-def url_prefix_problem(prefix: str) -> str | None:
-    """Why ``prefix`` cannot be an ``allowed_mcp_urls`` entry (None if it can)."""
-    parts = urlsplit(prefix)
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return f"must be an http:// or https:// URL with a host, got {prefix!r}"
-    if parts.username or parts.password or parts.query or parts.fragment:
-        return f"must be a plain URL prefix (no user, query or fragment), got {prefix!r}"
-    return None
-
-
-def _url_allowed(url: str, prefixes: Sequence[str]) -> bool:
-    """Same scheme, host and port as a prefix, and a path at or under its path.
-
-    Compared as parsed parts, not as strings: ``https://ok.example.evil.test`` is not
-    under ``https://ok.example``, nor is ``https://ok.example@evil.test/``.
-    """
-    try:
-        parts = urlsplit(url)
-        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
-    except ValueError:
-        return False
-    for prefix in prefixes:
-        allowed = urlsplit(prefix)
-        same_origin = (
-            parts.scheme == allowed.scheme
-            and parts.hostname == allowed.hostname
-            and port == (allowed.port or _DEFAULT_PORTS.get(allowed.scheme))
-        )
-        base = allowed.path.rstrip("/")
-        if same_origin and (not base or parts.path == base or parts.path.startswith(base + "/")):
-            return True
-    return False
-
-
-def client_server_refusal(
-    server: McpServerSpec, allowed_commands: Collection[str], allowed_urls: Sequence[str]
-) -> str | None:
+def client_server_refusal(server: McpServerSpec, trust: ClientTrust) -> str | None:
     """Why a server a remote client supplied may not be connected (None: it may)."""
     if server.command is not None:
-        program = server.command[0]
-        if program in allowed_commands:
-            return None
-        return (
-            f"this server runs no program a client names ({program!r}); the operator can "
-            f"allow one with `serve --allow-command {program}`"
-        )
-    assert server.url is not None
-    if _url_allowed(server.url, allowed_urls):
-        return None
-    return (
-        "this server connects to no MCP URL a client names; the operator can allow a "
-        "prefix with `serve --allow-mcp-url URL`"
-    )
+        problems = trust.program_problems(server.command[0], "command")
+        problems += trust.env_problems(server.env, "env")
+    else:
+        assert server.url is not None
+        problems = trust.url_problems(server.url, "url", model=False)
+    return "; ".join(problem.msg for problem in problems) or None
 
 
 class ClientServerSet:
@@ -365,7 +322,11 @@ async def open_server_set(
 
 
 def client_connection(
-    session_id: str, *, elicitations: Elicitations, workdir: Callable[[], Awaitable[Path]]
+    session_id: str,
+    *,
+    elicitations: Elicitations,
+    workdir: Callable[[], Awaitable[Path]],
+    guard: UrlAllowList | None = None,
 ) -> Connect:
     """How one client server of the session is connected (the ``mcp`` SDK's client).
 
@@ -373,6 +334,8 @@ def client_connection(
         session_id: the session the server serves.
         elicitations: where the server's questions to a person are asked.
         workdir: the session's working directory (where a stdio server runs).
+        guard: URLs clients may name (``--allow-mcp-url``): an HTTP server under them
+            is reached through the outbound guard.
     """
     from ...mcp import McpServers  # the optional `mcp` extra
 
@@ -381,6 +344,6 @@ def client_connection(
         return answer.action, answer.content
 
     def connect(spec: McpServerSpec) -> McpServers:
-        return McpServers((spec,), ask=ask, cwd=workdir, base_env=base_environment())
+        return McpServers((spec,), ask=ask, cwd=workdir, base_env=base_environment(), guard=guard)
 
     return connect

@@ -20,6 +20,7 @@ from typing import TypeVar
 import trio
 
 from ..._config import omnigent_home
+from ..._private import private_dir
 from ...errors import HarnessError, HarnessUnavailable
 from ...processes import ManagedProcess, ProcessManager, ProcessSpec
 from ...tools import sanitise_session_id
@@ -188,7 +189,8 @@ class NativeHarness:
         if await self._env.sandbox() is not None:
             path = path / "sandboxed" / sanitise_session_id(self._env.session_id)
         path = path / name
-        await trio.Path(path).mkdir(parents=True, exist_ok=True)
+        # Private: a CLI's configuration and transcripts hold keys and conversations.
+        await trio.to_thread.run_sync(private_dir, path)
         return path
 
     async def _spawn(

@@ -138,6 +138,7 @@ class OpenSessions:
         offer = offered_servers(params, self._ctx.client_mcp)
         self._room()
         agent = await self._ctx.resolve_agent()
+        await self._runtime.check_session_directory(cwd)  # the server's workspace fence
         session = await self._runtime.create_session(agent.id, owner=self._ctx.user, cwd=cwd)
         return {"sessionId": session.id, **await self._opened(session, offer)}
 
@@ -146,6 +147,7 @@ class OpenSessions:
         cwd = params.absolute_path("cwd")
         offer = offered_servers(params, self._ctx.client_mcp)
         snapshot = await self._ctx.require(session_id, READ)
+        await self._runtime.check_session_directory(cwd)  # the fence session/new applies
         self._room(session_id)
         items = await history(self._runtime, session_id)
         for update in replay_items(items, snapshot.cwd or cwd):
@@ -160,6 +162,7 @@ class OpenSessions:
         cwd = params.absolute_path("cwd")
         offer = offered_servers(params, self._ctx.client_mcp)
         snapshot = await self._ctx.require(session_id, READ)
+        await self._runtime.check_session_directory(cwd)  # the fence session/new applies
         self._room(session_id)
         return await self._opened(snapshot, offer, cwd)
 
@@ -171,6 +174,7 @@ class OpenSessions:
         meta = params.object("_meta").object("omnigent")
         up_to = meta.optional_string("upToItemId", max_len=200)
         await self._ctx.require(session_id, READ)
+        await self._runtime.check_session_directory(cwd)  # the fork works there
         self._room()
         fork = await self._runtime.fork_session(
             session_id, up_to_item_id=up_to, owner=self._ctx.user, cwd=cwd

@@ -48,8 +48,9 @@ from typing import Any
 
 import trio
 
-from ..._config import default_db_url
+from ..._config import default_db_url, omnigent_home
 from ..._gc import settle_after_startup
+from ..._private import private_dir, warn_if_shared
 from ...core import Agent, PolicyFunction, open_runtime
 from ...core import load_policy_function as load_function
 from ...errors import BadRequest, SpecError
@@ -234,8 +235,9 @@ def run_stdio(args: argparse.Namespace) -> int:
         importable_beside(args.agent)  # the operator's file: modules beside it import
     functions = own_policy_functions(spec)
     db: str = args.db or default_db_url()
+    warn_if_shared(omnigent_home(), db)
     if db.startswith("sqlite:///"):
-        Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        private_dir(Path(db.removeprefix("sqlite:///")).expanduser().parent)
     with _protocol_fds() as (fd_in, fd_out):
         client_mcp = bool(getattr(args, "client_mcp", True))
         trio.run(_main, spec, db, functions, client_mcp, fd_in, fd_out)

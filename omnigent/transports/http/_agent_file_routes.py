@@ -1,7 +1,7 @@
 """Routes for agents (``/v1/agents``) and files (``/v1/files``).
 
-Agents are readable by every caller (their specs too, with the values of ``env``
-mappings and of keys naming a key, token, secret or password redacted); a name belongs
+Agents are readable by every caller (their specs too, with their credentials redacted:
+:func:`omnigent.spec.redact_secrets`); a name belongs
 to whoever registered it first (another caller posting it is ``403``, from the core).
 A spec is at most :data:`MAX_SPEC_BYTES` (``413`` past it), JSON or YAML; YAML is
 parsed in a worker thread with aliases refused and nesting bounded
@@ -25,7 +25,7 @@ from quart import Blueprint, Response, request
 
 from ...core import MAX_FILE_BYTES
 from ...errors import InvalidInput, PayloadTooLarge
-from ...spec import AgentSpec
+from ...spec import AgentSpec, redact_secrets
 from ._access import file_access, viewer
 from ._answers import AgentList, AgentSpecAnswer
 from ._fence import JSON, accepts
@@ -34,10 +34,8 @@ from ._params import json_body, owner, query_int, state
 __all__ = [
     "INLINE_TYPES",
     "MAX_SPEC_BYTES",
-    "REDACTED",
     "YAML_TYPES",
     "blueprint",
-    "redact_secrets",
 ]
 
 blueprint = Blueprint("omnigent_agents_files", __name__)
@@ -96,27 +94,6 @@ async def get_agent_spec(agent_id: str) -> dict[str, Any]:
     spec = await runtime.get_agent_spec(agent.id, version)
     shown = redact_secrets(spec.to_dict())
     return AgentSpecAnswer(agent.id, version or agent.version, shown).to_dict()
-
-
-_SECRET_WORDS: Final = ("key", "token", "secret", "password")
-REDACTED: Final = "<redacted>"
-
-
-def redact_secrets(value: Any, *, hide: bool = False) -> Any:
-    """``value`` with every ``env`` value, and every value under a key naming a key,
-    token, secret or password, replaced by :data:`REDACTED` (not their names)."""
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for name, inner in value.items():
-            secret = any(word in str(name).lower() for word in _SECRET_WORDS)
-            if name == "env" and isinstance(inner, dict):
-                out[name] = {k: REDACTED for k in inner}
-            else:
-                out[name] = redact_secrets(inner, hide=hide or secret)
-        return out
-    if isinstance(value, list):
-        return [redact_secrets(inner, hide=hide) for inner in value]
-    return REDACTED if hide and value is not None else value
 
 
 @blueprint.post("/files")

@@ -54,6 +54,7 @@ from ._openapi import openapi_document
 from ._params import AppState, AuthMode, owner, state
 from ._request_log import RequestLog
 from ._websocket import install_websocket
+from ._ws_slots import MAX_WEBSOCKETS, MAX_WEBSOCKETS_PER_USER, WebSocketSlots
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -97,6 +98,7 @@ def create_app(
     allowed_origins: Collection[str] = (),
     allowed_hosts: Collection[str] = (),
     console: bool = True,
+    max_websockets: int = MAX_WEBSOCKETS,
 ) -> QuartTrio:
     """The HTTP app serving ``runtime``.
 
@@ -114,6 +116,8 @@ def create_app(
             headers (``serve --allowed-origin``).
         allowed_hosts: ``Host`` names answered besides the server's own address,
             loopback and ``localhost`` (``serve --allowed-host``; ``*``: any).
+        max_websockets: ACP WebSockets held open at once (one caller may hold at most
+            :data:`MAX_WEBSOCKETS_PER_USER` of them); past it an upgrade is ``503``.
 
     Raises:
         ValueError: an unknown ``auth``, or a malformed origin or host.
@@ -139,6 +143,7 @@ def create_app(
         trio.Event() if stopping is None else stopping,
         ping_interval=ping_interval,
         fence=fence,
+        websockets=WebSocketSlots(max_websockets, min(max_websockets, MAX_WEBSOCKETS_PER_USER)),
     )
     install_error_handlers(app)
     app.asgi_app = SettleBodies(app.asgi_app)  # type: ignore[method-assign, assignment]

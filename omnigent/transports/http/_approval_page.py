@@ -43,7 +43,7 @@ from ...errors import CrossSiteRequest, Forbidden, InvalidInput
 from ...model import ElicitationRequest
 from ._access import EDIT, READ, session_access
 from ._elicitation_routes import visible_pending
-from ._fence import Fence, accepts
+from ._fence import Fence, accepts, own_scheme
 from ._params import owner, state
 
 __all__ = ["blueprint"]
@@ -95,7 +95,10 @@ async def answer(session_id: str, elicitation_id: str) -> Response:
     await session_access(session_id, EDIT)
     try:
         _OWN_ORIGIN_ONLY.check_origin(
-            request.headers, host=request.headers.get("Host"), state_changing=True
+            request.headers,
+            host=request.headers.get("Host"),
+            state_changing=True,
+            scheme=own_scheme(request.headers, request.scheme),
         )
     except CrossSiteRequest:
         raise CrossSiteRequest(

@@ -12,7 +12,8 @@ runs (see ``docs/security.md``):
   ``--allowed-host`` (``*`` admits any). The port is not compared: proxies rewrite it.
 * **Origin** (``403 cross_site_request``, every state-changing method): a request
   whose ``Origin`` is neither the server's own (its host and port are the ``Host``
-  header's) nor one passed with ``--allowed-origin`` is refused; so is one without
+  header's, its scheme the one the request came by — ``X-Forwarded-Proto`` behind a
+  TLS proxy) nor one passed with ``--allowed-origin`` is refused; so is one without
   ``Origin`` whose ``Sec-Fetch-Site`` says ``cross-site`` or ``same-site``. Requests
   from programs (no ``Origin``, no ``Sec-Fetch-Site``) pass.
 * **CORS**: a request from an allowed origin gets ``Access-Control-Allow-Origin`` (with
@@ -53,6 +54,7 @@ __all__ = [
     "install_fence",
     "install_media_types",
     "normalise_origin",
+    "own_scheme",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -177,7 +179,12 @@ class Fence:
         )
 
     def check_origin(
-        self, headers: HeaderLookup, *, host: str | None, state_changing: bool
+        self,
+        headers: HeaderLookup,
+        *,
+        host: str | None,
+        state_changing: bool,
+        scheme: str | None = None,
     ) -> str | None:
         """Refuse a state-changing request another site's page sent.
 
@@ -185,6 +192,10 @@ class Fence:
             headers: the request headers (``Origin``, ``Sec-Fetch-Site`` are read;
                 case-insensitive lookups, as Quart's and Werkzeug's headers are).
             host: the ``Host`` header, the server's own origin.
+            scheme: the server's own scheme as the browser sees it
+                (:func:`own_scheme`); an ``Origin`` of another scheme is foreign
+                (``http://`` and ``https://`` are different origins). ``None``
+                compares host and port only.
             state_changing: whether the request can change anything; only then is a
                 foreign origin refused.
 
@@ -201,7 +212,7 @@ class Fence:
             origin = normalise_origin(raw_origin)
             if origin is not None and origin in self.allowed_origins:
                 return origin
-            if origin is not None and _same_origin(origin, host):
+            if origin is not None and _same_origin(origin, host, scheme):
                 return None
             if state_changing:
                 raise CrossSiteRequest(
@@ -218,14 +229,31 @@ class Fence:
         return None
 
 
-def _same_origin(origin: str, host: str | None) -> bool:
-    """Whether ``origin`` (normalised) is the server's own, as ``host`` names it."""
+def own_scheme(headers: HeaderLookup, connection_scheme: str) -> str:
+    """The scheme the browser used to reach this server: ``http`` or ``https``.
+
+    A TLS-terminating proxy says so with ``X-Forwarded-Proto`` (its first value); else
+    the connection's own (``ws``/``wss`` count as ``http``/``https``). A page cannot
+    set ``X-Forwarded-Proto`` on a cross-site request without a preflight, so trusting
+    it here cannot make a foreign page's origin look like the server's own.
+    """
+    forwarded = (headers.get("X-Forwarded-Proto") or "").split(",")[0].strip().lower()
+    if forwarded in _DEFAULT_PORTS:
+        return forwarded
+    return "https" if connection_scheme.lower() in ("https", "wss") else "http"
+
+
+def _same_origin(origin: str, host: str | None, own: str | None = None) -> bool:
+    """Whether ``origin`` (normalised) is the server's own, as ``host`` (and the
+    server's scheme ``own``, when known) name it."""
     if host is None:
         return False
     parts = _split_host(host)
     if parts is None:
         return False
     scheme, _, netloc = origin.partition("://")
+    if own is not None and scheme != own:
+        return False
     origin_parts = _split_host(netloc)
     if origin_parts is None:
         return False
@@ -279,6 +307,7 @@ def install_fence(app: Quart, fence: Callable[[], Fence]) -> None:
             request.headers,
             host=request.headers.get("Host"),
             state_changing=request.method in STATE_CHANGING,
+            scheme=own_scheme(request.headers, request.scheme),
         )
         g.omnigent_cors_origin = origin
         return None

@@ -21,6 +21,7 @@ from ...core import MODEL_OVERRIDE_PATTERN, InitialItem, Runtime
 from ...errors import InvalidInput, Unauthorized
 from ...model import loads, structure, wire_as, wire_schema
 from ._fence import Fence
+from ._ws_slots import WebSocketSlots
 
 __all__ = [
     "AppState",
@@ -57,6 +58,7 @@ class AppState:
     stopping: trio.Event
     ping_interval: float = 15.0
     fence: Fence = attrs.field(factory=Fence)
+    websockets: WebSocketSlots = attrs.field(factory=WebSocketSlots)
     secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32), repr=False)
 
 

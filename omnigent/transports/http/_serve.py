@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import re
 import signal
 import socket
@@ -36,16 +37,19 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
-from ..._config import default_db_url
+from ..._config import default_db_url, omnigent_home
 from ..._gc import settle_after_startup
-from ...core import open_runtime, url_prefix_problem
+from ..._private import private_dir, warn_if_shared
+from ...core import MAX_MESSAGE_BYTES, open_runtime
 from ...errors import BadRequest
-from ...rpc import MAX_MESSAGE_BYTES
 from ...stores import announce_server
+from ...outbound import url_prefix_problem
+from ...spec import env_name_problem
 from ._app import create_app
 from ._fence import Fence
 from ._serve_args import add_serve_arguments
 from ._serve_files import load_policies, register_agents
+from ._ws_slots import WS_MAX_MESSAGE_BYTES
 
 __all__ = ["add_serve_parser", "listen_error", "load_policies", "run_serve", "serve"]
 
@@ -69,13 +73,18 @@ async def serve(
     safe_defaults: bool = False,
     tool_modules: Sequence[str] = (),
     allowed_commands: Sequence[str] = (),
+    allowed_env: Sequence[str] = (),
     allowed_mcp_urls: Sequence[str] = (),
+    allowed_model_urls: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     allowed_hosts: Sequence[str] = (),
     server_id: str | None = None,
     lease_ttl: float | None = None,
     stop: trio.Event | None = None,
     shutdown_grace: float = 5.0,
+    purge_workspaces: bool = False,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    workspace_roots: Sequence[str | Path] | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve omnigent over HTTP until ``stop`` is set or this is cancelled.
@@ -98,8 +107,12 @@ async def serve(
         allowed_commands: programs a client's spec (``POST /v1/agents``) may name to
             run (``--allow-command``); the ``--agents`` specs are the operator's and
             may name any. Also the stdio MCP servers a ``/v1/ws`` client may pass.
-        allowed_mcp_urls: URL prefixes under which a ``/v1/ws`` client's HTTP MCP
-            servers are connected (``--allow-mcp-url``; default none).
+        allowed_env: variables (names, ``PREFIX*``) a client may set for the programs
+            it names (``--allow-env``; default none).
+        allowed_mcp_urls: URL prefixes under which a client's spec or a ``/v1/ws``
+            client may name HTTP MCP servers (``--allow-mcp-url``; default none).
+        allowed_model_urls: URL prefixes under which a client's spec may name its
+            model endpoint (``--allow-model-url``; default none).
         allowed_origins: web app origins admitted with CORS (``--allowed-origin``).
         allowed_hosts: ``Host`` names answered besides the server's own address
             (``--allowed-host``); see ``docs/security.md``.
@@ -110,6 +123,12 @@ async def serve(
         stop: set it to shut down; without it, cancel the caller's scope.
         shutdown_grace: seconds running turns get to end at shutdown (then what is
             stuck is abandoned); see ``open_runtime``.
+        purge_workspaces: a deleted session's workspace goes with it
+            (``--purge-workspaces``).
+        max_message_bytes: the largest message a session takes
+            (``--max-message-bytes``; larger is 413).
+        workspace_roots: the directories a client may name for a session (``cwd`` over
+            ``/v1/ws``; ``--workspace-root``); ``None``: the current directory.
         task_status: started with the bound URL (``http://HOST:PORT``).
 
     Raises:
@@ -127,9 +146,14 @@ async def serve(
         "safe_defaults": safe_defaults,
         "tool_modules": tool_modules,
         "allowed_commands": allowed_commands,
+        "allowed_env": allowed_env,
         "allowed_mcp_urls": allowed_mcp_urls,
+        "allowed_model_urls": allowed_model_urls,
         "shutdown_grace": shutdown_grace,
         "server_id": server_id,
+        "purge_workspaces": purge_workspaces,
+        "max_message_bytes": max_message_bytes,
+        "workspace_roots": (Path.cwd(),) if workspace_roots is None else workspace_roots,
     }
     if lease_ttl is not None:
         runtime_options["lease_ttl"] = lease_ttl
@@ -149,8 +173,8 @@ async def serve(
         config.graceful_timeout = GRACEFUL_TIMEOUT
         config.accesslog = None
         config.loglevel = "WARNING"  # its "Running on …": we print our own line
-        # An ACP message over the WebSocket may be as large as one over stdio.
-        config.websocket_max_message_size = MAX_MESSAGE_BYTES
+        # A remote client's ACP message is bounded tighter than the editor's over stdio.
+        config.websocket_max_message_size = WS_MAX_MESSAGE_BYTES
         hypercorn_done = trio.Event()
         shutdown = trio.Event()
         # Shielded so that a cancel from outside reaches Hypercorn only as its
@@ -250,95 +274,87 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.agents is not None and not Path(args.agents).is_dir():
         raise BadRequest(f"--agents {args.agents}: no such directory")
     db = args.db or default_db_url()
+    # A server's files are its own: the database, the workspaces, what tools write
+    # there (an existing file keeps its mode, and is warned about below).
+    os.umask(0o077)
+    warn_if_shared(omnigent_home(), db)
     if db.startswith("sqlite:///"):
-        Path(db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    policies = load_policies(args.policies) if getattr(args, "policies", None) else []
-    modules = tuple(getattr(args, "policy_modules", None) or ())
-    tool_modules = tuple(getattr(args, "tool_modules", None) or ())
-    commands = tuple(getattr(args, "allowed_commands", None) or ())
-    mcp_urls = tuple(getattr(args, "allowed_mcp_urls", None) or ())
-    for prefix in mcp_urls:
-        if (problem := url_prefix_problem(prefix)) is not None:
-            raise BadRequest(f"--allow-mcp-url {problem}")
-    origins: list[str] = getattr(args, "allowed_origin", None) or []
-    hosts: list[str] = getattr(args, "allowed_host", None) or []
+        private_dir(Path(db.removeprefix("sqlite:///")).expanduser().parent)
+    options: dict[str, Any] = {
+        "policies": load_policies(args.policies) if getattr(args, "policies", None) else [],
+        "policy_modules": tuple(getattr(args, "policy_modules", None) or ()),
+        "tool_modules": tuple(getattr(args, "tool_modules", None) or ()),
+        "allowed_commands": tuple(getattr(args, "allowed_commands", None) or ()),
+        **_trusted_options(args),
+        "allowed_origins": getattr(args, "allowed_origin", None) or [],
+        "allowed_hosts": getattr(args, "allowed_host", None) or [],
+        "shutdown_grace": float(getattr(args, "shutdown_grace", 5.0)),
+        "server_id": getattr(args, "server_id", None),
+        "lease_ttl": getattr(args, "lease_ttl", None),
+        "purge_workspaces": bool(getattr(args, "purge_workspaces", False)),
+        "safe_defaults": bool(getattr(args, "ask_by_default", False)),
+        "workspace_roots": _workspace_roots(getattr(args, "workspace_roots", None) or ()),
+    }
+    if getattr(args, "max_message_bytes", None) is not None:
+        options["max_message_bytes"] = args.max_message_bytes
     try:
-        Fence.of(origins, hosts)
+        Fence.of(options["allowed_origins"], options["allowed_hosts"])
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
-    grace = float(getattr(args, "shutdown_grace", 5.0))
-    server_id: str | None = getattr(args, "server_id", None)
+    server_id = options["server_id"]
     if server_id is not None and not _SERVER_ID.match(server_id):
         raise BadRequest(f"--server-id must match {_SERVER_ID.pattern}, got {server_id!r}")
-    lease_ttl: float | None = getattr(args, "lease_ttl", None)
+    lease_ttl = options["lease_ttl"]
     if lease_ttl is not None and not 0.5 <= lease_ttl <= 3600:
         raise BadRequest(f"--lease-ttl must be between 0.5 and 3600 seconds, got {lease_ttl}")
-    trio.run(
-        partial(
-            _main,
-            db,
-            args.host,
-            args.port,
-            args.agents,
-            args.auth,
-            policies,
-            modules,
-            tool_modules,
-            commands,
-            mcp_urls,
-            origins,
-            hosts,
-            grace,
-            server_id,
-            lease_ttl,
-            bool(getattr(args, "ask_by_default", False)),
-        )
-    )
+    trio.run(partial(_main, db, args.host, args.port, args.agents, args.auth, options))
     return 0
 
 
+def _workspace_roots(given: Sequence[str]) -> tuple[Path, ...]:
+    """``--workspace-root`` directories (absolute), else the current directory.
+
+    Raises:
+        BadRequest: one that is not a directory.
+    """
+    roots = []
+    for raw in given:
+        root = Path(raw).expanduser().absolute()
+        if not root.is_dir():
+            raise BadRequest(f"--workspace-root {raw}: no such directory")
+        roots.append(root)
+    return tuple(roots) or (Path.cwd(),)
+
+
+def _trusted_options(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """``--allow-env``, ``--allow-mcp-url`` and ``--allow-model-url``, each checked.
+
+    Raises:
+        BadRequest: naming the option and the bad entry.
+    """
+    checks = (
+        ("allowed_env", "--allow-env", env_name_problem),
+        ("allowed_mcp_urls", "--allow-mcp-url", url_prefix_problem),
+        ("allowed_model_urls", "--allow-model-url", url_prefix_problem),
+    )
+    found: dict[str, tuple[str, ...]] = {}
+    for dest, option, check in checks:
+        found[dest] = tuple(getattr(args, dest, None) or ())
+        for entry in found[dest]:
+            if (problem := check(entry)) is not None:
+                raise BadRequest(f"{option} {problem}")
+    return found
+
+
 async def _main(
-    db: str,
-    host: str,
-    port: int,
-    agents: str | None,
-    auth: str,
-    policies: list[dict[str, Any]],
-    policy_modules: Sequence[str],
-    tool_modules: Sequence[str],
-    commands: Sequence[str],
-    mcp_urls: Sequence[str],
-    origins: Sequence[str],
-    hosts: Sequence[str],
-    grace: float,
-    server_id: str | None,
-    lease_ttl: float | None,
-    safe_defaults: bool = False,
+    db: str, host: str, port: int, agents: str | None, auth: str, options: dict[str, Any]
 ) -> None:
+    """:func:`serve` with ``options`` (its keyword arguments) until SIGINT/SIGTERM."""
     stop = trio.Event()
     # Opened before anything starts, so a signal during startup is a clean stop too.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            run = partial(
-                serve,
-                db,
-                host,
-                port,
-                agents,
-                auth,
-                policies=policies,
-                policy_modules=policy_modules,
-                safe_defaults=safe_defaults,
-                tool_modules=tool_modules,
-                allowed_commands=commands,
-                allowed_mcp_urls=mcp_urls,
-                allowed_origins=origins,
-                allowed_hosts=hosts,
-                server_id=server_id,
-                lease_ttl=lease_ttl,
-                stop=stop,
-                shutdown_grace=grace,
-            )
+            run = partial(serve, db, host, port, agents, auth, stop=stop, **options)
             url = await nursery.start(run)
             settle_after_startup()  # a server from now on: see omnigent._gc
             print(f"omnigent serving on {url}", flush=True)

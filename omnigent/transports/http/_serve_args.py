@@ -76,13 +76,55 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "arguments, so never a shell or an interpreter; repeatable (default: none)",
     )
     parser.add_argument(
+        "--allow-env",
+        dest="allowed_env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an environment variable (or a prefix ending in '*') that agent specs and "
+        "/v1/ws clients may set for the programs they name; repeatable (default: none)",
+    )
+    parser.add_argument(
+        "--allow-model-url",
+        dest="allowed_model_urls",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a URL prefix (https://models.example/v1) under which agent specs sent by "
+        "clients may name their model endpoint (executor.config.base_url); repeatable "
+        "(default: none)",
+    )
+    parser.add_argument(
         "--allow-mcp-url",
         dest="allowed_mcp_urls",
         action="append",
         default=[],
         metavar="URL",
-        help="a URL prefix (https://mcp.example/) under which HTTP MCP servers that "
-        "/v1/ws clients pass are connected; repeatable (default: none, they are ignored)",
+        help="a URL prefix (https://mcp.example/) under which agent specs sent by clients "
+        "and /v1/ws clients may name HTTP MCP servers; repeatable (default: none)",
+    )
+    parser.add_argument(
+        "--workspace-root",
+        dest="workspace_roots",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory clients' sessions may work in (ACP's cwd over /v1/ws); "
+        "repeatable (default: the directory serve runs in)",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="the largest message a session takes, text and inline images (default: "
+        "8 MiB); a larger one is 413",
+    )
+    parser.add_argument(
+        "--purge-workspaces",
+        action="store_true",
+        help="delete a session's workspace ($OMNIGENT_HOME/workspaces/ID) with the "
+        "session (default: kept)",
     )
     parser.add_argument(
         "--allowed-origin",
@@ -130,4 +172,14 @@ def _non_negative(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text!r}")
     return value

@@ -19,6 +19,9 @@ identity rules of the HTTP API:
   ``serve --allow-command``, an HTTP server's URL with ``serve --allow-mcp-url`` —
   and otherwise ignored (named in ``_meta.omnigent.ignoredMcpServers``): a remote
   client may not make the server run programs or fetch URLs of its choosing.
+* At most ``create_app(max_websockets=...)`` connections are open at once, and one
+  caller holds at most 32 of them; past either bound the upgrade is ``503
+  server_busy`` (:mod:`._ws_slots`). A message is at most 16 MiB under ``serve``.
 * ``?agent=NAME`` picks the agent ``session/new`` uses; without it, the agent named
   ``default``, else the only registered agent (looked up at each ``session/new``,
   so agents registered later count).
@@ -42,7 +45,7 @@ from ...core import Agent, Runtime
 from ...errors import AgentNotFound, CrossSiteRequest, InvalidInput, Unauthorized
 from ...rpc import ConnectionClosed
 from ..acp import serve_acp
-from ._fence import Fence
+from ._fence import Fence, own_scheme
 from ._params import IDENTITY_HEADER, AppState
 
 __all__ = [
@@ -132,7 +135,12 @@ def install_websocket(app: Quart) -> None:
         headers = websocket.headers
         server = websocket.scope.get("server")
         state.fence.check_host(headers.get("Host"), server[0] if server else None)
-        state.fence.check_origin(headers, host=headers.get("Host"), state_changing=True)
+        state.fence.check_origin(
+            headers,
+            host=headers.get("Host"),
+            state_changing=True,
+            scheme=own_scheme(headers, websocket.scheme),
+        )
         user = "local"
         if state.auth == "header":
             user = headers.get(IDENTITY_HEADER) or ""
@@ -141,26 +149,27 @@ def install_websocket(app: Quart) -> None:
         name = websocket.args.get("agent")
         if name is not None and not _AGENT_NAME.fullmatch(name):
             raise InvalidInput.at("agent", "must be an agent name ([a-z0-9][a-z0-9._-]*)")
-        await websocket.accept()
-        ws = cast(Any, websocket)._get_current_object()  # the object: tasks outlive the proxy
-        runtime = state.runtime
+        with state.websockets.hold(user):  # ServerBusy (503) before anything is accepted
+            await websocket.accept()
+            ws = cast(Any, websocket)._get_current_object()  # the object: tasks outlive the proxy
+            runtime = state.runtime
 
-        async def resolve() -> Agent:
-            return await pick_agent(runtime, name)
+            async def resolve() -> Agent:
+                return await pick_agent(runtime, name)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_close_when_stopping, state.stopping, nursery.cancel_scope)
-            await serve_acp(
-                runtime,
-                QuartWebSocketStream(ws),
-                resolve,
-                user=user,
-                check_access=state.auth == "header",
-                client_mcp="client",
-                # A closed WebSocket is closed both ways: nothing could be answered.
-                drain_timeout=0.0,
-            )
-            nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_close_when_stopping, state.stopping, nursery.cancel_scope)
+                await serve_acp(
+                    runtime,
+                    QuartWebSocketStream(ws),
+                    resolve,
+                    user=user,
+                    check_access=state.auth == "header",
+                    client_mcp="client",
+                    # A closed WebSocket is closed both ways: nothing could be answered.
+                    drain_timeout=0.0,
+                )
+                nursery.cancel_scope.cancel()
         return None
 
 
