@@ -136,6 +136,10 @@ class CommandTree:
                         await _drained(directory)
             if not await trio.to_thread.run_sync(cgroup.remove_cgroup, directory):
                 log.warning("could not remove the cgroup %s (a process is stuck in it)", directory)
+                return
+            # The session's cgroup goes with its last command (a new one makes it again),
+            # so a long-running server keeps none for idle sessions.
+            await trio.to_thread.run_sync(_remove_if_empty, directory.parent)
 
 
 async def _drained(directory: Path) -> None:
@@ -181,7 +185,7 @@ class ProcessTrees:
             assert self._base is not None
             directory = self._base / _session_key(session_id) / str(next(self._numbers))
             try:
-                await trio.to_thread.run_sync(lambda: directory.mkdir(parents=True))
+                await trio.to_thread.run_sync(_make_cgroup, directory)
                 tree = CommandTree(self.mode, grace, directory)
             except OSError:
                 log.warning("could not make the cgroup %s; using the subreaper", directory)
@@ -190,22 +194,6 @@ class ProcessTrees:
             yield tree
         finally:
             await tree.end()
-
-    async def end_session(self, session_id: str) -> None:
-        """Kill whatever still runs in the session's cgroup and remove it (a stop).
-
-        Every command ends its own tree as it unwinds; this catches the session as a
-        whole at once (and removes its now empty cgroup). Cancellation: shielded.
-        """
-        if self.mode is not TreeMode.CGROUP or self._base is None:
-            return
-        directory = self._base / _session_key(session_id)
-        with trio.CancelScope(shield=True):
-            if cgroup.populated(directory):
-                cgroup.kill_cgroup(directory)
-                with trio.move_on_after(_SIGKILL_WAIT):
-                    await _drained(directory)
-            await trio.to_thread.run_sync(cgroup.remove_cgroup, directory)
 
 
 async def _sweep(base: Path) -> None:
@@ -270,6 +258,18 @@ async def open_process_trees(*, mode: TreeMode | None = None) -> AsyncIterator[P
     linux = os.path.exists("/proc/self/stat")  # noqa: ASYNC240  # /proc: no disk I/O
     chosen = mode or (TreeMode.SUBREAPER if linux else TreeMode.GROUP)
     yield ProcessTrees(chosen, None)
+
+
+def _make_cgroup(directory: Path) -> None:
+    """Make ``session/<n>``; the session's cgroup may be removed (its last command
+    ended) between making it and its child: then make both again."""
+    for attempt in range(3):
+        try:
+            directory.mkdir(parents=True)
+            return
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
 
 
 def _remove_if_empty(directory: Path) -> None:

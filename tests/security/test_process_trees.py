@@ -76,6 +76,11 @@ async def test_the_tool_returning_ends_what_left_its_group(tmp_path: Path, mode:
             found = pids(tmp_path)
             await all_gone(found)  # gone by the time the call returned (or a moment after)
             assert not any(alive(pid) for pid in found)
+            if mode is TreeMode.CGROUP:  # and the command's cgroup, and the idle session's
+                base = find_cgroup_base()
+                assert base is not None
+                own = f"omnigent-{os.getpid()}-*"
+                assert not list(base.glob(f"{own}/*/conv_a")), "a cgroup was left behind"
 
 
 @pytest.mark.parametrize("mode", MODES)
