@@ -17,7 +17,7 @@ import yaml
 
 from .._config import default_db_url
 from ..core import open_runtime
-from ..transports.http import redact_secrets
+from ..spec import redact_secrets
 from ._parser import add_db_option
 from ._records import open_records
 from ._render import format_agent, format_agents

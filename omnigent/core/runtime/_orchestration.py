@@ -227,10 +227,6 @@ class Orchestration:
     async def agent_spec(self, agent: Agent) -> AgentSpec:
         return await self._specs.agent_spec(agent.id, agent.version)
 
-    async def agent_owner(self, agent_id: str) -> str | None:
-        row = await self._store.get_agent(agent_id)
-        return None if row is None else row.owner
-
     async def session_agent(self, row: SessionRow) -> tuple[Agent, AgentSpec]:
         stored = await self._store.get_agent(row.agent_id, row.agent_version)
         agent = self._agents.view(stored, row.agent_id)

@@ -140,10 +140,6 @@ class SessionControl(Protocol):
         """The spec of that agent version."""
         ...
 
-    async def agent_owner(self, agent_id: str) -> str | None:
-        """Who registered the agent (``None``: no such agent)."""
-        ...
-
     async def session_agent(self, row: SessionRow) -> tuple[Agent, AgentSpec]:
         """The agent version a session runs, and the spec it runs (a sub-agent
         session's: its sub-agent's). Raises AgentNotFound."""

@@ -6,7 +6,6 @@ the OpenAPI document, the cross-site fence, the WebSocket endpoint that speaks A
 :mod:`omnigent.core`.
 """
 
-from ._agent_file_routes import redact_secrets
 from ._app import create_app
 from ._serve import add_serve_parser, listen_error, run_serve
 from ._serve_args import add_serve_arguments
@@ -16,6 +15,5 @@ __all__ = [
     "add_serve_parser",
     "create_app",
     "listen_error",
-    "redact_secrets",
     "run_serve",
 ]

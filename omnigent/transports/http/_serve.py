@@ -42,9 +42,9 @@ from ..._gc import settle_after_startup
 from ..._private import private_dir, warn_if_shared
 from ...core import MAX_MESSAGE_BYTES, open_runtime
 from ...errors import BadRequest
-from ...stores import announce_server
 from ...outbound import url_prefix_problem
 from ...spec import env_name_problem
+from ...stores import announce_server
 from ._app import create_app
 from ._fence import Fence
 from ._serve_args import add_serve_arguments
