@@ -209,6 +209,7 @@ async def test_stdio_trusts_the_agents_of_its_spec() -> None:
     to_agent, _ = trio.testing.memory_stream_pair()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            agent = await nursery.start(serve_stdio, spec, None, to_agent, to_agent)
+            acp_agent = await nursery.start(serve_stdio, spec, None, to_agent, to_agent)
+            [agent] = await acp_agent.runtime.list_agents()
             assert agent.harness == "openai-agents"
             nursery.cancel_scope.cancel()

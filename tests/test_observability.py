@@ -229,7 +229,9 @@ async def test_metrics_move_and_log_lines_hold_no_secret(tmp_path: Path) -> None
     with captured_logs() as logs, trio.fail_after(30):
         async with mock.serve() as base_url:
             spec["executor"]["config"]["base_url"] = base_url
-            async with open_server(runtime_options={"workspace": tmp_path, "home": tmp_path}) as s:
+            # The mock model is on loopback: the operator allows its URL for clients.
+            trusted = {"workspace": tmp_path, "home": tmp_path, "allowed_model_urls": [base_url]}
+            async with open_server(runtime_options=trusted) as s:
                 before = samples((await s.client.get("/metrics")).text)
                 agent = (await s.client.post("/v1/agents", json=spec)).json()
                 created = await s.client.post("/v1/sessions", json={"agent_id": agent["id"]})

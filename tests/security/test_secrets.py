@@ -13,7 +13,9 @@ holds none of them either.
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +60,14 @@ def alice_spec() -> dict[str, Any]:
 
 
 async def _download(served: Any, client: Any, agent_id: str, name: str) -> str:
-    """A session of ``client``'s spawning agent downloads ``agent_id``; the file's text."""
-    steps = [{"call": "sys_agent_download", "args": {"agent_id": agent_id, "filename": "x.yaml"}}]
-    downloader = await served.agent(scripted(name, steps, spawn=True), client)
+    """A session of ``client``'s spawning agent downloads the agent of ``client``'s
+    session of ``agent_id`` (the original's ``sys_agent_download {session_id}``); the
+    spec's text in the bundle."""
+    subject = await served.session(client, agent_id=agent_id)
+    args = {"session_id": subject, "dest_filename": "x.tar.gz"}
+    downloader = await served.agent(
+        scripted(name, [{"call": "sys_agent_download", "args": args}], spawn=True), client
+    )
     session = await served.session(client, agent_id=downloader)
     content = [{"type": "input_text", "text": "go"}]
     body = {"type": "message", "data": {"role": "user", "content": content}}
@@ -69,8 +76,12 @@ async def _download(served: Any, client: Any, agent_id: str, name: str) -> str:
     ) as stream:
         async for _ in stream.aiter_lines():
             pass
-    path = served.home / "workspaces" / session / "workspace" / ".omnigent/agents/x.yaml"
-    return await trio.Path(path).read_text()
+    path = served.home / "workspaces" / session / "workspace" / "x.tar.gz"
+    data = await trio.Path(path).read_bytes()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as bundle:
+        member = bundle.extractfile("config.yaml")
+        assert member is not None
+        return member.read().decode()
 
 
 async def test_another_users_download_and_spec_show_no_credentials(tmp_path: Path) -> None:
