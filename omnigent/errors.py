@@ -23,7 +23,8 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   └── CrossSiteRequest                 403 cross_site_request
     ├── Conflict                             409 conflict
     │   ├── StoreBusy                        409 store_busy
-    │   └── SessionElsewhere                 409 session_elsewhere
+    │   ├── SessionElsewhere                 409 session_elsewhere
+    │   └── RunnerNameTaken                  409 runner_name_taken
     ├── PayloadTooLarge (ValueError)         413 request_entity_too_large
     ├── UnsupportedMediaType (ValueError)    415 unsupported_media_type
     ├── MisdirectedRequest                   421 misdirected_request
@@ -40,7 +41,10 @@ caller can tell "fix your request" from "try again later" from "report a bug"::
     │   ├── OutputLimitReached               502 max_tokens
     │   ├── ModelRefused                     502 refusal
     │   ├── StepLimitReached                 502 max_steps
-    │   └── HarnessUnavailable               503 harness_unavailable
+    │   ├── HarnessUnavailable               503 harness_unavailable
+    │   ├── RunnerOffline                    503 runner_offline
+    │   ├── RunnerDisconnected               503 runner_disconnected
+    │   └── RunnerFailed                     502 (the runner's code)
     └── InternalError (RuntimeError)         500 internal_error
         └── SpecUnresolved                   500 internal_error
 
@@ -78,6 +82,10 @@ __all__ = [
     "OwnerUnavailable",
     "PayloadTooLarge",
     "ResourceNotFound",
+    "RunnerDisconnected",
+    "RunnerFailed",
+    "RunnerNameTaken",
+    "RunnerOffline",
     "RuntimeClosed",
     "SandboxUnavailable",
     "ServerBusy",
@@ -414,6 +422,20 @@ class ServerBusy(OmnigentError):
     status = 503
 
 
+class RunnerNameTaken(Conflict):
+    """Another runner of that name is connected: the second is refused, not swapped in."""
+
+    code = "runner_name_taken"
+
+    def __init__(self, runner_id: str | None, message: str | None = None) -> None:
+        super().__init__(
+            message
+            or f"a runner named {runner_id!r} is already connected to this server; "
+            "stop it, or start this one with another --name"
+        )
+        self.runner_id = runner_id
+
+
 class HarnessError(OmnigentError):
     """A harness could not complete a turn. The message is shown to the user."""
 
@@ -481,6 +503,43 @@ class HarnessUnavailable(HarnessError):
     def __init__(self, harness: str, message: str) -> None:
         super().__init__(message)
         self.harness = harness
+
+
+class RunnerOffline(HarnessError):
+    """The session's runner did not connect within the server's ``--runner-wait``.
+
+    The message that started the turn stays in the session's history.
+    """
+
+    code = "runner_offline"
+    status = 503
+
+    def __init__(self, runner_id: str, waited: float) -> None:
+        super().__init__(
+            f"runner {runner_id!r} is not connected (waited {waited:g} s): start "
+            f"`omnigent runner --name {runner_id}` against this server, then send again"
+        )
+        self.runner_id = runner_id
+
+
+class RunnerDisconnected(HarnessError):
+    """The session's runner went away mid-turn (no word from it within the timeout)."""
+
+    code = "runner_disconnected"
+    status = 503
+
+    def __init__(self, runner_id: str) -> None:
+        super().__init__(f"runner {runner_id!r} disconnected during the turn")
+        self.runner_id = runner_id
+
+
+class RunnerFailed(HarnessError):
+    """The harness a runner ran failed; ``code`` is the slug the runner reported
+    (``model_endpoint_error``, ``harness_crashed``, …), ``message`` its sentence."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class InternalError(OmnigentError, RuntimeError):

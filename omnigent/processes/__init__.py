@@ -13,6 +13,7 @@ runs in (``os_env.sandbox``). It imports nothing from the core, the transports o
 harnesses.
 """
 
+from ._group_files import GroupFiles
 from ._groups import TrackedGroups, boot_id, kill_orphaned_group, process_start_time, run_in_group
 from ._manager import (
     DEFAULT_GRACE,
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_KEYS",
     "MAX_TEXT_CHARS",
     "CommandTree",
+    "GroupFiles",
     "IdleDetector",
     "ManagedProcess",
     "NewPane",

@@ -7,34 +7,68 @@ servers. ``docs/runners.md`` describes the protocol (:mod:`._protocol`) and the 
 model. The server's side of the link is :mod:`omnigent.transports.runner`.
 """
 
+from ._cli import TOKEN_VARIABLE, add_runner_parser, default_runner_name, run_runner
 from ._link import ACK_EVERY, Link, LinkState, Transport
+from ._place import RunnerPlace, open_runner_place
 from ._protocol import (
     CONNECT_PATH,
     DEFAULT_HEARTBEAT,
     DEFAULT_TIMEOUT,
+    ERROR_CODE,
+    INITIALIZE,
     NAME_PATTERN,
+    PROTOCOL_MISMATCH,
     PROTOCOL_VERSION,
+    TURN_FAILED,
     Hello,
     Welcome,
     check_name,
+    field,
+    mismatch,
+    optional_str,
+    parse_hello,
+    parse_welcome,
+    turn_failure,
 )
 from ._resume import MAX_UNACKED_BYTES, MAX_UNACKED_MESSAGES, Outbox, ResumeRefused
+from ._runner import RunnerOptions, connect_url, serve_runner
+from ._service import RunnerService
 
 __all__ = [
     "ACK_EVERY",
     "CONNECT_PATH",
     "DEFAULT_HEARTBEAT",
     "DEFAULT_TIMEOUT",
+    "ERROR_CODE",
+    "INITIALIZE",
     "MAX_UNACKED_BYTES",
     "MAX_UNACKED_MESSAGES",
     "NAME_PATTERN",
+    "PROTOCOL_MISMATCH",
     "PROTOCOL_VERSION",
+    "TOKEN_VARIABLE",
+    "TURN_FAILED",
     "Hello",
     "Link",
     "LinkState",
     "Outbox",
     "ResumeRefused",
+    "RunnerOptions",
+    "RunnerPlace",
+    "RunnerService",
     "Transport",
     "Welcome",
+    "add_runner_parser",
     "check_name",
+    "connect_url",
+    "default_runner_name",
+    "field",
+    "mismatch",
+    "open_runner_place",
+    "optional_str",
+    "parse_hello",
+    "parse_welcome",
+    "run_runner",
+    "serve_runner",
+    "turn_failure",
 ]

@@ -135,6 +135,11 @@ class Link:
     def closed(self) -> bool:
         return self.state is LinkState.CLOSED
 
+    @property
+    def connected(self) -> bool:
+        """Whether a connection carries the link (or is being attached to it)."""
+        return self._attached is not None
+
     def statistics(self) -> dict[str, int]:
         return {
             "sent": self._outbox.sent,
@@ -268,8 +273,11 @@ class Link:
                     log.debug("link %s: the connection failed: %r", self.id, exc)
                     return
             if silent.cancelled_caught:
-                log.warning("link %s: nothing heard for %s s: dropping the connection",
-                            self.id, self.timeout)
+                log.warning(
+                    "link %s: nothing heard for %s s: dropping the connection",
+                    self.id,
+                    self.timeout,
+                )
                 return
             if frame is None:
                 return

@@ -201,4 +201,10 @@ CREATE TABLE session_usage (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _USAGE)
+# The runner a session's work runs on (docs/runners.md), by name; children inherit it.
+_RUNNERS = """
+ALTER TABLE sessions ADD COLUMN runner_id TEXT;
+CREATE INDEX sessions_runner ON sessions(runner_id) WHERE runner_id IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _USAGE, _RUNNERS)

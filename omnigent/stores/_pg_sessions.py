@@ -53,7 +53,7 @@ class SessionsMixin(SQLSessionsMixin, PGBase):
                 if parent is None:
                     raise LookupError(row.parent_session_id)
             c.execute(
-                f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({self.dialect.marks(17)}) "
+                f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({self.dialect.marks(18)}) "
                 "ON CONFLICT (id) DO NOTHING",
                 session_values(row),
             )

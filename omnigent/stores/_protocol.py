@@ -134,6 +134,7 @@ class Store(Protocol):
         viewer: str | None = None,
         cwd: str | None = None,
         top_level: bool = False,
+        runner_id: str | None = None,
     ) -> Page:
         """Sessions newest first, ``limit`` at a time; ``after`` is the previous last id.
 
@@ -141,7 +142,8 @@ class Store(Protocol):
 
         With ``viewer``, only sessions that user may read (owned, or granted or public
         on the session or any of its ancestors). With ``cwd``, only sessions whose
-        working directory is exactly ``cwd``.
+        working directory is exactly ``cwd``; with ``runner_id``, only those bound to
+        that runner.
 
         Raises:
             LookupError: ``after`` is not a session this listing could show.
@@ -154,6 +156,11 @@ class Store(Protocol):
 
     async def begin_turn(self, session_id: str) -> int:
         """Count a new turn; returns its number (1 for the first)."""
+        ...
+
+    async def runner_session_counts(self, *, viewer: str | None = None) -> dict[str, int]:
+        """How many sessions are bound to each runner (by name), counting only those
+        ``viewer`` may read when given."""
         ...
 
     async def sessions_with_status(self, statuses: Sequence[str]) -> list[str]:

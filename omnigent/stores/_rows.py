@@ -60,6 +60,8 @@ class SessionRow:
     # The path of the sub-agent it runs inside its agent's spec (``researcher``, or
     # ``lead/researcher`` for a sub-agent's own sub-agent); ``None``: the agent itself.
     sub_agent: str | None = None
+    # The runner its work runs on (a name, ``docs/runners.md``); ``None``: this server.
+    runner_id: str | None = None
 
 
 @attrs.frozen

@@ -181,4 +181,19 @@ CREATE TABLE session_usage (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _SUBAGENTS, _CRASH_RECOVERY, _TAKEN_BY, _USAGE)
+# The runner a session's work runs on (docs/runners.md), by name; children inherit it.
+_RUNNERS = """
+ALTER TABLE sessions ADD COLUMN runner_id TEXT;
+CREATE INDEX sessions_runner ON sessions(runner_id) WHERE runner_id IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    _V1,
+    _V2,
+    _V3,
+    _SUBAGENTS,
+    _CRASH_RECOVERY,
+    _TAKEN_BY,
+    _USAGE,
+    _RUNNERS,
+)

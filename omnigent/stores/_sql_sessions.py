@@ -28,7 +28,7 @@ __all__ = [
 SESSION_COLUMNS = (
     "id, agent_id, agent_version, owner, title, parent_session_id, root_session_id, "
     "harness_override, model_override, labels, status, last_event_id, turn_count, created_at, "
-    "cwd, updated_at, sub_agent"
+    "cwd, updated_at, sub_agent, runner_id"
 )
 _UPDATABLE = frozenset(
     {
@@ -87,6 +87,7 @@ def session_row(r: Sequence[Any]) -> SessionRow:
         cwd=r[14],
         updated_at=r[15] if r[15] is not None else r[13],
         sub_agent=r[16],
+        runner_id=r[17],
     )
 
 
@@ -110,6 +111,7 @@ def session_values(row: SessionRow) -> tuple[Any, ...]:
         row.cwd,
         row.updated_at or row.created_at,
         row.sub_agent,
+        row.runner_id,
     )
 
 
@@ -135,6 +137,7 @@ class SQLSessionsMixin(SQLBase):
         viewer: str | None = None,
         cwd: str | None = None,
         top_level: bool = False,
+        runner_id: str | None = None,
     ) -> Page:
         """Sessions newest first; ``after`` is the id of the last row of the previous page.
 
@@ -142,8 +145,8 @@ class SQLSessionsMixin(SQLBase):
         grant on (or that are public), and every session below any of those — the
         core's rule (grants inherit down the tree from any ancestor). With ``cwd``, only
         sessions whose working directory is exactly ``cwd``; with ``top_level``, only
-        sessions without a parent. ``after`` must be a session the same listing could
-        show.
+        sessions without a parent; with ``runner_id``, only sessions bound to that
+        runner. ``after`` must be a session the same listing could show.
 
         Raises:
             LookupError: ``after`` names no session, or one ``viewer`` may not read
@@ -162,6 +165,7 @@ class SQLSessionsMixin(SQLBase):
             ("agent_id", agent_id),
             ("parent_session_id", parent_session_id),
             ("cwd", cwd),
+            ("runner_id", runner_id),
         ):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -204,6 +208,22 @@ class SQLSessionsMixin(SQLBase):
         assignments = ", ".join(f"{name} = ?" for name in fields)
         query = self.dialect.q(f"UPDATE sessions SET {assignments} WHERE id = ?")
         await self._sql_write_one(lambda c: c.execute(query, (*fields.values(), session_id)))
+
+    async def runner_session_counts(self, *, viewer: str | None = None) -> dict[str, int]:
+        """How many sessions are bound to each runner (``viewer``: of those they may read)."""
+        prefix, head, visible = "", [], ""
+        if viewer is not None:
+            prefix, head = _VISIBLE_CTE, [viewer, viewer]
+            visible = " AND id IN (SELECT id FROM visible)"
+        query = self.dialect.q(
+            f"{prefix}SELECT runner_id, COUNT(*) FROM sessions "
+            f"WHERE runner_id IS NOT NULL{visible} GROUP BY runner_id"
+        )
+
+        def read(c: SQLConn) -> dict[str, int]:
+            return {r[0]: int(r[1]) for r in c.execute(query, head)}
+
+        return await self._sql_read(read)
 
     async def sessions_with_status(self, statuses: Sequence[str]) -> list[str]:
         """Ids of sessions whose latest status is one of ``statuses``."""

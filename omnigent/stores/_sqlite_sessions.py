@@ -48,7 +48,7 @@ class SessionsMixin(SQLSessionsMixin, SQLiteBase):
                 if parent is None:
                     raise LookupError(row.parent_session_id)
             c.execute(
-                f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({self.dialect.marks(17)})",
+                f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ({self.dialect.marks(18)})",
                 session_values(row),
             )
             insert_items(c, row.id, items)

@@ -9,7 +9,7 @@ acts on a session's live terminals, tmux panes on a private server; see
 
 from ._args import ArgField, ToolError, check_args, non_empty_string, string
 from ._beneath import open_beneath
-from ._paths import resolve_root, sanitise_session_id, workspace_for
+from ._paths import resolve_inside, resolve_root, sanitise_session_id, workspace_for
 from .os import (
     OS_TOOL_SCHEMAS,
     ensure_dir,
@@ -38,6 +38,7 @@ __all__ = [
     "is_mutating",
     "non_empty_string",
     "open_beneath",
+    "resolve_inside",
     "resolve_root",
     "sanitise_session_id",
     "string",

@@ -75,12 +75,18 @@ def write_agents(root: Path, specs: Sequence[dict[str, Any]]) -> None:
         (folder / f"{spec['name']}.json").write_text(json.dumps(spec))
 
 
-async def start(root: Path, *, port: int = 0, log_name: str = "server.log") -> Served:
-    """Start ``omnigent serve`` on ``root/omnigent.db``; returns once it listens."""
-    (root / "home").mkdir(exist_ok=True)
+async def start(
+    root: Path, *, port: int = 0, log_name: str = "server.log", extra: Sequence[str] = ()
+) -> Served:
+    """Start ``omnigent serve`` on ``root/omnigent.db``; returns once it listens.
+
+    ``extra``: more ``serve`` options (``--runner-token …``).
+    """
+    (root / "home").mkdir(parents=True, exist_ok=True)
+    (root / "agents").mkdir(exist_ok=True)
     command = [sys.executable, "-m", "omnigent", "serve", "--port", str(port)]
     command += ["--db", f"sqlite:///{root / 'omnigent.db'}", "--agents", str(root / "agents")]
-    command += ["--shutdown-grace", "2"]
+    command += ["--shutdown-grace", "2", *extra]
     log = root / log_name
     with log.open("ab") as stderr:
         process = await trio.lowlevel.open_process(

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 from omnigent.rpc import ConnectionClosed, RpcConnection
@@ -90,7 +91,7 @@ async def test_messages_survive_dropped_connections_exactly_once() -> None:
                 for n in range(round_ * 40, round_ * 40 + 40):
                     await client.notify("note", {"n": n})
                     if n % 13 == 0:
-                        await trio.sleep(0)
+                        await trio.lowlevel.checkpoint()
                 # The connection drops with messages in flight (some never read).
                 await a.aclose()
                 await b.aclose()

@@ -432,6 +432,12 @@ class Runtime(metaclass=_NoPublicConstructor):
         rows = await self._ownership.servers()
         return [ServerInfo(r.name, r.started_at, r.sessions) for r in rows]
 
+    async def runner_session_counts(self, *, viewer: str | None = None) -> dict[str, int]:
+        """How many sessions are bound to each runner, by name (``viewer``: only the
+        sessions that user may read)."""
+        self._open()
+        return await self._store.runner_session_counts(viewer=viewer)
+
     async def health(self) -> Health:
         """Whether this server can serve: its store answers (within two seconds)."""
         self._open()

@@ -31,6 +31,9 @@ __all__ = [
     "PolicyVerdict",
     "ResolvedElicitation",
     "ResourceList",
+    "RunnerInfo",
+    "RunnerList",
+    "RunnerStatus",
     "ServerList",
     "SessionDeleted",
 ]
@@ -48,6 +51,36 @@ class ServerList(_Answer):
 
     data: tuple[ServerInfo, ...]
     object: Literal["list"] = "list"
+
+
+@attrs.frozen
+class RunnerInfo(_Answer):
+    """One runner: whether it is connected now, since when, and its sessions.
+
+    ``connected_at`` is when its link to this server began (``null`` when offline);
+    ``sessions`` counts the sessions bound to it that the caller may read.
+    """
+
+    runner_id: str
+    online: bool
+    connected_at: float | None
+    sessions: int
+
+
+@attrs.frozen
+class RunnerList(_Answer):
+    """The runners connected here, and every runner a session is bound to."""
+
+    data: tuple[RunnerInfo, ...]
+    object: Literal["list"] = "list"
+
+
+@attrs.frozen
+class RunnerStatus(_Answer):
+    """The original omnigent's runner status: ``{"runner_id": "r1", "online": true}``."""
+
+    runner_id: str
+    online: bool
 
 
 @attrs.frozen

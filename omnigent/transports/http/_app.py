@@ -33,6 +33,7 @@ from quart.wrappers import Request
 from quart_trio import QuartTrio
 
 from ...core import MAX_FILE_BYTES, Runtime
+from ..runner import RunnerHub
 from . import (
     _agent_file_routes,
     _approval_page,
@@ -42,6 +43,7 @@ from . import (
     _mcp_routes,
     _permission_routes,
     _resource_routes,
+    _runner_routes,
     _server_routes,
     _session_routes,
     _stream_routes,
@@ -99,6 +101,7 @@ def create_app(
     allowed_hosts: Collection[str] = (),
     console: bool = True,
     max_websockets: int = MAX_WEBSOCKETS,
+    runners: RunnerHub | None = None,
 ) -> QuartTrio:
     """The HTTP app serving ``runtime``.
 
@@ -108,6 +111,8 @@ def create_app(
             ``X-Forwarded-Email`` header; a request without it is ``401``, except
             ``/health``).
         console: serve the web console at ``/`` (its files under ``/console/``).
+        runners: the runners' hub (``GET /v1/runners/connect`` admits runners into it);
+            ``None``: every runner is refused ``401``.
         stopping: set by the server runner before it shuts Hypercorn down; every open
             SSE stream ends when it is set. A new event by default.
         ping_interval: seconds of silence before an SSE stream sends ``: ping``.
@@ -144,6 +149,7 @@ def create_app(
         ping_interval=ping_interval,
         fence=fence,
         websockets=WebSocketSlots(max_websockets, min(max_websockets, MAX_WEBSOCKETS_PER_USER)),
+        runners=runners,
     )
     install_error_handlers(app)
     app.asgi_app = SettleBodies(app.asgi_app)  # type: ignore[method-assign, assignment]
@@ -175,6 +181,9 @@ def create_app(
         app.register_blueprint(module.blueprint, url_prefix=API_PREFIX)
     # The servers sharing the database (one process on SQLite).
     app.register_blueprint(_server_routes.blueprint, url_prefix=API_PREFIX)
+    # The runners (docs/runners.md): their list and status, and their WebSocket.
+    app.register_blueprint(_runner_routes.blueprint, url_prefix=API_PREFIX)
+    _runner_routes.install_runner_socket(app)
     # A session's live resources (terminals) and a terminal's screen.
     app.register_blueprint(_resource_routes.blueprint, url_prefix=API_PREFIX)
     # Elicitations (resolve, look up), coding-agent hooks, policy evaluation.

@@ -20,6 +20,7 @@ from quart import current_app, request
 from ...core import MODEL_OVERRIDE_PATTERN, InitialItem, Runtime
 from ...errors import InvalidInput, Unauthorized
 from ...model import loads, structure, wire_as, wire_schema
+from ..runner import RunnerHub
 from ._fence import Fence
 from ._ws_slots import WebSocketSlots
 
@@ -59,6 +60,7 @@ class AppState:
     ping_interval: float = 15.0
     fence: Fence = attrs.field(factory=Fence)
     websockets: WebSocketSlots = attrs.field(factory=WebSocketSlots)
+    runners: RunnerHub | None = None
     secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32), repr=False)
 
 

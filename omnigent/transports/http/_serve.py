@@ -43,8 +43,10 @@ from ..._private import private_dir, warn_if_shared
 from ...core import MAX_MESSAGE_BYTES, open_runtime
 from ...errors import BadRequest
 from ...outbound import url_prefix_problem
+from ...runner import TOKEN_VARIABLE
 from ...spec import env_name_problem
 from ...stores import announce_server
+from ..runner import RunnerSettings, open_runner_hub
 from ._app import create_app
 from ._fence import Fence
 from ._serve_args import add_serve_arguments
@@ -80,6 +82,7 @@ async def serve(
     allowed_hosts: Sequence[str] = (),
     server_id: str | None = None,
     lease_ttl: float | None = None,
+    runners: RunnerSettings | None = None,
     stop: trio.Event | None = None,
     shutdown_grace: float = 5.0,
     purge_workspaces: bool = False,
@@ -120,6 +123,8 @@ async def serve(
             (``--server-id``; default ``HOST:PID``).
         lease_ttl: seconds a server's leases outlive its last renewal (``--lease-ttl``;
             PostgreSQL only): how long a dead server's sessions wait to be taken over.
+        runners: which runners may connect (``--runner-token``) and how long a turn
+            waits for one (``--runner-wait``); see ``docs/runners.md``.
         stop: set it to shut down; without it, cancel the caller's scope.
         shutdown_grace: seconds running turns get to end at shutdown (then what is
             stuck is abandoned); see ``open_runtime``.
@@ -157,7 +162,10 @@ async def serve(
     }
     if lease_ttl is not None:
         runtime_options["lease_ttl"] = lease_ttl
-    async with open_runtime(runtime_db, **runtime_options) as runtime:
+    async with (
+        open_runner_hub(runners or RunnerSettings()) as hub,
+        open_runtime(runtime_db, **runtime_options) as runtime,
+    ):
         if agents_dir is not None:
             await register_agents(runtime, agents_dir)
         stopping = trio.Event()
@@ -167,6 +175,7 @@ async def serve(
             stopping=stopping,
             allowed_origins=allowed_origins,
             allowed_hosts=allowed_hosts,
+            runners=hub,
         )
         config = Config()
         config.bind = [f"{host}:{port}"]
@@ -307,6 +316,20 @@ def run_serve(args: argparse.Namespace) -> int:
     lease_ttl = options["lease_ttl"]
     if lease_ttl is not None and not 0.5 <= lease_ttl <= 3600:
         raise BadRequest(f"--lease-ttl must be between 0.5 and 3600 seconds, got {lease_ttl}")
+    tokens = tuple(getattr(args, "runner_tokens", None) or ())
+    if not tokens and os.environ.get(TOKEN_VARIABLE):
+        tokens = (os.environ[TOKEN_VARIABLE],)
+    for token in tokens:
+        if not token.strip() or any(c.isspace() for c in token):
+            raise BadRequest("--runner-token must be a non-empty token without spaces")
+    runner_timeout = float(getattr(args, "runner_timeout", 10.0))
+    if not 1 <= runner_timeout <= 3600:
+        raise BadRequest(
+            f"--runner-timeout must be between 1 and 3600 seconds, got {runner_timeout}"
+        )
+    options["runners"] = RunnerSettings(
+        tokens, wait=float(getattr(args, "runner_wait", 60.0)), timeout=runner_timeout
+    )
     trio.run(partial(_main, db, args.host, args.port, args.agents, args.auth, options))
     return 0
 

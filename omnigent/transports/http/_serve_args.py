@@ -156,6 +156,31 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="this server's name among several on one PostgreSQL database (default: HOST:PID)",
     )
     parser.add_argument(
+        "--runner-token",
+        dest="runner_tokens",
+        action="append",
+        default=[],
+        metavar="TOKEN",
+        help="a token runners may connect with (GET /v1/runners/connect); repeatable "
+        "(default: $OMNIGENT_RUNNER_TOKEN; without any, runners are refused)",
+    )
+    parser.add_argument(
+        "--runner-wait",
+        type=_non_negative,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long a turn waits for its session's runner to connect before it "
+        "fails runner_offline (default 60)",
+    )
+    parser.add_argument(
+        "--runner-timeout",
+        type=_non_negative,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds without a word from a runner after which its link ends and its "
+        "turns fail runner_disconnected (default 10)",
+    )
+    parser.add_argument(
         "--lease-ttl",
         type=float,
         default=None,

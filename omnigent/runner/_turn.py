@@ -1,0 +1,206 @@
+"""A turn as the runner's harness sees it: a :class:`~omnigent.harnesses.base.TurnContext`
+whose every call goes back to the server over the link.
+
+:class:`RemoteTurn` is what ``turn/run`` hands the real harness. Deltas are the hot
+path: :meth:`_Writer.write` only appends to a buffer, and the turn's flusher sends
+everything buffered as one ``turn/deltas`` notification (a few milliseconds after the
+first delta of a batch, or at once when the buffer is large), so a 20,000-delta answer
+crosses the link in a few dozen frames. Every other call first sends what is buffered,
+so the server sees deltas and the items after them in the order the harness made them.
+An in-stream outcome (``report_response_status``) travels back with ``turn/run``'s
+answer: the server's turn reads only the last one, when the harness returns.
+
+A message the harness streams is also remembered here; when its block exits it is added
+(``completed``, or ``incomplete`` with what streamed if the block was left by an error
+or a cancel), as the server's own turn does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from .._ids import new_id
+from ..errors import InvalidInput
+from ..model import (
+    ElicitationParams,
+    Event,
+    Item,
+    MessageItem,
+    OutputText,
+    item_from_dict,
+    unstructure,
+)
+from ..rpc import RpcConnection
+
+__all__ = ["RemoteTurn"]
+
+log = logging.getLogger("omnigent.runner")
+
+_FLUSH_WINDOW = 0.002
+"""Seconds the flusher waits after a batch's first delta for more to join it."""
+_MAX_BATCH = 4096
+_MAX_BATCH_CHARS = 1 << 20
+_FINALISE_TIMEOUT = 10.0
+
+
+class _Writer:
+    """An assistant message being streamed (see :meth:`RemoteTurn.open_message`)."""
+
+    def __init__(self, turn: RemoteTurn) -> None:
+        self._turn = turn
+        self.item_id = new_id("item")
+        self.parts: list[str] = []
+
+    async def write(self, delta: str) -> None:
+        if not delta:
+            return
+        self.parts.append(delta)
+        await self._turn.buffer(self.item_id, delta)
+
+
+class RemoteTurn:
+    """The context of one turn the server asked this runner to run.
+
+    Args:
+        connection: the link's JSON-RPC connection to the server.
+        turn_id: the server's name for the turn (every call carries it).
+    """
+
+    def __init__(
+        self, connection: RpcConnection, turn_id: str, session_id: str, response_id: str
+    ) -> None:
+        self.session_id = session_id
+        self.response_id = response_id
+        self.turn_id = turn_id
+        self._connection = connection
+        self._pending: list[tuple[str, str]] = []
+        self._pending_chars = 0
+        self._flushing = trio.Lock()
+        self._wake = trio.Event()
+        self.reported: tuple[str, str | None] | None = None
+        """The harness's last in-stream outcome report, if any."""
+
+    # -- deltas ------------------------------------------------------------------------
+
+    async def buffer(self, item_id: str, delta: str) -> None:
+        """Queue one delta for the next ``turn/deltas`` frame."""
+        self._pending.append((item_id, delta))
+        self._pending_chars += len(delta)
+        self._wake.set()
+        if len(self._pending) >= _MAX_BATCH or self._pending_chars >= _MAX_BATCH_CHARS:
+            await self.flush()
+        else:
+            await trio.lowlevel.checkpoint()  # as a local publish: an interrupt lands here
+
+    async def flush(self) -> None:
+        """Send every buffered delta (one frame per run of one message's deltas)."""
+        async with self._flushing:
+            if not self._pending:
+                return
+            batch, self._pending, self._pending_chars = self._pending, [], 0
+            start = 0
+            for end in range(1, len(batch) + 1):
+                if end == len(batch) or batch[end][0] != batch[start][0]:
+                    await self._connection.notify(
+                        "turn/deltas",
+                        {
+                            "turn": self.turn_id,
+                            "item_id": batch[start][0],
+                            "deltas": [delta for _, delta in batch[start:end]],
+                        },
+                    )
+                    start = end
+
+    async def run_flusher(self) -> None:
+        """Send buffered deltas shortly after they arrive; runs for the turn's length."""
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            await trio.sleep(_FLUSH_WINDOW)
+            await self.flush()
+
+    async def _call(self, method: str, **params: Any) -> Any:
+        await self.flush()
+        return await self._connection.request(method, {"turn": self.turn_id, **params})
+
+    # -- TurnContext -------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def open_message(self) -> AsyncIterator[_Writer]:
+        writer = _Writer(self)
+        try:
+            yield writer
+        except BaseException:
+            if writer.parts:
+                with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
+                    try:
+                        await self._finish(writer, "incomplete")
+                    except Exception:
+                        log.debug("could not keep a partial message", exc_info=True)
+            raise
+        if writer.parts:
+            await self._finish(writer, "completed")
+
+    async def _finish(self, writer: _Writer, status: Any) -> None:
+        text = "".join(writer.parts)
+        item = MessageItem(
+            role="assistant", content=(OutputText(text),), id=writer.item_id, status=status
+        )
+        await self.add_item(item)
+
+    async def add_item(self, item: Item) -> None:
+        await self._call("turn/add_item", item=unstructure(item, Item))
+
+    async def emit(self, event: Event) -> None:
+        await self._call("turn/emit", event=event.to_dict())
+
+    async def call_tool(
+        self, name: str, arguments: str | Mapping[str, Any], *, call_id: str | None = None
+    ) -> str:
+        args: str | dict[str, Any] = arguments if isinstance(arguments, str) else dict(arguments)
+        answer = await self._call("turn/call_tool", name=name, arguments=args, call_id=call_id)
+        output = answer.get("output") if isinstance(answer, dict) else None
+        if not isinstance(output, str):
+            raise InvalidInput.at("output", "the server's tool answer has no output string")
+        return output
+
+    async def take_injections(self) -> list[MessageItem]:
+        answer = await self._call("turn/take_injections")
+        messages = answer.get("messages") if isinstance(answer, dict) else None
+        taken = [item_from_dict(m) for m in messages or []]
+        return [m for m in taken if isinstance(m, MessageItem)]
+
+    async def wait_for_injection(self) -> None:
+        await self._call("turn/wait_for_injection")
+
+    @asynccontextmanager
+    async def launching(self) -> AsyncIterator[None]:
+        await self._call("turn/launching", phase="start")
+        yield
+        await self._call("turn/launching", phase="end")
+
+    async def elicit(self, params: ElicitationParams) -> tuple[str, Any]:
+        answer = await self._call("turn/elicit", params=unstructure(params, ElicitationParams))
+        action = answer.get("action") if isinstance(answer, dict) else None
+        if not isinstance(action, str):
+            raise InvalidInput.at("action", "the server's answer has no action")
+        return action, answer.get("content")
+
+    async def evaluate_policy(
+        self, event: Mapping[str, Any], *, ask: ElicitationParams | None = None
+    ) -> Mapping[str, Any]:
+        raw_ask = None if ask is None else unstructure(ask, ElicitationParams)
+        answer = await self._call("turn/evaluate_policy", event=dict(event), ask=raw_ask)
+        if not isinstance(answer, dict):
+            raise InvalidInput.at("result", "the server's verdict is not an object")
+        return answer
+
+    def report_response_status(self, status: str, error: str | None = None) -> None:
+        # Only the last report counts, and only when the harness returns: it goes back
+        # with turn/run's answer (see :attr:`reported`).
+        self.reported = (status, error)

@@ -1,0 +1,261 @@
+"""The runners connected to this server: :class:`RunnerHub`, one link per name.
+
+A runner's first connection makes a :class:`~omnigent.runner.Link` and a JSON-RPC
+connection over it (a :class:`ConnectedRunner`), both run in the hub's nursery for as
+long as the link lives; the WebSocket handler that brought the connection only carries
+the link (:meth:`RunnerHub.attach`) while that connection is up. A later connection
+with the link's id *resumes* it; one without takes the name over only if the old link
+has no connection left (a runner restarted after ``kill -9``: its old link is ended,
+and its turns fail ``runner_disconnected``); while the old link is connected the
+newcomer is refused (:class:`~omnigent.errors.RunnerNameTaken`, ``409``).
+
+Lifetimes: :func:`open_runner_hub` owns the nursery; leaving it ends every link (and
+with them every request in flight to or from a runner). A session's turn reaches its
+runner with :meth:`RunnerHub.wait_for`, bounded by ``wait`` (``serve --runner-wait``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from ..._ids import new_id, now
+from ...errors import RunnerNameTaken, RunnerOffline
+from ...rpc import RpcConnection
+from ...runner import DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT, Hello, Link, Transport, Welcome
+from ._peer import RunnerPeer
+
+__all__ = [
+    "DEFAULT_RUNNER_WAIT",
+    "ConnectedRunner",
+    "RunnerHub",
+    "RunnerSettings",
+    "open_runner_hub",
+]
+
+log = logging.getLogger("omnigent.transports.runner")
+
+DEFAULT_RUNNER_WAIT = 60.0
+"""Seconds a turn waits for its session's runner to connect (``serve --runner-wait``)."""
+_MAX_IN_FLIGHT = 1024
+
+
+@attrs.frozen
+class RunnerSettings:
+    """How a server admits and waits for runners (``serve --runner-*``).
+
+    Attributes:
+        tokens: the tokens runners may present (none: every runner is refused).
+        wait: seconds a turn waits for its runner to connect.
+        timeout: seconds of silence that end a runner's connection, and of
+            disconnection that end its link.
+    """
+
+    tokens: tuple[str, ...] = ()
+    wait: float = DEFAULT_RUNNER_WAIT
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def heartbeat(self) -> float:
+        """Seconds between acknowledgements: a fifth of the timeout, at most 2."""
+        return min(DEFAULT_HEARTBEAT, self.timeout / 5)
+
+
+@attrs.define(eq=False)
+class ConnectedRunner:
+    """One runner's link on this server, and the JSON-RPC connection over it."""
+
+    id: str
+    link: Link
+    connection: RpcConnection
+    peer: RunnerPeer
+    connected_at: float
+
+    @property
+    def online(self) -> bool:
+        return not self.link.closed
+
+
+class RunnerHub:
+    """The runners of this server (see the module docstring). Made by
+    :func:`open_runner_hub`.
+
+    Args:
+        tokens: the tokens a runner may present (``serve --runner-token``); none: every
+            runner is refused.
+        heartbeat, timeout: the links' timing (``serve --runner-timeout``).
+        wait: how long a turn waits for its runner to connect.
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        tokens: Collection[str] = (),
+        heartbeat: float = DEFAULT_HEARTBEAT,
+        timeout: float = DEFAULT_TIMEOUT,
+        wait: float = DEFAULT_RUNNER_WAIT,
+    ) -> None:
+        self._nursery = nursery
+        self._tokens = tuple(t.encode() for t in tokens)
+        self.heartbeat = heartbeat
+        self.timeout = timeout
+        self.wait = wait
+        self._runners: dict[str, ConnectedRunner] = {}
+        self._changed = trio.Event()
+        self.closing = False
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any runner can be admitted (a token was set)."""
+        return bool(self._tokens)
+
+    def accepts(self, token: str | None) -> bool:
+        """Whether ``token`` is one the operator set (compared in constant time)."""
+        if token is None:
+            return False
+        given = token.encode()
+        return any(hmac.compare_digest(given, known) for known in self._tokens)
+
+    def get(self, runner_id: str) -> ConnectedRunner | None:
+        """The runner's live link here, or ``None``."""
+        runner = self._runners.get(runner_id)
+        return runner if runner is not None and runner.online else None
+
+    def online(self, runner_id: str) -> bool:
+        return self.get(runner_id) is not None
+
+    def runners(self) -> list[ConnectedRunner]:
+        """The runners with a live link here, by name."""
+        return sorted((r for r in self._runners.values() if r.online), key=lambda r: r.id)
+
+    def check_name(self, runner_id: str, link: str | None) -> None:
+        """Whether a connection as ``runner_id`` (resuming ``link``) may proceed.
+
+        Raises:
+            RunnerNameTaken: a runner of that name is connected right now, on another
+                link.
+        """
+        runner = self.get(runner_id)
+        if runner is None or runner.link.id == link:
+            return
+        if runner.link.connected:
+            raise RunnerNameTaken(runner_id)
+
+    async def wait_for(
+        self, runner_id: str, *, on_wait: Callable[[], Awaitable[None]] | None = None
+    ) -> ConnectedRunner:
+        """The runner's live link, waiting at most :attr:`wait` seconds for it.
+
+        ``on_wait`` is awaited once, before waiting, if the runner is not there.
+
+        Raises:
+            RunnerOffline: it did not connect in time.
+        """
+        runner = self.get(runner_id)
+        if runner is not None:
+            return runner
+        if on_wait is not None:
+            await on_wait()
+        with trio.move_on_after(self.wait):
+            while (runner := self.get(runner_id)) is None:
+                await self._changed.wait()
+            return runner
+        raise RunnerOffline(runner_id, self.wait)
+
+    async def attach(
+        self,
+        hello: Hello,
+        transport: Transport,
+        reply: Callable[[Welcome], Awaitable[None]],
+    ) -> None:
+        """Carry the runner's link over ``transport`` (a new link, or the one it
+        resumes) until the connection drops; ``reply`` answers its ``initialize``.
+
+        Raises:
+            RunnerNameTaken: another connected runner has the name.
+            ConnectionClosed: the link ended (the server is stopping, say).
+        """
+        self.check_name(hello.name, hello.link)
+        runner = self.get(hello.name)
+        resumed = runner is not None and runner.link.id == hello.link
+        if runner is None or not resumed:
+            if runner is not None:
+                log.warning(
+                    "runner %s: a new process took the name over; its old link ends", hello.name
+                )
+                runner.link.close()
+            runner = self._start(hello.name)
+        link = runner.link
+        log.info("runner %s: %s link %s", hello.name, "resumed" if resumed else "new", link.id)
+
+        async def welcome(received: int) -> None:
+            await reply(
+                Welcome(
+                    runner_id=hello.name,
+                    link=link.id,
+                    resumed=resumed,
+                    received=received,
+                    heartbeat=self.heartbeat,
+                    timeout=self.timeout,
+                )
+            )
+
+        await link.attach(transport, hello.received if resumed else 0, welcome=welcome)
+
+    def _start(self, runner_id: str) -> ConnectedRunner:
+        link = Link(new_id("link"), heartbeat=self.heartbeat, timeout=self.timeout)
+        peer = RunnerPeer(runner_id)
+        connection = RpcConnection(link, peer, max_in_flight=_MAX_IN_FLIGHT)
+        runner = ConnectedRunner(runner_id, link, connection, peer, now())
+        self._runners[runner_id] = runner
+        self._nursery.start_soon(self._serve, runner, name=f"runner {runner_id}")
+        self._notify()
+        return runner
+
+    async def _serve(self, runner: ConnectedRunner) -> None:
+        """The link's life: its watchdog and the JSON-RPC connection over it."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(runner.link.run)
+                await runner.connection.run()
+                nursery.cancel_scope.cancel()
+        finally:
+            runner.link.close()
+            if self._runners.get(runner.id) is runner:
+                del self._runners[runner.id]
+            log.info("runner %s: link %s ended", runner.id, runner.link.id)
+            self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def close(self) -> None:
+        """End every link (the server is stopping)."""
+        self.closing = True
+        for runner in list(self._runners.values()):
+            runner.link.close()
+
+
+@asynccontextmanager
+async def open_runner_hub(settings: RunnerSettings | None = None) -> AsyncIterator[RunnerHub]:
+    """A hub for the length of the block; leaving it ends every runner's link."""
+    settings = settings or RunnerSettings()
+    async with trio.open_nursery() as nursery:
+        hub = RunnerHub(
+            nursery,
+            tokens=settings.tokens,
+            heartbeat=settings.heartbeat,
+            timeout=settings.timeout,
+            wait=settings.wait,
+        )
+        try:
+            yield hub
+        finally:
+            hub.close()
