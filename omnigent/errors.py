@@ -514,9 +514,10 @@ class RunnerOffline(HarnessError):
     code = "runner_offline"
     status = 503
 
-    def __init__(self, runner_id: str, waited: float) -> None:
+    def __init__(self, runner_id: str, waited: float, message: str | None = None) -> None:
         super().__init__(
-            f"runner {runner_id!r} is not connected (waited {waited:g} s): start "
+            message
+            or f"runner {runner_id!r} is not connected (waited {waited:g} s): start "
             f"`omnigent runner --name {runner_id}` against this server, then send again"
         )
         self.runner_id = runner_id

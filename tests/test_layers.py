@@ -70,7 +70,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("omnigent.core.session",),
     ("omnigent.core.runtime",),
     ("omnigent.core",),
+    # The runner's side of a runner link: harnesses, tools and processes of a remote
+    # machine (it needs no core); the server's side is a transport beside the others.
+    ("omnigent.runner",),
     ("omnigent.transports.mcp",),
+    ("omnigent.transports.runner",),
     ("omnigent.transports.acp",),
     ("omnigent.transports.http",),
     ("omnigent.transports",),

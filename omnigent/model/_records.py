@@ -108,6 +108,7 @@ class SessionSnapshot(_Wire):
     # session below it (``docs/observability.md``).
     usage: Usage = attrs.field(factory=Usage)
     tree_usage: Usage = attrs.field(factory=Usage)
+    runner_id: str | None = None
     object: Literal["session"] = "session"
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import attrs
 
+from .._ids import RUNNER_ID_PATTERN, runner_id_problem
 from ..rpc import INVALID_PARAMS, RpcError
 
 __all__ = [
@@ -54,9 +55,8 @@ INITIALIZE: Final = "initialize"
 ACK: Final = "$/ack"
 """The link's acknowledgement and heartbeat (``{received}``); never counted."""
 
-NAME_PATTERN: Final = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+NAME_PATTERN: Final = RUNNER_ID_PATTERN
 """What a runner's name must be, whole."""
-_NAME = re.compile(NAME_PATTERN)
 _LINK = re.compile("link_[0-9a-f]{24}")
 _CODE = re.compile("[a-z][a-z0-9_]{0,63}")
 
@@ -76,9 +76,7 @@ ERROR_CODE: Final = "code"
 
 def check_name(name: str) -> str | None:
     """Why ``name`` cannot be a runner's name, or ``None`` if it can."""
-    if _NAME.fullmatch(name) is None:
-        return "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-    return None
+    return runner_id_problem(name)
 
 
 def _invalid(loc: str, msg: str) -> RpcError:

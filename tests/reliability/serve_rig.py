@@ -70,7 +70,7 @@ def server_env(root: Path) -> dict[str, str]:
 def write_agents(root: Path, specs: Sequence[dict[str, Any]]) -> None:
     """The ``--agents`` folder: one JSON file per spec."""
     folder = root / "agents"
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         (folder / f"{spec['name']}.json").write_text(json.dumps(spec))
 

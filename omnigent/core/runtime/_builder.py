@@ -25,7 +25,7 @@ from ...providers import Provider, load_provider_config
 from ...spec import AgentSpec
 from ...stores import SessionRow, Store
 from ..session import StoredHarnessState
-from ..tools import PythonTools, SessionTools, ToolServices
+from ..tools import PythonTools, Runners, SessionTools, ToolServices, no_runners
 from ..work import BackgroundTasks, ChildWork, ChildWorkHooks, RecordedGroups, SubAgents
 from ._files import FileService
 from ._specs import AgentSpecs
@@ -52,6 +52,8 @@ class Builder:
         processes: the harness process manager (None for a runtime without one).
         subagents: the dispatches the runtime watches.
         child_hooks: what a dispatch watcher asks of the runtime.
+        runners: where runner-bound sessions' work is sent (``None``: such a
+            session's turn fails, saying this runtime takes no runners).
     """
 
     def __init__(
@@ -67,7 +69,9 @@ class Builder:
         subagents: SubAgents,
         child_hooks: ChildWorkHooks,
         tuning: SessionTuning,
+        runners: Runners | None = None,
     ) -> None:
+        self._runners = runners
         self._store = store
         self._tuning = tuning
         self._specs = specs
@@ -83,6 +87,14 @@ class Builder:
         self, session_id: str, tasks: BackgroundTasks, work: ChildWork
     ) -> SessionTools:
         row, spec = await self._turn_spec(session_id, follow=True)
+        workplace = None
+        if row.runner_id is not None:
+            # Its OS tools run on its runner, in its workspace (the spec's os_env.cwd is
+            # resolved there); nothing of it is made on this machine.
+            if self._runners is None:
+                raise no_runners(row.runner_id)
+            cwd = spec.os_env.cwd if spec.os_env is not None else None
+            workplace = self._runners.workplace(row.runner_id, session_id, cwd or None)
         return SessionTools(
             session_id=session_id,
             spec=spec,
@@ -94,6 +106,7 @@ class Builder:
             session_cwd=row.cwd,
             inherited_sandbox=await self._specs.inherited_sandbox(row),
             python_tools=await self._python_tools.tools_of(spec),
+            workplace=workplace,
         )
 
     async def _follow_agent(self, session_id: str) -> None:
@@ -163,6 +176,11 @@ class Builder:
             provider=await self._provider_serving(name),
             sandbox=tools.sandbox,
         )
+        if row.runner_id is not None:
+            # The real harness runs on the runner; this one has it run there.
+            if self._runners is None:
+                raise no_runners(row.runner_id)
+            return self._runners.harness(row.runner_id, env, row.agent_id), name
         return self._specs.harnesses.create(name, env), name
 
     async def _provider_serving(self, harness: str) -> Provider | None:

@@ -43,7 +43,7 @@ from ..cluster import (
     default_server_name,
     open_shared_ownership,
 )
-from ..tools import PolicyFunctions
+from ..tools import PolicyFunctions, Runners
 from ..work import recover_work
 from ._inputs import MAX_MESSAGE_BYTES
 from ._options import runtime_options
@@ -87,6 +87,7 @@ async def open_runtime(
     server_id: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
     harnesses: Mapping[str, HarnessFactory] | None = None,
+    runners: Runners | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime on a store; close everything it started when the block exits.
 
@@ -177,6 +178,8 @@ async def open_runtime(
             what a previous process left (a session whose turn resumes at start
             needs its harness then; one registered later with
             :meth:`Runtime.register_harness` comes too late for that turn).
+        runners: the runners sessions may be bound to (``serve`` passes its hub, see
+            ``docs/runners.md``); without it a runner-bound session's turn fails.
 
     Raises:
         StoreBusy: ``exclusive`` and another runtime owns the database file.
@@ -210,6 +213,7 @@ async def open_runtime(
         shutdown_grace=shutdown_grace,
         harness_idle_timeout=harness_idle_timeout,
         harnesses=harnesses,
+        runners=runners,
     )
     body_error: BaseException | None = None
     rt: Runtime | None = None

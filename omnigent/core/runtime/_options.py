@@ -24,7 +24,7 @@ from ...harnesses.registry import HarnessRegistry
 from ...outbound import UrlAllowList, url_prefix_problem
 from ...processes import DEFAULT_GRACE, DEFAULT_IDLE_TIMEOUT
 from ...spec import ClientTrust, PolicySpec, env_name_problem, parse_policy_spec
-from ..tools import PolicyAllowlist, PolicyFunctions, ToolAllowlist, ToolPlace
+from ..tools import PolicyAllowlist, PolicyFunctions, Runners, ToolAllowlist, ToolPlace
 from ._inputs import MAX_MESSAGE_BYTES
 
 __all__ = ["RuntimeOptions", "runtime_options"]
@@ -50,6 +50,7 @@ class RuntimeOptions:
         exclusive: this runtime owns its database (else: records only).
         shutdown_grace: seconds sessions get to end at shutdown.
         harness_idle_timeout: seconds an external harness process may sit unused.
+        runners: where runner-bound sessions' work is sent (the server's hub).
     """
 
     place: ToolPlace
@@ -67,6 +68,7 @@ class RuntimeOptions:
     exclusive: bool = True
     shutdown_grace: float = DEFAULT_GRACE
     harness_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    runners: Runners | None = None
 
     @property
     def records_only(self) -> bool:
@@ -97,6 +99,7 @@ def runtime_options(
     shutdown_grace: float = DEFAULT_GRACE,
     harness_idle_timeout: float | None = None,
     harnesses: Mapping[str, HarnessFactory] | None = None,
+    runners: Runners | None = None,
 ) -> RuntimeOptions:
     """Check ``open_runtime``'s settings and build the runtime's options.
 
@@ -139,6 +142,7 @@ def runtime_options(
         exclusive=exclusive,
         shutdown_grace=shutdown_grace,
         harness_idle_timeout=_idle_timeout(harness_idle_timeout),
+        runners=runners,
     )
 
 

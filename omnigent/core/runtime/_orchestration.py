@@ -38,6 +38,7 @@ from ...spec import AgentSpec
 from ...stores import SessionRow, Store, WorkRow
 from ..asking import Elicitations, Grant, Permissions
 from ..session import HistoryCache
+from ..tools import Runners
 from ..work import ChildWork, Dispatch, SubAgents, new_work_id
 from ._agent_catalog import AgentCatalog
 from ._live import LiveSessions
@@ -90,7 +91,9 @@ class Orchestration:
         hand_over: HandOver,
         histories: HistoryCache,
         home: Path,
+        runners: Runners | None = None,
     ) -> None:
+        self._runners = runners
         self._store = store
         self._sessions = sessions
         self._agents = agents
@@ -152,8 +155,9 @@ class Orchestration:
         return self._live.busy(session_id)
 
     async def runners_online(self, runner_ids: Collection[str]) -> dict[str, bool]:
-        # No session is bound to a runner in a runtime that takes none.
-        return dict.fromkeys(runner_ids, False)
+        if self._runners is None:
+            return dict.fromkeys(runner_ids, False)
+        return await self._runners.online(runner_ids)
 
     async def access_level(self, row: SessionRow, user_id: str) -> int:
         return await self._permissions.level(row, user_id)

@@ -280,6 +280,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             hand_over=self._hand_over,
             histories=self._histories,
             home=options.place.home,
+            runners=options.runners,
         )
         builder = Builder(
             store=store,
@@ -302,6 +303,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             files=self._files,
             http=http,
             processes=processes,
+            runners=options.runners,
             subagents=self._subagents,
             child_hooks=ChildWorkHooks(
                 announce=self._sessions.announce_to_parent,
@@ -533,6 +535,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         owner: str = "local",
         viewer: str | None = None,
         cwd: str | None = None,
+        runner_id: str | None = None,
     ) -> SessionSnapshot:
         """Create a session of an agent (its current version).
 
@@ -546,6 +549,9 @@ class Runtime(metaclass=_NoPublicConstructor):
                 project): the OS tools act there unless the spec pins an absolute
                 ``os_env.cwd``, and a relative one is taken from it. A child session
                 works in its parent's directory unless given its own. Never created.
+            runner_id: the runner its work runs on, by name (``docs/runners.md``); it
+                need not be connected. A child session runs on its parent's runner
+                unless given its own.
 
         Raises:
             AgentNotFound, SessionNotFound (parent), BadRequest / UnknownHarness
@@ -572,6 +578,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             owner=owner,
             viewer=viewer,
             cwd=cwd,
+            runner_id=runner_id,
         )
         if parent_session_id is not None:
             await self._placed.announce(row)  # the parent hears of its new child

@@ -55,6 +55,7 @@ from ._session_input import (
     check_cwd,
     check_labels,
     check_model_override,
+    check_runner_id,
     check_title,
 )
 from ._specs import AgentSpecs, sub_agent_spec
@@ -136,6 +137,7 @@ class SessionCatalog:
         cwd: str | None = None,
         agent_version: int | None = None,
         sub_agent: str | None = None,
+        runner_id: str | None = None,
     ) -> SessionRow:
         """See :meth:`Runtime.create_session`; returns the new session's row.
 
@@ -145,6 +147,7 @@ class SessionCatalog:
         """
         title = check_title(title)
         cwd = check_cwd(cwd)
+        runner_id = check_runner_id(runner_id)
         model_override = check_model_override(model_override)
         checked_labels = check_labels(labels)
         initial: list[InitialItem] = structure(
@@ -174,6 +177,7 @@ class SessionCatalog:
             parent = await self.row(parent_session_id)
             root = parent.root_session_id
             cwd = cwd or parent.cwd  # a sub-agent works where its parent works
+            runner_id = runner_id or parent.runner_id  # … and on its parent's runner
         session_id = new_id("conv")
         created = now()
         row = SessionRow(
@@ -194,6 +198,7 @@ class SessionCatalog:
             cwd=cwd,
             updated_at=created,
             sub_agent=sub_agent,
+            runner_id=runner_id,
         )
         try:
             await self._store.insert_session(row, [unstructure(m, Item) for m in messages])
@@ -488,4 +493,5 @@ def _snapshot(
         updated_at=row.updated_at,
         usage=usage[0],
         tree_usage=usage[1],
+        runner_id=row.runner_id,
     )

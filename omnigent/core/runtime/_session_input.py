@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..._ids import runner_id_problem
 from ...errors import InvalidInput
 from ...model import ContentBlock, structure
 
@@ -30,6 +31,7 @@ __all__ = [
     "check_cwd",
     "check_labels",
     "check_model_override",
+    "check_runner_id",
     "check_title",
 ]
 
@@ -83,6 +85,16 @@ def check_cwd(cwd: Any) -> str | None:
     if not PurePosixPath(cwd).is_absolute():
         raise InvalidInput.at("cwd", "must be an absolute path")
     return cwd
+
+
+def check_runner_id(runner_id: Any) -> str | None:
+    """A runner's name (``docs/runners.md``), or None: the session runs here."""
+    if runner_id is None:
+        return None
+    problem = runner_id_problem(runner_id)
+    if problem is not None:
+        raise InvalidInput.at("runner_id", problem)
+    return str(runner_id)
 
 
 def check_title(title: Any) -> str | None:

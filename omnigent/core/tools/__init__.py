@@ -26,6 +26,7 @@ from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._policy_event import WirePolicyEvent
 from ._python_tools import PythonTools, ToolAllowlist
 from ._registry import Tool, ToolRegistry
+from ._runners import Runners, Workplace, no_runners
 from ._safe_defaults import ASK_COMMANDS, ASK_WRITES, safe_default
 from ._session_tools import SessionTools, ToolServices
 
@@ -43,6 +44,7 @@ __all__ = [
     "PolicyFunction",
     "PolicyFunctions",
     "PythonTools",
+    "Runners",
     "SendArgs",
     "SessionControl",
     "SessionTools",
@@ -55,8 +57,10 @@ __all__ = [
     "Verdict",
     "WirePolicyEvent",
     "directory_problem",
+    "Workplace",
     "is_closed",
     "load_function",
+    "no_runners",
     "parse_policy_event",
     "parse_send",
     "purge_workspaces",

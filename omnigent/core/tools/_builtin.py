@@ -101,6 +101,8 @@ def os_tool(name: str) -> Builtin:
     tool = getattr(os_tools, name)
 
     async def run(tools: SessionTools, args: dict[str, Any]) -> str:
+        if tools.workplace is not None:  # on the session's runner
+            return await tools.workplace.run_tool(name, args)
         try:
             cwd = await tools.cwd()
         except ToolError as exc:  # the session's directory is refused (see _place)

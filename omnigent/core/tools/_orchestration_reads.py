@@ -80,10 +80,9 @@ def pending_item(request: ElicitationRequest) -> dict[str, Any]:
 
 
 def runner_of(snapshot: SessionSnapshot) -> str | None:
-    """The runner a session's work runs on; ``None``: this server's own (every session
-    here, until sessions are bound to runners — ``docs/runners.md``)."""
-    del snapshot
-    return None
+    """The runner a session's work runs on (``docs/runners.md``); ``None``: this
+    server's own."""
+    return snapshot.runner_id
 
 
 async def _runners_online(
@@ -140,6 +139,8 @@ async def session_list(control: SessionControl, tools: SessionTools, raw: Any) -
             "runner_id": (runner := runner_of(s)),
             "runner_online": None if runner is None else online.get(runner, False),
             "parent_session_id": s.parent_session_id,
+            "runner_id": s.runner_id,
+            "runner_online": online.get(s.runner_id, False) if s.runner_id else None,
         }
         for s in shown
     ]

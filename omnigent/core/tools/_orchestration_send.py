@@ -156,11 +156,12 @@ async def child_cwd(tools: SessionTools, spec: AgentSpec) -> str | None:
     directory chosen for the parent (by its client or the command line, inherited with
     the session) wins over it, not one omnigent made up (a per-session workspace).
     ``None``: the child inherits its parent's chosen directory, if any (see
-    ``working_directory``)."""
+    ``working_directory``); a session on a runner gives none (its children inherit the
+    runner, and each resolves its own ``os_env.cwd`` there)."""
     own = spec.os_env.cwd if spec.os_env is not None else None
     if own and Path(own).is_absolute():
         return None
-    return str(await tools.cwd())
+    return await tools.children_cwd()
 
 
 def refuse_busy(control: SessionControl, tools: SessionTools, child_id: str, what: str) -> None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ...errors import HarnessError
 from ...harnesses.base import ToolSchema
 from ...model import (
     ChangedFilesInvalidated,
@@ -51,6 +52,7 @@ from ...processes import ProcessTrees, TrackedGroups
 from ...processes.sandbox import SandboxPolicy
 from ...spec import AgentSpec, SandboxSpec
 from ...stores import Store
+from ...tools import ToolError
 from ...tools import os as os_tools
 from ...tools import terminals as terminal_tools
 from ..asking import Elicitations
@@ -81,6 +83,7 @@ from ._policies import (
     parse_policy_event,
 )
 from ._registry import Tool, ToolRegistry, decode_arguments
+from ._runners import Workplace
 
 if TYPE_CHECKING:
     from ...mcp import McpServers
@@ -152,6 +155,8 @@ class SessionTools:
         inherited_sandbox: the nearest sandboxed ancestor session's sandbox, for a spec
             without one of its own (see :meth:`sandbox`).
         python_tools: the spec's own Python tools (``tools.python``), by name.
+        workplace: where its OS tools run when not here (a runner's, for a session
+            bound to one): no path of it is used on this machine.
     """
 
     def __init__(
@@ -167,8 +172,10 @@ class SessionTools:
         session_cwd: str | None = None,
         inherited_sandbox: SandboxSpec | None = None,
         python_tools: Mapping[str, Tool] | None = None,
+        workplace: Workplace | None = None,
     ) -> None:
         self.session_id = session_id
+        self.workplace = workplace
         self.spec = spec
         self._services = services
         # The spec's own Python tools (tools.python), by name: this agent's alone.
@@ -195,6 +202,8 @@ class SessionTools:
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
         self._hidden: set[str] = set()  # built-ins answered by name but not offered
         self._mcp: McpServers | None = None
+        if workplace is not None:
+            _check_remote(spec, workplace.runner_id)
         if spec.mcp_servers:
             from ...mcp import McpServers  # the optional `mcp` extra
 
@@ -325,7 +334,15 @@ class SessionTools:
         """The working directory of the OS tools, created on first use.
 
         See :func:`working_directory`.
+
+        Raises:
+            ToolError: the session's files are on its runner, not here.
         """
+        if self.workplace is not None:
+            raise ToolError(
+                f"this session's files are on runner {self.workplace.runner_id!r}; "
+                "this needs them here"
+            )
         if self._cwd is None:
             self._cwd = await working_directory(
                 self.spec, self._session_cwd, self._services.place, self.session_id
@@ -349,6 +366,12 @@ class SessionTools:
             )
             self._sandbox = (await trio.to_thread.run_sync(resolve),)  # a few stat calls
         return self._sandbox[0]
+
+    async def children_cwd(self) -> str | None:
+        """Where a child this session creates works: where this one does (``None``
+        for a session on a runner: its children inherit the runner, and each resolves
+        its own ``os_env.cwd`` there)."""
+        return None if self.workplace is not None else str(await self.cwd())
 
     # -- one call ----------------------------------------------------------------------
 
@@ -550,3 +573,21 @@ class SessionTools:
             },
         )
         return await self._policies.evaluate(event)
+
+
+def _check_remote(spec: AgentSpec, runner_id: str) -> None:
+    """Refuse what a runner does not run yet for a session bound to one.
+
+    Raises:
+        HarnessError: naming the spec key.
+    """
+    if spec.terminals:
+        raise HarnessError(
+            f"terminals do not run on runners yet (session on runner {runner_id!r}): "
+            "remove `terminals` from the spec, or run the session on the server"
+        )
+    if any(server.command for server in spec.mcp_servers):
+        raise HarnessError(
+            f"stdio MCP servers do not run on runners yet (session on runner {runner_id!r}): "
+            "use an HTTP MCP server (`url`), or run the session on the server"
+        )

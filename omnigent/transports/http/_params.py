@@ -17,6 +17,7 @@ import attrs
 import trio
 from quart import current_app, request
 
+from ..._ids import RUNNER_ID_PATTERN
 from ...core import MODEL_OVERRIDE_PATTERN, InitialItem, Runtime
 from ...errors import InvalidInput, Unauthorized
 from ...model import loads, structure, wire_as, wire_schema
@@ -80,6 +81,7 @@ def owner() -> str:
 
 
 _MODEL_OVERRIDE = wire_schema({"pattern": MODEL_OVERRIDE_PATTERN})
+_RUNNER_ID = wire_schema({"pattern": f"^{RUNNER_ID_PATTERN}$"})
 
 
 @attrs.frozen
@@ -100,6 +102,7 @@ class CreateSessionBody:
     model_override: str | None = attrs.field(default=None, metadata=_MODEL_OVERRIDE)
     labels: dict[str, str] | None = None
     initial_items: list[Any] = attrs.field(factory=list, metadata=wire_as(list[InitialItem]))
+    runner_id: str | None = attrs.field(default=None, metadata=_RUNNER_ID)
 
 
 @attrs.frozen

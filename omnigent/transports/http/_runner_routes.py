@@ -82,7 +82,7 @@ async def runner_status(runner_id: str) -> dict[str, Any]:
     if (problem := check_name(runner_id)) is not None:
         raise InvalidInput.at("runner_id", problem)
     hub = _hub()
-    return RunnerStatus(runner_id, hub is not None and hub.online(runner_id)).to_dict()
+    return RunnerStatus(runner_id, hub is not None and hub.online_here(runner_id)).to_dict()
 
 
 class _Transport:

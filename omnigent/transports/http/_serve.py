@@ -164,7 +164,7 @@ async def serve(
         runtime_options["lease_ttl"] = lease_ttl
     async with (
         open_runner_hub(runners or RunnerSettings()) as hub,
-        open_runtime(runtime_db, **runtime_options) as runtime,
+        open_runtime(runtime_db, runners=hub, **runtime_options) as runtime,
     ):
         if agents_dir is not None:
             await register_agents(runtime, agents_dir)

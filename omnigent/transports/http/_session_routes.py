@@ -53,6 +53,7 @@ async def create_session() -> tuple[dict[str, Any], int]:
         initial_items=body.initial_items,
         owner=caller,
         viewer=viewer(),
+        runner_id=body.runner_id,
     )
     return snapshot.to_dict(), 201
 

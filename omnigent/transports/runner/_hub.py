@@ -26,9 +26,11 @@ import trio
 
 from ..._ids import new_id, now
 from ...errors import RunnerNameTaken, RunnerOffline
+from ...harnesses.base import Harness, HarnessEnv
 from ...rpc import RpcConnection
 from ...runner import DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT, Hello, Link, Transport, Welcome
 from ._peer import RunnerPeer
+from ._proxy import RunnerHarness, RunnerWorkplace
 
 __all__ = [
     "DEFAULT_RUNNER_WAIT",
@@ -127,7 +129,8 @@ class RunnerHub:
         runner = self._runners.get(runner_id)
         return runner if runner is not None and runner.online else None
 
-    def online(self, runner_id: str) -> bool:
+    def online_here(self, runner_id: str) -> bool:
+        """Whether the runner has a live link to this server."""
         return self.get(runner_id) is not None
 
     def runners(self) -> list[ConnectedRunner]:
@@ -235,6 +238,20 @@ class RunnerHub:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+
+    # -- what the core asks of runners (omnigent.core.tools.Runners) --------------------
+
+    def harness(self, runner_id: str, env: HarnessEnv, agent_id: str) -> Harness:
+        """The server-side harness of a session bound to ``runner_id``."""
+        return RunnerHarness(self, runner_id, env, agent_id)
+
+    def workplace(self, runner_id: str, session_id: str, cwd: str | None) -> RunnerWorkplace:
+        """Where that session's OS tools run: on its runner."""
+        return RunnerWorkplace(self, runner_id, session_id, cwd)
+
+    async def online(self, runner_ids: Collection[str]) -> dict[str, bool]:
+        """Whether each runner is connected to this server now."""
+        return {runner_id: self.online_here(runner_id) for runner_id in runner_ids}
 
     def close(self) -> None:
         """End every link (the server is stopping)."""

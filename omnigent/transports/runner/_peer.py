@@ -34,6 +34,7 @@ from ...model import (
     OutputText,
     OutputTextDelta,
     SessionStatus,
+    SessionStatusChanged,
     event_from_dict,
     item_from_dict,
     structure,
@@ -252,7 +253,8 @@ class RunnerPeer:
             phase = params.get("phase")
             if phase not in ("start", "end"):
                 raise InvalidInput.at("phase", "must be 'start' or 'end'")
-            await ctx.emit(SessionStatus(status="launching" if phase == "start" else "running"))
+            status = SessionStatus.LAUNCHING if phase == "start" else SessionStatus.RUNNING
+            await ctx.emit(SessionStatusChanged(status=status))
             return {}
         if method == "turn/elicit":
             elicit = structure(params.get("params"), ElicitationParams)

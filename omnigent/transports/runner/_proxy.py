@@ -17,8 +17,9 @@ the server's policies have let the call through.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import outcome
 import trio
@@ -29,8 +30,10 @@ from ...harnesses.base import HarnessEnv, TurnContext, TurnRequest
 from ...model import Item, unstructure
 from ...rpc import ConnectionClosed, RpcError
 from ...runner import TURN_FAILED, turn_failure
-from ._hub import ConnectedRunner, RunnerHub
 from ._peer import ServedTurn
+
+if TYPE_CHECKING:
+    from ._hub import ConnectedRunner, RunnerHub
 
 __all__ = ["RunnerHarness", "RunnerWorkplace", "encode_request"]
 
@@ -98,8 +101,9 @@ class RunnerHarness:
         self._runner = runner
         env = self._env
         spec_model = env.spec.executor.config.model
+        turn_id = new_id("rturn")
         params = {
-            "turn": new_id("rturn"),
+            "turn": turn_id,
             "session_id": request.session_id,
             "harness": env.harness_name,
             "spec": env.spec.to_dict(),
@@ -109,12 +113,10 @@ class RunnerHarness:
         }
         result: outcome.Outcome[Any] | None = None
         async with trio.open_nursery() as nursery:
-            served = ServedTurn(params["turn"], ctx, nursery, env.state)
+            served = ServedTurn(turn_id, ctx, nursery, env.state)
             try:
                 with runner.peer.serving(served):
-                    result = await outcome.acapture(
-                        runner.connection.request, "turn/run", params
-                    )
+                    result = await outcome.acapture(runner.connection.request, "turn/run", params)
             finally:
                 with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
                     await served.keep_partial_messages()
@@ -127,7 +129,9 @@ class RunnerHarness:
         except RpcError as error:
             if error.code == TURN_FAILED:
                 raise RunnerFailed(*turn_failure(error)) from None
-            raise RunnerFailed("harness_error", f"the runner refused the turn: {error.message}") from None
+            raise RunnerFailed(
+                "harness_error", f"the runner refused the turn: {error.message}"
+            ) from None
         reported = answer.get("reported") if isinstance(answer, dict) else None
         if isinstance(reported, list) and len(reported) == 2 and isinstance(reported[0], str):
             error_text = reported[1] if isinstance(reported[1], str) else None
@@ -139,10 +143,10 @@ class RunnerHarness:
         if runner is None or not runner.online:
             return
         with trio.move_on_after(_CLOSE_TIMEOUT):
-            try:
-                await runner.connection.notify("session/close", {"session_id": self._env.session_id})
-            except ConnectionClosed:
-                pass
+            with contextlib.suppress(ConnectionClosed):
+                await runner.connection.notify(
+                    "session/close", {"session_id": self._env.session_id}
+                )
 
 
 class RunnerWorkplace:

@@ -1,0 +1,65 @@
+"""Runners, as the core sees them: where a runner-bound session's work is sent.
+
+A session may be bound to a *runner* (``runner_id``, see ``docs/runners.md``): a process
+on another machine that runs what touches files or starts processes. The core knows
+nothing of how a runner is reached; it is given a :class:`Runners` (the server's runner
+hub, :mod:`omnigent.transports.runner`) and asks it for two things per session:
+
+* the session's harness — a stand-in whose ``run_turn`` has the runner run the real
+  one, every call of it served by the core's own turn (events, tools, policies,
+  elicitations stay here);
+* the session's :class:`Workplace` — where its OS tools run once the policies let a
+  call through.
+
+A runtime opened without one refuses to run a runner-bound session's turn
+(:func:`no_runners`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Protocol
+
+from ...errors import RunnerOffline
+from ...harnesses.base import Harness, HarnessEnv
+
+__all__ = ["Runners", "Workplace", "no_runners"]
+
+
+class Workplace(Protocol):
+    """Where a runner-bound session's OS tools run."""
+
+    runner_id: str
+
+    async def run_tool(self, name: str, args: dict[str, Any]) -> str:
+        """Run an OS tool (``sys_os_*``) there; its output, failures as ``Error: …``.
+
+        Cancellation: the call is cancelled there too (a shell's group is killed).
+        """
+        ...
+
+
+class Runners(Protocol):
+    """The runners sessions may be bound to (implemented by the server's hub)."""
+
+    def harness(self, runner_id: str, env: HarnessEnv, agent_id: str) -> Harness:
+        """The server-side harness of a session bound to ``runner_id``."""
+        ...
+
+    def workplace(self, runner_id: str, session_id: str, cwd: str | None) -> Workplace:
+        """Where that session's OS tools run (``cwd``: its spec's ``os_env.cwd``)."""
+        ...
+
+    async def online(self, runner_ids: Collection[str]) -> dict[str, bool]:
+        """Whether each runner is connected now (one lookup per distinct name)."""
+        ...
+
+
+def no_runners(runner_id: str) -> RunnerOffline:
+    """The error for a runner-bound session in a runtime that takes no runners."""
+    return RunnerOffline(
+        runner_id,
+        0,
+        f"this session runs on runner {runner_id!r}, but this runtime accepts no "
+        "runners (serve it with `omnigent serve --runner-token …`)",
+    )
