@@ -4,7 +4,7 @@
 ``omnigent run --server``). It opens the runner's machine (:func:`~._place.
 open_runner_place`: the predecessor's leftovers are ended first), then loops: dial
 ``GET /v1/runners/connect``, say ``initialize``, and carry the link over the connection
-until it drops; then dial again, with a backoff (0.2 s doubling to 10 s, jittered),
+until it drops; then dial again, with a backoff (0.2 s doubling to 5 s, jittered),
 saying one line per attempt. The server's answer decides what a new connection is: the
 same link resumed (nothing lost, nothing repeated), or a new one — then everything the
 old link ran is ended first.
@@ -58,7 +58,7 @@ __all__ = ["RunnerOptions", "connect_url", "serve_runner"]
 log = logging.getLogger("omnigent.runner")
 
 _FIRST_BACKOFF = 0.2
-_MAX_BACKOFF = 10.0
+_MAX_BACKOFF = 5.0
 _HANDSHAKE_TIMEOUT = 15.0
 _MAX_MESSAGE = 64 * 1024 * 1024
 _MAX_IN_FLIGHT = 1024

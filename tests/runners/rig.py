@@ -74,7 +74,11 @@ class Runner:
                     return index
             if self.ended.is_set():
                 raise AssertionError(f"runner {self.name} ended: {self.lines}")
-            await self._changed.wait()
+            try:
+                await self._changed.wait()
+            except trio.Cancelled:
+                print(f"runner {self.name} was waiting for {text!r}; said {self.lines}")
+                raise
 
     async def exit_code(self) -> int:
         await self.ended.wait()
@@ -91,8 +95,11 @@ class Runner:
             await self.process.wait()
             raise AssertionError(f"runner {self.name} ignored SIGINT: {self.lines}")
 
-    def kill_9(self) -> None:
+    async def kill_9(self) -> None:
+        """``SIGKILL`` the runner, and reap it (a zombie would still count as alive to
+        the next runner's sweep, as to any ``/proc`` reader)."""
         os.kill(self.process.pid, signal.SIGKILL)
+        assert await self.process.wait() == -signal.SIGKILL
 
 
 class Runners:
@@ -162,3 +169,52 @@ async def start_runner(
 
 def runner_lines(runners: Sequence[Runner]) -> str:
     return "\n".join(f"{r.name}: {line}" for r in runners for line in r.lines)
+
+
+class CuttableProxy:
+    """A TCP proxy on loopback whose connections can all be cut at once: a network
+    blip between a runner and its server (both processes live on)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.cuts = 0
+        self._scopes: set[trio.CancelScope] = set()
+        self.connections = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        task_status.started()
+        await trio.serve_listeners(self._relay, listeners)
+
+    def cut(self) -> None:
+        """Close every connection through the proxy (new ones are accepted)."""
+        self.cuts += 1
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    async def _relay(self, client: trio.SocketStream) -> None:
+        self.connections += 1
+        with trio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                up = await trio.open_tcp_stream("127.0.0.1", self.target_port)
+                async with client, up, trio.open_nursery() as nursery:
+                    nursery.start_soon(_copy, client, up, nursery.cancel_scope)
+                    nursery.start_soon(_copy, up, client, nursery.cancel_scope)
+            finally:
+                self._scopes.discard(scope)
+
+
+async def _copy(source: trio.SocketStream, sink: trio.SocketStream, done: trio.CancelScope) -> None:
+    try:
+        async for chunk in source:
+            await sink.send_all(chunk)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    done.cancel()

@@ -34,6 +34,7 @@ from ...core import (
     SessionPage,
     SessionSnapshot,
 )
+from ..._ids import RUNNER_ID_PATTERN
 from ...spec import AgentSpec
 from ...tools.terminals import HISTORY_LIMIT
 from ._agent_file_routes import YAML_TYPES
@@ -42,6 +43,8 @@ from ._answers import (
     AgentSpecAnswer,
     ChildSessionList,
     ResourceList,
+    RunnerList,
+    RunnerStatus,
     ServerList,
     SessionDeleted,
 )
@@ -96,6 +99,57 @@ def _service(doc: DocumentBuilder) -> dict[str, Any]:
             "get": {
                 "summary": "The live servers sharing the database, and the sessions each runs",
                 "responses": doc.answer("200", "the servers", ServerList),
+            }
+        },
+        "/v1/runners": {
+            "get": {
+                "summary": "The runners connected here, and every runner sessions are bound to",
+                "description": (
+                    "Each with whether it is connected now, since when, and how many of "
+                    "the caller's sessions are bound to it (docs/runners.md)."
+                ),
+                "responses": doc.answer("200", "the runners", RunnerList),
+            }
+        },
+        "/v1/runners/{runner_id}/status": {
+            "get": {
+                "summary": "Whether a runner is connected: {runner_id, online}",
+                "parameters": [
+                    {
+                        **path_param("runner_id"),
+                        "schema": {"type": "string", "pattern": f"^{RUNNER_ID_PATTERN}$"},
+                    }
+                ],
+                "responses": {
+                    **doc.answer("200", "its status", RunnerStatus),
+                    **doc.errors("422"),
+                },
+            }
+        },
+        "/v1/runners/connect": {
+            "get": {
+                "summary": "A runner's link to this server (a WebSocket; docs/runners.md)",
+                "description": (
+                    "A WebSocket upgrade with `Authorization: Bearer TOKEN` (a token given "
+                    "with `serve --runner-token`); one JSON-RPC 2.0 message per text frame, "
+                    "the first the runner's `initialize` (protocol version 1)."
+                ),
+                "parameters": [
+                    query_param(
+                        "name",
+                        {"type": "string", "pattern": f"^{RUNNER_ID_PATTERN}$"},
+                        "the runner's name (required)",
+                    ),
+                    query_param(
+                        "link",
+                        {"type": "string", "pattern": "^link_[0-9a-f]{24}$"},
+                        "the link this connection resumes",
+                    ),
+                ],
+                "responses": {
+                    "101": {"description": "switching protocols"},
+                    **doc.errors("400", "401", "403", "409", "422"),
+                },
             }
         },
         "/v1/openapi.json": {
