@@ -129,6 +129,7 @@ async def open_runners() -> AsyncIterator[Runners]:
         try:
             yield runners
         finally:
+            print(runner_lines(runners.started))  # shown when the test fails
             with trio.CancelScope(shield=True):
                 await runners.kill_all()
 
@@ -150,7 +151,18 @@ async def start_runner(
     (root / "workspace").mkdir(parents=True, exist_ok=True)
     env = server_env(root)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
-    command = [sys.executable, "-m", "omnigent", "runner", "--server", url, "--token", token]
+    verbose = ["-vv"] if os.environ.get("RUNNER_DEBUG") else []
+    command = [
+        sys.executable,
+        "-m",
+        "omnigent",
+        *verbose,
+        "runner",
+        "--server",
+        url,
+        "--token",
+        token,
+    ]
     command += ["--name", name, "--workspace", str(root / "workspace"), *extra]
     process = await trio.lowlevel.open_process(
         command,

@@ -25,6 +25,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from ..._ids import RUNNER_ID_PATTERN
 from ...core import (
     Agent,
     FileInfo,
@@ -34,7 +35,6 @@ from ...core import (
     SessionPage,
     SessionSnapshot,
 )
-from ..._ids import RUNNER_ID_PATTERN
 from ...spec import AgentSpec
 from ...tools.terminals import HISTORY_LIMIT
 from ._agent_file_routes import YAML_TYPES

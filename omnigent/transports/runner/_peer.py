@@ -105,10 +105,14 @@ class ServedTurn:
         result: outcome.Outcome[T] | None = None
 
         async def run() -> None:
+            # A cancellation (of the turn, or of this call) stays in this task: only
+            # a value or an error is handed to the caller, which answers -32002.
             nonlocal result
             try:
                 with scope:
-                    result = await outcome.acapture(call)
+                    result = outcome.Value(await call())
+            except Exception as exc:
+                result = outcome.Error(exc)
             finally:
                 done.set()
 

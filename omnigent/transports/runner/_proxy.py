@@ -116,7 +116,10 @@ class RunnerHarness:
             served = ServedTurn(turn_id, ctx, nursery, env.state)
             try:
                 with runner.peer.serving(served):
-                    result = await outcome.acapture(runner.connection.request, "turn/run", params)
+                    try:
+                        result = outcome.Value(await runner.connection.request("turn/run", params))
+                    except (ConnectionClosed, RpcError) as exc:
+                        result = outcome.Error(exc)  # raised below, outside the nursery
             finally:
                 with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
                     await served.keep_partial_messages()
