@@ -20,6 +20,7 @@ import omnigent
 from omnigent import _gc
 from omnigent.transports.acp import _stdio as stdio_module
 from omnigent.transports.http import _serve as serve_module
+from omnigent.transports.runner import RunnerSettings
 
 
 class _Cycle:
@@ -93,6 +94,7 @@ async def test_serve_settles_the_collector_once_it_is_listening(
             1.0,
             None,
             None,
+            RunnerSettings(),
         )
     assert len(seen) == 1 and seen[0] > 0
 
