@@ -34,6 +34,7 @@ from .asking import (
     wants_content,
 )
 from .bus import ChangeKind, SessionChange, SessionWatch, Subscription
+from .cluster import RunnerLink
 from .runtime import (
     EVENT_DATA,
     EVENT_TYPES,
@@ -98,6 +99,7 @@ __all__ = [
     "ResolveResult",
     "Resource",
     "ResourceScreen",
+    "RunnerLink",
     "Runtime",
     "RuntimeState",
     "ServerInfo",

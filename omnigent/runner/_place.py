@@ -78,6 +78,9 @@ class RunnerPlace:
         """Where a session whose spec says ``os_env.cwd: cwd`` works: the workspace, or
         ``cwd`` inside it (created); never outside.
 
+        Resolved at every call, never kept: a directory of the workspace swapped for a
+        symlink that leads out would otherwise stay the tools' root.
+
         Raises:
             ToolError: ``cwd`` leads outside the workspace (or cannot be made).
         """

@@ -24,6 +24,7 @@ from ._cluster import (
     CommandRow,
     LeaseLost,
     Notification,
+    RunnerLinkRow,
     ServerRow,
 )
 from ._lock import LockHolder
@@ -59,6 +60,7 @@ __all__ = [
     "Page",
     "PendingItem",
     "ProcessGroupRow",
+    "RunnerLinkRow",
     "RunningTask",
     "ServerRow",
     "SessionRow",

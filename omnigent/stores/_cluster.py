@@ -14,6 +14,8 @@ store one process owns (SQLite) does not implement it: that process owns everyth
   leases (:class:`LeaseLost`).
 * **Commands** are rows addressed to a server instance (a message to enqueue, an
   interrupt, an answer); posting one notifies the target. Replies are commands too.
+* **Runner links**: which server a runner (``docs/runners.md``) is connected to now,
+  one row per runner name, live while its server's heartbeat is.
 * **Notifications** (:meth:`ClusterStore.open_listener`): new events of a session
   (``session:last_id:instance``) and new commands for an instance, pushed by the
   database on commit.
@@ -38,6 +40,7 @@ __all__ = [
     "CommandRow",
     "LeaseLost",
     "Notification",
+    "RunnerLinkRow",
     "ServerRow",
 ]
 
@@ -85,6 +88,16 @@ class Claim:
     instance: str
     server: str
     taken_from: str | None = None
+
+
+@attrs.frozen
+class RunnerLinkRow:
+    """A runner connected to a live server: which one (instance and name), since when."""
+
+    runner_id: str
+    instance: str
+    server: str
+    connected_at: float
 
 
 @attrs.frozen
@@ -137,6 +150,22 @@ class ClusterStore(Protocol):
         ...
 
     async def live_servers(self) -> list[ServerRow]: ...
+
+    async def link_runner(self, runner_id: str, server: str, connected_at: float) -> str | None:
+        """Record that ``runner_id`` is connected to this instance (``server``).
+
+        Returns ``None`` once recorded; the name of the live server that has it
+        connected already otherwise (and nothing is changed).
+        """
+        ...
+
+    async def unlink_runner(self, runner_id: str) -> None:
+        """Forget this instance's link of ``runner_id`` (no other's)."""
+        ...
+
+    async def runner_links(self) -> list[RunnerLinkRow]:
+        """Every runner connected to a live server, by name."""
+        ...
 
     async def claim(self, root_id: str, ttl: float) -> Claim:
         """Take the tree's lease if it is free, expired, or already this instance's."""

@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager
 import trio
 
 from .._ids import now
-from ._cluster import COMMANDS_CHANNEL, Claim, CommandRow, Notification, ServerRow
+from ._cluster import COMMANDS_CHANNEL, Claim, CommandRow, Notification, RunnerLinkRow, ServerRow
 from ._pg_base import Conn, PGBase
 from ._pg_listen import open_listener
 
@@ -97,6 +97,7 @@ class ClusterMixin(PGBase):
 
         def write(c: Conn) -> None:
             c.execute("DELETE FROM leases WHERE instance = %s AND expires_at > now()", (me,))
+            c.execute("DELETE FROM runner_links WHERE instance = %s", (me,))
             c.execute("DELETE FROM servers WHERE instance = %s", (me,))
 
         await self._transaction(write)
@@ -112,6 +113,51 @@ class ClusterMixin(PGBase):
                 "FROM servers v WHERE v.expires_at > now() ORDER BY v.started_at, v.name"
             )
             return [ServerRow(r[0], r[1], r[2], r[3], r[4], int(r[5])) for r in rows]
+
+        return await self._read(read)
+
+    # -- runner links ----------------------------------------------------------------
+
+    async def link_runner(self, runner_id: str, server: str, connected_at: float) -> str | None:
+        me = self._me
+
+        def write(c: Conn) -> str | None:
+            # Taken over only from this instance, or from a server that is not live.
+            r = c.execute(
+                "INSERT INTO runner_links AS l (runner_id, instance, server, connected_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (runner_id) DO UPDATE SET "
+                "instance = EXCLUDED.instance, server = EXCLUDED.server, "
+                "connected_at = EXCLUDED.connected_at "
+                "WHERE l.instance = EXCLUDED.instance OR NOT EXISTS (SELECT 1 FROM servers v "
+                "WHERE v.instance = l.instance AND v.expires_at > now()) RETURNING 1",
+                (runner_id, me, server, connected_at),
+            ).fetchone()
+            if r is not None:
+                return None
+            held = c.execute(
+                "SELECT server FROM runner_links WHERE runner_id = %s", (runner_id,)
+            ).fetchone()
+            return "another server" if held is None else str(held[0])
+
+        return await self._run(write)
+
+    async def unlink_runner(self, runner_id: str) -> None:
+        me = self._me
+        await self._run(
+            lambda c: c.execute(
+                "DELETE FROM runner_links WHERE runner_id = %s AND instance = %s",
+                (runner_id, me),
+            )
+        )
+
+    async def runner_links(self) -> list[RunnerLinkRow]:
+        def read(c: Conn) -> list[RunnerLinkRow]:
+            rows = c.execute(
+                "SELECT l.runner_id, l.instance, l.server, l.connected_at FROM runner_links l "
+                "JOIN servers v ON v.instance = l.instance AND v.expires_at > now() "
+                "ORDER BY l.runner_id"
+            )
+            return [RunnerLinkRow(r[0], r[1], r[2], float(r[3])) for r in rows]
 
         return await self._read(read)
 

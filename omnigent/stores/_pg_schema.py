@@ -207,4 +207,14 @@ ALTER TABLE sessions ADD COLUMN runner_id TEXT;
 CREATE INDEX sessions_runner ON sessions(runner_id) WHERE runner_id IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _USAGE, _RUNNERS)
+# Which server each runner is connected to (live while that server's heartbeat is).
+_RUNNER_LINKS = """
+CREATE TABLE runner_links (
+    runner_id TEXT PRIMARY KEY,
+    instance TEXT NOT NULL,
+    server TEXT NOT NULL,
+    connected_at DOUBLE PRECISION NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _USAGE, _RUNNERS, _RUNNER_LINKS)

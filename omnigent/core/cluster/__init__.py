@@ -12,6 +12,7 @@ from ._calls import FORWARD_TIMEOUT, WIRE_VERSION, Call, CallWire
 from ._ownership import Elsewhere, Moved, Ownership, SoloOwnership, Tenure
 from ._remote_feed import RemoteFeed
 from ._routing import Router
+from ._runner_directory import Placement, RunnerDirectory, RunnerLink, RunnerLinks
 from ._shared import (
     DEFAULT_LEASE_TTL,
     Member,
@@ -31,8 +32,12 @@ __all__ = [
     "Member",
     "Moved",
     "Ownership",
+    "Placement",
     "RemoteFeed",
     "Router",
+    "RunnerDirectory",
+    "RunnerLink",
+    "RunnerLinks",
     "SharedOwnership",
     "SharedStore",
     "SoloOwnership",

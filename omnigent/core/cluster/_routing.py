@@ -24,6 +24,7 @@ import trio
 from ...errors import OwnerUnavailable
 from ._calls import Call
 from ._ownership import Elsewhere, Moved, Ownership, Tenure
+from ._runner_directory import Placement
 
 __all__ = ["PLACE_TIMEOUT", "Router"]
 
@@ -45,11 +46,15 @@ class Router(Generic[W]):
     Args:
         ownership: where trees are held.
         here: what calls run against on this server (their :meth:`Call.run`).
+        placement: where a call that starts work on a tree nobody holds should run
+            (``None``: wherever it was made) — the server a runner-bound session's
+            runner is connected to (:mod:`._runner_directory`).
     """
 
-    def __init__(self, ownership: Ownership, here: W) -> None:
+    def __init__(self, ownership: Ownership, here: W, placement: Placement | None = None) -> None:
         self.ownership = ownership
         self._here = here
+        self._placement = placement
 
     async def call(self, call: Call[W, T], session_id: str, root_id: str) -> T:
         """Run ``call`` where the tree is held; its :meth:`~Call.unheld` answer if
@@ -64,7 +69,7 @@ class Router(Generic[W]):
         owner = "?"
         while True:
             try:
-                tenure = await self.ownership.enter(session_id, root_id, claim=call.claims)
+                tenure = await self._enter(call, session_id, root_id)
             except Elsewhere as where:
                 owner = where.server
                 try:
@@ -82,13 +87,37 @@ class Router(Generic[W]):
             await trio.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
+    async def _enter(self, call: Call[W, Any], session_id: str, root_id: str) -> Tenure | None:
+        """Hold the tree here for ``call`` (see :meth:`Ownership.enter`).
+
+        A claiming call on a tree nobody holds goes where the placement says.
+
+        Raises:
+            Elsewhere: the tree is held by another server, or should be taken there.
+        """
+        if not call.claims or self._placement is None:
+            return await self.ownership.enter(session_id, root_id, claim=call.claims)
+        tenure = await self.ownership.enter(session_id, root_id, claim=False)
+        if tenure is not None:
+            return tenure
+        where = await self._placement.elsewhere(session_id, root_id)
+        if where is not None:
+            raise where
+        return await self.ownership.enter(session_id, root_id, claim=True)
+
     async def serve(self, call: Call[W, Any], session_id: str, root_id: str) -> Any:
-        """Run a call another server forwarded here, if the tree is held here.
+        """Run a call another server forwarded here, if the tree is held here — or, for
+        a call the placement sent here to start work, once it is taken here.
 
         Raises:
             Moved: the tree is not held here (the caller places it again).
         """
-        tenure = await self.ownership.enter(session_id, root_id, claim=False)
+        claim = (
+            call.claims
+            and self._placement is not None
+            and await self._placement.claims_here(session_id)
+        )
+        tenure = await self.ownership.enter(session_id, root_id, claim=claim)
         if tenure is None:
             raise Moved()
         return await self._run(call, session_id, root_id, tenure)

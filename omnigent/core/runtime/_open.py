@@ -257,6 +257,8 @@ async def open_runtime(
                         ownership=ownership,
                         changes=changes,
                     )
+                    # This server's runner links, published for the others (PostgreSQL).
+                    await services.start(rt._runners.run)
                     if isinstance(ownership, SharedOwnership):
                         await _join(rt, store, bus, ownership, services)
                     elif exclusive:

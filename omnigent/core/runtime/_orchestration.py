@@ -37,8 +37,8 @@ from ...providers import ProviderConfig, load_provider_config
 from ...spec import AgentSpec
 from ...stores import SessionRow, Store, WorkRow
 from ..asking import Elicitations, Grant, Permissions
+from ..cluster import RunnerDirectory
 from ..session import HistoryCache
-from ..tools import Runners
 from ..work import ChildWork, Dispatch, SubAgents, new_work_id
 from ._agent_catalog import AgentCatalog
 from ._live import LiveSessions
@@ -91,7 +91,7 @@ class Orchestration:
         hand_over: HandOver,
         histories: HistoryCache,
         home: Path,
-        runners: Runners | None = None,
+        runners: RunnerDirectory | None = None,
     ) -> None:
         self._runners = runners
         self._store = store

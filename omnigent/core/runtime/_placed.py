@@ -26,7 +26,7 @@ import attrs
 from ...model import ElicitationParams, ElicitationRequest, MessageItem
 from ...stores import SessionRow
 from ..asking import Elicitations, Resolution
-from ..cluster import Call, CallWire, Ownership, Router
+from ..cluster import Call, CallWire, Ownership, Placement, Router
 from ._asking import Asking
 from ._live import LiveSessions
 from ._messages import Messages
@@ -242,6 +242,7 @@ class PlacedCalls:
         messages: Messages,
         stop_here: Callable[[str], Awaitable[None]],
         stop_tree_here: Callable[[str, list[str]], Awaitable[None]],
+        placement: Placement | None = None,
     ) -> None:
         self.ownership = ownership
         here = LiveWork(
@@ -253,7 +254,7 @@ class PlacedCalls:
             stop_here=stop_here,
             stop_tree_here=stop_tree_here,
         )
-        self.router = Router(ownership, here)
+        self.router = Router(ownership, here, placement)
 
     async def deliver(self, row: SessionRow, message: MessageItem) -> str:
         """Hand a stored message to the session: ``accepted`` or ``buffered``."""

@@ -78,7 +78,7 @@ from ...model import (
 )
 from ...observability import Metrics
 from ...spec import AgentSpec, McpServerSpec
-from ...stores import SessionRow, Store
+from ...stores import SessionRow, Store, cluster_of
 from ...tools.terminals import HISTORY_LIMIT, TmuxServer
 from ..asking import (
     ACTIONS,
@@ -91,7 +91,15 @@ from ..asking import (
     check_content,
 )
 from ..bus import EventBus, SessionChanges, SessionWatch, Subscription
-from ..cluster import Elsewhere, Moved, Ownership, SharedOwnership, Tenure
+from ..cluster import (
+    Elsewhere,
+    Moved,
+    Ownership,
+    RunnerDirectory,
+    RunnerLink,
+    SharedOwnership,
+    Tenure,
+)
 from ..session import HistoryCache, TurnEvents
 from ..tools import (
     ClientTool,
@@ -266,6 +274,15 @@ class Runtime(metaclass=_NoPublicConstructor):
             histories=self._histories,
             grace=options.shutdown_grace,
         )
+        # Where runners are connected; with several servers, a runner-bound tree nobody
+        # holds is taken by its runner's server (core/cluster/_runner_directory).
+        shared = ownership if isinstance(ownership, SharedOwnership) else None
+        self._runners = RunnerDirectory(
+            links=options.runners,
+            server=ownership.server_name,
+            store=cluster_of(store) if shared is not None else None,
+            runner_of=self._runner_of,
+        )
         # Live work: what session actors run, and the actors.
         live = self._live
         orchestration = Orchestration(
@@ -280,7 +297,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             hand_over=self._hand_over,
             histories=self._histories,
             home=options.place.home,
-            runners=options.runners,
+            runners=self._runners,
         )
         builder = Builder(
             store=store,
@@ -338,6 +355,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         # Calls on live work run where the session's tree is held (see _ownership).
         self._placed = PlacedCalls(
             ownership=ownership,
+            placement=self._runners if shared is not None and options.runners else None,
             live=live,
             elicitations=self._elicitations,
             sessions=self._sessions,
@@ -350,6 +368,10 @@ class Runtime(metaclass=_NoPublicConstructor):
         self._tool_tasks = ToolTasks(
             store=store, bus=bus, held=self.held_tool_call, here=self._here
         )
+
+    async def _runner_of(self, session_id: str) -> str | None:
+        row = await self._store.get_session(session_id)
+        return None if row is None else row.runner_id
 
     async def _pending_elsewhere(self, row: SessionRow) -> tuple[ElicitationRequest, ...]:
         """The pending elicitations of a session held by another server (its holder's)."""
@@ -433,6 +455,17 @@ class Runtime(metaclass=_NoPublicConstructor):
             return [ServerInfo(self.server_id, self._started_at, sessions)]
         rows = await self._ownership.servers()
         return [ServerInfo(r.name, r.started_at, r.sessions) for r in rows]
+
+    async def list_runners(self) -> list[RunnerLink]:
+        """The runners connected now — to this server, or to any server sharing the
+        database — by name."""
+        self._open()
+        return await self._runners.links()
+
+    async def find_runner(self, runner_id: str) -> RunnerLink | None:
+        """Where ``runner_id`` is connected now (this server or another), or ``None``."""
+        self._open()
+        return await self._runners.where(runner_id)
 
     async def runner_session_counts(self, *, viewer: str | None = None) -> dict[str, int]:
         """How many sessions are bound to each runner, by name (``viewer``: only the

@@ -17,11 +17,11 @@ A runtime opened without one refuses to run a runner-bound session's turn
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any, Protocol
 
 from ...errors import RunnerOffline
 from ...harnesses.base import Harness, HarnessEnv
+from ..cluster import RunnerLinks
 
 __all__ = ["Runners", "Workplace", "no_runners"]
 
@@ -39,8 +39,10 @@ class Workplace(Protocol):
         ...
 
 
-class Runners(Protocol):
-    """The runners sessions may be bound to (implemented by the server's hub)."""
+class Runners(RunnerLinks, Protocol):
+    """The runners sessions may be bound to (implemented by the server's hub): its own
+    links (:class:`~omnigent.core.cluster.RunnerLinks`), and what a runner-bound
+    session runs on."""
 
     def harness(self, runner_id: str, env: HarnessEnv, agent_id: str) -> Harness:
         """The server-side harness of a session bound to ``runner_id``."""
@@ -48,10 +50,6 @@ class Runners(Protocol):
 
     def workplace(self, runner_id: str, session_id: str, cwd: str | None) -> Workplace:
         """Where that session's OS tools run (``cwd``: its spec's ``os_env.cwd``)."""
-        ...
-
-    async def online(self, runner_ids: Collection[str]) -> dict[str, bool]:
-        """Whether each runner is connected now (one lookup per distinct name)."""
         ...
 
 

@@ -51,18 +51,13 @@ blueprint = Blueprint("omnigent_runners", __name__)
 _HANDSHAKE_TIMEOUT = 15.0
 
 
-def _hub() -> RunnerHub | None:
-    return state().runners
-
-
 @blueprint.get("/runners")
 async def list_runners() -> dict[str, Any]:
     caller = owner()
     app = state()
     viewer = caller if app.auth == "header" else None
     counts = await app.runtime.runner_session_counts(viewer=viewer)
-    hub = app.runners
-    connected = {r.id: r for r in hub.runners()} if hub is not None else {}
+    connected = {link.runner_id: link for link in await app.runtime.list_runners()}
     names = sorted(set(counts) | set(connected))
     rows = [
         RunnerInfo(
@@ -81,8 +76,8 @@ async def runner_status(runner_id: str) -> dict[str, Any]:
     owner()
     if (problem := check_name(runner_id)) is not None:
         raise InvalidInput.at("runner_id", problem)
-    hub = _hub()
-    return RunnerStatus(runner_id, hub is not None and hub.online_here(runner_id)).to_dict()
+    link = await state().runtime.find_runner(runner_id)
+    return RunnerStatus(runner_id, link is not None).to_dict()
 
 
 class _Transport:
@@ -135,7 +130,14 @@ def install_runner_socket(app: Quart) -> None:
         if (problem := check_name(name)) is not None:
             raise InvalidInput.at("name", problem)
         link = websocket.args.get("link") or None
-        hub.check_name(name, link)  # 409 before the upgrade
+        hub.check_name(name, link)  # 409 before the upgrade …
+        elsewhere = await app_state.runtime.find_runner(name)
+        if elsewhere is not None and not elsewhere.here:
+            raise RunnerNameTaken(  # … also when another server has it
+                name,
+                f"a runner named {name!r} is connected to server {elsewhere.server!r}; "
+                "stop it, or start this one with another --name",
+            )
         await websocket.accept()
         ws = cast(Any, websocket)._get_current_object()
         transport = _Transport(ws)

@@ -110,6 +110,7 @@ class RunnerHub:
         self.wait = wait
         self._runners: dict[str, ConnectedRunner] = {}
         self._changed = trio.Event()
+        self._version = 0
         self.closing = False
 
     @property
@@ -236,6 +237,7 @@ class RunnerHub:
             self._notify()
 
     def _notify(self) -> None:
+        self._version += 1
         self._changed.set()
         self._changed = trio.Event()
 
@@ -249,9 +251,26 @@ class RunnerHub:
         """Where that session's OS tools run: on its runner."""
         return RunnerWorkplace(self, runner_id, session_id, cwd)
 
-    async def online(self, runner_ids: Collection[str]) -> dict[str, bool]:
-        """Whether each runner is connected to this server now."""
-        return {runner_id: self.online_here(runner_id) for runner_id in runner_ids}
+    @property
+    def version(self) -> int:
+        """Changes whenever a link starts or ends (see :meth:`wait_changed`)."""
+        return self._version
+
+    def linked(self) -> dict[str, float]:
+        """The runners with a live link here, and when each link began."""
+        return {r.id: r.connected_at for r in self._runners.values() if r.online}
+
+    async def wait_changed(self, since: int) -> None:
+        """Return once :attr:`version` is not ``since``."""
+        while self._version == since:
+            await self._changed.wait()
+
+    def drop(self, runner_id: str, reason: str) -> None:
+        """End the runner's link here: ``reason`` says why (another server has it)."""
+        runner = self.get(runner_id)
+        if runner is not None:
+            log.warning("runner %s: its link here ends: %s", runner_id, reason)
+            runner.link.close()
 
     def close(self) -> None:
         """End every link (the server is stopping)."""
