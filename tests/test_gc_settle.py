@@ -94,7 +94,7 @@ async def test_serve_settles_the_collector_once_it_is_listening(
             1.0,
             None,
             None,
-            RunnerSettings(),
+            runners=RunnerSettings(),
         )
     assert len(seen) == 1 and seen[0] > 0
 

@@ -42,7 +42,7 @@ async def test_a_message_for_an_offline_runner_waits_for_it_then_fails(tmp_path:
     server_root = tmp_path / "server"
     write_agents(server_root, [scripted("remote", [{"say": "hello from the laptop"}])])
     with trio.fail_after(60):
-        served = await start_server(server_root, "--runner-wait", "3")
+        served = await start_server(server_root, "--runner-wait", "6")
         try:
             async with open_runners() as runners, OmnigentClient(served.url) as client:
                 late = await client.create_session(agent_name="remote", runner_id="late")

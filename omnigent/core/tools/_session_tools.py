@@ -203,7 +203,7 @@ class SessionTools:
         self._hidden: set[str] = set()  # built-ins answered by name but not offered
         self._mcp: McpServers | None = None
         if workplace is not None:
-            _check_remote(spec, workplace.runner_id)
+            _check_remote(spec, workplace.runner_id, inherited_sandbox)
         if spec.mcp_servers:
             from ...mcp import McpServers  # the optional `mcp` extra
 
@@ -575,12 +575,18 @@ class SessionTools:
         return await self._policies.evaluate(event)
 
 
-def _check_remote(spec: AgentSpec, runner_id: str) -> None:
+def _check_remote(spec: AgentSpec, runner_id: str, inherited: SandboxSpec | None) -> None:
     """Refuse what a runner does not run yet for a session bound to one.
 
     Raises:
         HarnessError: naming the spec key.
     """
+    own = spec.os_env.sandbox if spec.os_env is not None else None
+    if (own is not None and own.confined) or (inherited is not None and inherited.confined):
+        raise HarnessError(
+            f"os_env.sandbox is not applied on runners yet (session on runner {runner_id!r}): "
+            "its processes would run unconfined there; run the session on the server"
+        )
     if spec.terminals:
         raise HarnessError(
             f"terminals do not run on runners yet (session on runner {runner_id!r}): "
