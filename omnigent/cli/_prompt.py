@@ -16,10 +16,10 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import trio
 
-from ..core import Runtime
 from ..errors import SessionNotFound
 from ..model import ElicitationRequest, ElicitationResolved, Event
 from ._approval_render import (
@@ -33,7 +33,17 @@ from ._approval_render import (
 from ._output import Chunk, write
 from ._render import TurnRenderer
 
-__all__ = ["Approvals", "Lines", "stdin_lines"]
+__all__ = ["Approvals", "Lines", "Resolver", "stdin_lines"]
+
+
+class Resolver(Protocol):
+    """Where an answer goes: a runtime, or a server's client (``run --server``)."""
+
+    async def resolve_elicitation(
+        self, session_id: str, elicitation_id: str, action: str, content: Any = None
+    ) -> bool:
+        """Answer an elicitation the session owns; False if it was not pending there."""
+        ...
 
 
 class Approvals:
@@ -52,7 +62,7 @@ class Approvals:
 
     def __init__(
         self,
-        rt: Runtime,
+        rt: Resolver,
         session_id: str,
         renderer: TurnRenderer,
         mode: ApprovalMode,

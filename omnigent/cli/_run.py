@@ -1,4 +1,5 @@
-"""``omnigent run PATH PROMPT``: one turn of an agent, in this process.
+"""``omnigent run PATH PROMPT``: one turn of an agent, in this process (or, with
+``--server URL``, on a server, its work done here by a runner in this command).
 
 The spec file is the operator's (:class:`~omnigent.cli._specs.OperatorSpec`); the turn
 itself is :func:`~omnigent.cli._turn.run_turn`. ``PROMPT`` may be ``-``: the prompt is
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 
 import trio
@@ -48,6 +50,19 @@ def declare_run(run: argparse.ArgumentParser) -> None:
         "the spec's own function references are always allowed)",
     )
     add_db_option(run)
+    run.add_argument(
+        "--server",
+        metavar="URL",
+        default=None,
+        help="run the session on this omnigent server, its work here: the spec is "
+        "uploaded and a runner on the current directory serves it (docs/runners.md)",
+    )
+    run.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=None,
+        help="with --server: a runner token the server accepts (default: $OMNIGENT_RUNNER_TOKEN)",
+    )
     run.set_defaults(handler=_cmd_run)
 
 
@@ -113,6 +128,8 @@ def _no_lines() -> Lines:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     operator = OperatorSpec.read(args.path)
+    if args.server is not None:
+        return _cmd_run_on_server(args, operator)
     db = store_for_turns(args, "omnigent run")
     prompt = read_prompt(args.prompt)
     turn = functools.partial(
@@ -131,4 +148,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     # Ctrl-C outside the turn (while the runtime opens, say) then surfaces at a
     # checkpoint of the main task, where every cleanup below still runs.
+    return trio.run(turn, restrict_keyboard_interrupt_to_checkpoints=True)
+
+
+def _cmd_run_on_server(args: argparse.Namespace, operator: OperatorSpec) -> int:
+    """``run --server URL``: the spec uploaded to the server, its work done here by a
+    runner inside this command (``docs/runners.md``).
+
+    Raises:
+        BadRequest: no runner token.
+    """
+    from ..runner import TOKEN_VARIABLE
+    from ._remote_turn import run_on_server
+
+    token = args.token or os.environ.get(TOKEN_VARIABLE)
+    if not token:
+        raise BadRequest(f"run --server needs a runner token: --token TOKEN or ${TOKEN_VARIABLE}")
+    prompt = read_prompt(args.prompt)
+    turn = functools.partial(
+        run_on_server,
+        operator.spec,
+        prompt,
+        server=args.server,
+        token=token,
+        model=args.model,
+        approvals=args.approvals,
+        watch_sigint=owns_sigint(),
+        watch_sigterm=owns_sigterm(),
+        open_lines=_no_lines if args.prompt == "-" else _stdin_lines,
+        session_id=args.session,
+    )
     return trio.run(turn, restrict_keyboard_interrupt_to_checkpoints=True)

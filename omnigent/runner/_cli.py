@@ -15,7 +15,6 @@ import re
 import signal
 import socket
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,10 +137,26 @@ def _say(line: str) -> None:
 
 
 async def _main(options: RunnerOptions) -> None:
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(_on_signals, options.name, stop, nursery.cancel_scope)
+        await serve_runner(options, say=_say, stop=stop)
+        nursery.cancel_scope.cancel()
+
+
+async def _on_signals(
+    name: str,
+    stop: trio.Event,
+    scope: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A first SIGINT/SIGTERM stops the runner (the server is told); a second, at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(partial(serve_runner, options, say=_say))
-            async for _ in signals:
-                _say(f"runner {options.name}: stopping")
-                nursery.cancel_scope.cancel()
-                break
+        task_status.started()
+        async for _ in signals:
+            if stop.is_set():
+                scope.cancel()
+                return
+            _say(f"runner {name}: stopping")
+            stop.set()

@@ -21,6 +21,7 @@ here starts a task of its own beyond the heartbeat, which lives inside ``attach`
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
@@ -30,7 +31,7 @@ from typing import Protocol
 import trio
 
 from ..rpc import ConnectionClosed
-from ._protocol import ACK, DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT
+from ._protocol import ACK, CLOSE, DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT
 from ._resume import MAX_UNACKED_BYTES, MAX_UNACKED_MESSAGES, Outbox, ResumeRefused
 
 __all__ = ["ACK_EVERY", "Link", "LinkState", "Transport"]
@@ -72,16 +73,23 @@ class _Broken(Exception):
     """A connection's send failed or stalled: the connection is done with."""
 
 
+_CLOSED = -2
+
+
 def _is_ack(text: str) -> int | None:
-    """The count of an acknowledgement frame, or ``None`` for any other message."""
-    if ACK not in text[:64]:
+    """The count of an acknowledgement frame (:data:`_CLOSED` for a goodbye), or
+    ``None`` for any other message."""
+    head = text[:64]
+    if ACK not in head and CLOSE not in head:
         return None
     try:
         data = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(data, dict) or data.get("method") != ACK:
+    if not isinstance(data, dict) or data.get("method") not in (ACK, CLOSE):
         return None
+    if data["method"] == CLOSE:
+        return _CLOSED
     params = data.get("params")
     received = params.get("received") if isinstance(params, dict) else None
     if isinstance(received, int) and not isinstance(received, bool):
@@ -284,6 +292,10 @@ class Link:
             self.last_heard = trio.current_time()
             text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
             count = _is_ack(text)
+            if count == _CLOSED:
+                log.info("link %s: the peer ended it", self.id)
+                self.close()
+                return
             if count is not None:
                 if count >= 0 and self._outbox.ack(count):
                     self._room.set()
@@ -356,6 +368,23 @@ class Link:
                         self.close()
                 else:
                     await changed.wait()
+        finally:
+            self.close()
+
+    async def goodbye(self) -> None:
+        """Tell the peer this side ends the link (``$/close``, best effort, bounded by
+        ``heartbeat``), then end it.
+
+        Cancellation: the link is ended all the same.
+        """
+        try:
+            with trio.move_on_after(self.heartbeat):
+                async with self._wire:
+                    wired = self._wired
+                    if wired is not None and not self.closed:
+                        text = json.dumps({"jsonrpc": "2.0", "method": CLOSE})
+                        with contextlib.suppress(_Broken):
+                            await self._write(wired, text)
         finally:
             self.close()
 

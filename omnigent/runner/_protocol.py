@@ -27,6 +27,7 @@ from ..rpc import INVALID_PARAMS, RpcError
 
 __all__ = [
     "ACK",
+    "CLOSE",
     "CONNECT_PATH",
     "DEFAULT_HEARTBEAT",
     "DEFAULT_TIMEOUT",
@@ -54,6 +55,8 @@ CONNECT_PATH: Final = "/v1/runners/connect"
 INITIALIZE: Final = "initialize"
 ACK: Final = "$/ack"
 """The link's acknowledgement and heartbeat (``{received}``); never counted."""
+CLOSE: Final = "$/close"
+"""A side ends the link on purpose (a runner that stops): the other ends it at once."""
 
 NAME_PATTERN: Final = RUNNER_ID_PATTERN
 """What a runner's name must be, whole."""

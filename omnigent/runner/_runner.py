@@ -237,20 +237,25 @@ async def serve_runner(
     *,
     say: Callable[[str], None] = lambda line: log.warning("%s", line),
     place: RunnerPlace | None = None,
+    stop: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run the runner until cancelled (see the module docstring).
+    """Run the runner until ``stop`` is set, or until cancelled (see the module docstring).
 
     Args:
         say: where the one-line reports go (connected, each failed attempt, lost).
         place: the machine to run on (default: opened here from ``options``).
+        stop: set it to stop: the server is told the link ends (``$/close``), so it
+            ends the runner's turns and shows it offline at once, instead of waiting
+            the link's timeout for a reconnection.
         task_status: started once the first connection is up.
 
     Raises:
         OmnigentError: the server refused the runner for good (a bad token, a taken
             name, another protocol), or the workspace is not a directory.
 
-    Cancellation: ends every link and what it runs, and every process started.
+    Cancellation: ends every link and what it runs, and every process started (the
+    server learns of it from the dropped connection, after its timeout).
     """
     if (problem := check_name(options.name)) is not None:
         raise BadRequest(f"--name {problem}, got {options.name!r}")
@@ -262,24 +267,41 @@ async def serve_runner(
             allowed_commands=options.allowed_commands,
             trusted_agent=options.trusted_agent,
         ) as opened:
-            await _loop(options, opened, say, task_status)
+            await _Dialer(options, opened, say).run(stop, task_status)
     else:
-        await _loop(options, place, say, task_status)
+        await _Dialer(options, place, say).run(stop, task_status)
 
 
-async def _loop(
-    options: RunnerOptions,
-    place: RunnerPlace,
-    say: Callable[[str], None],
-    task_status: trio.TaskStatus[None],
-) -> None:
-    prefix = f"runner {options.name}"
-    work: _LinkWork | None = None
-    attempt, backoff, started = 0, _FIRST_BACKOFF, False
-    async with trio.open_nursery() as nursery:
+class _Dialer:
+    """The runner's connections, one after the other, and the link they carry."""
+
+    def __init__(self, options: RunnerOptions, place: RunnerPlace, say: Callable[[str], None]):
+        self._options = options
+        self._place = place
+        self._say = say
+        self._prefix = f"runner {options.name}"
+        self.work: _LinkWork | None = None
+
+    async def run(self, stop: trio.Event | None, task_status: trio.TaskStatus[None]) -> None:
+        async with trio.open_nursery() as nursery:
+            if stop is not None:
+                nursery.start_soon(self._stop_when, stop, nursery.cancel_scope)
+            await self._loop(nursery, task_status)
+
+    async def _stop_when(self, stop: trio.Event, scope: trio.CancelScope) -> None:
+        await stop.wait()
+        if self.work is not None:
+            await self.work.link.goodbye()
+        self._say(f"{self._prefix}: stopped")
+        scope.cancel()
+
+    async def _loop(self, nursery: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
+        options, place, say, prefix = self._options, self._place, self._say, self._prefix
+        attempt, backoff, started = 0, _FIRST_BACKOFF, False
         while True:
+            work = self.work
             if work is not None and work.link.closed:
-                work = None
+                work = self.work = None
             attempt += 1
             hello = Hello(
                 options.name,
@@ -296,7 +318,7 @@ async def _loop(
                         link = Link(
                             welcome.link, heartbeat=welcome.heartbeat, timeout=welcome.timeout
                         )
-                        work = _LinkWork(link, place)
+                        work = self.work = _LinkWork(link, place)
                         nursery.start_soon(work.run, name=f"runner link {link.id}")
                     how = "resumed the link" if welcome.resumed else "connected"
                     say(f"{prefix}: {how} to {options.server} (workspace {place.workspace})")

@@ -41,5 +41,9 @@ async def test_a_runner_connects_and_the_server_lists_it(tmp_path: Path) -> None
                     assert errors == ["Error: the runner token is missing or wrong"], wrong.lines
                 await runner.stop()
                 assert await runner.exit_code() == 0
+                # It said goodbye: offline at once, not after the link's timeout.
+                async with httpx.AsyncClient(base_url=served.url) as http:
+                    status = (await http.get("/v1/runners/r1/status")).json()
+                assert status == {"runner_id": "r1", "online": False}
         finally:
             await stop(served)

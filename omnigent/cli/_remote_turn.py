@@ -1,0 +1,222 @@
+"""``omnigent run --server URL PATH PROMPT``: the session on a server, the work here.
+
+:func:`run_on_server` uploads the spec to the server (``POST /v1/agents``), starts a
+runner inside this command on the current directory (:func:`omnigent.runner.
+serve_runner`, trusting the spec it uploaded), opens a session bound to it (or continues
+one), sends the prompt and streams the turn from the server — rendered, with its
+approvals answered, exactly as a local ``run`` does (:class:`~._render.TurnRenderer`,
+:class:`~._prompt.Approvals`) and with the same exit codes. Ctrl-C interrupts the turn
+on the server (a second stops waiting). When the turn has ended, the runner stops: the
+session stays on the server, bound to this runner's name, for a later ``run --session
+ID --server URL`` from the same directory.
+
+The runner's name is made from this machine's name and the directory (``run-HOST-HASH``),
+so a later run from the same place serves the same sessions; two runs in one directory
+at once are refused (the second finds the name taken).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import signal
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .._config import omnigent_home
+from ..client import ApiError, OmnigentClient
+from ..client import SessionInfo as RemoteSession
+from ..errors import BadRequest, OmnigentError
+from ..model import ResponseCreated, SessionStatusChanged
+from ..runner import RunnerOptions, default_runner_name, serve_runner
+from ..spec import AgentSpec
+from ._approval_render import ApprovalMode
+from ._output import Chunk, one_line, write
+from ._prompt import Approvals, Lines
+from ._render import TurnRenderer, session_note
+
+__all__ = ["ServerRefused", "local_runner_name", "run_on_server"]
+
+log = logging.getLogger("omnigent.cli")
+
+_TITLE_LENGTH = 80
+
+
+class ServerRefused(OmnigentError):
+    """What the server answered when it refused a request of ``run --server``."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(f"the server refused: {error.message}")
+        self.status = error.status
+        self.code = error.code
+
+
+def local_runner_name(cwd: Path) -> str:
+    """The name of this directory's runner on this machine (``run-HOST-HASH``)."""
+    digest = hashlib.sha256(str(cwd.resolve()).encode()).hexdigest()[:8]
+    return f"run-{default_runner_name()[:48]}-{digest}"
+
+
+async def run_on_server(
+    spec: AgentSpec,
+    prompt: str,
+    *,
+    server: str,
+    token: str,
+    model: str | None,
+    approvals: ApprovalMode,
+    watch_sigint: bool,
+    open_lines: Callable[[], Lines],
+    session_id: str | None = None,
+    cwd: Path | None = None,
+    watch_sigterm: bool = False,
+) -> int:
+    """Run one turn of ``spec`` on ``server``, its work on this machine; the exit code.
+
+    Raises:
+        ServerRefused: the server refused the spec, the session or the message.
+        OmnigentError: the server refused this runner (a wrong token, the name is
+            taken: another run in this directory).
+        BadRequest: ``session_id`` is a session of another agent.
+
+    Cancellation: as a local ``run`` (a first Ctrl-C interrupts the turn on the server).
+    """
+    workspace = (cwd or Path.cwd()).resolve()
+    renderer = TurnRenderer()
+    used: str | None = None
+    with trio.CancelScope() as give_up:
+        try:
+            async with OmnigentClient(server) as client, trio.open_nursery() as nursery:
+                agent = await client.create_agent(spec.to_dict())
+                options = RunnerOptions(
+                    server=server,
+                    token=token,
+                    name=local_runner_name(workspace),
+                    workspace=workspace,
+                    home=omnigent_home(),
+                    trusted_agent=agent.id,
+                )
+                stop = trio.Event()
+                await nursery.start(partial(serve_runner, options, say=_quiet, stop=stop))
+                title = one_line(prompt, _TITLE_LENGTH) or None
+                session = await _open_session(
+                    client, agent.id, spec.name, session_id, title, model, options.name
+                )
+                used = session.id
+                await _stream_turn(
+                    client,
+                    session.id,
+                    prompt,
+                    renderer,
+                    approvals,
+                    open_lines,
+                    give_up,
+                    _watched(watch_sigint, watch_sigterm),
+                )
+                stop.set()  # the runner says goodbye: the turn has ended
+        except ApiError as exc:
+            raise ServerRefused(exc) from None
+    if give_up.cancelled_caught:
+        renderer.note_interrupted()
+    write(renderer.finish())
+    if used is not None:
+        write([Chunk("stderr", session_note(used))])
+    return renderer.exit_code
+
+
+async def _open_session(
+    client: OmnigentClient,
+    agent_id: str,
+    agent_name: str,
+    session_id: str | None,
+    title: str | None,
+    model: str | None,
+    runner: str,
+) -> RemoteSession:
+    if session_id is None:
+        fields: dict[str, Any] = {"title": title, "runner_id": runner}
+        if model is not None:
+            fields["model_override"] = model
+        return await client.create_session(agent_id, **fields)
+    session = await client.get_session(session_id)
+    if session.agent_id != agent_id:
+        raise BadRequest(
+            f"session {session_id} is a session of agent {session.agent_name!r}, "
+            f"not of {agent_name!r}: run it with that agent's spec"
+        )
+    if session.raw.get("runner_id") != runner:
+        raise BadRequest(
+            f"session {session_id} runs on runner {session.raw.get('runner_id')!r}, not on "
+            f"this directory's ({runner}): continue it from the directory it started in"
+        )
+    if model is not None:
+        session = await client.update_session(session_id, model_override=model)
+    return session
+
+
+async def _stream_turn(
+    client: OmnigentClient,
+    session_id: str,
+    prompt: str,
+    renderer: TurnRenderer,
+    approvals: ApprovalMode,
+    open_lines: Callable[[], Lines],
+    give_up: trio.CancelScope,
+    watched: tuple[signal.Signals, ...],
+) -> None:
+    """Send ``prompt`` and render the session's events until the turn that answers it ends.
+
+    That turn is the first whose start (``response.created``) is seen after the message
+    was sent: a turn already running when it was sent ends first, unrendered as ended.
+    """
+    answering = Approvals(client, session_id, renderer, approvals, open_lines)
+    async with client.events(session_id) as events, trio.open_nursery() as nursery:
+        await client.send_message(session_id, prompt)
+        await nursery.start(_interrupt_on_signals, client, session_id, give_up, watched, renderer)
+        nursery.start_soon(answering.run)
+        started = False
+        async for event in events:
+            answering.feed(event)
+            started = started or isinstance(event, ResponseCreated)
+            if started and isinstance(event, SessionStatusChanged) and event.status.terminal:
+                break
+        nursery.cancel_scope.cancel()
+
+
+def _watched(sigint: bool, sigterm: bool) -> tuple[signal.Signals, ...]:
+    return (*([signal.SIGINT] if sigint else []), *([signal.SIGTERM] if sigterm else []))
+
+
+async def _interrupt_on_signals(
+    client: OmnigentClient,
+    session_id: str,
+    give_up: trio.CancelScope,
+    watched: tuple[signal.Signals, ...],
+    renderer: TurnRenderer,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Ctrl-C (or SIGTERM) interrupts the turn on the server; a second gives up waiting."""
+    if not watched:
+        task_status.started()
+        return
+    async with trio.open_nursery() as interrupting:
+        with trio.open_signal_receiver(*watched) as signals:
+            task_status.started()
+            interrupted = False
+            async for signum in signals:
+                if signum == signal.SIGTERM:
+                    renderer.note_terminated()
+                if interrupted:
+                    give_up.cancel()
+                    return
+                interrupted = True
+                interrupting.start_soon(client.interrupt, session_id)
+
+
+def _quiet(line: str) -> None:
+    log.info("%s", line)
