@@ -51,9 +51,12 @@ async def test_a_turn_runs_on_the_runner_and_its_events_on_the_server(tmp_path: 
                 [
                     {"call": "sys_os_shell", "args": {"command": "echo hi > made.txt; pwd"}},
                     {"call": "sys_os_read", "args": {"path": "made.txt"}},
+                    {"call": "sys_session_list", "args": {}},
+                    {"call": "sys_session_get_info", "args": {}},
                     {"say": "all done here"},
                 ],
                 policies=[{"name": "no_rm", "type": "deny_tools", "tools": ["sys_os_delete"]}],
+                spawn=True,
             )
         ],
     )
@@ -82,6 +85,13 @@ async def test_a_turn_runs_on_the_runner_and_its_events_on_the_server(tmp_path: 
                 assert (runner.workspace / "made.txt").read_text() == "hi\n"
                 assert not list(server_root.rglob("made.txt"))
                 assert json.loads(outputs[1].output)["content"] == "hi\n"
+                # The orchestration tools tell which runner a session is on, and whether
+                # it is connected.
+                listed = json.loads(outputs[2].output)["sessions"]
+                row = next(r for r in listed if r["conversation_id"] == session.id)
+                assert (row["runner_id"], row["runner_online"]) == ("laptop", True)
+                info = json.loads(outputs[3].output)
+                assert (info["runner_id"], info["runner_online"]) == ("laptop", True)
                 answers = [i for i in items if isinstance(i, MessageItem) and i.role == "assistant"]
                 assert [item_text(i) for i in answers] == ["all done here"]
         finally:
