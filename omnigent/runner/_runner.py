@@ -35,6 +35,7 @@ import attrs
 import trio
 import trio_websocket
 
+from .._cancellation import only_exceptions, split_cancellation
 from .._version import __version__
 from ..errors import BadRequest, OmnigentError, RunnerNameTaken, Unauthorized
 from ..rpc import INVALID_PARAMS, RpcConnection, RpcError, decode, encode, request
@@ -219,6 +220,8 @@ class _LinkWork:
     place: RunnerPlace
 
     async def run(self) -> None:
+        """Serve the link until it ends; an error boundary (a bug ends this link, logged,
+        and the runner connects afresh)."""
         service = RunnerService(self.place)
         connection = RpcConnection(self.link, service, max_in_flight=_MAX_IN_FLIGHT)
         service.bind(connection)
@@ -227,6 +230,13 @@ class _LinkWork:
                 nursery.start_soon(self.link.run)
                 await connection.run()
                 nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            cancel, failure = split_cancellation(exc)
+            if failure is None or not only_exceptions(failure):
+                raise
+            log.exception("link %s failed", self.link.id, exc_info=failure)
+            if cancel is not None:
+                raise cancel from None
         finally:
             self.link.close()
             await service.aclose()

@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from ..._cancellation import only_exceptions, split_cancellation
 from ..._ids import new_id, now
 from ...errors import RunnerNameTaken, RunnerOffline
 from ...harnesses.base import Harness, HarnessEnv
@@ -223,12 +224,23 @@ class RunnerHub:
         return runner
 
     async def _serve(self, runner: ConnectedRunner) -> None:
-        """The link's life: its watchdog and the JSON-RPC connection over it."""
+        """The link's life: its watchdog and the JSON-RPC connection over it.
+
+        An error boundary: a bug in one runner's link ends that link (logged), never
+        the hub or the server.
+        """
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(runner.link.run)
                 await runner.connection.run()
                 nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            cancel, failure = split_cancellation(exc)
+            if failure is None or not only_exceptions(failure):
+                raise
+            log.exception("runner %s: its link failed", runner.id, exc_info=failure)
+            if cancel is not None:
+                raise cancel from None
         finally:
             runner.link.close()
             if self._runners.get(runner.id) is runner:
