@@ -67,6 +67,12 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "stdio", "serve one agent over ACP on stdin/stdout (editors)", "_servers:declare_stdio"
     ),
+    Command(
+        "runner",
+        "run sessions' work on this machine for a server (docs/runners.md)",
+        "_servers:declare_runner",
+        store=False,
+    ),
     Command("agents", "register, list and show agents", "_agents:declare_agents"),
     Command("sessions", "list, show, follow and delete sessions", "_sessions:declare_sessions"),
     Command(

@@ -1,4 +1,5 @@
-"""``omnigent serve`` and ``omnigent stdio``: the transports' own commands, declared here.
+"""``omnigent serve``, ``omnigent stdio`` and ``omnigent runner``: the transports' own
+commands, declared here.
 
 Their options and runners live with their transports (:mod:`omnigent.transports.http`,
 :mod:`omnigent.transports.acp`); each is imported only when its command runs. Around
@@ -12,7 +13,7 @@ import argparse
 
 from ._run import store_for_turns
 
-__all__ = ["declare_serve", "declare_stdio"]
+__all__ = ["declare_runner", "declare_serve", "declare_stdio"]
 
 
 def declare_serve(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +28,13 @@ def declare_stdio(parser: argparse.ArgumentParser) -> None:
 
     add_stdio_arguments(parser)
     parser.set_defaults(handler=_cmd_stdio)
+
+
+def declare_runner(parser: argparse.ArgumentParser) -> None:
+    from ..runner import add_runner_arguments, run_runner
+
+    add_runner_arguments(parser)
+    parser.set_defaults(handler=run_runner)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

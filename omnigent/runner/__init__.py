@@ -7,7 +7,7 @@ servers. ``docs/runners.md`` describes the protocol (:mod:`._protocol`) and the 
 model. The server's side of the link is :mod:`omnigent.transports.runner`.
 """
 
-from ._cli import TOKEN_VARIABLE, add_runner_parser, default_runner_name, run_runner
+from ._cli import TOKEN_VARIABLE, add_runner_arguments, default_runner_name, run_runner
 from ._link import ACK_EVERY, Link, LinkState, Transport
 from ._place import RunnerPlace, open_runner_place
 from ._protocol import (
@@ -58,7 +58,7 @@ __all__ = [
     "RunnerService",
     "Transport",
     "Welcome",
-    "add_runner_parser",
+    "add_runner_arguments",
     "check_name",
     "connect_url",
     "default_runner_name",

@@ -16,7 +16,6 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -25,7 +24,12 @@ from ..errors import BadRequest, OmnigentError
 from ._protocol import check_name
 from ._runner import RunnerOptions, connect_url, serve_runner
 
-__all__ = ["TOKEN_VARIABLE", "add_runner_parser", "default_runner_name", "run_runner"]
+__all__ = [
+    "TOKEN_VARIABLE",
+    "add_runner_arguments",
+    "default_runner_name",
+    "run_runner",
+]
 
 TOKEN_VARIABLE = "OMNIGENT_RUNNER_TOKEN"
 EXIT_REFUSED = 1
@@ -37,14 +41,8 @@ def default_runner_name() -> str:
     return name or "runner"
 
 
-def add_runner_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``runner`` to the command line's subcommands."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "runner",
-        help="run sessions' work on this machine for a server (docs/runners.md)",
-        description="Dial an omnigent server and run the work of the sessions bound to "
-        "this runner: harnesses, tools, shells, terminals and MCP servers, in a workspace.",
-    )
+def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every ``runner`` option to ``parser`` (the ``runner`` command's)."""
     parser.add_argument(
         "--server", required=True, metavar="URL", help="the server (http(s)://HOST:PORT)"
     )
@@ -76,7 +74,6 @@ def add_runner_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a program the specs the server sends may name (an external harness, a "
         "stdio MCP server, a terminal's command); repeatable (default: none)",
     )
-    return parser
 
 
 def options_from(args: argparse.Namespace) -> RunnerOptions:

@@ -223,7 +223,9 @@ class _LinkWork:
         """Serve the link until it ends; an error boundary (a bug ends this link, logged,
         and the runner connects afresh)."""
         service = RunnerService(self.place)
-        connection = RpcConnection(self.link, service, max_in_flight=_MAX_IN_FLIGHT)
+        connection = RpcConnection(
+            self.link, service, max_in_flight=_MAX_IN_FLIGHT, drain_timeout=0.0
+        )  # a link that ended cannot carry an answer: nothing to drain
         service.bind(connection)
         try:
             async with trio.open_nursery() as nursery:

@@ -31,7 +31,7 @@ from .._cancellation import only_exceptions, split_cancellation
 from ..errors import HarnessError, InternalError, InvalidInput, OmnigentError
 from ..harnesses.base import Harness, HarnessEnv, ToolSchema, TurnRequest
 from ..model import MessageItem, item_from_dict
-from ..rpc import INVALID_PARAMS, RpcConnection, RpcError
+from ..rpc import INVALID_PARAMS, Admit, RpcConnection, RpcError
 from ..spec import AgentSpec
 from ..tools import ToolError
 from ..tools import os as os_tools
@@ -101,6 +101,8 @@ class RunnerService:
 
     methods = frozenset({"turn/run", "tool/run"})
     notifications = frozenset({"session/close"})
+    # Calls stand alone; notifications (in the reader) keep their arrival order anyway.
+    ordered: frozenset[str] = frozenset()
 
     def __init__(self, place: RunnerPlace) -> None:
         self.place = place
@@ -125,7 +127,11 @@ class RunnerService:
             elif entry is not None:
                 self.sessions[session_id] = entry  # a turn runs: closed when it ends
 
-    async def handle_request(self, method: str, params: Any) -> Any:
+    async def input_ended(self) -> None:
+        """The server is gone for good (the link ended): nothing here waits on its
+        next word, and the connection cancels what is in flight at once."""
+
+    async def handle_request(self, method: str, params: Any, admit: Admit) -> Any:
         if method == "tool/run":
             return await self._tool_run(params)
         return await self._turn_run(params)

@@ -8,7 +8,9 @@ first delta of a batch, or at once when the buffer is large), so a 20,000-delta 
 crosses the link in a few dozen frames. Every other call first sends what is buffered,
 so the server sees deltas and the items after them in the order the harness made them.
 An in-stream outcome (``report_response_status``) travels back with ``turn/run``'s
-answer: the server's turn reads only the last one, when the harness returns.
+answer: the server's turn reads only the last one, when the harness returns. A model
+call's usage (``record_usage``) is sent with the next flush as ``turn/usage``, whose
+answer says whether the session's budget allows another call (``check_budget``).
 
 A message the harness streams is also remembered here; when its block exits it is added
 (``completed``, or ``incomplete`` with what streamed if the block was left by an error
@@ -25,13 +27,14 @@ from typing import Any
 import trio
 
 from .._ids import new_id
-from ..errors import InvalidInput
+from ..errors import BudgetExceeded, InvalidInput
 from ..model import (
     ElicitationParams,
     Event,
     Item,
     MessageItem,
     OutputText,
+    Usage,
     item_from_dict,
     unstructure,
 )
@@ -84,6 +87,8 @@ class RemoteTurn:
         self._wake = trio.Event()
         self.reported: tuple[str, str | None] | None = None
         """The harness's last in-stream outcome report, if any."""
+        self._usages: list[tuple[Usage, str | None]] = []
+        self._over_budget: str | None = None
 
     # -- deltas ------------------------------------------------------------------------
 
@@ -98,23 +103,40 @@ class RemoteTurn:
             await trio.lowlevel.checkpoint()  # as a local publish: an interrupt lands here
 
     async def flush(self) -> None:
-        """Send every buffered delta (one frame per run of one message's deltas)."""
+        """Send every buffered delta (one frame per run of one message's deltas), then
+        every model call's usage recorded since the last flush."""
         async with self._flushing:
-            if not self._pending:
-                return
-            batch, self._pending, self._pending_chars = self._pending, [], 0
-            start = 0
-            for end in range(1, len(batch) + 1):
-                if end == len(batch) or batch[end][0] != batch[start][0]:
-                    await self._connection.notify(
-                        "turn/deltas",
-                        {
-                            "turn": self.turn_id,
-                            "item_id": batch[start][0],
-                            "deltas": [delta for _, delta in batch[start:end]],
-                        },
-                    )
-                    start = end
+            await self._send_deltas()
+            await self._send_usage()
+
+    async def _send_usage(self) -> None:
+        """Record each buffered usage on the server (``turn/usage``), which answers
+        whether the session's budget allows the next model call."""
+        usages, self._usages = self._usages, []
+        for usage, model in usages:
+            answer = await self._connection.request(
+                "turn/usage", {"turn": self.turn_id, "usage": unstructure(usage), "model": model}
+            )
+            over = answer.get("budget_exceeded") if isinstance(answer, dict) else None
+            if isinstance(over, str):
+                self._over_budget = over
+
+    async def _send_deltas(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending, self._pending_chars = self._pending, [], 0
+        start = 0
+        for end in range(1, len(batch) + 1):
+            if end == len(batch) or batch[end][0] != batch[start][0]:
+                await self._connection.notify(
+                    "turn/deltas",
+                    {
+                        "turn": self.turn_id,
+                        "item_id": batch[start][0],
+                        "deltas": [delta for _, delta in batch[start:end]],
+                    },
+                )
+                start = end
 
     async def run_flusher(self) -> None:
         """Send buffered deltas shortly after they arrive; runs for the turn's length."""
@@ -199,6 +221,25 @@ class RemoteTurn:
         if not isinstance(answer, dict):
             raise InvalidInput.at("result", "the server's verdict is not an object")
         return answer
+
+    def record_usage(self, usage: Usage, model: str | None = None) -> None:
+        # Sent with the next flush (before any other call, so before the next model
+        # call): the server prices and sums it, and says if the budget is used up.
+        self._usages.append((usage, model))
+        self._wake.set()
+
+    def check_budget(self) -> None:
+        """Raise if the server said the session's budget allows no further model call.
+
+        Every usage the harness recorded was flushed — and answered — before any call
+        it makes to the server, and a model call follows only the tool calls of the
+        last one; so the answer is in before the next model call.
+
+        Raises:
+            BudgetExceeded: as the server's turn would have.
+        """
+        if self._over_budget is not None:
+            raise BudgetExceeded(self._over_budget)
 
     def report_response_status(self, status: str, error: str | None = None) -> None:
         # Only the last report counts, and only when the harness returns: it goes back

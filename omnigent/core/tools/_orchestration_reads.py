@@ -139,8 +139,6 @@ async def session_list(control: SessionControl, tools: SessionTools, raw: Any) -
             "runner_id": (runner := runner_of(s)),
             "runner_online": None if runner is None else online.get(runner, False),
             "parent_session_id": s.parent_session_id,
-            "runner_id": s.runner_id,
-            "runner_online": online.get(s.runner_id, False) if s.runner_id else None,
         }
         for s in shown
     ]

@@ -216,7 +216,9 @@ class RunnerHub:
     def _start(self, runner_id: str) -> ConnectedRunner:
         link = Link(new_id("link"), heartbeat=self.heartbeat, timeout=self.timeout)
         peer = RunnerPeer(runner_id)
-        connection = RpcConnection(link, peer, max_in_flight=_MAX_IN_FLIGHT)
+        connection = RpcConnection(
+            link, peer, max_in_flight=_MAX_IN_FLIGHT, drain_timeout=0.0
+        )  # a link that ended cannot carry an answer: nothing to drain
         runner = ConnectedRunner(runner_id, link, connection, peer, now())
         self._runners[runner_id] = runner
         self._nursery.start_soon(self._serve, runner, name=f"runner {runner_id}")

@@ -25,7 +25,7 @@ import attrs
 import outcome
 import trio
 
-from ...errors import InvalidInput
+from ...errors import BudgetExceeded, InvalidInput
 from ...harnesses.base import HarnessState, TurnContext
 from ...model import (
     ElicitationParams,
@@ -35,12 +35,13 @@ from ...model import (
     OutputTextDelta,
     SessionStatus,
     SessionStatusChanged,
+    Usage,
     event_from_dict,
     item_from_dict,
     structure,
     unstructure,
 )
-from ...rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+from ...rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Admit, RpcError
 from ...runner import field, optional_str
 
 __all__ = ["RunnerPeer", "ServedTurn"]
@@ -162,6 +163,30 @@ def _gone(turn_id: str) -> RpcError:
     return RpcError(RESOURCE_NOT_FOUND, f"turn {turn_id} is not running here")
 
 
+def _usage_recorded(ctx: TurnContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``turn/usage``: one model call's usage, recorded in the server's turn (priced,
+    summed, counted, traced) as if the harness ran here; answers whether the session's
+    budget still allows the next call (``budget_exceeded``: why not), which the runner's
+    turn then enforces (:meth:`omnigent.runner.RemoteTurn.check_budget`).
+
+    Raises:
+        InvalidInput: ``usage`` is not a usage object.
+    """
+    raw = params.get("usage")
+    if not isinstance(raw, dict):
+        raise InvalidInput.at("usage", "must be an object")
+    try:
+        usage = structure(raw, Usage)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InvalidInput.at("usage", f"not a usage object: {exc}") from None
+    ctx.record_usage(usage, optional_str(params, "model"))
+    try:
+        ctx.check_budget()
+    except BudgetExceeded as exc:
+        return {"budget_exceeded": exc.message}
+    return {"budget_exceeded": None}
+
+
 def _invalid(exc: InvalidInput) -> RpcError:
     details = [attrs.asdict(d) for d in exc.details]
     return RpcError(INVALID_PARAMS, f"Invalid params: {exc.message}", {"details": details})
@@ -182,9 +207,12 @@ class RunnerPeer:
             "turn/evaluate_policy",
             "turn/state_get",
             "turn/state_set",
+            "turn/usage",
         }
     )
     notifications = frozenset({"turn/deltas"})
+    # Calls stand alone; notifications (in the reader) keep their arrival order anyway.
+    ordered: frozenset[str] = frozenset()
 
     def __init__(self, runner_id: str) -> None:
         self.runner_id = runner_id
@@ -222,7 +250,11 @@ class RunnerPeer:
             return
         await turn.deltas(item_id, deltas)
 
-    async def handle_request(self, method: str, params: Any) -> Any:
+    async def input_ended(self) -> None:
+        """The runner is gone for good (the link ended): nothing here waits on its
+        next word, and the connection cancels what is in flight at once."""
+
+    async def handle_request(self, method: str, params: Any, admit: Admit) -> Any:
         turn = self._turn(params)
         try:
             return await turn.serve(lambda: self._answer(turn, method, params))
@@ -271,6 +303,8 @@ class RunnerPeer:
             raw_ask = params.get("ask")
             ask = None if raw_ask is None else structure(raw_ask, ElicitationParams)
             return dict(await ctx.evaluate_policy(policy_event, ask=ask))
+        if method == "turn/usage":
+            return _usage_recorded(ctx, params)
         key: str = field(params, "key", str)
         if method == "turn/state_get":
             return {"value": await turn.state.get(key)}
