@@ -72,7 +72,7 @@ async def test_sessions_bound_to_runners_and_their_rows(db_url: str) -> None:
             assert links.lookups - before == (1 if db_url.startswith("sqlite") else 0)
             page = await rt.list_items(orchestrator.id)
             output = next(i for i in page.data if isinstance(i, FunctionCallOutputItem))
-            rows = {r["conversation_id"]: r for r in json.loads(output.output)["sessions"]}
+            rows = {r["session_id"]: r for r in json.loads(output.output)["sessions"]}
             assert (rows[first.id]["runner_id"], rows[first.id]["runner_online"]) == ("a", True)
             assert [r["runner_online"] for r in rows.values() if r["runner_id"] == "b"] == [False]
             assert rows[orchestrator.id]["runner_id"] is None

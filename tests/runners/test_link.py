@@ -45,12 +45,16 @@ def pipes() -> tuple[Pipe, Pipe]:
 class Echo:
     methods = frozenset({"echo"})
     notifications = frozenset({"note"})
+    ordered: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.notes: list[Any] = []
 
-    async def handle_request(self, method: str, params: Any) -> Any:
+    async def handle_request(self, method: str, params: Any, admit: Any) -> Any:
         return params
+
+    async def input_ended(self) -> None:
+        pass
 
     async def handle_notification(self, method: str, params: Any) -> None:
         self.notes.append(params["n"])

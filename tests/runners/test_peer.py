@@ -10,7 +10,9 @@ import pytest
 import trio
 import trio.testing
 
+from omnigent.errors import BudgetExceeded
 from omnigent.harnesses.base import MemoryHarnessState
+from omnigent.model import Usage
 from omnigent.rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from omnigent.transports.runner import RunnerPeer, ServedTurn
 
@@ -24,6 +26,15 @@ class Ctx:
     def __init__(self) -> None:
         self.emitted: list[Any] = []
         self.calls = 0
+        self.usages: list[tuple[Usage, str | None]] = []
+        self.budget_left = True
+
+    def record_usage(self, usage: Usage, model: str | None = None) -> None:
+        self.usages.append((usage, model))
+
+    def check_budget(self) -> None:
+        if not self.budget_left:
+            raise BudgetExceeded("the session's token budget is used up")
 
     async def emit(self, event: Any) -> None:
         self.emitted.append(event)
@@ -32,6 +43,10 @@ class Ctx:
         self.calls += 1
         await trio.sleep_forever()
         raise AssertionError("unreachable")
+
+
+def _no_admit() -> None:
+    """The ``admit`` of an unordered call: nothing waits on it."""
 
 
 async def test_a_turn_that_ends_under_a_call_answers_it_an_error() -> None:
@@ -48,7 +63,9 @@ async def test_a_turn_that_ends_under_a_call_answers_it_an_error() -> None:
                     async def call() -> None:
                         try:
                             await peer.handle_request(
-                                "turn/call_tool", {"turn": "rturn_1", "name": "x", "arguments": {}}
+                                "turn/call_tool",
+                                {"turn": "rturn_1", "name": "x", "arguments": {}},
+                                _no_admit,
                             )
                         except RpcError as exc:
                             answered.append(exc)
@@ -64,7 +81,7 @@ async def test_a_turn_that_ends_under_a_call_answers_it_an_error() -> None:
 async def test_calls_for_unknown_turns_and_core_events_are_refused() -> None:
     peer, ctx = RunnerPeer("laptop"), Ctx()
     with pytest.raises(RpcError) as unknown:
-        await peer.handle_request("turn/emit", {"turn": "rturn_nope", "event": {}})
+        await peer.handle_request("turn/emit", {"turn": "rturn_nope", "event": {}}, _no_admit)
     assert unknown.value.code == RESOURCE_NOT_FOUND
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
@@ -75,11 +92,13 @@ async def test_calls_for_unknown_turns_and_core_events_are_refused() -> None:
                     {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
                 ):
                     with pytest.raises(RpcError) as refused:
-                        await peer.handle_request("turn/emit", {"turn": "rturn_2", "event": event})
+                        await peer.handle_request(
+                            "turn/emit", {"turn": "rturn_2", "event": event}, _no_admit
+                        )
                     assert refused.value.code == INVALID_PARAMS
                 with pytest.raises(RpcError) as bad:
                     await peer.handle_request(
-                        "turn/add_item", {"turn": "rturn_2", "item": {"type": "x"}}
+                        "turn/add_item", {"turn": "rturn_2", "item": {"type": "x"}}, _no_admit
                     )
                 assert bad.value.code == INVALID_PARAMS
                 # Deltas are published one event each, in order.
@@ -88,3 +107,31 @@ async def test_calls_for_unknown_turns_and_core_events_are_refused() -> None:
                 )
         assert [e.delta for e in ctx.emitted] == ["a", "b"]
         assert not any(e.type == "session.status" for e in ctx.emitted)
+
+
+async def test_a_runner_turns_usage_is_recorded_on_the_server_and_answers_the_budget() -> None:
+    """A model call's usage on the runner is recorded in the server's turn, and the
+    answer tells the runner whether the next call is allowed (the budget stays the
+    server's)."""
+    peer, ctx = RunnerPeer("laptop"), Ctx()
+    usage = {"input_tokens": 12, "output_tokens": 3}
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            turn = ServedTurn("rturn_3", ctx, nursery, MemoryHarnessState())  # type: ignore[arg-type]
+            with peer.serving(turn):
+                call = {"turn": "rturn_3", "usage": usage, "model": "m1"}
+                assert await peer.handle_request("turn/usage", call, _no_admit) == {
+                    "budget_exceeded": None
+                }
+                ctx.budget_left = False
+                answer = await peer.handle_request("turn/usage", call, _no_admit)
+                assert answer == {"budget_exceeded": "the session's token budget is used up"}
+                with pytest.raises(RpcError) as bad:
+                    await peer.handle_request(
+                        "turn/usage", {"turn": "rturn_3", "usage": "lots"}, _no_admit
+                    )
+                assert bad.value.code == INVALID_PARAMS
+    assert [(u.input_tokens, u.output_tokens, m) for u, m in ctx.usages] == [
+        (12, 3, "m1"),
+        (12, 3, "m1"),
+    ]

@@ -88,7 +88,7 @@ async def test_a_turn_runs_on_the_runner_and_its_events_on_the_server(tmp_path: 
                 # The orchestration tools tell which runner a session is on, and whether
                 # it is connected.
                 listed = json.loads(outputs[2].output)["sessions"]
-                row = next(r for r in listed if r["conversation_id"] == session.id)
+                row = next(r for r in listed if r["session_id"] == session.id)
                 assert (row["runner_id"], row["runner_online"]) == ("laptop", True)
                 info = json.loads(outputs[3].output)
                 assert (info["runner_id"], info["runner_online"]) == ("laptop", True)
