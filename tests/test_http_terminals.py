@@ -54,7 +54,9 @@ async def screen_until(client: httpx.AsyncClient, url: str, marker: str) -> dict
 
 async def test_resources_and_screens_over_http() -> None:
     with trio.fail_after(30):
-        async with open_server(runtime_options={"allowed_commands": ["bash"]}) as server:
+        async with open_server(
+            runtime_options={"allowed_commands": ["bash"], "allowed_env": ["PS1"]}
+        ) as server:
             session_id = await server.session(agent([[LAUNCH, SEND], [CLOSE]]))
             base = f"/v1/sessions/{session_id}"
             assert (await server.client.get(f"{base}/resources")).json() == {
@@ -112,7 +114,7 @@ async def test_resources_and_screens_over_http() -> None:
 async def test_reading_a_terminal_needs_read_access(level: int | None) -> None:
     alice, bob = {IDENTITY_HEADER: "alice@x"}, {IDENTITY_HEADER: "bob@x"}
     with trio.fail_after(30):
-        bash = {"allowed_commands": ["bash"]}
+        bash = {"allowed_commands": ["bash"], "allowed_env": ["PS1"]}
         async with open_server(auth="header", runtime_options=bash) as server:
             made = await server.client.post("/v1/agents", json=agent([[LAUNCH]]), headers=alice)
             body = {"agent_id": made.json()["id"]}

@@ -92,7 +92,9 @@ async def test_a_turn_with_an_approval_over_http(harness: str, tmp_path: Path) -
 
 
 async def test_a_wrong_model_is_refused_over_http_naming_the_rule() -> None:
-    async with open_server() as server:
+    async with open_server(
+        runtime_options={"allowed_model_urls": ["http://127.0.0.1:9"]}
+    ) as server:
         spec = native_spec("claude", "http://127.0.0.1:9")
         spec["executor"]["config"]["model"] = "gpt-4o"
         answer = await server.client.post("/v1/agents", json=spec)
@@ -122,7 +124,8 @@ async def test_a_wrong_model_is_refused_over_http_naming_the_rule() -> None:
         assert len(listed) == 1  # the refused one left no row
 
 
-async def _serve(db: Path, env: dict[str, str]) -> tuple[trio.Process, str]:
+async def _serve(db: Path, env: dict[str, str], model_url: str) -> tuple[trio.Process, str]:
+    # The fake model server is on loopback: its URL is one the operator allows clients.
     command = [
         sys.executable,
         "-m",
@@ -132,6 +135,8 @@ async def _serve(db: Path, env: dict[str, str]) -> tuple[trio.Process, str]:
         "0",
         "--db",
         f"sqlite:///{db}",
+        "--allow-model-url",
+        model_url,
     ]
     process = await trio.lowlevel.open_process(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
@@ -162,7 +167,7 @@ async def test_omnigent_serve_continues_a_claude_conversation_after_a_restart(
     db = tmp_path / "omnigent.db"
     with trio.fail_after(TIMEOUT):
         async with fake.serve() as url:
-            process, base = await _serve(db, env)
+            process, base = await _serve(db, env, url)
             try:
                 async with httpx.AsyncClient(base_url=base, timeout=30) as client:
                     agent = await client.post("/v1/agents", json=native_spec("claude", url))
@@ -173,7 +178,7 @@ async def test_omnigent_serve_continues_a_claude_conversation_after_a_restart(
                     first = await streamed_turn(client, sid, "remember blue")
                     assert texts(first) == "I will remember blue."
                 await _stop(process)
-                process, base = await _serve(db, env)
+                process, base = await _serve(db, env, url)
                 async with httpx.AsyncClient(base_url=base, timeout=30) as client:
                     second = await streamed_turn(client, sid, "what did I say?")
                     assert second[-1].event == "response.completed"
