@@ -76,8 +76,9 @@ async def test_a_version_1_database_gains_cwd_and_updated_at(tmp_path: Path) -> 
         agent = await rt.create_agent(scripted_agent())
         old = await rt.create_session(agent.id)
     with sqlite3.connect(path) as conn:  # back to how version 1 left it
-        conn.execute("DROP INDEX sessions_runner")  # migration 7
+        conn.execute("DROP INDEX sessions_runner")  # migration 8
         conn.execute("ALTER TABLE sessions DROP COLUMN runner_id")
+        conn.execute("DROP TABLE session_usage")  # migration 7
         conn.execute("DROP TABLE subagent_work")  # migration 4
         conn.execute("ALTER TABLE sessions DROP COLUMN sub_agent")
         conn.execute("DROP INDEX sessions_cwd")

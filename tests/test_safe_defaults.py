@@ -83,6 +83,9 @@ def shell_spec(tmp_path: Path, **extra: Any) -> str:
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("OMNIGENT_DB", raising=False)
     monkeypatch.setenv("OMNIGENT_HOME", str(tmp_path / "home"))
+    # `omnigent run` works in the directory it runs in (it wins over the spec's
+    # absolute os_env.cwd, as the original's session-create-time boundary does).
+    monkeypatch.chdir(tmp_path)
     return tmp_path / "home"
 
 

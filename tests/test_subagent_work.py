@@ -483,8 +483,9 @@ async def test_a_version_3_database_gains_sub_agent_work(tmp_path: Path) -> None
     async with omnigent.open_runtime(f"sqlite:///{path}") as rt:
         old = await rt.create_session((await rt.create_agent(worker("w"))).id)
     with sqlite3.connect(path) as conn:  # back to how version 3 left it
-        conn.execute("DROP INDEX sessions_runner")  # migration 7
+        conn.execute("DROP INDEX sessions_runner")  # migration 8
         conn.execute("ALTER TABLE sessions DROP COLUMN runner_id")
+        conn.execute("DROP TABLE session_usage")  # migration 7
         conn.execute("DROP TABLE subagent_work")
         conn.execute("ALTER TABLE sessions DROP COLUMN sub_agent")
         conn.execute("ALTER TABLE items DROP COLUMN taken_by")  # migration 6
