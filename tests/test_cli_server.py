@@ -1,8 +1,10 @@
 """Many clients, one machine: the command line beside an ``omnigent serve`` that holds
-the default store. The store's lock names the server and its address; ``run`` and
-``stdio`` say so and stop, the record commands ask the server (found in the lock, or
-``--server URL``), ``approve``/``deny`` answer a session waiting on it, ``tail`` follows
-one, and ``sessions delete`` goes through it."""
+the default store. The store's lock names the server and its address, and the server
+leaves its own user a runner token beside it (``0600``): ``run`` runs its turn on that
+server with its work here (a runner in the command), the record commands ask the server
+(found in the lock, or ``--server URL``), ``approve``/``deny`` answer a session waiting
+on it, ``tail`` follows one, and ``sessions delete`` goes through it. A server that left
+no token (or one others could read) is named and refused, as before."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import pytest
 import yaml
 
 from omnigent.cli import main
-from omnigent.stores import LockHolder, store_holder
+from omnigent.stores import LockHolder, local_runner_token, store_holder
 
 from .http_helpers import HTTPX_GENERATORS
 
@@ -45,6 +47,18 @@ WRITER = {
 HELLO = {
     "name": "hello",
     "executor": {"config": {"harness": "scripted", "script": [{"say": "hi"}]}},
+}
+SHELL = {
+    "name": "shell-here",
+    "executor": {
+        "config": {
+            "harness": "scripted",
+            "script": [
+                {"call": "sys_os_shell", "args": {"command": "pwd > where.txt"}},
+                {"say": "wrote where.txt"},
+            ],
+        }
+    },
 }
 
 
@@ -109,6 +123,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 process.kill()
                 process.wait()
             process.stdout.close()
+        # A server that stopped takes its runner token with it.
+        assert process.returncode == 0
+        assert not (home / "omnigent.db.runner-token").exists()
 
 
 @pytest.fixture(autouse=True)
@@ -139,20 +156,77 @@ def test_the_lock_names_the_server_and_its_address(server: Server) -> None:
     assert store_holder(f"sqlite:///{server.home / 'other.db'}") is None
 
 
-def test_run_and_stdio_say_who_holds_the_store(
+def run_here(server: Server, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMNIGENT_HOME": str(server.home)}
+    env.pop("OMNIGENT_DB", None)
+    env.pop("OMNIGENT_RUNNER_TOKEN", None)
+    return subprocess.run(
+        [sys.executable, "-m", "omnigent", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def test_the_server_leaves_its_user_a_private_runner_token(server: Server) -> None:
+    token_file = server.home / "omnigent.db.runner-token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    token = local_runner_token(f"sqlite:///{server.home / 'omnigent.db'}")
+    assert token is not None and len(token) >= 32
+    assert token not in (server.home / "omnigent.db.lock").read_text()  # no secret there
+
+
+def test_run_beside_the_server_runs_there_its_work_here(server: Server, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    spec = project / "shell.yaml"
+    spec.write_text(yaml.safe_dump(SHELL))
+    done = run_here(server, project, "-v", "run", str(spec), "where are you?", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "wrote where.txt\n"
+    assert f"held by the server at {server.url}: the turn runs there" in done.stderr
+    assert (project / "where.txt").read_text() == f"{project}\n"  # here, not in the server
+    sid = done.stderr.rsplit("--session ", 1)[1].split(")")[0]
+    snapshot = server.http.get(f"/v1/sessions/{sid}").json()
+    assert snapshot["status"] == "idle"
+    assert snapshot["runner_id"].startswith("run-")
+    # The session is the server's: the record commands see it, live.
+    listed = run_here(server, project, "sessions", "list", "--json")
+    assert sid in [s["id"] for s in json.loads(listed.stdout)["data"]]
+    # Continued from the same directory, on the same runner name.
+    spec.write_text(yaml.safe_dump({**SHELL, "executor": HELLO["executor"]}))
+    again = run_here(server, project, "run", str(spec), "again", "--session", sid)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "hi\n"
+    # A spec the server does not take from a client says why, and the way out.
+    spec.write_text(yaml.safe_dump({**HELLO, "name": "tooled", "tools": {"python": ["m:f"]}}))
+    refused = run_here(server, project, "run", str(spec), "x")
+    assert refused.returncode == 2
+    assert "not an allowed Python tool" in refused.stderr
+    assert f"the server at {server.url} holds the store" in refused.stderr
+    assert "--db FILE" in refused.stderr
+
+
+def test_a_server_that_left_no_token_is_named_and_refused(
     server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = tmp_path / "hello.yaml"
     spec.write_text(yaml.safe_dump(HELLO))
-    assert main(["run", str(spec), "hi"]) == 2
+    token_file = server.home / "omnigent.db.runner-token"
+    token_file.chmod(0o644)  # readable by others: no secret, not used
+    try:
+        assert main(["run", str(spec), "hi"]) == 2
+    finally:
+        token_file.chmod(0o600)
     error = capsys.readouterr().err
     assert error.startswith(
         f"Error: the store sqlite:///{server.home / 'omnigent.db'} is held by the omnigent "
         f"server at {server.url} (pid {server.process.pid} on "
     ), error
     assert "--db FILE" in error
-    assert main(["stdio", "--agent", str(spec)]) == 2
-    assert f"held by the omnigent server at {server.url}" in capsys.readouterr().err
     # A store of its own: fine.
     assert main(["run", str(spec), "hi", "--db", f"sqlite:///{tmp_path / 'own.db'}"]) == 0
 

@@ -34,13 +34,14 @@ from ..client import ApiError, ClientError, OmnigentClient, ServerUnreachable
 from ..core import Runtime, open_runtime
 from ..errors import AgentNotFound, BadRequest, Conflict, OmnigentError
 from ..model import Event, Item
-from ..stores import LockHolder, store_holder
+from ..stores import LockHolder, local_runner_token, store_holder
 
 __all__ = [
     "Records",
     "ServerRefused",
     "busy_message",
     "held_by",
+    "local_token",
     "open_records",
 ]
 
@@ -124,6 +125,12 @@ class Records(Protocol):
 def held_by(db: str) -> LockHolder | None:
     """Who holds the store ``db`` now (``None``: nobody, or not a SQLite file)."""
     return store_holder(db)
+
+
+def local_token(db: str) -> str | None:
+    """The runner token the server holding the store ``db`` left for this user
+    (``<file>.runner-token``, ``0600``), or ``None``."""
+    return local_runner_token(db)
 
 
 def busy_message(db: str, holder: LockHolder, doing: str) -> str:

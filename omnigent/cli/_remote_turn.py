@@ -11,14 +11,20 @@ session stays on the server, bound to this runner's name, for a later ``run --se
 ID --server URL`` from the same directory.
 
 The runner's name is made from this machine's name and the directory (``run-HOST-HASH``),
-so a later run from the same place serves the same sessions; two runs in one directory
-at once are refused (the second finds the name taken).
+so a later run from the same place serves the same sessions. Two commands in one
+directory at once (a ``run`` beside an editor's ``stdio``): the second finds the name
+taken and connects as ``run-HOST-HASH-PID`` instead (:func:`start_local_runner`).
+
+Without ``--server``, ``omnigent run`` comes here too when an ``omnigent serve`` holds
+the store (``local=True``): the server is this user's own, and the runner connects
+with the token it left beside the store's lock (``docs/cli.md``, "A store in use").
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import signal
 from collections.abc import Callable
 from functools import partial
@@ -30,7 +36,7 @@ import trio
 from .._config import omnigent_home
 from ..client import ApiError, OmnigentClient
 from ..client import SessionInfo as RemoteSession
-from ..errors import BadRequest, OmnigentError
+from ..errors import BadRequest, OmnigentError, RunnerNameTaken
 from ..model import ResponseCreated, SessionStatusChanged
 from ..runner import RunnerOptions, default_runner_name, serve_runner
 from ..spec import AgentSpec
@@ -39,7 +45,7 @@ from ._output import Chunk, one_line, write
 from ._prompt import Approvals, Lines
 from ._render import TurnRenderer, session_note
 
-__all__ = ["ServerRefused", "local_runner_name", "run_on_server"]
+__all__ = ["ServerRefused", "local_runner_name", "run_on_server", "start_local_runner"]
 
 log = logging.getLogger("omnigent.cli")
 
@@ -49,10 +55,19 @@ _TITLE_LENGTH = 80
 class ServerRefused(OmnigentError):
     """What the server answered when it refused a request of ``run --server``."""
 
-    def __init__(self, error: ApiError) -> None:
-        super().__init__(f"the server refused: {error.message}")
+    def __init__(self, error: ApiError, hint: str = "") -> None:
+        super().__init__(f"the server refused: {error.message}{hint}")
         self.status = error.status
         self.code = error.code
+
+
+def _spec_hint(server: str) -> str:
+    """Why the server holding the store refused a spec ``run`` would run here."""
+    return (
+        f" (the server at {server} holds the store and takes this spec as a client's, "
+        "under its --allow-* and --tool-module rules; to run it in this process "
+        "instead, give it a store of its own: --db FILE)"
+    )
 
 
 def local_runner_name(cwd: Path) -> str:
@@ -74,8 +89,12 @@ async def run_on_server(
     session_id: str | None = None,
     cwd: Path | None = None,
     watch_sigterm: bool = False,
+    local: bool = False,
 ) -> int:
     """Run one turn of ``spec`` on ``server``, its work on this machine; the exit code.
+
+    ``local``: the server was found holding the store (this user's own): a spec it
+    refuses is said so, with the way to run it here instead.
 
     Raises:
         ServerRefused: the server refused the spec, the session or the message.
@@ -91,20 +110,24 @@ async def run_on_server(
     with trio.CancelScope() as give_up:
         try:
             async with OmnigentClient(server) as client, trio.open_nursery() as nursery:
-                agent = await client.create_agent(spec.to_dict())
-                options = RunnerOptions(
+                try:
+                    agent = await client.create_agent(spec.to_dict())
+                except ApiError as exc:
+                    raise ServerRefused(exc, _spec_hint(server) if local else "") from None
+                existing = None if session_id is None else await client.get_session(session_id)
+                stop = trio.Event()
+                runner = await start_local_runner(
+                    nursery,
                     server=server,
                     token=token,
-                    name=local_runner_name(workspace),
                     workspace=workspace,
-                    home=omnigent_home(),
                     trusted_agent=agent.id,
+                    stop=stop,
+                    prefer=None if existing is None else existing.raw.get("runner_id"),
                 )
-                stop = trio.Event()
-                await nursery.start(partial(serve_runner, options, say=_quiet, stop=stop))
                 title = one_line(prompt, _TITLE_LENGTH) or None
                 session = await _open_session(
-                    client, agent.id, spec.name, session_id, title, model, options.name
+                    client, agent.id, spec.name, existing, title, model, runner, workspace
                 )
                 used = session.id
                 await _stream_turn(
@@ -128,30 +151,83 @@ async def run_on_server(
     return renderer.exit_code
 
 
+async def start_local_runner(
+    nursery: trio.Nursery,
+    *,
+    server: str,
+    token: str,
+    workspace: Path,
+    trusted_agent: str,
+    stop: trio.Event,
+    prefer: object = None,
+) -> str:
+    """Start a runner on ``workspace`` in ``nursery`` (stopped by ``stop``); its name.
+
+    The name is ``prefer`` (a session's runner, to continue it) when it is this
+    directory's, else ``run-HOST-HASH``; when that name is taken (another command in
+    this directory is connected), ``run-HOST-HASH-PID``. The runner trusts the specs of
+    ``trusted_agent`` (its own user's upload): they may name any program.
+
+    Raises:
+        OmnigentError: the server refused the runner (a wrong token, another protocol).
+    """
+    base = local_runner_name(workspace)
+    names = [base, f"{base}-{os.getpid()}"]
+    if isinstance(prefer, str) and prefer.startswith(base) and prefer not in names:
+        names.insert(0, prefer)
+    for index, name in enumerate(names):
+        options = RunnerOptions(
+            server=server,
+            token=token,
+            name=name,
+            workspace=workspace,
+            home=omnigent_home(),
+            trusted_agent=trusted_agent,
+        )
+        taken = False
+        try:
+            await nursery.start(partial(serve_runner, options, say=_quiet, stop=stop))
+        except* RunnerNameTaken:
+            if index == len(names) - 1:
+                raise
+            log.info("runner %s is connected from elsewhere: trying another name", name)
+            taken = True
+        if not taken:
+            return name
+    raise AssertionError("unreachable: the last name's refusal is raised")
+
+
 async def _open_session(
     client: OmnigentClient,
     agent_id: str,
     agent_name: str,
-    session_id: str | None,
+    session: RemoteSession | None,
     title: str | None,
     model: str | None,
     runner: str,
+    workspace: Path,
 ) -> RemoteSession:
-    if session_id is None:
+    if session is None:
         fields: dict[str, Any] = {"title": title, "runner_id": runner}
         if model is not None:
             fields["model_override"] = model
         return await client.create_session(agent_id, **fields)
-    session = await client.get_session(session_id)
+    session_id = session.id
     if session.agent_id != agent_id:
         raise BadRequest(
             f"session {session_id} is a session of agent {session.agent_name!r}, "
             f"not of {agent_name!r}: run it with that agent's spec"
         )
-    if session.raw.get("runner_id") != runner:
+    bound = session.raw.get("runner_id")
+    if bound is None:
         raise BadRequest(
-            f"session {session_id} runs on runner {session.raw.get('runner_id')!r}, not on "
-            f"this directory's ({runner}): continue it from the directory it started in"
+            f"session {session_id} runs in the server's own process, on no runner: "
+            "send it messages through the server (omnigent sessions tail shows it)"
+        )
+    if not str(bound).startswith(local_runner_name(workspace)):
+        raise BadRequest(
+            f"session {session_id} runs on runner {bound!r}, not on this directory's "
+            f"({runner}): continue it from the directory it started in"
         )
     if model is not None:
         session = await client.update_session(session_id, model_override=model)

@@ -6,28 +6,42 @@ itself is :func:`~omnigent.cli._turn.run_turn`. ``PROMPT`` may be ``-``: the pro
 then read from stdin (all of it), and approvals, having no stdin left, are declined as
 at the end of input unless ``--yes`` or ``--no-input`` answers them.
 
-A store another process holds is refused before anything starts, naming the holder —
-an ``omnigent serve`` with the address it answers on (see :mod:`omnigent.cli._records`).
+A store an ``omnigent serve`` holds (its lock names the server's address, and the server
+left this user a runner token beside it) is not refused: the turn runs on that server,
+its work here, as with ``--server`` (:func:`server_for_turns`). A store any other
+process holds is refused before anything starts, naming the holder (see
+:mod:`omnigent.cli._records`).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import os
 import sys
 
+import attrs
 import trio
 
 from .._config import default_db_url
 from ..errors import BadRequest, Conflict
 from ._parser import add_db_option
 from ._prompt import Lines, stdin_lines
-from ._records import busy_message, held_by
+from ._records import busy_message, held_by, local_token
 from ._specs import OperatorSpec
 from ._turn import owns_sigint, owns_sigterm, run_turn
 
-__all__ = ["add_approval_options", "declare_run", "read_prompt", "store_for_turns"]
+__all__ = [
+    "TurnServer",
+    "add_approval_options",
+    "declare_run",
+    "read_prompt",
+    "server_for_turns",
+    "store_for_turns",
+]
+
+log = logging.getLogger("omnigent.cli")
 
 
 def declare_run(run: argparse.ArgumentParser) -> None:
@@ -118,6 +132,56 @@ def store_for_turns(args: argparse.Namespace, doing: str) -> str:
     return db
 
 
+@attrs.frozen
+class TurnServer:
+    """The server a command's turns run on, its work here: ``url``, and the runner
+    ``token`` this command's runner connects with. ``local``: found through the
+    store's lock (the server is this user's own, and so is the token)."""
+
+    url: str
+    token: str
+    local: bool
+
+
+def server_for_turns(args: argparse.Namespace, doing: str) -> TurnServer | None:
+    """Where a command that runs turns (``run``, ``stdio``) runs them: ``None`` for
+    this process (the store is free), else a server.
+
+    ``--server URL`` names one outright (the token: ``--token``, else
+    ``$OMNIGENT_RUNNER_TOKEN``, else the local one when that server holds the store).
+    Without it, a store held by an ``omnigent serve`` that left a local runner token is
+    worked on through that server.
+
+    Raises:
+        Conflict: another process holds the store, and it is no server this user's
+            runner can join (its message names the holder).
+        BadRequest: ``--server`` with no token to connect a runner with.
+    """
+    from ..runner import TOKEN_VARIABLE
+
+    db: str = getattr(args, "db", None) or default_db_url()
+    server: str | None = getattr(args, "server", None)
+    token: str | None = getattr(args, "token", None) or os.environ.get(TOKEN_VARIABLE)
+    if server is not None:
+        if token is None:
+            holder = held_by(db)
+            if holder is not None and holder.url == server.rstrip("/"):
+                token = local_token(db)
+        if not token:
+            raise BadRequest(
+                f"{doing} --server needs a runner token: --token TOKEN or ${TOKEN_VARIABLE}"
+            )
+        return TurnServer(server, token, local=False)
+    holder = held_by(db)
+    if holder is None:
+        return None
+    own = local_token(db) if holder.url else None
+    if holder.url is None or own is None:
+        raise Conflict(busy_message(db, holder, doing))
+    log.info("the store %s is held by the server at %s: the turn runs there", db, holder.url)
+    return TurnServer(holder.url, own, local=True)
+
+
 # The prompt's stdin is patched here by tests that answer approvals from a pipe.
 _stdin_lines = stdin_lines
 
@@ -128,9 +192,10 @@ def _no_lines() -> Lines:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     operator = OperatorSpec.read(args.path)
-    if args.server is not None:
-        return _cmd_run_on_server(args, operator)
-    db = store_for_turns(args, "omnigent run")
+    server = server_for_turns(args, "omnigent run")
+    if server is not None:
+        return _cmd_run_on_server(args, operator, server)
+    db = getattr(args, "db", None) or default_db_url()
     prompt = read_prompt(args.prompt)
     turn = functools.partial(
         run_turn,
@@ -151,26 +216,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return trio.run(turn, restrict_keyboard_interrupt_to_checkpoints=True)
 
 
-def _cmd_run_on_server(args: argparse.Namespace, operator: OperatorSpec) -> int:
-    """``run --server URL``: the spec uploaded to the server, its work done here by a
-    runner inside this command (``docs/runners.md``).
-
-    Raises:
-        BadRequest: no runner token.
-    """
-    from ..runner import TOKEN_VARIABLE
+def _cmd_run_on_server(args: argparse.Namespace, operator: OperatorSpec, server: TurnServer) -> int:
+    """``run`` on a server (``--server URL``, or the one holding the store): the spec
+    uploaded to it, its work done here by a runner inside this command
+    (``docs/runners.md``)."""
     from ._remote_turn import run_on_server
 
-    token = args.token or os.environ.get(TOKEN_VARIABLE)
-    if not token:
-        raise BadRequest(f"run --server needs a runner token: --token TOKEN or ${TOKEN_VARIABLE}")
     prompt = read_prompt(args.prompt)
     turn = functools.partial(
         run_on_server,
         operator.spec,
         prompt,
-        server=args.server,
-        token=token,
+        server=server.url,
+        token=server.token,
+        local=server.local,
         model=args.model,
         approvals=args.approvals,
         watch_sigint=owns_sigint(),

@@ -69,9 +69,12 @@ __all__ = [
     "WorkRow",
     "announce_server",
     "cluster_of",
+    "forget_runner_token",
     "is_postgres_url",
+    "local_runner_token",
     "open_store",
     "parse_sqlite_url",
+    "publish_runner_token",
     "store_holder",
 ]
 
@@ -116,6 +119,47 @@ def announce_server(url: str | None, address: str) -> bool:
         return False
     path = parse_sqlite_url(url)
     return path is not None and _lock.add_server_address(path, address)
+
+
+def publish_runner_token(url: str | None, token: str) -> bool:
+    """Write ``token`` beside the SQLite store ``url`` names (``0600``), for this
+    user's command line to start runners with (``omnigent serve`` calls it once it
+    listens; see :mod:`omnigent.stores._lock`). Returns whether it did (not for memory
+    or PostgreSQL).
+
+    Blocking file I/O, but brief.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    if is_postgres_url(url):
+        return False
+    path = parse_sqlite_url(url)
+    if path is None:
+        return False
+    _lock.write_local_token(path, token)
+    return True
+
+
+def local_runner_token(url: str | None) -> str | None:
+    """The token the server holding the SQLite store ``url`` wrote for this user's
+    runners (see :func:`publish_runner_token`), or ``None``.
+
+    Blocking file I/O, but brief.
+    """
+    if is_postgres_url(url):
+        return None
+    path = parse_sqlite_url(url)
+    return None if path is None else _lock.read_local_token(path)
+
+
+def forget_runner_token(url: str | None, token: str) -> None:
+    """Remove what :func:`publish_runner_token` wrote, if it is still ``token``."""
+    if is_postgres_url(url):
+        return
+    path = parse_sqlite_url(url)
+    if path is not None:
+        _lock.forget_local_token(path, token)
 
 
 def is_postgres_url(url: str | None) -> bool:

@@ -10,23 +10,44 @@ the server that holds the store).
 
 The record is advice: the lock itself (``flock``) is what decides, and :func:`lock_holder`
 asks it first, so a record a dead process left behind is never taken for a live holder.
+
+A server also writes a **local runner token** beside the lock (``<file>.runner-token``,
+mode ``0600``, :func:`write_local_token`): a token it admits runners with, readable only
+by the user who runs it. The command line of that same user reads it
+(:func:`read_local_token`) to start a runner in its own process (``omnigent run``,
+``omnigent stdio`` beside a server): being able to read the file is the proof of being
+the server's own user, as being able to open the database would be. The record itself
+carries no secret (others on the machine may read it to see who holds the store).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-__all__ = ["LockHolder", "add_server_address", "lock_holder", "lock_path", "write_holder"]
+__all__ = [
+    "LockHolder",
+    "add_server_address",
+    "forget_local_token",
+    "lock_holder",
+    "lock_path",
+    "read_local_token",
+    "token_path",
+    "write_holder",
+    "write_local_token",
+]
 
 _MAX_RECORD = 4096
+_MAX_TOKEN = 512
 
 
 @attrs.frozen
@@ -81,6 +102,57 @@ class LockHolder:
 def lock_path(db_path: Path) -> Path:
     """The lock file beside the database file ``db_path``."""
     return db_path.with_name(db_path.name + ".lock")
+
+
+def token_path(db_path: Path) -> Path:
+    """The local runner token beside the database file ``db_path``."""
+    return db_path.with_name(db_path.name + ".runner-token")
+
+
+def write_local_token(db_path: Path, token: str) -> None:
+    """Write ``token`` beside the store this process holds, readable by its user only
+    (``0600``, also when a file was there: its mode is reset; a symbolic link there is
+    refused, never followed).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    fd = os.open(token_path(db_path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, token.encode())
+    finally:
+        os.close(fd)
+
+
+def read_local_token(db_path: Path) -> str | None:
+    """The local runner token beside ``db_path``, or ``None``: no file, not a regular
+    file of this user's, readable by others (not a secret any more), or empty.
+
+    Blocking file I/O, but brief.
+    """
+    try:
+        fd = os.open(token_path(db_path), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            return None
+        token = os.read(fd, _MAX_TOKEN).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return token or None
+
+
+def forget_local_token(db_path: Path, token: str) -> None:
+    """Remove the token file beside ``db_path`` if it still holds ``token`` (a server
+    that stops; a newer server's file is left alone). Blocking file I/O, but brief."""
+    if read_local_token(db_path) == token:
+        with contextlib.suppress(OSError):  # already gone, or not ours to remove
+            token_path(db_path).unlink()
 
 
 def _this_command() -> str:

@@ -25,6 +25,7 @@ import errno
 import logging
 import os
 import re
+import secrets
 import signal
 import socket
 import sys
@@ -33,6 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import hypercorn.trio
 import trio
 from hypercorn.config import Config
@@ -45,7 +47,13 @@ from ...errors import BadRequest
 from ...outbound import url_prefix_problem
 from ...runner import TOKEN_VARIABLE
 from ...spec import env_name_problem
-from ...stores import announce_server
+from ...stores import (
+    announce_server,
+    forget_runner_token,
+    is_postgres_url,
+    parse_sqlite_url,
+    publish_runner_token,
+)
 from ..runner import RunnerSettings, open_runner_hub
 from ._app import create_app
 from ._fence import Fence
@@ -124,7 +132,10 @@ async def serve(
         lease_ttl: seconds a server's leases outlive its last renewal (``--lease-ttl``;
             PostgreSQL only): how long a dead server's sessions wait to be taken over.
         runners: which runners may connect (``--runner-token``) and how long a turn
-            waits for one (``--runner-wait``); see ``docs/runners.md``.
+            waits for one (``--runner-wait``); see ``docs/runners.md``. On a SQLite
+            file, a fresh token is admitted besides and written beside the store's
+            lock (``0600``), for this user's own command line (``omnigent run`` and
+            ``omnigent stdio`` beside the server); it is removed when the server stops.
         stop: set it to shut down; without it, cancel the caller's scope.
         shutdown_grace: seconds running turns get to end at shutdown (then what is
             stuck is abandoned); see ``open_runtime``.
@@ -162,8 +173,14 @@ async def serve(
     }
     if lease_ttl is not None:
         runtime_options["lease_ttl"] = lease_ttl
+    runners = runners or RunnerSettings()
+    # This user's own runners (the command line beside the server) need no token of the
+    # operator's: the store's folder is theirs, and the token waits there (0600).
+    local_token = secrets.token_urlsafe(32) if _sqlite_file(runtime_db) else None
+    if local_token is not None:
+        runners = attrs.evolve(runners, tokens=(*runners.tokens, local_token))
     async with (
-        open_runner_hub(runners or RunnerSettings()) as hub,
+        open_runner_hub(runners) as hub,
         open_runtime(runtime_db, runners=hub, **runtime_options) as runtime,
     ):
         if agents_dir is not None:
@@ -201,11 +218,15 @@ async def serve(
                 raise error from exc
             # The store's lock now says where this server answers: the command line
             # reads it to talk to us rather than fail on a store in use.
-            await trio.to_thread.run_sync(announce_server, runtime_db, urls[0])
+            announced = await trio.to_thread.run_sync(announce_server, runtime_db, urls[0])
+            if announced and local_token is not None:
+                await trio.to_thread.run_sync(publish_runner_token, runtime_db, local_token)
             task_status.started(urls[0])
             try:
                 await stop.wait()
             finally:
+                if local_token is not None:
+                    forget_runner_token(runtime_db, local_token)
                 # First the turns end (and say so), while every stream is still open.
                 await runtime.shutdown()
                 hypercorn_scope.deadline = trio.current_time() + _SHUTDOWN_DEADLINE
@@ -213,6 +234,11 @@ async def serve(
                 shutdown.set()
                 with trio.CancelScope(shield=True, deadline=hypercorn_scope.deadline):
                     await hypercorn_done.wait()
+
+
+def _sqlite_file(db: str | None) -> bool:
+    """Whether ``db`` names a SQLite file (one user's store, with a lock beside it)."""
+    return not is_postgres_url(db) and parse_sqlite_url(db) is not None
 
 
 def listen_error(exc: BaseException, host: str, port: int) -> BaseException:
