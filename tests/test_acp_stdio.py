@@ -275,8 +275,8 @@ sys.exit(agent.wait(30))
 def test_the_protocol_keeps_fds_0_and_1_to_itself(tmp_path: Path) -> None:
     code = (
         "import os\n"
-        "from omnigent.transports.acp._stdio import _protocol_fds\n"
-        "with _protocol_fds() as (fd_in, fd_out):\n"
+        "from omnigent.transports.acp import protocol_fds\n"
+        "with protocol_fds() as (fd_in, fd_out):\n"
         "    os.write(1, b'stray\\n')\n"
         "    print('printed')\n"
         "    assert os.read(0, 10) == b''\n"

@@ -243,6 +243,9 @@ async def test_the_agent_comes_from_the_query_else_default_else_the_only_one() -
             bad = await _upgrade(f"{server.url}/v1/ws?agent=Bad!")
             assert bad.status_code == 422
             assert bad.json()["error"]["details"][0]["loc"] == "agent"
+            bad = await _upgrade(f"{server.url}/v1/ws?runner=no%20spaces")
+            assert bad.status_code == 422
+            assert bad.json()["error"]["details"][0]["loc"] == "runner"
 
 
 async def test_a_stopping_server_closes_its_sockets() -> None:

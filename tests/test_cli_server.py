@@ -21,9 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 import yaml
 
 from omnigent.cli import main
+from omnigent.client import open_acp_process
 from omnigent.stores import LockHolder, local_runner_token, store_holder
 
 from .http_helpers import HTTPX_GENERATORS
@@ -326,3 +328,76 @@ def test_delete_goes_through_the_server(server: Server, capsys: pytest.CaptureFi
         f"deleted {sid} (and its sub-sessions) from the server at {server.url}\n"
     )
     assert server.http.get(f"/v1/sessions/{sid}").status_code == 404
+
+
+async def test_two_editors_and_a_terminal_share_sessions_live(
+    server: Server, tmp_path: Path
+) -> None:
+    """Two ``omnigent stdio`` processes (two editors on one project) and an ``omnigent
+    run`` beside the server: the editors relay to it, the work runs in the project (by
+    the runners in their processes), and each sees the others' sessions and turns."""
+    project = tmp_path / "project"
+    project.mkdir()
+    spec = project / "shell.yaml"
+    spec.write_text(yaml.safe_dump(SHELL))
+    env = {**os.environ, "OMNIGENT_HOME": str(server.home)}
+    env.pop("OMNIGENT_DB", None)
+    env.pop("OMNIGENT_RUNNER_TOKEN", None)
+    command = [sys.executable, "-m", "omnigent", "stdio", "--agent", str(spec)]
+    answers_seen_by_a: list[str] = []
+    b_answered = trio.Event()
+
+    def on_update(session_id: str, update: dict[str, Any]) -> None:
+        if update.get("sessionUpdate") == "agent_message_chunk":
+            answers_seen_by_a.append(update["content"]["text"])
+            if len(answers_seen_by_a) == 2:  # its own turn's, then B's
+                b_answered.set()
+
+    with trio.fail_after(TIMEOUT):
+        async with open_acp_process(command, cwd=str(project), env=env, on_update=on_update) as a:
+            await a.initialize()
+            sid = await a.new_session(str(project))
+            done = await a.prompt(sid, "where are you?")
+            assert done.stop_reason == "end_turn"
+            assert done.text == "wrote where.txt"
+            # The work ran here, by editor A's runner, not in the server's directory.
+            assert (project / "where.txt").read_text() == f"{project}\n"
+            snapshot = server.http.get(f"/v1/sessions/{sid}").json()
+            assert snapshot["runner_id"].startswith("run-")
+            assert snapshot["cwd"] == str(project)
+            async with open_acp_process(command, cwd=str(project), env=env) as b:
+                await b.initialize()
+                listed = await b.list_sessions(str(project))
+                assert sid in [s["sessionId"] for s in listed["sessions"]]
+                replayed = await b.load_session(sid, str(project))
+                assert any(u.get("sessionUpdate") == "agent_message_chunk" for u in replayed)
+                # B prompts A's session: A sees the turn live.
+                (project / "where.txt").unlink()
+                await b.prompt(sid, "again from b")
+                await b_answered.wait()
+                assert answers_seen_by_a == ["wrote where.txt", "wrote where.txt"]
+                assert (project / "where.txt").exists()
+                # The terminal, meanwhile: the session's history through the server,
+                # and a turn of its own in the same directory (a third runner name).
+                shown = await trio.run_process(
+                    [sys.executable, "-m", "omnigent", "sessions", "show", sid],
+                    env=env,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                )
+                assert "user: again from b" in shown.stdout.decode()
+                ran = await trio.run_process(
+                    [sys.executable, "-m", "omnigent", "run", str(spec), "hi", "--yes"],
+                    cwd=project,
+                    env=env,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                )
+                assert ran.returncode == 0, ran.stderr.decode()
+                assert ran.stdout.decode() == "wrote where.txt\n"
+            runners = server.http.get("/v1/runners").json()["data"]
+            online = sorted(r["runner_id"] for r in runners if r["online"])
+            assert online == [snapshot["runner_id"]]  # B and the run said goodbye
+        runners = server.http.get("/v1/runners").json()["data"]
+        assert not [r for r in runners if r["online"]]  # and so did A, on closing stdin

@@ -45,7 +45,13 @@ from ._output import Chunk, one_line, write
 from ._prompt import Approvals, Lines
 from ._render import TurnRenderer, session_note
 
-__all__ = ["ServerRefused", "local_runner_name", "run_on_server", "start_local_runner"]
+__all__ = [
+    "ServerRefused",
+    "local_runner_name",
+    "run_on_server",
+    "spec_hint",
+    "start_local_runner",
+]
 
 log = logging.getLogger("omnigent.cli")
 
@@ -61,7 +67,7 @@ class ServerRefused(OmnigentError):
         self.code = error.code
 
 
-def _spec_hint(server: str) -> str:
+def spec_hint(server: str) -> str:
     """Why the server holding the store refused a spec ``run`` would run here."""
     return (
         f" (the server at {server} holds the store and takes this spec as a client's, "
@@ -113,7 +119,7 @@ async def run_on_server(
                 try:
                     agent = await client.create_agent(spec.to_dict())
                 except ApiError as exc:
-                    raise ServerRefused(exc, _spec_hint(server) if local else "") from None
+                    raise ServerRefused(exc, spec_hint(server) if local else "") from None
                 existing = None if session_id is None else await client.get_session(session_id)
                 stop = trio.Event()
                 runner = await start_local_runner(

@@ -6,6 +6,21 @@ outcomes) are pure.
 """
 
 from ._agent import serve_acp
-from ._stdio import add_stdio_arguments, add_stdio_parser, run_stdio
+from ._stdio import (
+    add_stdio_arguments,
+    add_stdio_parser,
+    default_agent_spec,
+    load_agent_spec,
+    protocol_fds,
+    run_stdio,
+)
 
-__all__ = ["add_stdio_arguments", "add_stdio_parser", "run_stdio", "serve_acp"]
+__all__ = [
+    "add_stdio_arguments",
+    "add_stdio_parser",
+    "default_agent_spec",
+    "load_agent_spec",
+    "protocol_fds",
+    "run_stdio",
+    "serve_acp",
+]

@@ -105,6 +105,9 @@ class AcpAgent:
             :mod:`._mcp_servers`): ``operator`` connects them (stdio: the editor started
             omnigent), ``client`` only those the runtime's allowlists name (a remote
             client), ``off`` none (all named in ``_meta.omnigent.ignoredMcpServers``).
+        runner_id: the runner the connection's new sessions run on (``/v1/ws?runner=``:
+            an editor's ``omnigent stdio`` beside a server, its work on the editor's
+            machine); ``None``: this process.
     """
 
     methods = frozenset(
@@ -138,9 +141,11 @@ class AcpAgent:
         user: str = "local",
         check_access: bool = False,
         client_mcp: ClientMcpMode = "off",
+        runner_id: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.client_mcp: ClientMcpMode = client_mcp
+        self.runner_id = runner_id
         self._resolve_agent = resolve_agent
         self.user = user
         self._check_access = check_access
@@ -347,6 +352,7 @@ async def serve_acp(
     check_access: bool = False,
     client_mcp: ClientMcpMode = "off",
     drain_timeout: float = 10.0,
+    runner_id: str | None = None,
     task_status: trio.TaskStatus[AcpAgent] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ACP over ``stream`` until it ends; see :class:`AcpAgent` for the options.
@@ -359,7 +365,12 @@ async def serve_acp(
     flight interrupt their turns, and the client's MCP servers are stopped.
     """
     agent = AcpAgent(
-        runtime, resolve_agent, user=user, check_access=check_access, client_mcp=client_mcp
+        runtime,
+        resolve_agent,
+        user=user,
+        check_access=check_access,
+        client_mcp=client_mcp,
+        runner_id=runner_id,
     )
     connection = RpcConnection(stream, agent, drain_timeout=drain_timeout)
     agent.bind(connection)

@@ -56,6 +56,8 @@ class SessionsContext(RelayContext, Protocol):
 
     user: str
     client_mcp: ClientMcpMode
+    runner_id: str | None
+    """The runner new sessions run on (their directory is on its machine), or ``None``."""
 
     @property
     def connection(self) -> RpcConnection: ...
@@ -138,8 +140,15 @@ class OpenSessions:
         offer = offered_servers(params, self._ctx.client_mcp)
         self._room()
         agent = await self._ctx.resolve_agent()
-        await self._runtime.check_session_directory(cwd)  # the server's workspace fence
-        session = await self._runtime.create_session(agent.id, owner=self._ctx.user, cwd=cwd)
+        runner = self._ctx.runner_id
+        if runner is None:
+            await self._runtime.check_session_directory(cwd)  # the server's workspace fence
+        # else its work runs on the runner, inside the runner's workspace: the client's
+        # directory is on that machine, and this server never acts in it (recorded for
+        # session/list and for paths shown; the session's tools need the runner).
+        session = await self._runtime.create_session(
+            agent.id, owner=self._ctx.user, cwd=cwd, runner_id=runner
+        )
         return {"sessionId": session.id, **await self._opened(session, offer)}
 
     async def load(self, params: Params) -> dict[str, Any]:
@@ -147,7 +156,7 @@ class OpenSessions:
         cwd = params.absolute_path("cwd")
         offer = offered_servers(params, self._ctx.client_mcp)
         snapshot = await self._ctx.require(session_id, READ)
-        await self._runtime.check_session_directory(cwd)  # the fence session/new applies
+        await self._fence(snapshot, cwd)
         self._room(session_id)
         items = await history(self._runtime, session_id)
         for update in replay_items(items, snapshot.cwd or cwd):
@@ -162,9 +171,15 @@ class OpenSessions:
         cwd = params.absolute_path("cwd")
         offer = offered_servers(params, self._ctx.client_mcp)
         snapshot = await self._ctx.require(session_id, READ)
-        await self._runtime.check_session_directory(cwd)  # the fence session/new applies
+        await self._fence(snapshot, cwd)
         self._room(session_id)
         return await self._opened(snapshot, offer, cwd)
+
+    async def _fence(self, snapshot: SessionSnapshot, cwd: str | None) -> None:
+        """The fence ``session/new`` applies to the client's directory, unless the
+        session works on a runner (its directory is on the runner's machine)."""
+        if snapshot.runner_id is None:
+            await self._runtime.check_session_directory(cwd)
 
     async def fork(self, params: Params) -> dict[str, Any]:
         """``session/fork``: a fork of the session, opened here (the source is untouched)."""

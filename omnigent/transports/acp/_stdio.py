@@ -64,6 +64,7 @@ __all__ = [
     "default_agent_spec",
     "load_agent_spec",
     "own_policy_functions",
+    "protocol_fds",
     "run_stdio",
     "serve_stdio",
 ]
@@ -238,7 +239,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     warn_if_shared(omnigent_home(), db)
     if db.startswith("sqlite:///"):
         private_dir(Path(db.removeprefix("sqlite:///")).expanduser().parent)
-    with _protocol_fds() as (fd_in, fd_out):
+    with protocol_fds() as (fd_in, fd_out):
         client_mcp = bool(getattr(args, "client_mcp", True))
         trio.run(_main, spec, db, functions, client_mcp, fd_in, fd_out)
     return 0
@@ -287,7 +288,7 @@ async def _main(
 
 
 @contextmanager
-def _protocol_fds() -> Iterator[tuple[int, int]]:
+def protocol_fds() -> Iterator[tuple[int, int]]:
     """Private copies of fds 0 and 1; meanwhile fd 0 reads /dev/null and fd 1 is stderr."""
     sys.stdout.flush()
     saved_in, saved_out = os.dup(0), os.dup(1)

@@ -170,7 +170,12 @@ def _service(doc: DocumentBuilder) -> dict[str, Any]:
                         "agent",
                         {"type": "string", "pattern": f"^{AGENT_PATTERN}$"},
                         "the agent session/new uses",
-                    )
+                    ),
+                    query_param(
+                        "runner",
+                        {"type": "string", "pattern": f"^{RUNNER_ID_PATTERN}$"},
+                        "the runner the sessions session/new creates run on (docs/runners.md)",
+                    ),
                 ],
                 "responses": {
                     "101": {"description": "switching protocols"},

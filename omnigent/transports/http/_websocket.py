@@ -25,6 +25,14 @@ identity rules of the HTTP API:
 * ``?agent=NAME`` picks the agent ``session/new`` uses; without it, the agent named
   ``default``, else the only registered agent (looked up at each ``session/new``,
   so agents registered later count).
+* ``?runner=NAME`` binds the sessions ``session/new`` creates to that runner
+  (``docs/runners.md``), as ``POST /v1/sessions {"runner_id"}`` does: their work runs
+  on its machine, and the directory the client names (``cwd``) is its, not the
+  server's — it passes no workspace fence here (``session/load`` and
+  ``session/resume`` of a runner's session likewise); it is recorded for
+  ``session/list``, and the server never acts in it (the session's OS tools are the
+  runner's). ``omnigent stdio`` beside a
+  server relays an editor here so.
 
 Lifetimes: the connection's nursery lives inside the websocket handler. When the
 client goes away Quart cancels the handler, and with it every prompt (its turn ends
@@ -44,6 +52,7 @@ from quart import Quart, current_app, websocket
 from ...core import Agent, Runtime
 from ...errors import AgentNotFound, CrossSiteRequest, InvalidInput, Unauthorized
 from ...rpc import ConnectionClosed
+from ...runner import check_name
 from ..acp import serve_acp
 from ._fence import Fence, own_scheme
 from ._params import IDENTITY_HEADER, AppState
@@ -149,6 +158,9 @@ def install_websocket(app: Quart) -> None:
         name = websocket.args.get("agent")
         if name is not None and not _AGENT_NAME.fullmatch(name):
             raise InvalidInput.at("agent", "must be an agent name ([a-z0-9][a-z0-9._-]*)")
+        runner = websocket.args.get("runner")
+        if runner is not None and (problem := check_name(runner)) is not None:
+            raise InvalidInput.at("runner", problem)
         with state.websockets.hold(user):  # ServerBusy (503) before anything is accepted
             await websocket.accept()
             ws = cast(Any, websocket)._get_current_object()  # the object: tasks outlive the proxy
@@ -168,6 +180,7 @@ def install_websocket(app: Quart) -> None:
                     client_mcp="client",
                     # A closed WebSocket is closed both ways: nothing could be answered.
                     drain_timeout=0.0,
+                    runner_id=runner,
                 )
                 nursery.cancel_scope.cancel()
         return None
