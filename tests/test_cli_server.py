@@ -28,6 +28,8 @@ from omnigent.cli import main
 from omnigent.client import open_acp_process
 from omnigent.stores import LockHolder, local_runner_token, store_holder
 
+from .acp_schema import AcpSchema
+from .acp_stdio_raw import INITIALIZE, RawStdio, request
 from .http_helpers import HTTPX_GENERATORS
 
 pytestmark = HTTPX_GENERATORS
@@ -401,3 +403,51 @@ async def test_two_editors_and_a_terminal_share_sessions_live(
             assert online == [snapshot["runner_id"]]  # B and the run said goodbye
         runners = server.http.get("/v1/runners").json()["data"]
         assert not [r for r in runners if r["online"]]  # and so did A, on closing stdin
+
+
+async def test_the_relay_ends_as_stdio_does(server: Server, tmp_path: Path) -> None:
+    """stdin closes with a prompt in flight: the prompt answers ``cancelled`` (its turn
+    ends so on the server), every message relayed is valid ACP, and the process exits 0."""
+    project = tmp_path / "project"
+    project.mkdir()
+    spec = project / "slow.yaml"
+    slow = {"name": "slow-relay", "executor": {"config": {"harness": "scripted"}}}
+    slow["executor"]["config"]["script"] = [{"say": "waiting"}, {"sleep": 600}]  # type: ignore[index]
+    spec.write_text(yaml.safe_dump(slow))
+    env = {**os.environ, "OMNIGENT_HOME": str(server.home)}
+    env.pop("OMNIGENT_DB", None)
+    with trio.fail_after(TIMEOUT), (tmp_path / "stderr.log").open("wb") as errors:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "omnigent", "stdio", "--agent", str(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env=env,
+            cwd=project,
+        )
+        try:
+            editor = RawStdio(process, AcpSchema())
+            await editor.send(
+                INITIALIZE, request(1, "session/new", {"cwd": str(project), "mcpServers": []})
+            )
+            sid = (await editor.answer(1))["result"]["sessionId"]
+            await editor.send(
+                request(
+                    2,
+                    "session/prompt",
+                    {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
+                )
+            )
+            while True:
+                update = await editor.until("session/update")
+                if update["params"]["update"].get("sessionUpdate") == "agent_message_chunk":
+                    break
+            await editor.close_stdin()
+            assert (await editor.answer(2))["result"]["stopReason"] == "cancelled"
+            await editor.read_to_end()
+            assert await editor.wait() == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert server.http.get(f"/v1/sessions/{sid}").json()["status"] == "cancelled"
