@@ -451,3 +451,30 @@ async def test_the_relay_ends_as_stdio_does(server: Server, tmp_path: Path) -> N
                 process.kill()
                 await process.wait()
     assert server.http.get(f"/v1/sessions/{sid}").json()["status"] == "cancelled"
+
+
+def test_chat_beside_the_server_talks_there(server: Server, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    spec = project / "hello.yaml"
+    spec.write_text(yaml.safe_dump({**HELLO, "name": "hello-chat"}))
+    env = {**os.environ, "OMNIGENT_HOME": str(server.home)}
+    env.pop("OMNIGENT_DB", None)
+    env.pop("OMNIGENT_RUNNER_TOKEN", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "omnigent", "chat", str(spec)],
+        input="one\ntwo\n",
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hi\nhi\n"
+    sid = done.stderr.rsplit("--session ", 1)[1].split(")")[0]
+    items = server.http.get(f"/v1/sessions/{sid}/items").json()["data"]
+    said = [(i["role"], i["content"][0]["text"]) for i in items if i["type"] == "message"]
+    assert said == [("user", "one"), ("assistant", "hi"), ("user", "two"), ("assistant", "hi")]
+    assert server.http.get(f"/v1/sessions/{sid}").json()["runner_id"].startswith("run-")

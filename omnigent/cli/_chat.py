@@ -14,23 +14,29 @@ session's history; ``--session ID`` goes on with an earlier one, ``run``'s or ``
   the terminal edits it (backspace, Ctrl-U, Ctrl-W).
 
 The spec file is the operator's, as for ``run`` (:class:`~omnigent.cli._specs.OperatorSpec`).
+Beside an ``omnigent serve`` holding the store (or with ``--server URL``) the turns run
+on that server and their work here, as ``run``'s do (:mod:`._remote_turn`): the loop is
+the same, only where a turn is taken and how it is stopped differ (:class:`_Turns`).
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
+from .._config import default_db_url
 from ..core import Runtime, open_runtime
 from ._output import Chunk, write
 from ._parser import add_db_option
 from ._prompt import Approvals, Lines, stdin_lines
 from ._render import ApprovalMode, TurnRenderer, session_note
 from ._report import EXIT_OK
-from ._run import add_approval_options, store_for_turns
+from ._run import TurnServer, add_approval_options, server_for_turns
 from ._specs import OperatorSpec
 from ._turn import answer, open_session, stderr_is_terminal
 
@@ -45,6 +51,20 @@ def declare_chat(chat: argparse.ArgumentParser) -> None:
     chat.add_argument("--session", metavar="ID", help="go on with session ID")
     add_approval_options(chat)
     add_db_option(chat)
+    chat.add_argument(
+        "--server",
+        metavar="URL",
+        default=None,
+        help="talk on this omnigent server, the work here (default: the server holding "
+        "the store, if one does)",
+    )
+    chat.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=None,
+        help="with --server: a runner token the server accepts (default: "
+        "$OMNIGENT_RUNNER_TOKEN, else the store's own server's)",
+    )
     chat.set_defaults(handler=_cmd_chat)
 
 
@@ -54,9 +74,71 @@ _stdin_lines = stdin_lines
 
 def _cmd_chat(args: argparse.Namespace) -> int:
     operator = OperatorSpec.read(args.path)
-    db = store_for_turns(args, "omnigent chat")
-    loop = _Chat(operator, db, args.model, args.session, args.approvals, _stdin_lines())
-    return trio.run(loop.run, restrict_keyboard_interrupt_to_checkpoints=True)
+    server = server_for_turns(args, "omnigent chat")
+    chat = _Chat(args.model, args.session, args.approvals, _stdin_lines())
+    if server is not None:
+        return trio.run(_on_server, chat, operator, server)
+    db = getattr(args, "db", None) or default_db_url()
+    return trio.run(_here, chat, operator, db, restrict_keyboard_interrupt_to_checkpoints=True)
+
+
+class _Turns(Protocol):
+    """Where the chat's turns run: this process's runtime, or a server."""
+
+    async def take(
+        self, session_id: str, line: str, renderer: TurnRenderer, lines: Callable[[], Lines]
+    ) -> None:
+        """Send ``line`` and render the turn that answers it (and what it leaves)."""
+        ...
+
+    async def stop(self, session_id: str) -> None:
+        """Interrupt the running turn (Ctrl-C), as ``run`` does."""
+        ...
+
+
+class _LocalTurns:
+    def __init__(self, rt: Runtime, approvals: ApprovalMode) -> None:
+        self._rt = rt
+        self._approvals = approvals
+
+    async def take(
+        self, session_id: str, line: str, renderer: TurnRenderer, lines: Callable[[], Lines]
+    ) -> None:
+        answering = Approvals(self._rt, session_id, renderer, self._approvals, lines)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answering.run)
+            await answer(self._rt, session_id, line, answering)
+            nursery.cancel_scope.cancel()
+
+    async def stop(self, session_id: str) -> None:
+        # As `run` does: the turn ends cancelled, with what else the session runs.
+        await self._rt.interrupt(session_id)
+        await self._rt.stop_session(session_id)
+
+
+async def _here(chat: _Chat, operator: OperatorSpec, db: str) -> int:
+    # The safe defaults of `run`: a command, or a write outside the working
+    # directory, that no policy decides is asked about (--yes answers it).
+    async with open_runtime(
+        db=db, default_cwd=Path.cwd(), safe_defaults=True, **operator.runtime_options()
+    ) as rt:
+        spec = operator.spec
+        agent = await rt.create_agent(spec)
+        session = await open_session(rt, agent.id, spec.name, chat.session_id, None, chat.model)
+        await chat.run(_LocalTurns(rt, chat.approvals), spec.name, session.id)
+    write([Chunk("stderr", session_note(session.id))])
+    return EXIT_OK
+
+
+async def _on_server(chat: _Chat, operator: OperatorSpec, server: TurnServer) -> int:
+    from ._remote_turn import RemoteTurns, open_remote_session
+
+    async with open_remote_session(
+        operator.spec, server, chat.session_id, chat.model, Path.cwd()
+    ) as (client, session_id):
+        await chat.run(RemoteTurns(client, chat.approvals), operator.spec.name, session_id)
+    write([Chunk("stderr", session_note(session_id))])
+    return EXIT_OK
 
 
 class _Chat:
@@ -64,48 +146,30 @@ class _Chat:
 
     def __init__(
         self,
-        operator: OperatorSpec,
-        db: str,
         model: str | None,
         session_id: str | None,
         approvals: ApprovalMode,
         lines: Lines,
     ) -> None:
-        self._operator = operator
-        self._db = db
-        self._model = model
-        self._session_id = session_id
-        self._approvals = approvals
+        self.model = model
+        self.session_id = session_id
+        self.approvals: ApprovalMode = approvals
         self._lines = lines
         self._live = stderr_is_terminal()
         # What Ctrl-C reaches: the prompt's read, or the running turn.
         self._prompting: trio.CancelScope | None = None
-        self._turn: tuple[Runtime, str] | None = None
+        self._turn: tuple[_Turns, str] | None = None
         self._ending = trio.Event()
 
-    async def run(self) -> int:
-        # The safe defaults of `run`: a command, or a write outside the working
-        # directory, that no policy decides is asked about (--yes answers it).
-        async with open_runtime(
-            db=self._db,
-            default_cwd=Path.cwd(),
-            safe_defaults=True,
-            **self._operator.runtime_options(),
-        ) as rt:
-            spec = self._operator.spec
-            agent = await rt.create_agent(spec)
-            session = await open_session(
-                rt, agent.id, spec.name, self._session_id, None, self._model
-            )
-            write([Chunk("stderr", f"{spec.name}, session {session.id} (Ctrl-D ends)\n")])
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self._take_signals, nursery.cancel_scope)
-                await self._converse(rt, session.id)
-                nursery.cancel_scope.cancel()
-        write([Chunk("stderr", session_note(session.id))])
-        return EXIT_OK
+    async def run(self, turns: _Turns, name: str, session_id: str) -> None:
+        """Converse in ``session_id`` until the end of input (or SIGTERM)."""
+        write([Chunk("stderr", f"{name}, session {session_id} (Ctrl-D ends)\n")])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self._take_signals, nursery.cancel_scope)
+            await self._converse(turns, session_id)
+            nursery.cancel_scope.cancel()
 
-    async def _converse(self, rt: Runtime, session_id: str) -> None:
+    async def _converse(self, turns: _Turns, session_id: str) -> None:
         while not self._ending.is_set():
             write([Chunk("stderr", PROMPT)])
             with trio.CancelScope() as prompting:
@@ -122,17 +186,13 @@ class _Chat:
                 continue
             if not self._lines.is_terminal:
                 write([Chunk("stderr", line + "\n")])  # a transcript reads as typed
-            await self._one_turn(rt, session_id, line)
+            await self._one_turn(turns, session_id, line)
 
-    async def _one_turn(self, rt: Runtime, session_id: str, line: str) -> None:
+    async def _one_turn(self, turns: _Turns, session_id: str, line: str) -> None:
         renderer = TurnRenderer(live=self._live)
-        answering = Approvals(rt, session_id, renderer, self._approvals, lambda: self._lines)
-        self._turn = (rt, session_id)
+        self._turn = (turns, session_id)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(answering.run)
-                await answer(rt, session_id, line, answering)
-                nursery.cancel_scope.cancel()
+            await turns.take(session_id, line, renderer, lambda: self._lines)
         finally:
             self._turn = None
         write(renderer.finish())
@@ -159,7 +219,5 @@ class _Chat:
                         self._prompting.cancel()
 
     @staticmethod
-    async def _stop_turn(rt: Runtime, session_id: str) -> None:
-        # As `run` does: the turn ends cancelled, with what else the session runs.
-        await rt.interrupt(session_id)
-        await rt.stop_session(session_id)
+    async def _stop_turn(turns: _Turns, session_id: str) -> None:
+        await turns.stop(session_id)

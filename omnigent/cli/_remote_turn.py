@@ -22,11 +22,13 @@ with the token it left beside the store's lock (``docs/cli.md``, "A store in use
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,10 +46,13 @@ from ._approval_render import ApprovalMode
 from ._output import Chunk, one_line, write
 from ._prompt import Approvals, Lines
 from ._render import TurnRenderer, session_note
+from ._run import TurnServer
 
 __all__ = [
+    "RemoteTurns",
     "ServerRefused",
     "local_runner_name",
+    "open_remote_session",
     "run_on_server",
     "spec_hint",
     "start_local_runner",
@@ -110,35 +115,18 @@ async def run_on_server(
 
     Cancellation: as a local ``run`` (a first Ctrl-C interrupts the turn on the server).
     """
-    workspace = (cwd or Path.cwd()).resolve()
     renderer = TurnRenderer()
     used: str | None = None
+    title = one_line(prompt, _TITLE_LENGTH) or None
+    where = TurnServer(server, token, local)
     with trio.CancelScope() as give_up:
         try:
-            async with OmnigentClient(server) as client, trio.open_nursery() as nursery:
-                try:
-                    agent = await client.create_agent(spec.to_dict())
-                except ApiError as exc:
-                    raise ServerRefused(exc, spec_hint(server) if local else "") from None
-                existing = None if session_id is None else await client.get_session(session_id)
-                stop = trio.Event()
-                runner = await start_local_runner(
-                    nursery,
-                    server=server,
-                    token=token,
-                    workspace=workspace,
-                    trusted_agent=agent.id,
-                    stop=stop,
-                    prefer=None if existing is None else existing.raw.get("runner_id"),
-                )
-                title = one_line(prompt, _TITLE_LENGTH) or None
-                session = await _open_session(
-                    client, agent.id, spec.name, existing, title, model, runner, workspace
-                )
-                used = session.id
+            async with open_remote_session(
+                spec, where, session_id, model, cwd or Path.cwd(), title=title
+            ) as (client, used):
                 await _stream_turn(
                     client,
-                    session.id,
+                    used,
                     prompt,
                     renderer,
                     approvals,
@@ -146,7 +134,6 @@ async def run_on_server(
                     give_up,
                     _watched(watch_sigint, watch_sigterm),
                 )
-                stop.set()  # the runner says goodbye: the turn has ended
         except ApiError as exc:
             raise ServerRefused(exc) from None
     if give_up.cancelled_caught:
@@ -155,6 +142,76 @@ async def run_on_server(
     if used is not None:
         write([Chunk("stderr", session_note(used))])
     return renderer.exit_code
+
+
+@asynccontextmanager
+async def open_remote_session(
+    spec: AgentSpec,
+    server: TurnServer,
+    session_id: str | None,
+    model: str | None,
+    cwd: Path,
+    *,
+    title: str | None = None,
+) -> AsyncIterator[tuple[OmnigentClient, str]]:
+    """A client of ``server`` and a session of ``spec`` there (new, or ``session_id``),
+    served by a runner in this process on ``cwd``, for the length of the block; the
+    runner says goodbye when it ends.
+
+    Raises:
+        ServerRefused: the server refused the spec (with the way out when it is the
+            store's own server), or the session.
+        BadRequest: ``session_id`` is another agent's, or another directory's.
+        OmnigentError: the server refused the runner (a wrong token).
+    """
+    workspace = Path(await trio.Path(cwd).resolve())
+    async with OmnigentClient(server.url) as client, trio.open_nursery() as nursery:
+        try:
+            agent = await client.create_agent(spec.to_dict())
+            existing = None if session_id is None else await client.get_session(session_id)
+        except ApiError as exc:
+            hint = spec_hint(server.url) if server.local and session_id is None else ""
+            raise ServerRefused(exc, hint) from None
+        stop = trio.Event()
+        runner = await start_local_runner(
+            nursery,
+            server=server.url,
+            token=server.token,
+            workspace=workspace,
+            trusted_agent=agent.id,
+            stop=stop,
+            prefer=None if existing is None else existing.raw.get("runner_id"),
+        )
+        try:
+            session = await _open_session(
+                client, agent.id, spec.name, existing, title, model, runner, workspace
+            )
+            yield client, session.id
+        finally:
+            stop.set()  # the runner says goodbye
+
+
+class RemoteTurns:
+    """``chat``'s turns on a server: each sent and streamed as ``run --server``'s."""
+
+    def __init__(self, client: OmnigentClient, approvals: ApprovalMode) -> None:
+        self._client = client
+        self._approvals: ApprovalMode = approvals
+
+    async def take(
+        self, session_id: str, line: str, renderer: TurnRenderer, lines: Callable[[], Lines]
+    ) -> None:
+        try:
+            with trio.CancelScope() as give_up:
+                await _stream_turn(
+                    self._client, session_id, line, renderer, self._approvals, lines, give_up, ()
+                )
+        except ApiError as exc:
+            raise ServerRefused(exc) from None
+
+    async def stop(self, session_id: str) -> None:
+        with contextlib.suppress(ApiError):  # it may have ended meanwhile
+            await self._client.interrupt(session_id)
 
 
 async def start_local_runner(
