@@ -181,6 +181,16 @@ def test_the_server_leaves_its_user_a_private_runner_token(server: Server) -> No
     token = local_runner_token(f"sqlite:///{server.home / 'omnigent.db'}")
     assert token is not None and len(token) >= 32
     assert token not in (server.home / "omnigent.db.lock").read_text()  # no secret there
+    # Another machine's runner is still refused as by a server without --runner-token.
+    refused = subprocess.run(
+        [sys.executable, "-m", "omnigent", "runner", "--server", server.url, "--token", "guess"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "this server accepts no runners: start it with --runner-token" in refused.stderr
 
 
 def test_run_beside_the_server_runs_there_its_work_here(server: Server, tmp_path: Path) -> None:

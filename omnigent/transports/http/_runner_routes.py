@@ -122,9 +122,11 @@ def install_runner_socket(app: Quart) -> None:
         app_state.fence.check_host(headers.get("Host"), server[0] if server else None)
         app_state.fence.check_origin(headers, host=headers.get("Host"), state_changing=True)
         hub = app_state.runners
-        if hub is None or not hub.enabled:
+        if hub is None:
             raise Unauthorized("this server accepts no runners: start it with --runner-token")
         if not hub.accepts(_bearer(headers.get("Authorization"))):
+            if not hub.enabled:
+                raise Unauthorized("this server accepts no runners: start it with --runner-token")
             raise Unauthorized("the runner token is missing or wrong")
         name = websocket.args.get("name", "")
         if (problem := check_name(name)) is not None:

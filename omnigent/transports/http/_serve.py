@@ -178,7 +178,7 @@ async def serve(
     # operator's: the store's folder is theirs, and the token waits there (0600).
     local_token = secrets.token_urlsafe(32) if _sqlite_file(runtime_db) else None
     if local_token is not None:
-        runners = attrs.evolve(runners, tokens=(*runners.tokens, local_token))
+        runners = attrs.evolve(runners, local_token=local_token)
     async with (
         open_runner_hub(runners) as hub,
         open_runtime(runtime_db, runners=hub, **runtime_options) as runtime,

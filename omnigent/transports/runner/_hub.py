@@ -53,7 +53,8 @@ class RunnerSettings:
     """How a server admits and waits for runners (``serve --runner-*``).
 
     Attributes:
-        tokens: the tokens runners may present (none: every runner is refused).
+        tokens: the tokens runners may present (none: every runner is refused, but
+            for ``local_token``'s).
         wait: seconds a turn waits for its runner to connect.
         timeout: seconds of silence that end a runner's connection, and of
             disconnection that end its link.
@@ -62,6 +63,9 @@ class RunnerSettings:
     tokens: tuple[str, ...] = ()
     wait: float = DEFAULT_RUNNER_WAIT
     timeout: float = DEFAULT_TIMEOUT
+    local_token: str | None = None
+    """A token of the server's own making for its own user's command line (written
+    beside a SQLite store's lock, ``0600``); admitted besides ``tokens``."""
 
     @property
     def heartbeat(self) -> float:
@@ -90,7 +94,8 @@ class RunnerHub:
 
     Args:
         tokens: the tokens a runner may present (``serve --runner-token``); none: every
-            runner is refused.
+            runner is refused (but for ``local_token``'s).
+        local_token: the server's own token for its user's command line.
         heartbeat, timeout: the links' timing (``serve --runner-timeout``).
         wait: how long a turn waits for its runner to connect.
     """
@@ -100,12 +105,14 @@ class RunnerHub:
         nursery: trio.Nursery,
         *,
         tokens: Collection[str] = (),
+        local_token: str | None = None,
         heartbeat: float = DEFAULT_HEARTBEAT,
         timeout: float = DEFAULT_TIMEOUT,
         wait: float = DEFAULT_RUNNER_WAIT,
     ) -> None:
         self._nursery = nursery
         self._tokens = tuple(t.encode() for t in tokens)
+        self._admitted = self._tokens + (() if local_token is None else (local_token.encode(),))
         self.heartbeat = heartbeat
         self.timeout = timeout
         self.wait = wait
@@ -116,15 +123,16 @@ class RunnerHub:
 
     @property
     def enabled(self) -> bool:
-        """Whether any runner can be admitted (a token was set)."""
+        """Whether runners of other users can be admitted (an operator's token was set)."""
         return bool(self._tokens)
 
     def accepts(self, token: str | None) -> bool:
-        """Whether ``token`` is one the operator set (compared in constant time)."""
+        """Whether ``token`` is one the operator set, or the server's local one
+        (compared in constant time)."""
         if token is None:
             return False
         given = token.encode()
-        return any(hmac.compare_digest(given, known) for known in self._tokens)
+        return any(hmac.compare_digest(given, known) for known in self._admitted)
 
     def get(self, runner_id: str) -> ConnectedRunner | None:
         """The runner's live link here, or ``None``."""
@@ -301,6 +309,7 @@ async def open_runner_hub(settings: RunnerSettings | None = None) -> AsyncIterat
         hub = RunnerHub(
             nursery,
             tokens=settings.tokens,
+            local_token=settings.local_token,
             heartbeat=settings.heartbeat,
             timeout=settings.timeout,
             wait=settings.wait,
