@@ -315,9 +315,13 @@ def test_client_and_editors(sandbox: Sandbox) -> None:
     (sandbox.root / "agent.yaml").write_text(
         (REPO / "examples" / "hello-scripted.yaml").read_text()
     )
+    # The pages' project directory, inside the server's workspace (its directory).
+    project = sandbox.root / "project"
+    project.mkdir()
+    values = {"/home/me/project": str(project)}
     with sandbox.server():
-        client = sandbox.notebook(Page("client.md"))
-        editors = sandbox.notebook(Page("editors.md"))
+        client = sandbox.notebook(Page("client.md", values=values))
+        editors = sandbox.notebook(Page("editors.md", values=values))
     assert client.stdout.startswith("Hello! I am a scripted omnigent agent.")
     assert "end_turn Hello! I am a scripted omnigent agent." in client.stdout
     assert editors.stdout == "Hello! I am a scripted omnigent agent. Nice to meet you.\n"

@@ -85,16 +85,7 @@ async def test_serve_settles_the_collector_once_it_is_listening(
             0,
             None,
             "none",
-            [],
-            (),
-            (),
-            (),
-            [],
-            [],
-            1.0,
-            None,
-            None,
-            runners=RunnerSettings(),
+            {"shutdown_grace": 1.0, "runners": RunnerSettings()},
         )
     assert len(seen) == 1 and seen[0] > 0
 
