@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 
 from omnigent.processes import _tmux as tmux
 from omnigent.spec import AgentSpec, TerminalSpec
@@ -22,6 +23,7 @@ from omnigent.tools.terminals import (
     Screen,
     TerminalInfo,
     ToolError,
+    start_directory,
     sys_terminal_close,
     sys_terminal_launch,
     sys_terminal_list,
@@ -179,8 +181,8 @@ class FakeControl:
     calls: list[tuple[Any, ...]] = attrs.field(factory=list)
     live: set[tuple[str, str]] = attrs.field(factory=set)
 
-    async def workdir(self) -> Path:
-        return self.root
+    async def start_directory(self, spec_cwd: str | None, raw: str | None) -> Path:
+        return await trio.to_thread.run_sync(start_directory, self.root, spec_cwd, raw)
 
     async def launch(self, terminal: str, session: str, cwd: Path) -> tuple[TerminalInfo, bool]:
         self.calls.append(("launch", terminal, session, cwd))

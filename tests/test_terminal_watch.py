@@ -26,7 +26,7 @@ from omnigent.tools.terminals import NewPane, TmuxFailed, ToolError
 
 @attrs.define
 class FakeTmux:
-    """Answers capture-pane from ``screen(now)``; ``gone`` makes the pane vanish."""
+    """Answers a capture from ``screen(now)``; ``gone`` makes the pane vanish."""
 
     screen: Callable[[float], str]
     gone: bool = False
@@ -45,17 +45,21 @@ class FakeTmux:
         self.started.append((name, cwd, command, tuple(args)))
         return NewPane("%1", 4242)
 
-    async def run(self, argv: Sequence[str]) -> str:
+    async def send_text(self, pane_id: str, text: str) -> None:
         await trio.sleep(0.001)
-        if argv[0] == "send-keys":
-            self.sent.append(list(argv))
-            return ""
-        assert argv[0] == "capture-pane"
+        self.sent.append(["text", pane_id, text])
+
+    async def send_keys(self, pane_id: str, keys: Sequence[str]) -> None:
+        await trio.sleep(0.001)
+        self.sent.append(["keys", pane_id, *keys])
+
+    async def capture(self, pane_id: str, scrollback: int = 0) -> str:
+        await trio.sleep(0.001)
         if self.gone:
-            raise TmuxFailed(argv, "can't find pane: %1")
+            raise TmuxFailed(["capture-pane"], "can't find pane: %1")
         if self.flaky:
             self.flaky -= 1
-            raise TmuxFailed(argv, "server busy")
+            raise TmuxFailed(["capture-pane"], "server busy")
         return self.screen(trio.current_time())
 
     async def kill_terminal(self, session_name: str, pane_pid: int | None) -> None:
@@ -88,7 +92,7 @@ def terminals(
 ) -> tuple[SessionTerminals, FakeTasks, FakeBus]:
     tasks, bus = FakeTasks(nursery), FakeBus()
 
-    async def workdir() -> Path:
+    async def start_directory(spec_cwd: str | None, raw: str | None) -> Path:
         return Path("/work")
 
     spec = TerminalSpec(command="bash", idle_after=0 if idle_after is None else idle_after)
@@ -98,7 +102,7 @@ def terminals(
         server=tmux,  # type: ignore[arg-type]
         tasks=tasks,  # type: ignore[arg-type]
         bus=bus,  # type: ignore[arg-type]
-        workdir=workdir,
+        start_directory=start_directory,
     )
     return control, tasks, bus
 

@@ -277,6 +277,30 @@ class TmuxServer:
         except ValueError as exc:
             raise TmuxFailed(["new-session"], str(exc)) from exc
 
+    async def send_text(self, pane_id: str, text: str) -> None:
+        """Type ``text`` literally into the pane.
+
+        Raises:
+            TmuxFailed, TmuxUnavailable: see the module docstring.
+        """
+        await self.run(tmux.send_text_argv(pane_id, text))
+
+    async def send_keys(self, pane_id: str, keys: Sequence[str]) -> None:
+        """Press the key names ``keys`` in the pane.
+
+        Raises:
+            TmuxFailed, TmuxUnavailable: see the module docstring.
+        """
+        await self.run(tmux.send_keys_argv(pane_id, keys))
+
+    async def capture(self, pane_id: str, scrollback: int = 0) -> str:
+        """The pane's visible rows, after up to ``scrollback`` history lines.
+
+        Raises:
+            TmuxFailed, TmuxUnavailable: see the module docstring.
+        """
+        return await self.run(tmux.capture_argv(pane_id, scrollback))
+
     async def kill_terminal(self, session_name: str, pane_pid: int | None) -> None:
         """End one terminal: its tmux session, and every process of its pane.
 

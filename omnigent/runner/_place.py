@@ -12,7 +12,10 @@ directories) — so no orphan survives a runner restart.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import tempfile
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,11 +26,17 @@ import trio
 
 from ..errors import ErrorDetail, SpecError
 from ..harnesses.registry import HarnessRegistry
-from ..processes import GroupFiles, ProcessManager, open_process_manager
+from ..processes import (
+    GroupFiles,
+    ProcessManager,
+    TmuxServer,
+    open_process_manager,
+    open_tmux_server,
+)
 from ..spec import AgentSpec, client_spec_problems
 from ..tools import ToolError, ensure_dir, resolve_inside, resolve_root
 
-__all__ = ["RunnerPlace", "open_runner_place"]
+__all__ = ["RunnerPlace", "open_runner_place", "tmux_base"]
 
 log = logging.getLogger("omnigent.runner")
 
@@ -50,6 +59,7 @@ class RunnerPlace:
     allowed_commands: frozenset[str]
     processes: ProcessManager
     groups: GroupFiles
+    tmux: TmuxServer
     http: httpx.AsyncClient
     harnesses: HarnessRegistry
     trusted_agent: str | None = None
@@ -101,6 +111,15 @@ def _for_runner(message: str) -> str:
     )
 
 
+def tmux_base(home: Path) -> Path:
+    """Where a runner keeps its tmux server: ``<tmp>/omnigent-runner-<uid>-<digest of
+    its home>`` — short enough for a socket path, and its own: only the next runner
+    with the same home sweeps what a dead one left there (a runtime's sweep of its own
+    base never reaches it, nor does another runner's)."""
+    digest = hashlib.sha256(os.fsencode(os.path.abspath(home))).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"omnigent-runner-{os.getuid()}-{digest}"
+
+
 @asynccontextmanager
 async def open_runner_place(
     workspace: Path,
@@ -113,7 +132,8 @@ async def open_runner_place(
     """The runner's machine for the length of the block.
 
     Before yielding, what a dead runner (or runtime) left is ended. Leaving the block
-    terminates every harness process it started (bounded).
+    terminates every harness process it started and kills its tmux server with every
+    pane left in it (bounded).
 
     Raises:
         ToolError: ``workspace`` is not a directory.
@@ -125,6 +145,7 @@ async def open_runner_place(
         log.warning("ended %d process group(s) a previous runner left", killed)
     async with (
         open_process_manager(home) as processes,
+        open_tmux_server(tmux_base(home)) as tmux,
         httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0)) as http,
     ):
         yield RunnerPlace(
@@ -133,6 +154,7 @@ async def open_runner_place(
             allowed_commands=frozenset(allowed_commands),
             processes=processes,
             groups=groups,
+            tmux=tmux,
             http=http,
             harnesses=harnesses if harnesses is not None else HarnessRegistry(),
             trusted_agent=trusted_agent,

@@ -34,6 +34,7 @@ __all__ = [
     "ERROR_CODE",
     "INITIALIZE",
     "NAME_PATTERN",
+    "PANE_FAILED",
     "PROTOCOL_MISMATCH",
     "PROTOCOL_VERSION",
     "TURN_FAILED",
@@ -72,6 +73,10 @@ DEFAULT_TIMEOUT: Final = 10.0
 PROTOCOL_MISMATCH: Final = -32010
 TURN_FAILED: Final = -32011
 """``turn/run`` ended in a failure; ``data.code`` is its slug (``harness_error``, …)."""
+PANE_FAILED: Final = -32012
+"""A ``panes/*`` call failed; ``data.code`` says how: ``tmux_failed`` (``data.gone``:
+the pane, its session or the server no longer exist), ``tmux_unavailable`` (no tmux
+there) or ``tool_error`` (a start directory that cannot be used)."""
 
 ERROR_CODE: Final = "code"
 """The key of ``error.data`` that carries an omnigent error slug."""

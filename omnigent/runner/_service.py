@@ -9,13 +9,15 @@
   unexpected exception stays in this runner's log.
 * ``tool/run`` — run one of the OS tools of a session in its working directory inside
   the workspace (a shell records its process group, for the next start to kill).
+* ``panes/*`` — the session's terminals' panes, on the runner's tmux server
+  (:class:`~._panes.LinkPanes`: only what the session's spec declares).
 * ``session/close`` — the session's actor on the server went idle or away: close its
   harness.
 
 Lifetimes: every request runs in the link's RPC connection, in its own cancel scope: the
 server's ``$/cancel_request`` (an interrupt) cancels just that turn or tool call, and the
-end of the link cancels them all. The harnesses it built are closed with
-:meth:`RunnerService.aclose` when the link ends.
+end of the link cancels them all. The harnesses it built are closed, and the panes it
+started killed, with :meth:`RunnerService.aclose` when the link ends.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..rpc import INVALID_PARAMS, Admit, RpcConnection, RpcError
 from ..spec import AgentSpec
 from ..tools import ToolError
 from ..tools import os as os_tools
+from ._panes import PANE_METHODS, LinkPanes
 from ._place import RunnerPlace
 from ._protocol import ERROR_CODE, TURN_FAILED, field, optional_str
 from ._turn import RemoteTurn
@@ -99,7 +102,7 @@ def _leaf(exc: BaseException) -> BaseException:
 class RunnerService:
     """The runner's side of one link (see the module docstring)."""
 
-    methods = frozenset({"turn/run", "tool/run"})
+    methods = frozenset({"turn/run", "tool/run", *PANE_METHODS})
     notifications = frozenset({"session/close"})
     # Calls stand alone; notifications (in the reader) keep their arrival order anyway.
     ordered: frozenset[str] = frozenset()
@@ -107,6 +110,9 @@ class RunnerService:
     def __init__(self, place: RunnerPlace) -> None:
         self.place = place
         self.sessions: dict[str, _SessionHarness] = {}
+        # The spec each session's last turn carried (checked): what its panes may run.
+        self.specs: dict[str, AgentSpec] = {}
+        self.panes = LinkPanes(place, self.specs.get)
         self._connection: RpcConnection | None = None
 
     def bind(self, connection: RpcConnection) -> None:
@@ -121,6 +127,7 @@ class RunnerService:
     async def handle_notification(self, method: str, params: Any) -> None:
         session_id = params.get("session_id") if isinstance(params, Mapping) else None
         if isinstance(session_id, str):
+            self.specs.pop(session_id, None)
             entry = self.sessions.pop(session_id, None)
             if entry is not None and entry.turn is None:
                 self.connection.nursery.start_soon(_close, entry.harness, session_id)
@@ -134,6 +141,8 @@ class RunnerService:
     async def handle_request(self, method: str, params: Any, admit: Admit) -> Any:
         if method == "tool/run":
             return await self._tool_run(params)
+        if method in PANE_METHODS:
+            return await self.panes.handle(method, params)
         return await self._turn_run(params)
 
     # -- tool/run ----------------------------------------------------------------------
@@ -161,6 +170,7 @@ class RunnerService:
         session_id: str = field(params, "session_id", str)
         try:
             harness_name, spec, request, model = self._read_turn(params, session_id)
+            self.specs[session_id] = spec
             entry = await self._harness_for(session_id, harness_name, spec, model, params)
         except OmnigentError as exc:
             raise _failure(exc) from None
@@ -277,12 +287,13 @@ class RunnerService:
         return entry
 
     async def aclose(self) -> None:
-        """Close every harness this link built (the link ended).
+        """Close every harness this link built and kill its panes (the link ended).
 
         Cancellation: shielded, bounded per harness.
         """
         sessions, self.sessions = self.sessions, {}
         with trio.CancelScope(shield=True):
+            await self.panes.aclose()
             for session_id, entry in sessions.items():
                 await _close(entry.harness, session_id)
 

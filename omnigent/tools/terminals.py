@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, ParamSpec, Protocol
 
 import attrs
-import trio
 
 from ..processes import (
     HISTORY_LIMIT,
@@ -129,8 +128,13 @@ class TerminalControl(Protocol):
         """The terminals the spec declares, by name."""
         ...
 
-    async def workdir(self) -> Path:
-        """The session's working directory (that of the OS tools)."""
+    async def start_directory(self, spec_cwd: str | None, raw: str | None) -> Path:
+        """Where a terminal starts: ``raw`` (the call's ``cwd``), else the spec's, else
+        the session's working directory (see :func:`start_directory`).
+
+        Raises:
+            ToolError: naming the directory and what is wrong with it.
+        """
         ...
 
     async def launch(self, terminal: str, session: str, cwd: Path) -> tuple[TerminalInfo, bool]:
@@ -245,10 +249,7 @@ def start_directory(root: Path, spec_cwd: str | None, raw: str | None) -> Path:
 async def sys_terminal_launch(control: TerminalControl, args: Mapping[str, Any]) -> str:
     """Start a declared terminal, or report that it already runs (idempotent)."""
     name = _target(control, "sys_terminal_launch", args, _LAUNCH_ARGS)
-    root = await control.workdir()
-    cwd = await trio.to_thread.run_sync(
-        start_directory, root, control.specs[name].cwd, args.get("cwd")
-    )
+    cwd = await control.start_directory(control.specs[name].cwd, args.get("cwd"))
     info, already = await control.launch(name, args["session"], cwd)
     return _json(
         {

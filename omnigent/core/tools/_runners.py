@@ -9,7 +9,7 @@ hub, :mod:`omnigent.transports.runner`) and asks it for two things per session:
   one, every call of it served by the core's own turn (events, tools, policies,
   elicitations stay here);
 * the session's :class:`Workplace` — where its OS tools run once the policies let a
-  call through.
+  call through, and where its terminals' panes live.
 
 A runtime opened without one refuses to run a runner-bound session's turn
 (:func:`no_runners`).
@@ -17,19 +17,36 @@ A runtime opened without one refuses to run a runner-bound session's turn
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 
 from ...errors import RunnerOffline
 from ...harnesses.base import Harness, HarnessEnv
 from ..cluster import RunnerLinks
+from ..work import Panes
 
 __all__ = ["Runners", "Workplace", "no_runners"]
 
 
 class Workplace(Protocol):
-    """Where a runner-bound session's OS tools run."""
+    """Where a runner-bound session's OS tools run and its terminals live."""
 
     runner_id: str
+
+    @property
+    def panes(self) -> Panes:
+        """The runner's tmux server, for this session's terminals."""
+        ...
+
+    async def start_directory(self, spec_cwd: str | None, raw: str | None) -> Path:
+        """Where a terminal starts, resolved on the runner inside the session's working
+        directory there (see :func:`omnigent.tools.terminals.start_directory`).
+
+        Raises:
+            ToolError: naming the directory and what is wrong with it, or the runner
+                is offline.
+        """
+        ...
 
     async def run_tool(self, name: str, args: dict[str, Any]) -> str:
         """Run an OS tool (``sys_os_*``) there; its output, failures as ``Error: …``.

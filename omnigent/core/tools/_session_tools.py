@@ -224,16 +224,26 @@ class SessionTools:
             self._add("sys_read_inbox", SESSION_TOOL_SCHEMAS["sys_read_inbox"], read_inbox)
             self._add("sys_cancel_async", SESSION_TOOL_SCHEMAS["sys_cancel_async"], cancel_async)
         self.terminals: SessionTerminals | None = None
-        if spec.terminals and services.tmux is not None:
+        if spec.terminals and workplace is not None:  # the panes are on the runner
+            self.terminals = SessionTerminals(
+                session_id=session_id,
+                specs=spec.terminals,
+                server=workplace.panes,
+                tasks=tasks,
+                bus=services.bus,
+                start_directory=workplace.start_directory,
+            )
+        elif spec.terminals and services.tmux is not None:
             self.terminals = SessionTerminals(
                 session_id=session_id,
                 specs=spec.terminals,
                 server=services.tmux,
                 tasks=tasks,
                 bus=services.bus,
-                workdir=self.cwd,
+                start_directory=self._terminal_directory,
                 sandbox=self.sandbox,
             )
+        if self.terminals is not None:
             for name, schema in terminal_tools.TERMINAL_TOOL_SCHEMAS.items():
                 self._add(name, schema, terminal_tool(name))
 
@@ -348,6 +358,11 @@ class SessionTools:
                 self.spec, self._session_cwd, self._services.place, self.session_id
             )
         return self._cwd
+
+    async def _terminal_directory(self, spec_cwd: str | None, raw: str | None) -> Path:
+        """Where a terminal of this session starts, inside its working directory here."""
+        root = await self.cwd()
+        return await trio.to_thread.run_sync(terminal_tools.start_directory, root, spec_cwd, raw)
 
     async def sandbox(self) -> SandboxPolicy | None:
         """The sandbox every process of the session runs in (None: ``type: none``) —
@@ -586,11 +601,6 @@ def _check_remote(spec: AgentSpec, runner_id: str, inherited: SandboxSpec | None
         raise HarnessError(
             f"os_env.sandbox is not applied on runners yet (session on runner {runner_id!r}): "
             "its processes would run unconfined there; run the session on the server"
-        )
-    if spec.terminals:
-        raise HarnessError(
-            f"terminals do not run on runners yet (session on runner {runner_id!r}): "
-            "remove `terminals` from the spec, or run the session on the server"
         )
     if any(server.command for server in spec.mcp_servers):
         raise HarnessError(

@@ -29,7 +29,7 @@ from ._subagents import (
     recover_work,
 )
 from ._tasks import BackgroundTasks, format_inbox, vet_inbox
-from ._terminals import SessionTerminals
+from ._terminals import Panes, SessionTerminals, StartDirectory
 from ._threads import CANCEL_GRACE, BlockingCalls
 
 __all__ = [
@@ -46,8 +46,10 @@ __all__ = [
     "ClientMcpReport",
     "Dispatch",
     "HeldToolCall",
+    "Panes",
     "RecordedGroups",
     "SessionTerminals",
+    "StartDirectory",
     "SubAgents",
     "ToolTask",
     "TurnOutcome",

@@ -26,7 +26,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -40,7 +40,7 @@ from ...tools import terminals as term
 from ..bus import EventBus
 from ._tasks import BackgroundTasks
 
-__all__ = ["MAX_TERMINALS", "SessionTerminals"]
+__all__ = ["MAX_TERMINALS", "Panes", "SessionTerminals", "StartDirectory"]
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +84,65 @@ class _Live:
         return Resource(self.resource_id, "terminal", metadata)
 
 
+class Panes(Protocol):
+    """Where a session's terminals' panes live: the runtime's tmux server
+    (:class:`~omnigent.tools.terminals.TmuxServer`), or the tmux server of the session's
+    runner (``docs/runners.md``). Every method but :meth:`kill_terminal` raises
+    :class:`~omnigent.tools.terminals.TmuxFailed` or
+    :class:`~omnigent.tools.terminals.TmuxUnavailable` as ``TmuxServer`` does."""
+
+    async def start_pane(
+        self,
+        session_name: str,
+        cwd: Path,
+        command: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+    ) -> term.NewPane:
+        """Start a detached tmux session running ``command`` in ``cwd``."""
+        ...
+
+    async def send_text(self, pane_id: str, text: str) -> None:
+        """Type ``text`` literally into the pane."""
+        ...
+
+    async def send_keys(self, pane_id: str, keys: Sequence[str]) -> None:
+        """Press the key names ``keys`` in the pane."""
+        ...
+
+    async def capture(self, pane_id: str, scrollback: int = 0) -> str:
+        """The pane's visible rows, after up to ``scrollback`` history lines."""
+        ...
+
+    async def kill_terminal(self, session_name: str, pane_pid: int | None) -> None:
+        """End one terminal and every process of its pane (shielded, bounded)."""
+        ...
+
+
+StartDirectory = Callable[[str | None, str | None], Awaitable[Path]]
+"""Where a terminal starts, from its spec's ``cwd`` and the call's (see
+:func:`omnigent.tools.terminals.start_directory`)."""
+
+
 class SessionTerminals:
-    """The live terminals of one session actor. Made by the session's tools."""
+    """The live terminals of one session actor. Made by the session's tools.
+
+    Args:
+        server: where the panes live.
+        start_directory: resolves a terminal's start directory — against the session's
+            working directory here, or in its runner's workspace there.
+        sandbox: the sandbox a pane's command runs in (None: none).
+    """
 
     def __init__(
         self,
         *,
         session_id: str,
         specs: Mapping[str, TerminalSpec],
-        server: term.TmuxServer,
+        server: Panes,
         tasks: BackgroundTasks,
         bus: EventBus,
-        workdir: Callable[[], Awaitable[Path]],
+        start_directory: StartDirectory,
         sandbox: Callable[[], Awaitable[SandboxPolicy | None]] | None = None,
     ) -> None:
         self.session_id = session_id
@@ -103,7 +150,7 @@ class SessionTerminals:
         self._server = server
         self._tasks = tasks
         self._bus = bus
-        self._workdir = workdir
+        self._start_directory = start_directory
         self._sandbox = sandbox
         self._live: dict[tuple[str, str], _Live] = {}
 
@@ -113,8 +160,8 @@ class SessionTerminals:
     def specs(self) -> Mapping[str, TerminalSpec]:
         return self._specs
 
-    async def workdir(self) -> Path:
-        return await self._workdir()
+    async def start_directory(self, spec_cwd: str | None, raw: str | None) -> Path:
+        return await self._start_directory(spec_cwd, raw)
 
     async def launch(
         self, terminal: str, session: str, cwd: Path
@@ -139,9 +186,9 @@ class SessionTerminals:
         pane = self._running(terminal, session)
         try:
             if text:
-                await self._server.run(term.send_text_argv(pane.pane_id, text))
+                await self._server.send_text(pane.pane_id, text)
             if keys:
-                await self._server.run(term.send_keys_argv(pane.pane_id, keys))
+                await self._server.send_keys(pane.pane_id, keys)
         except (term.TmuxFailed, term.TmuxUnavailable) as exc:
             raise term.ToolError(f"cannot send to terminal {terminal} ({session}): {exc}") from exc
 
@@ -205,7 +252,7 @@ class SessionTerminals:
     ) -> tuple[term.Screen, str]:
         pane = self._running(terminal, session)
         try:
-            capture = await self._server.run(term.capture_argv(pane.pane_id, scrollback))
+            capture = await self._server.capture(pane.pane_id, scrollback)
         except (term.TmuxFailed, term.TmuxUnavailable) as exc:
             raise term.ToolError(f"cannot read terminal {terminal} ({session}): {exc}") from exc
         text, truncated = term.trim_screen(capture)
@@ -277,7 +324,7 @@ class SessionTerminals:
         while True:
             await trio.sleep(interval)
             try:
-                capture = await self._server.run(term.capture_argv(live.pane.pane_id))
+                capture = await self._server.capture(live.pane.pane_id)
             except term.TmuxUnavailable as exc:
                 log.info("terminal %s of %s ended: %s", live.resource_id, self.session_id, exc)
                 return

@@ -13,11 +13,13 @@ from ._hub import (
     RunnerSettings,
     open_runner_hub,
 )
+from ._panes import RemotePanes
 from ._peer import RunnerPeer, ServedTurn
 
 __all__ = [
     "DEFAULT_RUNNER_WAIT",
     "ConnectedRunner",
+    "RemotePanes",
     "RunnerHub",
     "RunnerPeer",
     "RunnerSettings",

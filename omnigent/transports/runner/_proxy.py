@@ -12,13 +12,15 @@ slug: :class:`~omnigent.errors.RunnerFailed`; a link that ends first is
 ``turn/run`` on the runner too, so its harness and its shells stop).
 
 :class:`RunnerWorkplace` runs a session's OS tools on its runner (``tool/run``), after
-the server's policies have let the call through.
+the server's policies have let the call through, and holds its terminals' panes there
+(:class:`~._panes.RemotePanes`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import outcome
@@ -30,6 +32,7 @@ from ...harnesses.base import HarnessEnv, TurnContext, TurnRequest
 from ...model import Item, unstructure
 from ...rpc import ConnectionClosed, RpcError
 from ...runner import TURN_FAILED, turn_failure
+from ._panes import RemotePanes
 from ._peer import ServedTurn
 
 if TYPE_CHECKING:
@@ -167,6 +170,20 @@ class RunnerWorkplace:
         self.runner_id = runner_id
         self._session_id = session_id
         self._cwd = cwd
+        self._panes = RemotePanes(hub, runner_id, session_id, cwd)
+
+    @property
+    def panes(self) -> RemotePanes:
+        """The runner's tmux server, for this session's terminals."""
+        return self._panes
+
+    async def start_directory(self, spec_cwd: str | None, raw: str | None) -> Path:
+        """Where a terminal starts, resolved on the runner.
+
+        Raises:
+            ToolError: the directory cannot be used, or the runner is not reachable.
+        """
+        return await self._panes.start_directory(spec_cwd, raw)
 
     async def run_tool(self, name: str, args: dict[str, Any]) -> str:
         """The tool's output, from the runner; its failures as ``Error: …`` strings.
