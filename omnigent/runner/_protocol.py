@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "ERROR_CODE",
     "INITIALIZE",
+    "MCP_FAILED",
     "NAME_PATTERN",
     "PANE_FAILED",
     "PROTOCOL_MISMATCH",
@@ -77,6 +78,10 @@ PANE_FAILED: Final = -32012
 """A ``panes/*`` call failed; ``data.code`` says how: ``tmux_failed`` (``data.gone``:
 the pane, its session or the server no longer exist), ``tmux_unavailable`` (no tmux
 there) or ``tool_error`` (a start directory that cannot be used)."""
+MCP_FAILED: Final = -32013
+"""An ``mcp/*`` call failed; ``data.code``: ``mcp_server_failed`` (a server did not
+start: its name and stderr tail in the message), ``mcp_not_started`` (no servers of
+that session run on this link), or the slug of the spec's refusal."""
 
 ERROR_CODE: Final = "code"
 """The key of ``error.data`` that carries an omnigent error slug."""

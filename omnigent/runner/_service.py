@@ -11,8 +11,10 @@
   the workspace (a shell records its process group, for the next start to kill).
 * ``panes/*`` — the session's terminals' panes, on the runner's tmux server
   (:class:`~._panes.LinkPanes`: only what the session's spec declares).
+* ``mcp/*`` — the session's stdio MCP servers, held on the runner
+  (:class:`~._mcp.LinkMcp`).
 * ``session/close`` — the session's actor on the server went idle or away: close its
-  harness.
+  harness. ``mcp/close`` stops its MCP servers.
 
 Lifetimes: every request runs in the link's RPC connection, in its own cancel scope: the
 server's ``$/cancel_request`` (an interrupt) cancels just that turn or tool call, and the
@@ -37,6 +39,7 @@ from ..rpc import INVALID_PARAMS, Admit, RpcConnection, RpcError
 from ..spec import AgentSpec
 from ..tools import ToolError
 from ..tools import os as os_tools
+from ._mcp import MCP_METHODS, LinkMcp
 from ._panes import PANE_METHODS, LinkPanes
 from ._place import RunnerPlace
 from ._protocol import ERROR_CODE, TURN_FAILED, field, optional_str
@@ -102,8 +105,8 @@ def _leaf(exc: BaseException) -> BaseException:
 class RunnerService:
     """The runner's side of one link (see the module docstring)."""
 
-    methods = frozenset({"turn/run", "tool/run", *PANE_METHODS})
-    notifications = frozenset({"session/close"})
+    methods = frozenset({"turn/run", "tool/run", *PANE_METHODS, *MCP_METHODS})
+    notifications = frozenset({"session/close", "mcp/close"})
     # Calls stand alone; notifications (in the reader) keep their arrival order anyway.
     ordered: frozenset[str] = frozenset()
 
@@ -114,10 +117,17 @@ class RunnerService:
         self.specs: dict[str, AgentSpec] = {}
         self.panes = LinkPanes(place, self.specs.get)
         self._connection: RpcConnection | None = None
+        self._mcp: LinkMcp | None = None
 
     def bind(self, connection: RpcConnection) -> None:
         """The connection this service answers on (it calls the server back on it)."""
         self._connection = connection
+        self._mcp = LinkMcp(self.place, connection)
+
+    @property
+    def mcp(self) -> LinkMcp:
+        assert self._mcp is not None, "bind() the service to its connection first"
+        return self._mcp
 
     @property
     def connection(self) -> RpcConnection:
@@ -126,6 +136,10 @@ class RunnerService:
 
     async def handle_notification(self, method: str, params: Any) -> None:
         session_id = params.get("session_id") if isinstance(params, Mapping) else None
+        if method == "mcp/close":
+            if isinstance(session_id, str):
+                self.mcp.close(session_id)
+            return
         if isinstance(session_id, str):
             self.specs.pop(session_id, None)
             entry = self.sessions.pop(session_id, None)
@@ -143,6 +157,8 @@ class RunnerService:
             return await self._tool_run(params)
         if method in PANE_METHODS:
             return await self.panes.handle(method, params)
+        if method in MCP_METHODS:
+            return await self.mcp.handle(method, params)
         return await self._turn_run(params)
 
     # -- tool/run ----------------------------------------------------------------------
@@ -294,6 +310,8 @@ class RunnerService:
         sessions, self.sessions = self.sessions, {}
         with trio.CancelScope(shield=True):
             await self.panes.aclose()
+            if self._mcp is not None:
+                await self._mcp.aclose()
             for session_id, entry in sessions.items():
                 await _close(entry.harness, session_id)
 

@@ -41,7 +41,9 @@ class Links:
     def harness(self, runner_id: str, env: HarnessEnv, agent_id: str) -> Harness:
         raise AssertionError("no turn runs on a runner here")
 
-    def workplace(self, runner_id: str, session_id: str, cwd: str | None) -> Any:
+    def workplace(
+        self, runner_id: str, session_id: str, cwd: str | None, agent_id: str | None = None
+    ) -> Any:
         raise AssertionError("no tool runs on a runner here")
 
 

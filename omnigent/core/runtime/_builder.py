@@ -94,7 +94,9 @@ class Builder:
             if self._runners is None:
                 raise no_runners(row.runner_id)
             cwd = spec.os_env.cwd if spec.os_env is not None else None
-            workplace = self._runners.workplace(row.runner_id, session_id, cwd or None)
+            workplace = self._runners.workplace(
+                row.runner_id, session_id, cwd or None, row.agent_id
+            )
         return SessionTools(
             session_id=session_id,
             spec=spec,

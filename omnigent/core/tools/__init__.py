@@ -26,7 +26,7 @@ from ._policy_allowlist import PolicyAllowlist, PolicyFunctions
 from ._policy_event import WirePolicyEvent
 from ._python_tools import PythonTools, ToolAllowlist
 from ._registry import Tool, ToolRegistry
-from ._runners import Runners, Workplace, no_runners
+from ._runners import McpAsk, Runners, ToolServers, Workplace, no_runners
 from ._safe_defaults import ASK_COMMANDS, ASK_WRITES, safe_default
 from ._session_tools import SessionTools, ToolServices
 
@@ -38,6 +38,7 @@ __all__ = [
     "ChildClaims",
     "ClientTool",
     "ClientTools",
+    "McpAsk",
     "PolicyAllowlist",
     "PolicyEngine",
     "PolicyEvent",
@@ -52,6 +53,7 @@ __all__ = [
     "ToolAllowlist",
     "ToolPlace",
     "ToolRegistry",
+    "ToolServers",
     "ToolServices",
     "TypedError",
     "Verdict",

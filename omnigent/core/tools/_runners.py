@@ -9,7 +9,8 @@ hub, :mod:`omnigent.transports.runner`) and asks it for two things per session:
   one, every call of it served by the core's own turn (events, tools, policies,
   elicitations stay here);
 * the session's :class:`Workplace` — where its OS tools run once the policies let a
-  call through, and where its terminals' panes live.
+  call through, where its terminals' panes live, and where its stdio MCP servers run
+  (:class:`ToolServers`).
 
 A runtime opened without one refuses to run a runner-bound session's turn
 (:func:`no_runners`).
@@ -17,15 +18,58 @@ A runtime opened without one refuses to run a runner-bound session's turn
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import trio
+
 from ...errors import RunnerOffline
-from ...harnesses.base import Harness, HarnessEnv
+from ...harnesses.base import Harness, HarnessEnv, ToolSchema
+from ...model import ElicitationParams
+from ...spec import AgentSpec
 from ..cluster import RunnerLinks
 from ..work import Panes
 
-__all__ = ["Runners", "Workplace", "no_runners"]
+__all__ = ["McpAsk", "Runners", "ToolServers", "Workplace", "no_runners"]
+
+McpAsk = Callable[[ElicitationParams, bool], Awaitable[tuple[str, Any]]]
+"""Ask the person behind a session for an MCP server: ``(params, in_turn) -> (action,
+content)``."""
+
+
+class ToolServers(Protocol):
+    """A session's MCP servers, as its tools use them: the local
+    :class:`~omnigent.mcp.McpServers`, or those its runner holds."""
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has connected them (a task of the session holds them)."""
+        ...
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """Their tools, as the model is offered them (empty before start)."""
+        ...
+
+    def offers(self, name: str) -> bool:
+        """Whether ``name`` is one of their tools."""
+        ...
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Connect them (once), in a task of ``nursery`` that holds them.
+
+        Raises:
+            HarnessError: a server did not start (the turn fails with it).
+        """
+        ...
+
+    def close(self) -> None:
+        """Close them (the holding task ends)."""
+        ...
+
+    async def call(self, name: str, arguments: Mapping[str, Any], *, in_turn: bool) -> str:
+        """Call one of their tools; its result (``Error: …`` on failure)."""
+        ...
 
 
 class Workplace(Protocol):
@@ -48,6 +92,11 @@ class Workplace(Protocol):
         """
         ...
 
+    def mcp_servers(self, spec: AgentSpec, ask: McpAsk) -> ToolServers:
+        """The spec's stdio MCP servers, run on the runner (their elicitations ``ask``
+        here)."""
+        ...
+
     async def run_tool(self, name: str, args: dict[str, Any]) -> str:
         """Run an OS tool (``sys_os_*``) there; its output, failures as ``Error: …``.
 
@@ -65,8 +114,11 @@ class Runners(RunnerLinks, Protocol):
         """The server-side harness of a session bound to ``runner_id``."""
         ...
 
-    def workplace(self, runner_id: str, session_id: str, cwd: str | None) -> Workplace:
-        """Where that session's OS tools run (``cwd``: its spec's ``os_env.cwd``)."""
+    def workplace(
+        self, runner_id: str, session_id: str, cwd: str | None, agent_id: str | None = None
+    ) -> Workplace:
+        """Where that session's OS tools, terminals and stdio MCP servers run (``cwd``:
+        its spec's ``os_env.cwd``; ``agent_id``: its agent, which its runner may trust)."""
         ...
 
 

@@ -83,7 +83,7 @@ from ._policies import (
     parse_policy_event,
 )
 from ._registry import Tool, ToolRegistry, decode_arguments
-from ._runners import Workplace
+from ._runners import ToolServers, Workplace
 
 if TYPE_CHECKING:
     from ...mcp import McpServers
@@ -201,19 +201,27 @@ class SessionTools:
         self._last_change = -math.inf
         self._builtins: dict[str, tuple[ToolSchema, Builtin]] = {}
         self._hidden: set[str] = set()  # built-ins answered by name but not offered
-        self._mcp: McpServers | None = None
+        # The spec's MCP servers: here, except a runner-bound session's stdio ones,
+        # which its runner runs (in its workspace).
+        self._mcp: list[ToolServers] = []
         if workplace is not None:
             _check_remote(spec, workplace.runner_id, inherited_sandbox)
-        if spec.mcp_servers:
+        remote = workplace is not None
+        local = tuple(s for s in spec.mcp_servers if not (remote and s.command))
+        if local:
             from ...mcp import McpServers  # the optional `mcp` extra
 
-            self._mcp = McpServers(
-                spec.mcp_servers,
-                ask=self._ask_person,
-                cwd=self.cwd,
-                sandbox=self.sandbox,
-                guard=services.mcp_guard,
+            self._mcp.append(
+                McpServers(
+                    local,
+                    ask=self._ask_person,
+                    cwd=self.cwd,
+                    sandbox=self.sandbox,
+                    guard=services.mcp_guard,
+                )
             )
+        if workplace is not None and len(local) < len(spec.mcp_servers):
+            self._mcp.append(workplace.mcp_servers(spec, self._ask_person))
         self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, os_tool(name))
@@ -284,7 +292,7 @@ class SessionTools:
             *(schema for name, (schema, _) in self._builtins.items() if name not in self._hidden),
             *(tool.schema for tool in self._python.values()),
             *(s for s in self._registry.schemas() if s.name not in self._builtins),
-            *(self._mcp.schemas() if self._mcp is not None else ()),
+            *(schema for servers in self._mcp for schema in servers.schemas()),
         )
         client_mcp = self._services.client_mcp
         if client_mcp is not None:
@@ -297,7 +305,7 @@ class SessionTools:
             name in self._builtins
             or name in self._python
             or self._registry.get(name) is not None
-            or (self._mcp is not None and self._mcp.offers(name))
+            or any(servers.offers(name) for servers in self._mcp)
             or self._client_server(name) is not None
         )
 
@@ -321,20 +329,20 @@ class SessionTools:
             McpServerFailed: a server of the spec did not start (its name and stderr
                 tail said).
         """
-        if self._mcp is not None:
-            await self._mcp.start(nursery)
+        for servers in self._mcp:
+            await servers.start(nursery)
         if self._services.client_mcp is not None:
             await self._services.client_mcp.resume(self.session_id)
 
     @property
     def services_running(self) -> int:
         """How many tasks of the session's nursery hold services (not work)."""
-        return 1 if self._mcp is not None and self._mcp.started else 0
+        return sum(1 for servers in self._mcp if servers.started)
 
     def close_services(self) -> None:
         """Close the MCP connections (their task then ends)."""
-        if self._mcp is not None:
-            self._mcp.close()
+        for servers in self._mcp:
+            servers.close()
 
     async def _ask_person(self, params: ElicitationParams, mark_waiting: bool) -> tuple[str, Any]:
         answer = await self._elicitations.ask(self.session_id, params, mark_waiting=mark_waiting)
@@ -519,8 +527,9 @@ class SessionTools:
         elif builtin is None:
             if name in self._python:
                 return await self._registry.run(self._python[name], args)
-            if self._mcp is not None and self._mcp.offers(name):
-                return await self._mcp.call(name, args, in_turn=in_turn)
+            for servers in self._mcp:
+                if servers.offers(name):
+                    return await servers.call(name, args, in_turn=in_turn)
             client = self._client_server(name) if self._registry.get(name) is None else None
             if client is not None:
                 return await client.call(name, args, in_turn=in_turn)
@@ -601,9 +610,4 @@ def _check_remote(spec: AgentSpec, runner_id: str, inherited: SandboxSpec | None
         raise HarnessError(
             f"os_env.sandbox is not applied on runners yet (session on runner {runner_id!r}): "
             "its processes would run unconfined there; run the session on the server"
-        )
-    if any(server.command for server in spec.mcp_servers):
-        raise HarnessError(
-            f"stdio MCP servers do not run on runners yet (session on runner {runner_id!r}): "
-            "use an HTTP MCP server (`url`), or run the session on the server"
         )

@@ -30,6 +30,7 @@ from ...errors import RunnerNameTaken, RunnerOffline
 from ...harnesses.base import Harness, HarnessEnv
 from ...rpc import RpcConnection
 from ...runner import DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT, Hello, Link, Transport, Welcome
+from ._mcp import RemoteMcp
 from ._peer import RunnerPeer
 from ._proxy import RunnerHarness, RunnerWorkplace
 
@@ -117,6 +118,9 @@ class RunnerHub:
         self.timeout = timeout
         self.wait = wait
         self._runners: dict[str, ConnectedRunner] = {}
+        # The sessions whose stdio MCP servers a runner holds (their elicitations
+        # come back to them); each entry lives as long as its holding task.
+        self.mcp_sessions: dict[str, RemoteMcp] = {}
         self._changed = trio.Event()
         self._version = 0
         self.closing = False
@@ -223,7 +227,7 @@ class RunnerHub:
 
     def _start(self, runner_id: str) -> ConnectedRunner:
         link = Link(new_id("link"), heartbeat=self.heartbeat, timeout=self.timeout)
-        peer = RunnerPeer(runner_id)
+        peer = RunnerPeer(runner_id, self._mcp_session)
         connection = RpcConnection(
             link, peer, max_in_flight=_MAX_IN_FLIGHT, drain_timeout=0.0
         )  # a link that ended cannot carry an answer: nothing to drain
@@ -258,6 +262,11 @@ class RunnerHub:
             log.info("runner %s: link %s ended", runner.id, runner.link.id)
             self._notify()
 
+    def _mcp_session(self, runner_id: str, session_id: str) -> RemoteMcp | None:
+        """The MCP servers ``runner_id`` holds for ``session_id``, if it holds them."""
+        held = self.mcp_sessions.get(session_id)
+        return held if held is not None and held.runner_id == runner_id else None
+
     def _notify(self) -> None:
         self._version += 1
         self._changed.set()
@@ -269,9 +278,12 @@ class RunnerHub:
         """The server-side harness of a session bound to ``runner_id``."""
         return RunnerHarness(self, runner_id, env, agent_id)
 
-    def workplace(self, runner_id: str, session_id: str, cwd: str | None) -> RunnerWorkplace:
-        """Where that session's OS tools run: on its runner."""
-        return RunnerWorkplace(self, runner_id, session_id, cwd)
+    def workplace(
+        self, runner_id: str, session_id: str, cwd: str | None, agent_id: str | None = None
+    ) -> RunnerWorkplace:
+        """Where that session's OS tools, terminals and stdio MCP servers run: on its
+        runner."""
+        return RunnerWorkplace(self, runner_id, session_id, cwd, agent_id)
 
     @property
     def version(self) -> int:

@@ -1,4 +1,5 @@
-"""What a runner may call on the server: its running turns' contexts, and nothing else.
+"""What a runner may call on the server: its running turns' contexts, and the person
+behind a session whose stdio MCP servers it holds — nothing else.
 
 :class:`RunnerPeer` is the JSON-RPC handler of one runner's link. Every call names a
 *turn* the server asked this runner to run (``turn/run``); the call is served by that
@@ -6,7 +7,8 @@ turn's real :class:`~omnigent.harnesses.base.TurnContext` on the server — so a
 published through the server's bus, a tool call passes the server's policies, an
 elicitation is the server's — inside the turn's own nursery (:class:`ServedTurn`), so an
 interrupt or a stop of the turn cancels what it serves. A call naming a turn that is not
-running (it ended, or another runner's) is refused with ``-32002``.
+running (it ended, or another runner's) is refused with ``-32002``; so is an
+``mcp/elicit`` for a session whose MCP servers this runner does not hold.
 
 What arrives is checked as any wire input: items and events by the strict converter
 (``-32602`` naming the field); an event the core alone may publish (a status, a
@@ -19,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import outcome
@@ -44,11 +46,20 @@ from ...model import (
 from ...rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Admit, RpcError
 from ...runner import field, optional_str
 
-__all__ = ["RunnerPeer", "ServedTurn"]
+__all__ = ["McpElicit", "RunnerPeer", "ServedTurn"]
 
 log = logging.getLogger("omnigent.transports.runner")
 
 T = TypeVar("T")
+
+
+class McpElicit(Protocol):
+    """A session whose stdio MCP servers a runner holds: their questions are asked here."""
+
+    async def elicit(self, params: ElicitationParams, in_turn: bool) -> tuple[str, Any]:
+        """The person's ``(action, content)``."""
+        ...
+
 
 # Events only the core publishes (each has its own call, or none at all).
 _CORE_EVENTS = frozenset(
@@ -208,15 +219,21 @@ class RunnerPeer:
             "turn/state_get",
             "turn/state_set",
             "turn/usage",
+            "mcp/elicit",
         }
     )
     notifications = frozenset({"turn/deltas"})
     # Calls stand alone; notifications (in the reader) keep their arrival order anyway.
     ordered: frozenset[str] = frozenset()
 
-    def __init__(self, runner_id: str) -> None:
+    def __init__(
+        self,
+        runner_id: str,
+        mcp_sessions: Callable[[str, str], McpElicit | None] = lambda runner, session: None,
+    ) -> None:
         self.runner_id = runner_id
         self._turns: dict[str, ServedTurn] = {}
+        self._mcp_sessions = mcp_sessions
 
     @contextmanager
     def serving(self, turn: ServedTurn) -> Iterator[None]:
@@ -255,11 +272,26 @@ class RunnerPeer:
         next word, and the connection cancels what is in flight at once."""
 
     async def handle_request(self, method: str, params: Any, admit: Admit) -> Any:
+        if method == "mcp/elicit":
+            return await self._mcp_elicit(params)
         turn = self._turn(params)
         try:
             return await turn.serve(lambda: self._answer(turn, method, params))
         except InvalidInput as exc:
             raise _invalid(exc) from None
+
+    async def _mcp_elicit(self, params: Any) -> dict[str, Any]:
+        """An MCP server on the runner asks the session's person (``mcp/elicit``)."""
+        session_id: str = field(params, "session_id", str)
+        held = self._mcp_sessions(self.runner_id, session_id)
+        if held is None:
+            raise RpcError(RESOURCE_NOT_FOUND, f"no MCP servers of {session_id} run there")
+        try:
+            asked = structure(params.get("params"), ElicitationParams)
+        except InvalidInput as exc:
+            raise _invalid(exc) from None
+        action, content = await held.elicit(asked, params.get("in_turn") is True)
+        return {"action": action, "content": content}
 
     async def _answer(self, turn: ServedTurn, method: str, params: Mapping[str, Any]) -> Any:
         ctx = turn.ctx

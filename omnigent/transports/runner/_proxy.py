@@ -32,10 +32,13 @@ from ...harnesses.base import HarnessEnv, TurnContext, TurnRequest
 from ...model import Item, unstructure
 from ...rpc import ConnectionClosed, RpcError
 from ...runner import TURN_FAILED, turn_failure
+from ...spec import AgentSpec
+from ._mcp import RemoteMcp
 from ._panes import RemotePanes
 from ._peer import ServedTurn
 
 if TYPE_CHECKING:
+    from ...core.tools import McpAsk
     from ._hub import ConnectedRunner, RunnerHub
 
 __all__ = ["RunnerHarness", "RunnerWorkplace", "encode_request"]
@@ -163,14 +166,27 @@ class RunnerWorkplace:
         runner_id: the session's runner.
         session_id: the session.
         cwd: the spec's ``os_env.cwd`` (resolved by the runner, inside its workspace).
+        agent_id: the session's agent (a runner trusts its own uploaded agent).
     """
 
-    def __init__(self, hub: RunnerHub, runner_id: str, session_id: str, cwd: str | None) -> None:
+    def __init__(
+        self,
+        hub: RunnerHub,
+        runner_id: str,
+        session_id: str,
+        cwd: str | None,
+        agent_id: str | None = None,
+    ) -> None:
         self._hub = hub
         self.runner_id = runner_id
         self._session_id = session_id
         self._cwd = cwd
+        self._agent_id = agent_id
         self._panes = RemotePanes(hub, runner_id, session_id, cwd)
+
+    def mcp_servers(self, spec: AgentSpec, ask: McpAsk) -> RemoteMcp:
+        """The spec's stdio MCP servers, run on the runner."""
+        return RemoteMcp(self._hub, self.runner_id, self._session_id, spec, self._agent_id, ask)
 
     @property
     def panes(self) -> RemotePanes:
