@@ -18,6 +18,10 @@ from ..reliability.serve_rig import Watch, stop, summary, terminal_count, write_
 from .rig import open_runners, start_server
 
 
+def outputs(items: list[object]) -> list[str]:
+    return [i.output for i in items if isinstance(i, FunctionCallOutputItem)]
+
+
 def answers(items: list[object]) -> list[str]:
     return [item_text(i) for i in items if isinstance(i, MessageItem) and i.role == "assistant"]
 
@@ -74,7 +78,22 @@ async def test_loop_external_and_sub_agents_on_a_runner(tmp_path: Path) -> None:
                     }
                 ],
             }
-            write_agents(server_root, [loop, external("ext"), parent])
+
+            def shell_in(name: str, cwd: str) -> dict[str, object]:
+                return {
+                    "name": name,
+                    "os_env": {"cwd": cwd},
+                    "executor": {
+                        "type": "omnigent",
+                        "config": {
+                            "harness": "scripted",
+                            "script": [{"call": "sys_os_shell", "args": {"command": "pwd"}}],
+                        },
+                    },
+                }
+
+            agents = [loop, external("ext"), parent, shell_in("deep", "deep/er")]
+            write_agents(server_root, [*agents, shell_in("escaper", "../outside")])
             served = await start_server(server_root)
             try:
                 async with open_runners() as runners, OmnigentClient(served.url) as client:
@@ -86,9 +105,11 @@ async def test_loop_external_and_sub_agents_on_a_runner(tmp_path: Path) -> None:
                         await client.create_session(agent_name="ext", runner_id="laptop"),
                         await client.create_session(agent_name="ext", runner_id="strict"),
                         await client.create_session(agent_name="parent", runner_id="laptop"),
+                        await client.create_session(agent_name="deep", runner_id="laptop"),
+                        await client.create_session(agent_name="escaper", runner_id="laptop"),
                     ]
-                    prompts = ["go", "env", "env", "go"]
-                    ends = [1, 1, 1, 2]  # the parent wakes up with its child's result
+                    prompts = ["go", "env", "env", "go", "go", "go"]
+                    ends = [1, 1, 1, 2, 1, 1]  # the parent wakes up with its child's result
                     async with trio.open_nursery() as nursery:
                         watches = [Watch(client, s.id) for s in sessions]
                         for watch, session, prompt in zip(watches, sessions, prompts, strict=True):
@@ -99,7 +120,7 @@ async def test_loop_external_and_sub_agents_on_a_runner(tmp_path: Path) -> None:
                                 lambda ev, n=count: terminal_count(ev) >= n, "the turns' ends"
                             )
                         nursery.cancel_scope.cancel()
-                    looper, ext, _, parent_session = sessions
+                    looper, ext, _, parent_session, deep, escaper = sessions
                     workspace = laptop.workspace.resolve()
                     # loop: the model was reached from the runner; its tool ran there.
                     assert (laptop.workspace / "loop.txt").read_text() == "from-the-loop\n"
@@ -117,6 +138,12 @@ async def test_loop_external_and_sub_agents_on_a_runner(tmp_path: Path) -> None:
                     assert (laptop.workspace / "child.txt").read_text() == "child\n"
                     items = await client.list_items(children[0].id)
                     assert any(isinstance(i, FunctionCallOutputItem) for i in items)
+                    # os_env.cwd is resolved inside the runner's workspace, never outside.
+                    [shell] = outputs(await client.list_items(deep.id))
+                    assert json.loads(shell)["stdout"].strip() == str(workspace / "deep" / "er")
+                    [escaped] = outputs(await client.list_items(escaper.id))
+                    assert escaped.startswith("Error: ") and "outside" in escaped, escaped
+                    assert not (laptop.root / "outside").exists()
                     assert answers(await client.list_items(parent_session.id))[-1] == (
                         "the child answered"
                     ), summary(watches[3].events)
