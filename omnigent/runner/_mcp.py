@@ -7,10 +7,10 @@ session (:class:`~omnigent.mcp.McpServers`); its HTTP servers stay on the server
 
 * ``mcp/start {session_id, spec, agent_id}`` → ``{tools}``: checks the spec as
   ``turn/run`` does (the programs its operator allowed, or the spec of its own ``run
-  --server``), starts the spec's stdio servers (once per session; a second start
-  answers the same tools) and lists their tools (``[{name, description,
-  parameters}]``). A server that fails to start answers :data:`~._protocol.MCP_FAILED`
-  with its name and stderr tail, and nothing stays open.
+  --server``), starts the spec's stdio servers (once per session, inside its sandbox
+  if it has one; a second start answers the same tools) and lists their tools
+  (``[{name, description, parameters}]``). A server that fails to start answers
+  :data:`~._protocol.MCP_FAILED` with its name and stderr tail; nothing stays open.
 * ``mcp/call {session_id, name, arguments, in_turn}`` → ``{output}`` (``Error: …`` as
   locally); a session with no servers here answers ``MCP_FAILED`` with ``data.code``
   ``mcp_not_started`` (the link was replaced: the server starts them again).
@@ -33,11 +33,13 @@ import trio
 from ..errors import HarnessError, OmnigentError
 from ..mcp import require_mcp
 from ..model import ElicitationParams, unstructure
+from ..processes.sandbox import SandboxPolicy
 from ..rpc import INVALID_PARAMS, ConnectionClosed, RpcConnection, RpcError
 from ..spec import AgentSpec
 from ..tools import ToolError
 from ._place import RunnerPlace
 from ._protocol import ERROR_CODE, MCP_FAILED, field
+from ._specs import SessionSpecs
 
 if TYPE_CHECKING:
     from ..mcp import McpServers
@@ -70,11 +72,14 @@ class LinkMcp:
         place: the runner's machine (its workspace and trust rule).
         connection: the link's JSON-RPC connection: the servers are held in its
             nursery, and elicitations are asked on it.
+        specs: the specs the link's sessions sent (an ``mcp/start``'s is remembered
+            there): the sandbox the servers run in.
     """
 
-    def __init__(self, place: RunnerPlace, connection: RpcConnection) -> None:
+    def __init__(self, place: RunnerPlace, connection: RpcConnection, specs: SessionSpecs) -> None:
         self._place = place
         self._connection = connection
+        self._specs = specs
         self._held: dict[str, _Held] = {}
 
     async def handle(self, method: str, params: Any) -> dict[str, Any]:
@@ -113,6 +118,7 @@ class LinkMcp:
             require_mcp(spec)
         except OmnigentError as exc:
             raise _failed(exc.message, exc.code) from None
+        self._specs.remember(session_id, spec)
         held = self._held.get(session_id)
         if held is None:
             if len(self._held) >= MAX_MCP_SESSIONS:
@@ -175,7 +181,13 @@ class LinkMcp:
                 return "cancel", None
             return str(answer["action"]), answer.get("content")
 
-        return McpServers(stdio, ask=ask, cwd=workdir)
+        async def sandbox() -> SandboxPolicy | None:
+            try:
+                return await self._specs.sandbox(session_id)
+            except ToolError as exc:
+                raise HarnessError(str(exc)) from exc
+
+        return McpServers(stdio, ask=ask, cwd=workdir, sandbox=sandbox)
 
     async def aclose(self) -> None:
         """Stop every session's servers (the link ended).

@@ -11,7 +11,7 @@ server can only do what the session's spec declared:
 * ``panes/start {session_id, session_name, cwd, command, args, env}`` → ``{pane_id,
   pid}``: only a terminal the session's spec declares (command, args and env exactly
   as there — the spec this runner checked at the session's last ``turn/run``), in a
-  directory inside the workspace;
+  directory inside the workspace, inside the session's sandbox if it has one;
 * ``panes/send {session_id, pane_id, text, keys}``, ``panes/capture {session_id,
   pane_id, scrollback}`` → ``{text}``: only a pane this link started for that session;
 * ``panes/kill {session_id, session_name}``: ends the terminal and every process of its
@@ -26,6 +26,7 @@ its tmux server to the next runner's sweep (:func:`~._place.open_runner_place`).
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -34,15 +35,19 @@ from typing import Any
 import attrs
 import trio
 
+from ..errors import SandboxUnavailable
 from ..processes import HISTORY_LIMIT
+from ..processes.sandbox import SandboxPolicy, open_pane_launch, open_sandbox
 from ..rpc import INVALID_PARAMS, RpcError
-from ..spec import AgentSpec
 from ..tools import ToolError, resolve_inside
 from ..tools import terminals as term
 from ._place import RunnerPlace
 from ._protocol import ERROR_CODE, PANE_FAILED, field
+from ._specs import SessionSpecs
 
 __all__ = ["MAX_PANES", "PANE_METHODS", "LinkPanes"]
+
+log = logging.getLogger("omnigent.runner")
 
 MAX_PANES = 256
 """Panes one link may have at once (a session has at most 32 terminals)."""
@@ -61,6 +66,7 @@ class _Pane:
     session_id: str
     session_name: str
     pane: term.NewPane | None = None
+    ended: trio.Event = attrs.field(factory=trio.Event)  # lets a sandbox's holder go
 
 
 def _invalid(message: str) -> RpcError:
@@ -73,6 +79,8 @@ def _failed(exc: Exception) -> RpcError:
         return RpcError(PANE_FAILED, exc.message, data)
     if isinstance(exc, term.TmuxUnavailable):
         return RpcError(PANE_FAILED, str(exc), {ERROR_CODE: "tmux_unavailable"})
+    if isinstance(exc, SandboxUnavailable):
+        return RpcError(PANE_FAILED, exc.message, {ERROR_CODE: "tool_error"})
     return RpcError(PANE_FAILED, str(exc), {ERROR_CODE: "tool_error"})
 
 
@@ -95,13 +103,18 @@ class LinkPanes:
 
     Args:
         place: the runner's machine (its workspace and tmux server).
-        spec_of: the spec a session's last ``turn/run`` on this link carried (checked
-            by the runner), or None.
+        specs: the specs the link's sessions sent (checked by the runner): what their
+            panes may run, and the sandbox they run in.
+        nursery: where a sandboxed pane's sandbox is held while the pane lives (the
+            link's).
     """
 
-    def __init__(self, place: RunnerPlace, spec_of: Callable[[str], AgentSpec | None]) -> None:
+    def __init__(
+        self, place: RunnerPlace, specs: SessionSpecs, nursery: Callable[[], trio.Nursery]
+    ) -> None:
         self._place = place
-        self._spec_of = spec_of
+        self._specs = specs
+        self._nursery = nursery
         self._panes: dict[str, _Pane] = {}
 
     async def handle(self, method: str, params: Any) -> dict[str, Any]:
@@ -135,7 +148,7 @@ class LinkPanes:
             if keys:
                 await tmux.send_keys(pane_id, keys)
             return {}
-        except (term.TmuxFailed, term.TmuxUnavailable, ToolError) as exc:
+        except (term.TmuxFailed, term.TmuxUnavailable, ToolError, SandboxUnavailable) as exc:
             raise _failed(exc) from None
 
     async def _directory(self, session_id: str, params: Any) -> Path:
@@ -151,7 +164,7 @@ class LinkPanes:
     def _declared(
         self, session_id: str, command: str, args: list[str], env: dict[str, str]
     ) -> bool:
-        spec = self._spec_of(session_id)
+        spec = self._specs.get(session_id)
         if spec is None:
             return False
         return any(
@@ -174,12 +187,49 @@ class LinkPanes:
         cwd = await trio.to_thread.run_sync(resolve_inside, self._place.workspace, raw_cwd)
         record = self._panes[name] = _Pane(session_id, name)
         try:
-            record.pane = await self._place.tmux.start_pane(name, cwd, command, args, env)
+            policy = await self._specs.sandbox(session_id)
+            if policy is None:
+                record.pane = await self._place.tmux.start_pane(name, cwd, command, args, env)
+            else:
+                hold = functools.partial(self._hold_sandboxed, record, policy, cwd)
+                record.pane = await self._nursery().start(hold, [command, *args], env)
         except BaseException:
             with trio.CancelScope(shield=True):
                 await self._kill(session_id, name)
             raise
         return {"pane_id": record.pane.pane_id, "pid": record.pane.pid}
+
+    async def _hold_sandboxed(
+        self,
+        record: _Pane,
+        policy: SandboxPolicy,
+        cwd: Path,
+        argv: list[str],
+        env: dict[str, str],
+        *,
+        task_status: trio.TaskStatus[term.NewPane],
+    ) -> None:
+        """Start the pane inside the session's sandbox, and hold the sandbox (its egress
+        proxy, its arguments file) until the pane ends."""
+        started = False
+        try:
+            async with (
+                open_sandbox(policy) as box,
+                open_pane_launch(box, argv, cwd=cwd, env=env) as launch,
+            ):
+                tmux = self._place.tmux
+                if launch is None:
+                    pane = await tmux.start_pane(record.session_name, cwd, argv[0], argv[1:], env)
+                else:
+                    command, *args = launch.argv
+                    pane = await tmux.start_pane(record.session_name, cwd, command, args, {})
+                task_status.started(pane)
+                started = True
+                await record.ended.wait()
+        except Exception:
+            if not started:
+                raise  # the start fails with it
+            log.warning("the sandbox of terminal %s failed", record.session_name, exc_info=True)
 
     def _pane_of(self, session_id: str, pane_id: str) -> str:
         if _PANE_ID.fullmatch(pane_id) is not None:
@@ -197,6 +247,7 @@ class LinkPanes:
         pid = None if record.pane is None else record.pane.pid
         with trio.move_on_after(_KILL_TIMEOUT, shield=True):
             await self._place.tmux.kill_terminal(name, pid)
+        record.ended.set()
 
     async def aclose(self) -> None:
         """Kill every pane this link started (the link ended).
@@ -212,3 +263,5 @@ class LinkPanes:
                         self._place.tmux.kill_terminal, record.session_name, pid
                     )
                     nursery.start_soon(kill)
+        for record in panes.values():
+            record.ended.set()

@@ -32,9 +32,16 @@ import attrs
 import trio
 
 from .._cancellation import only_exceptions, split_cancellation
-from ..errors import HarnessError, InternalError, InvalidInput, OmnigentError
+from ..errors import (
+    HarnessError,
+    InternalError,
+    InvalidInput,
+    OmnigentError,
+    SandboxUnavailable,
+)
 from ..harnesses.base import Harness, HarnessEnv, ToolSchema, TurnRequest
 from ..model import MessageItem, item_from_dict
+from ..processes.sandbox import SandboxPolicy
 from ..rpc import INVALID_PARAMS, Admit, RpcConnection, RpcError
 from ..spec import AgentSpec
 from ..tools import ToolError
@@ -43,6 +50,7 @@ from ._mcp import MCP_METHODS, LinkMcp
 from ._panes import PANE_METHODS, LinkPanes
 from ._place import RunnerPlace
 from ._protocol import ERROR_CODE, TURN_FAILED, field, optional_str
+from ._specs import SessionSpecs
 from ._turn import RemoteTurn
 
 __all__ = ["CRASHED", "RunnerService"]
@@ -113,16 +121,17 @@ class RunnerService:
     def __init__(self, place: RunnerPlace) -> None:
         self.place = place
         self.sessions: dict[str, _SessionHarness] = {}
-        # The spec each session's last turn carried (checked): what its panes may run.
-        self.specs: dict[str, AgentSpec] = {}
-        self.panes = LinkPanes(place, self.specs.get)
+        # The spec each session last sent (checked): what its panes may run, and the
+        # sandbox everything it starts here runs in.
+        self.specs = SessionSpecs(place)
+        self.panes = LinkPanes(place, self.specs, lambda: self.connection.nursery)
         self._connection: RpcConnection | None = None
         self._mcp: LinkMcp | None = None
 
     def bind(self, connection: RpcConnection) -> None:
         """The connection this service answers on (it calls the server back on it)."""
         self._connection = connection
-        self._mcp = LinkMcp(self.place, connection)
+        self._mcp = LinkMcp(self.place, connection, self.specs)
 
     @property
     def mcp(self) -> LinkMcp:
@@ -141,7 +150,7 @@ class RunnerService:
                 self.mcp.close(session_id)
             return
         if isinstance(session_id, str):
-            self.specs.pop(session_id, None)
+            self.specs.forget(session_id)
             entry = self.sessions.pop(session_id, None)
             if entry is not None and entry.turn is None:
                 self.connection.nursery.start_soon(_close, entry.harness, session_id)
@@ -168,15 +177,20 @@ class RunnerService:
         args: dict[str, Any] = field(params, "args", dict)
         if name not in _OS_TOOLS:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {name!r} is not a runner tool")
+        session_id: str = field(params, "session_id", str)
         try:
             workdir = await self.place.workdir(optional_str(params, "cwd"))
+            sandboxed = params.get("sandboxed") is True
+            sandbox = await self.specs.sandbox(session_id, required=sandboxed)
         except ToolError as exc:
             return {"output": f"Error: {exc}"}
+        except SandboxUnavailable as exc:
+            return {"output": f"Error: {exc.message}"}
         tool = getattr(os_tools, name)
         if name == "sys_os_shell":
-            output: str = await tool(workdir, args, tracker=self.place.groups)
+            output: str = await tool(workdir, args, tracker=self.place.groups, sandbox=sandbox)
         else:
-            output = await tool(workdir, args)
+            output = await tool(workdir, args, sandbox=sandbox)
         return {"output": output}
 
     # -- turn/run ----------------------------------------------------------------------
@@ -186,7 +200,7 @@ class RunnerService:
         session_id: str = field(params, "session_id", str)
         try:
             harness_name, spec, request, model = self._read_turn(params, session_id)
-            self.specs[session_id] = spec
+            self.specs.remember(session_id, spec)
             entry = await self._harness_for(session_id, harness_name, spec, model, params)
         except OmnigentError as exc:
             raise _failure(exc) from None
@@ -286,6 +300,12 @@ class RunnerService:
             except ToolError as exc:
                 raise HarnessError(str(exc)) from exc
 
+        async def sandbox() -> SandboxPolicy | None:
+            try:
+                return await self.specs.sandbox(session_id)
+            except ToolError as exc:
+                raise HarnessError(str(exc)) from exc
+
         env = HarnessEnv(
             session_id,
             spec,
@@ -296,6 +316,7 @@ class RunnerService:
             working_directory=workdir,
             state=_RemoteState(self, session_id),
             data_dir=place.home / "harnesses" / name,
+            sandbox=sandbox,
         )
         harness = place.harnesses.create(name, env)
         entry = _SessionHarness(harness, key)

@@ -42,7 +42,7 @@ class Links:
         raise AssertionError("no turn runs on a runner here")
 
     def workplace(
-        self, runner_id: str, session_id: str, cwd: str | None, agent_id: str | None = None
+        self, runner_id: str, session_id: str, spec: Any, agent_id: str | None = None
     ) -> Any:
         raise AssertionError("no tool runs on a runner here")
 

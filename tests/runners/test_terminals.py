@@ -19,6 +19,7 @@ from omnigent.model import FunctionCallOutputItem
 from omnigent.rpc import INVALID_PARAMS, RpcError
 from omnigent.runner import PANE_FAILED, open_runner_place
 from omnigent.runner._panes import LinkPanes
+from omnigent.runner._specs import SessionSpecs
 from omnigent.spec import AgentSpec
 
 from ..reliability.serve_rig import (
@@ -151,11 +152,15 @@ async def test_terminals_run_on_the_runner_and_end_with_it(tmp_path: Path) -> No
 async def test_a_runner_runs_only_the_panes_a_session_declares(tmp_path: Path) -> None:
     """``panes/*`` requests the server might send beyond the spec are refused."""
     spec = AgentSpec.from_dict({**AGENT, "terminals": {"bash": BASH}})
-    specs = {"s1": spec}
     (tmp_path / "ws").mkdir()
     with trio.fail_after(30):
-        async with open_runner_place(tmp_path / "ws", tmp_path / "home") as place:
-            panes = LinkPanes(place, specs.get)
+        async with (
+            open_runner_place(tmp_path / "ws", tmp_path / "home") as place,
+            trio.open_nursery() as nursery,
+        ):
+            specs = SessionSpecs(place)
+            specs.remember("s1", spec)
+            panes = LinkPanes(place, specs, lambda: nursery)
             start = {
                 "session_id": "s1",
                 "session_name": "omnigent_test1",

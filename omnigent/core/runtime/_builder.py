@@ -25,7 +25,14 @@ from ...providers import Provider, load_provider_config
 from ...spec import AgentSpec
 from ...stores import SessionRow, Store
 from ..session import StoredHarnessState
-from ..tools import PythonTools, Runners, SessionTools, ToolServices, no_runners
+from ..tools import (
+    PythonTools,
+    Runners,
+    SessionTools,
+    ToolServices,
+    no_runners,
+    spec_for_runner,
+)
 from ..work import BackgroundTasks, ChildWork, ChildWorkHooks, RecordedGroups, SubAgents
 from ._files import FileService
 from ._specs import AgentSpecs
@@ -93,9 +100,9 @@ class Builder:
             # resolved there); nothing of it is made on this machine.
             if self._runners is None:
                 raise no_runners(row.runner_id)
-            cwd = spec.os_env.cwd if spec.os_env is not None else None
+            inherited = await self._specs.inherited_sandbox(row)
             workplace = self._runners.workplace(
-                row.runner_id, session_id, cwd or None, row.agent_id
+                row.runner_id, session_id, spec_for_runner(spec, inherited), row.agent_id
             )
         return SessionTools(
             session_id=session_id,
@@ -182,6 +189,8 @@ class Builder:
             # The real harness runs on the runner; this one has it run there.
             if self._runners is None:
                 raise no_runners(row.runner_id)
+            if tools.workplace is not None:  # the spec with the sandbox it runs in
+                env = attrs.evolve(env, spec=tools.workplace.spec)
             return self._runners.harness(row.runner_id, env, row.agent_id), name
         return self._specs.harnesses.create(name, env), name
 

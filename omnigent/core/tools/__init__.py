@@ -11,7 +11,13 @@ interface the runtime implements: this package never imports the runtime.
 from ._agent_args import SendArgs, TypedError, is_closed, parse_send, split_title, visible_title
 from ._client_tools import ClientTool, ClientTools
 from ._control import ChildClaims, SessionControl
-from ._place import ToolPlace, directory_problem, purge_workspaces, working_directory
+from ._place import (
+    ToolPlace,
+    directory_problem,
+    purge_workspaces,
+    spec_for_runner,
+    working_directory,
+)
 from ._policies import (
     PHASE_TOOL_CALL,
     PHASE_TOOL_RESULT,
@@ -67,6 +73,7 @@ __all__ = [
     "parse_send",
     "purge_workspaces",
     "safe_default",
+    "spec_for_runner",
     "split_title",
     "visible_title",
     "working_directory",

@@ -14,17 +14,18 @@ from pathlib import Path
 import attrs
 import trio
 
-from ...errors import SandboxUnavailable
-from ...processes.sandbox import SandboxPolicy, backend_for
-from ...spec import AgentSpec, SandboxSpec
+from ...processes.sandbox import SandboxPolicy, block_policy
+from ...spec import AgentSpec, OsEnv, SandboxSpec
 from ...tools import ToolError, workspace_for
 from ...tools import os as os_tools
 
 __all__ = [
     "ToolPlace",
     "directory_problem",
+    "effective_sandbox",
     "purge_workspaces",
     "sandbox_policy",
+    "spec_for_runner",
     "working_directory",
 ]
 
@@ -183,31 +184,27 @@ def sandbox_policy(
     Raises:
         SandboxUnavailable: ``type: auto`` on a platform with no sandbox.
     """
+    block = effective_sandbox(spec, inherited)
+    return None if block is None else block_policy(block, cwd, hide=(place.home,))
+
+
+def effective_sandbox(spec: AgentSpec, inherited: SandboxSpec | None) -> SandboxSpec | None:
+    """The sandbox block a session of ``spec`` runs in: its own, else ``inherited`` (its
+    nearest sandboxed ancestor's); None if neither confines anything."""
     os_env = spec.os_env
     if os_env is not None and os_env.sandbox.confined:
-        block = os_env.sandbox
-    elif inherited is not None and inherited.confined:
-        block = inherited
-    else:
-        return None
-    backend = backend_for(block.type)
-    if backend is None:
-        raise SandboxUnavailable(
-            "os_env.sandbox.type auto: this platform has no sandbox omnigent can use "
-            "(linux_bwrap on Linux, darwin_seatbelt on macOS); nothing was run"
-        )
-    return SandboxPolicy.resolve(
-        backend,
-        cwd,
-        read_paths=block.read_paths,
-        write_paths=block.write_paths,
-        write_files=block.write_files,
-        allow_network=block.allow_network,
-        egress_rules=block.egress_rules,
-        allow_private=block.egress_allow_private_destinations,
-        allow_hidden=block.cwd_allow_hidden,
-        hidden_scan_max=block.cwd_hidden_scan_max_entries,
-        hidden_overflow=block.cwd_hidden_scan_overflow,
-        env_passthrough=block.env_passthrough,
-        hide=(place.home,),
-    )
+        return os_env.sandbox
+    if inherited is not None and inherited.confined:
+        return inherited
+    return None
+
+
+def spec_for_runner(spec: AgentSpec, inherited: SandboxSpec | None) -> AgentSpec:
+    """``spec`` as a runner is given it: with the sandbox the session runs in (an
+    ancestor's, when it has none of its own), so the runner confines what it starts
+    for the session as this server would (``docs/runners.md``)."""
+    block = effective_sandbox(spec, inherited)
+    if block is None or (spec.os_env is not None and spec.os_env.sandbox is block):
+        return spec
+    os_env = spec.os_env if spec.os_env is not None else OsEnv()
+    return attrs.evolve(spec, os_env=attrs.evolve(os_env, sandbox=block))

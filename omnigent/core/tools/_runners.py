@@ -78,6 +78,12 @@ class Workplace(Protocol):
     runner_id: str
 
     @property
+    def spec(self) -> AgentSpec:
+        """The session's spec as its runner is given it (with the sandbox it runs in,
+        an ancestor's when it has none of its own: see ``spec_for_runner``)."""
+        ...
+
+    @property
     def panes(self) -> Panes:
         """The runner's tmux server, for this session's terminals."""
         ...
@@ -92,7 +98,7 @@ class Workplace(Protocol):
         """
         ...
 
-    def mcp_servers(self, spec: AgentSpec, ask: McpAsk) -> ToolServers:
+    def mcp_servers(self, ask: McpAsk) -> ToolServers:
         """The spec's stdio MCP servers, run on the runner (their elicitations ``ask``
         here)."""
         ...
@@ -115,10 +121,11 @@ class Runners(RunnerLinks, Protocol):
         ...
 
     def workplace(
-        self, runner_id: str, session_id: str, cwd: str | None, agent_id: str | None = None
+        self, runner_id: str, session_id: str, spec: AgentSpec, agent_id: str | None = None
     ) -> Workplace:
-        """Where that session's OS tools, terminals and stdio MCP servers run (``cwd``:
-        its spec's ``os_env.cwd``; ``agent_id``: its agent, which its runner may trust)."""
+        """Where that session's OS tools, terminals and stdio MCP servers run (``spec``:
+        as the runner is given it, its sandbox included; ``agent_id``: its agent, which
+        its runner may trust)."""
         ...
 
 

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ...errors import HarnessError
 from ...harnesses.base import ToolSchema
 from ...model import (
     ChangedFilesInvalidated,
@@ -204,8 +203,6 @@ class SessionTools:
         # The spec's MCP servers: here, except a runner-bound session's stdio ones,
         # which its runner runs (in its workspace).
         self._mcp: list[ToolServers] = []
-        if workplace is not None:
-            _check_remote(spec, workplace.runner_id, inherited_sandbox)
         remote = workplace is not None
         local = tuple(s for s in spec.mcp_servers if not (remote and s.command))
         if local:
@@ -221,7 +218,7 @@ class SessionTools:
                 )
             )
         if workplace is not None and len(local) < len(spec.mcp_servers):
-            self._mcp.append(workplace.mcp_servers(spec, self._ask_person))
+            self._mcp.append(workplace.mcp_servers(self._ask_person))
         self._drain_lock = trio.Lock()
         for name, schema in os_tools.OS_TOOL_SCHEMAS.items():
             self._add(name, schema, os_tool(name))
@@ -597,17 +594,3 @@ class SessionTools:
             },
         )
         return await self._policies.evaluate(event)
-
-
-def _check_remote(spec: AgentSpec, runner_id: str, inherited: SandboxSpec | None) -> None:
-    """Refuse what a runner does not run yet for a session bound to one.
-
-    Raises:
-        HarnessError: naming the spec key.
-    """
-    own = spec.os_env.sandbox if spec.os_env is not None else None
-    if (own is not None and own.confined) or (inherited is not None and inherited.confined):
-        raise HarnessError(
-            f"os_env.sandbox is not applied on runners yet (session on runner {runner_id!r}): "
-            "its processes would run unconfined there; run the session on the server"
-        )

@@ -13,7 +13,7 @@ is the only way to reach. See ``docs/sandbox.md``.
 from ._env import MINIMAL, sandbox_env
 from ._hidden import HiddenEntries, Overflow, scan_hidden
 from ._pane import open_pane_launch
-from ._policy import Backend, SandboxPolicy, backend_for
+from ._policy import Backend, SandboxPolicy, backend_for, block_policy
 from ._probe import bwrap_problem, find_bwrap
 from ._proxy import open_egress_proxy
 from ._sandbox import Launch, Sandbox, open_sandbox
@@ -27,6 +27,7 @@ __all__ = [
     "Sandbox",
     "SandboxPolicy",
     "backend_for",
+    "block_policy",
     "bwrap_problem",
     "find_bwrap",
     "open_egress_proxy",

@@ -18,10 +18,11 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ...spec import EgressRule, EgressRules
+from ...errors import SandboxUnavailable
+from ...spec import EgressRule, EgressRules, SandboxSpec
 from ._hidden import Overflow
 
-__all__ = ["Backend", "SandboxPolicy", "backend_for"]
+__all__ = ["Backend", "SandboxPolicy", "backend_for", "block_policy"]
 
 
 class Backend(enum.Enum):
@@ -214,3 +215,37 @@ class SandboxPolicy:
     def named(self) -> frozenset[Path]:
         """Every path the policy names (never masked as hidden themselves)."""
         return frozenset(self.readable_roots())
+
+
+def block_policy(
+    block: SandboxSpec, workspace: Path, *, hide: Iterable[Path] = ()
+) -> SandboxPolicy | None:
+    """The policy of an ``os_env.sandbox`` block for ``workspace`` (None: ``type:
+    none``), hiding ``hide`` whole. Blocking, as :meth:`SandboxPolicy.resolve`.
+
+    Raises:
+        SandboxUnavailable: ``type: auto`` on a platform with no sandbox.
+    """
+    if not block.confined:
+        return None
+    backend = backend_for(block.type)
+    if backend is None:
+        raise SandboxUnavailable(
+            "os_env.sandbox.type auto: this platform has no sandbox omnigent can use "
+            "(linux_bwrap on Linux, darwin_seatbelt on macOS); nothing was run"
+        )
+    return SandboxPolicy.resolve(
+        backend,
+        workspace,
+        read_paths=block.read_paths,
+        write_paths=block.write_paths,
+        write_files=block.write_files,
+        allow_network=block.allow_network,
+        egress_rules=block.egress_rules,
+        allow_private=block.egress_allow_private_destinations,
+        allow_hidden=block.cwd_allow_hidden,
+        hidden_scan_max=block.cwd_hidden_scan_max_entries,
+        hidden_overflow=block.cwd_hidden_scan_overflow,
+        env_passthrough=block.env_passthrough,
+        hide=hide,
+    )

@@ -30,6 +30,7 @@ from ...errors import RunnerNameTaken, RunnerOffline
 from ...harnesses.base import Harness, HarnessEnv
 from ...rpc import RpcConnection
 from ...runner import DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT, Hello, Link, Transport, Welcome
+from ...spec import AgentSpec
 from ._mcp import RemoteMcp
 from ._peer import RunnerPeer
 from ._proxy import RunnerHarness, RunnerWorkplace
@@ -279,11 +280,11 @@ class RunnerHub:
         return RunnerHarness(self, runner_id, env, agent_id)
 
     def workplace(
-        self, runner_id: str, session_id: str, cwd: str | None, agent_id: str | None = None
+        self, runner_id: str, session_id: str, spec: AgentSpec, agent_id: str | None = None
     ) -> RunnerWorkplace:
         """Where that session's OS tools, terminals and stdio MCP servers run: on its
         runner."""
-        return RunnerWorkplace(self, runner_id, session_id, cwd, agent_id)
+        return RunnerWorkplace(self, runner_id, session_id, spec, agent_id)
 
     @property
     def version(self) -> int:

@@ -165,7 +165,9 @@ class RunnerWorkplace:
         hub: the runners connected to this server.
         runner_id: the session's runner.
         session_id: the session.
-        cwd: the spec's ``os_env.cwd`` (resolved by the runner, inside its workspace).
+        spec: the session's spec as the runner is given it: its ``os_env.cwd`` is
+            resolved there, inside the workspace, and its ``os_env.sandbox`` (an
+            ancestor's, when it has none of its own) confines what runs there.
         agent_id: the session's agent (a runner trusts its own uploaded agent).
     """
 
@@ -174,19 +176,28 @@ class RunnerWorkplace:
         hub: RunnerHub,
         runner_id: str,
         session_id: str,
-        cwd: str | None,
+        spec: AgentSpec,
         agent_id: str | None = None,
     ) -> None:
         self._hub = hub
         self.runner_id = runner_id
         self._session_id = session_id
-        self._cwd = cwd
+        self._spec = spec
+        os_env = spec.os_env
+        self._cwd = (os_env.cwd or None) if os_env is not None else None
+        self._sandboxed = os_env is not None and os_env.sandbox.confined
         self._agent_id = agent_id
-        self._panes = RemotePanes(hub, runner_id, session_id, cwd)
+        self._panes = RemotePanes(hub, runner_id, session_id, self._cwd)
 
-    def mcp_servers(self, spec: AgentSpec, ask: McpAsk) -> RemoteMcp:
+    @property
+    def spec(self) -> AgentSpec:
+        return self._spec
+
+    def mcp_servers(self, ask: McpAsk) -> RemoteMcp:
         """The spec's stdio MCP servers, run on the runner."""
-        return RemoteMcp(self._hub, self.runner_id, self._session_id, spec, self._agent_id, ask)
+        return RemoteMcp(
+            self._hub, self.runner_id, self._session_id, self._spec, self._agent_id, ask
+        )
 
     @property
     def panes(self) -> RemotePanes:
@@ -210,7 +221,13 @@ class RunnerWorkplace:
             runner = await self._hub.wait_for(self.runner_id)
         except RunnerOffline as exc:
             return f"Error: {exc.message}"
-        params = {"session_id": self._session_id, "name": name, "args": args, "cwd": self._cwd}
+        params = {
+            "session_id": self._session_id,
+            "name": name,
+            "args": args,
+            "cwd": self._cwd,
+            "sandboxed": self._sandboxed,
+        }
         try:
             answer = await runner.connection.request("tool/run", params)
         except ConnectionClosed:
