@@ -21,6 +21,8 @@ import trio
 
 from .._config import omnigent_home
 from ..errors import BadRequest, OmnigentError
+from ..outbound import UrlAllowList, url_prefix_problem
+from ..spec import ClientTrust, env_name_problem
 from ._protocol import check_name
 from ._runner import RunnerOptions, connect_url, serve_runner
 
@@ -74,6 +76,24 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
         help="a program the specs the server sends may name (an external harness, a "
         "stdio MCP server, a terminal's command); repeatable (default: none)",
     )
+    parser.add_argument(
+        "--allow-env",
+        dest="allowed_env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an environment variable (or a prefix ending in '*') those specs may set "
+        "for the programs they name; repeatable (default: none)",
+    )
+    parser.add_argument(
+        "--allow-model-url",
+        dest="allowed_model_urls",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a URL prefix under which those specs may name their model endpoint "
+        "(executor.config.base_url), reached from this machine; repeatable (default: none)",
+    )
 
 
 def options_from(args: argparse.Namespace) -> RunnerOptions:
@@ -98,7 +118,26 @@ def options_from(args: argparse.Namespace) -> RunnerOptions:
         name=name,
         workspace=workspace,
         home=omnigent_home(),
-        allowed_commands=frozenset(args.allowed_commands),
+        trust=_trust(args),
+    )
+
+
+def _trust(args: argparse.Namespace) -> ClientTrust:
+    """What the runner's operator allows the server's specs to name here.
+
+    Raises:
+        BadRequest: an ``--allow-env`` or ``--allow-model-url`` entry that is not one.
+    """
+    for name in args.allowed_env:
+        if (problem := env_name_problem(name)) is not None:
+            raise BadRequest(f"--allow-env {problem}")
+    for prefix in args.allowed_model_urls:
+        if (problem := url_prefix_problem(prefix)) is not None:
+            raise BadRequest(f"--allow-model-url {problem}")
+    return ClientTrust(
+        commands=args.allowed_commands,
+        env=args.allowed_env,
+        model_urls=UrlAllowList(tuple(args.allowed_model_urls)),
     )
 
 

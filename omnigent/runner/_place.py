@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import tempfile
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from ..processes import (
     open_process_manager,
     open_tmux_server,
 )
-from ..spec import AgentSpec, client_spec_problems
+from ..spec import AgentSpec, ClientTrust, client_spec_problems
 from ..tools import ToolError, ensure_dir, resolve_inside, resolve_root
 
 __all__ = ["RunnerPlace", "open_runner_place", "tmux_base"]
@@ -41,6 +42,7 @@ __all__ = ["RunnerPlace", "open_runner_place", "tmux_base"]
 log = logging.getLogger("omnigent.runner")
 
 _GRACE = 2.0
+_SERVER_FETCHES = re.compile(r"mcp_servers\[\d+\]\.url$")
 
 
 @attrs.frozen(eq=False)
@@ -49,14 +51,16 @@ class RunnerPlace:
 
     Attributes:
         workspace: the directory every session's paths stay inside (resolved).
-        allowed_commands: programs a spec may name (``runner --allow-command``).
+        trust: what a spec the server sends may name here — programs, the variables
+            they start with, model endpoints (``runner --allow-command``,
+            ``--allow-env``, ``--allow-model-url``).
         trusted_agent: the agent id whose specs run whatever they name (the one
             ``run --server`` uploaded for this runner), or ``None``.
     """
 
     workspace: Path
     home: Path
-    allowed_commands: frozenset[str]
+    trust: ClientTrust
     processes: ProcessManager
     groups: GroupFiles
     tmux: TmuxServer
@@ -70,8 +74,10 @@ class RunnerPlace:
             return []
         return [
             ErrorDetail(d.loc, _for_runner(d.msg))
-            for d in client_spec_problems(spec, self.allowed_commands)
-            if not d.loc.endswith("os_env.cwd")  # checked by workdir(), inside the workspace
+            for d in client_spec_problems(spec, self.trust)
+            # os_env.cwd is resolved by workdir(), inside the workspace; an HTTP MCP
+            # server's URL is the server's to fetch, not this runner's.
+            if not d.loc.endswith("os_env.cwd") and _SERVER_FETCHES.search(d.loc) is None
         ]
 
     def check_spec(self, spec: AgentSpec, agent_id: str | None) -> None:
@@ -106,8 +112,10 @@ class RunnerPlace:
 
 def _for_runner(message: str) -> str:
     """The server's wording of a trust refusal, said by this runner."""
-    return message.replace("this server", "this runner").replace(
-        "`serve --allow-command", "`omnigent runner --allow-command"
+    return (
+        message.replace("this server", "this runner")
+        .replace("the server's", "the runner's")
+        .replace("`serve --allow-", "`omnigent runner --allow-")
     )
 
 
@@ -125,7 +133,7 @@ async def open_runner_place(
     workspace: Path,
     home: Path,
     *,
-    allowed_commands: Collection[str] = (),
+    trust: ClientTrust | None = None,
     trusted_agent: str | None = None,
     harnesses: HarnessRegistry | None = None,
 ) -> AsyncIterator[RunnerPlace]:
@@ -151,7 +159,7 @@ async def open_runner_place(
         yield RunnerPlace(
             workspace=root,
             home=home,
-            allowed_commands=frozenset(allowed_commands),
+            trust=trust if trust is not None else ClientTrust(),
             processes=processes,
             groups=groups,
             tmux=tmux,

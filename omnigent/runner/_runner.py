@@ -40,6 +40,7 @@ from .._version import __version__
 from ..errors import BadRequest, OmnigentError, RunnerNameTaken, Unauthorized
 from ..rpc import INVALID_PARAMS, RpcConnection, RpcError, decode, encode, request
 from ..rpc import Response as RpcResponse
+from ..spec import ClientTrust
 from ._link import Link
 from ._place import RunnerPlace, open_runner_place
 from ._protocol import (
@@ -76,8 +77,9 @@ class RunnerOptions:
         workspace: where every session's paths stay.
         home: ``$OMNIGENT_HOME`` on this machine (pid files, process records,
             harness data).
-        allowed_commands: programs a spec may name here (``--allow-command``).
-        trusted_agent: an agent whose specs may name any program (``run --server``'s).
+        trust: what a spec the server sends may name here (``--allow-command``,
+            ``--allow-env``, ``--allow-model-url``).
+        trusted_agent: an agent whose specs may name anything (``run --server``'s).
     """
 
     server: str
@@ -85,7 +87,7 @@ class RunnerOptions:
     name: str
     workspace: Path
     home: Path
-    allowed_commands: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    trust: ClientTrust = attrs.field(factory=ClientTrust)
     trusted_agent: str | None = None
 
 
@@ -276,7 +278,7 @@ async def serve_runner(
         async with open_runner_place(
             options.workspace,
             options.home,
-            allowed_commands=options.allowed_commands,
+            trust=options.trust,
             trusted_agent=options.trusted_agent,
         ) as opened:
             await _Dialer(options, opened, say).run(stop, task_status)

@@ -34,8 +34,10 @@ async def test_a_message_posted_to_another_server_reaches_the_runner(
             OmnigentClient(b.url) as on_b,
         ):
             runner = await runners.start(tmp_path / "laptop", a.url, "laptop")
-            # b knows the runner is connected (to a).
-            assert (await b.client.get("/v1/runners/laptop/status")).json()["online"]
+            # b knows the runner is connected (to a), once a has published its new link
+            # in the store (a moment after the runner hears it is connected).
+            while not (await b.client.get("/v1/runners/laptop/status")).json()["online"]:
+                await trio.sleep(0.05)
             listed = (await b.client.get("/v1/runners")).json()["data"]
             assert [(r["runner_id"], r["online"]) for r in listed] == [("laptop", True)]
             # A second runner of that name, at b, is refused: a has it.

@@ -97,7 +97,7 @@ async def test_loop_external_and_sub_agents_on_a_runner(tmp_path: Path) -> None:
             served = await start_server(server_root)
             try:
                 async with open_runners() as runners, OmnigentClient(served.url) as client:
-                    allow = ["--allow-command", STDLIB[0]]
+                    allow = ["--allow-command", STDLIB[0], "--allow-model-url", model_url]
                     laptop = await runners.start(tmp_path / "laptop", served.url, "laptop", *allow)
                     await runners.start(tmp_path / "strict", served.url, "strict")
                     sessions = [

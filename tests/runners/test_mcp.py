@@ -57,7 +57,8 @@ async def test_stdio_mcp_servers_run_on_the_runner(tmp_path: Path) -> None:
         served = await start_server(server_root)
         try:
             async with open_runners() as runners, OmnigentClient(served.url) as client:
-                allow = ["--allow-command", sys.executable]
+                allow = ["--allow-command", sys.executable, "--allow-env", "MCP_PID_FILE"]
+                allow += ["--allow-env", "CALC_*"]
                 runner = await runners.start(tmp_path / "laptop", served.url, "laptop", *allow)
                 stranger = await runners.start(tmp_path / "box", served.url, "box")
                 session = await client.create_session(agent_name="calc-user", runner_id="laptop")

@@ -103,6 +103,7 @@ async def test_a_sandboxed_session_runs_confined_on_its_runner(tmp_path: Path) -
         try:
             async with open_runners() as runners, OmnigentClient(served.url) as client:
                 allow = ["--allow-command", "bash", "--allow-command", sys.executable]
+                allow += ["--allow-env", "PS1"]
                 await runners.start(laptop, served.url, "laptop", *allow)
                 session = await client.create_session(agent_name="boxed", runner_id="laptop")
                 async with trio.open_nursery() as nursery:

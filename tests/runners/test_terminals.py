@@ -51,6 +51,8 @@ def resource_events(events: list[Any], kind: str) -> list[str]:
     ]
 
 
+ALLOW = ["--allow-command", "bash", "--allow-env", "PS1"]  # BASH sets PS1
+
 AGENT = {
     "name": "term",
     "executor": {
@@ -91,9 +93,7 @@ async def test_terminals_run_on_the_runner_and_end_with_it(tmp_path: Path) -> No
             ):
                 laptop = tmp_path / "laptop"
                 (laptop / "workspace" / "sub").mkdir(parents=True)
-                runner = await runners.start(
-                    laptop, served.url, "laptop", "--allow-command", "bash"
-                )
+                runner = await runners.start(laptop, served.url, "laptop", *ALLOW)
                 workspace = runner.workspace.resolve()
                 session = await client.create_session(agent_name="term", runner_id="laptop")
                 async with trio.open_nursery() as nursery:
@@ -143,7 +143,7 @@ async def test_terminals_run_on_the_runner_and_end_with_it(tmp_path: Path) -> No
                 assert resource_events(watch.events, "deleted")[-1] == "terminal_bash_two"
                 assert (await http.get(f"{base}/resources")).json()["data"] == []
                 assert alive(two)
-                await runners.start(laptop, served.url, "laptop", "--allow-command", "bash")
+                await runners.start(laptop, served.url, "laptop", *ALLOW)
                 assert not alive(two)
         finally:
             await stop(served)
