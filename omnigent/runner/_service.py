@@ -41,6 +41,7 @@ from ..errors import (
 )
 from ..harnesses.base import Harness, HarnessEnv, ToolSchema, TurnRequest
 from ..model import MessageItem, item_from_dict
+from ..observability import continued
 from ..processes.sandbox import SandboxPolicy
 from ..rpc import INVALID_PARAMS, Admit, RpcConnection, RpcError
 from ..spec import AgentSpec
@@ -209,7 +210,9 @@ class RunnerService:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(turn.run_flusher)
-                await entry.harness.run_turn(request, turn)
+                # The server's turn span is the parent of what this turn opens here.
+                with continued(params.get("trace")):
+                    await entry.harness.run_turn(request, turn)
                 await turn.flush()
                 nursery.cancel_scope.cancel()
         except BaseException as exc:

@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +76,16 @@ def write_agents(root: Path, specs: Sequence[dict[str, Any]]) -> None:
 
 
 async def start(
-    root: Path, *, port: int = 0, log_name: str = "server.log", extra: Sequence[str] = ()
+    root: Path,
+    *,
+    port: int = 0,
+    log_name: str = "server.log",
+    extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Served:
     """Start ``omnigent serve`` on ``root/omnigent.db``; returns once it listens.
 
-    ``extra``: more ``serve`` options (``--runner-token …``).
+    ``extra``: more ``serve`` options (``--runner-token …``); ``env``: more variables.
     """
     (root / "home").mkdir(parents=True, exist_ok=True)
     (root / "agents").mkdir(exist_ok=True)
@@ -93,7 +98,7 @@ async def start(
             command,
             stdout=subprocess.PIPE,
             stderr=stderr,
-            env=server_env(root),
+            env={**server_env(root), **(env or {})},
             cwd=root / "home",
             start_new_session=True,
         )

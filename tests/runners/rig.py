@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,12 @@ from ..reliability.serve_rig import ROOT, Served, server_env, start
 TOKEN = "runner-token-for-tests-0123456789"
 
 
-async def start_server(root: Path, *extra: str, port: int = 0) -> Served:
-    """``omnigent serve`` accepting runners with :data:`TOKEN` (and ``extra`` options)."""
-    return await start(root, port=port, extra=["--runner-token", TOKEN, *extra])
+async def start_server(
+    root: Path, *extra: str, port: int = 0, env: Mapping[str, str] | None = None
+) -> Served:
+    """``omnigent serve`` accepting runners with :data:`TOKEN` (and ``extra`` options,
+    ``env`` variables)."""
+    return await start(root, port=port, extra=["--runner-token", TOKEN, *extra], env=env)
 
 
 @attrs.define(eq=False)
@@ -142,6 +145,7 @@ async def start_runner(
     *extra: str,
     token: str = TOKEN,
     wait: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> Runner:
     """Start ``omnigent runner`` in ``root`` (its home and workspace are made there).
 
@@ -149,8 +153,8 @@ async def start_runner(
     """
     (root / "home").mkdir(parents=True, exist_ok=True)
     (root / "workspace").mkdir(parents=True, exist_ok=True)
-    env = server_env(root)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
+    variables = {**server_env(root), **(env or {})}
+    variables["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
     verbose = ["-vv"] if os.environ.get("RUNNER_DEBUG") else []
     command = [
         sys.executable,
@@ -168,7 +172,7 @@ async def start_runner(
         command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env=env,
+        env=variables,
         cwd=root / "workspace",
         start_new_session=True,
     )

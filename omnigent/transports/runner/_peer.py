@@ -43,6 +43,7 @@ from ...model import (
     structure,
     unstructure,
 )
+from ...observability import Carrier, continued
 from ...rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Admit, RpcError
 from ...runner import field, optional_str
 
@@ -83,7 +84,8 @@ class ServedTurn:
     """One turn a runner runs for this server, and the server-side context it talks to.
 
     Created by the proxy harness for the length of its ``run_turn``, with a nursery of
-    that ``run_turn``: every call the runner makes for the turn runs there.
+    that ``run_turn``: every call the runner makes for the turn runs there, inside the
+    turn's trace context (``trace``, the turn's span as a carrier).
 
     It also remembers each assistant message being streamed (its deltas) until the
     runner adds it: if the turn ends first (cancelled here, or the runner vanished),
@@ -92,12 +94,18 @@ class ServedTurn:
     """
 
     def __init__(
-        self, turn_id: str, ctx: TurnContext, nursery: trio.Nursery, state: HarnessState
+        self,
+        turn_id: str,
+        ctx: TurnContext,
+        nursery: trio.Nursery,
+        state: HarnessState,
+        trace: Carrier | None = None,
     ) -> None:
         self.id = turn_id
         self.ctx = ctx
         self.state = state
         self._nursery = nursery
+        self._trace = trace
         self._streaming: dict[str, list[str]] = {}
         self.ended = False
 
@@ -121,7 +129,9 @@ class ServedTurn:
             # a value or an error is handed to the caller, which answers -32002.
             nonlocal result
             try:
-                with scope:
+                # The turn's trace context: what the call opens (an execute_tool
+                # span) is a child of the turn's span, as in a local turn.
+                with scope, continued(self._trace):
                     result = outcome.Value(await call())
             except Exception as exc:
                 result = outcome.Error(exc)

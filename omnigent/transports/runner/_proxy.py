@@ -30,6 +30,7 @@ from ..._ids import new_id
 from ...errors import RunnerDisconnected, RunnerFailed, RunnerOffline
 from ...harnesses.base import HarnessEnv, TurnContext, TurnRequest
 from ...model import Item, unstructure
+from ...observability import carrier
 from ...rpc import ConnectionClosed, RpcError
 from ...runner import TURN_FAILED, turn_failure
 from ...spec import AgentSpec
@@ -108,6 +109,7 @@ class RunnerHarness:
         env = self._env
         spec_model = env.spec.executor.config.model
         turn_id = new_id("rturn")
+        trace = carrier()  # the turn's span: the runner's spans of it are its children
         params = {
             "turn": turn_id,
             "session_id": request.session_id,
@@ -116,10 +118,11 @@ class RunnerHarness:
             "agent_id": self._agent_id,
             "model_override": env.config.model if env.config.model != spec_model else None,
             "request": encode_request(request),
+            "trace": trace,
         }
         result: outcome.Outcome[Any] | None = None
         async with trio.open_nursery() as nursery:
-            served = ServedTurn(turn_id, ctx, nursery, env.state)
+            served = ServedTurn(turn_id, ctx, nursery, env.state, trace)
             try:
                 with runner.peer.serving(served):
                     try:
