@@ -25,10 +25,11 @@ pytest.importorskip("mcp")
 SERVER = [sys.executable, str(HARNESSES / "mcp_server.py")]
 
 
-def agent(name: str, script: list[dict[str, Any]], **server: Any) -> dict[str, Any]:
+def agent(name: str, *turns: list[dict[str, Any]], **server: Any) -> dict[str, Any]:
+    config = {"harness": "scripted", "turns": list(turns)}
     return {
         "name": name,
-        "executor": {"type": "omnigent", "config": {"harness": "scripted", "script": script}},
+        "executor": {"type": "omnigent", "config": config},
         "mcp_servers": [{"name": "calc", "command": SERVER, **server}],
     }
 
@@ -49,7 +50,9 @@ async def test_stdio_mcp_servers_run_on_the_runner(tmp_path: Path) -> None:
     write_agents(
         server_root,
         [
-            agent("calc-user", script, env=env),
+            agent(
+                "calc-user", script, [{"call": "mcp__calc__add", "args": {"a": 1, "b": 2}}], env=env
+            ),
             agent("broken", [{"say": "never"}], command=[*SERVER, "--fail"]),
         ],
     )
@@ -105,9 +108,26 @@ async def test_stdio_mcp_servers_run_on_the_runner(tmp_path: Path) -> None:
                 [refusal] = failures(watches[2].events)
                 assert "omnigent runner --allow-command" in refusal.error.message, refusal
                 assert not (stranger.workspace / "mcp.pid").exists()
+                # kill -9 of the runner: its MCP server goes with it (its stdin closes);
+                # the next runner starts it again for the session's next call.
+                await runner.kill_9()
+                await runners.start(tmp_path / "laptop", served.url, "laptop", *allow)
+                while alive(pid):
+                    await trio.sleep(0.05)
+                async with trio.open_nursery() as nursery:
+                    watch = Watch(client, session.id)
+                    await nursery.start(watch.run)
+                    await client.send_message(session.id, "again")
+                    await watch.wait_for(lambda ev: terminal_count(ev) == 2, "the next turn")
+                    nursery.cancel_scope.cancel()
+                items = await client.list_items(session.id)
+                outputs = [i.output for i in items if isinstance(i, FunctionCallOutputItem)]
+                assert outputs[-1] == "3", summary(watch.events)
+                again = int((runner.workspace / "mcp.pid").read_text())
+                assert again != pid and alive(again)
                 # The session's end stops its server on the runner.
                 await client.delete_session(session.id)
-                while alive(pid):
+                while alive(again):
                     await trio.sleep(0.05)
         finally:
             await stop(served)

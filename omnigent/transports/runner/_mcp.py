@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...errors import RunnerDisconnected, RunnerFailed
+from ...errors import RunnerDisconnected, RunnerFailed, RunnerOffline
 from ...harnesses.base import ToolSchema
 from ...model import ElicitationParams
 from ...rpc import ConnectionClosed, RpcError
@@ -38,6 +38,12 @@ __all__ = ["RemoteMcp"]
 log = logging.getLogger("omnigent.transports.runner")
 
 _CLOSE_TIMEOUT = 2.0
+
+
+def _not_started(error: RpcError) -> bool:
+    """Whether the runner answered that it holds no MCP servers of the session."""
+    data = error.data if isinstance(error.data, Mapping) else {}
+    return error.code == MCP_FAILED and data.get(ERROR_CODE) == "mcp_not_started"
 
 
 class RemoteMcp:
@@ -150,20 +156,20 @@ class RemoteMcp:
         """
         self._in_turn += in_turn
         try:
-            for attempt in range(2):
-                try:
-                    return await self._call_there(name, arguments, in_turn)
-                except RpcError as error:
-                    data = error.data if isinstance(error.data, Mapping) else {}
-                    if attempt == 0 and data.get(ERROR_CODE) == "mcp_not_started":
-                        # The runner took a new link: the servers went with the old one.
-                        try:
-                            await self._start_there()
-                        except (RunnerFailed, RunnerDisconnected) as exc:
-                            return f"Error: the MCP servers did not start again: {exc.message}"
-                        continue
+            try:
+                return await self._call_there(name, arguments, in_turn)
+            except RpcError as error:
+                if not _not_started(error):
                     return f"Error: the runner refused {name}: {error.message}"
-            raise AssertionError("unreachable")  # pragma: no cover
+            # The runner took a new link: the servers went with the old one.
+            try:
+                await self._start_there()
+            except (RunnerOffline, RunnerFailed, RunnerDisconnected) as exc:
+                return f"Error: the MCP servers did not start again: {exc.message}"
+            try:
+                return await self._call_there(name, arguments, in_turn)
+            except RpcError as error:
+                return f"Error: the runner refused {name}: {error.message}"
         finally:
             self._in_turn -= in_turn
 
