@@ -1,4 +1,4 @@
-"""The runner protocol, version 1: names, shapes and checks, with no I/O.
+"""The runner protocol, version 2: names, shapes and checks, with no I/O.
 
 A runner dials ``GET /v1/runners/connect?name=NAME[&link=LINK]`` (a WebSocket, with
 ``Authorization: Bearer TOKEN``); every text frame is one JSON-RPC 2.0 message. The
@@ -50,8 +50,12 @@ __all__ = [
     "turn_failure",
 ]
 
-PROTOCOL_VERSION: Final = 1
-"""The version both sides must speak; a different one is refused in ``initialize``."""
+PROTOCOL_VERSION: Final = 2
+"""The version both sides must speak; a different one is refused in ``initialize``.
+
+2: terminals (``panes/*``), stdio MCP servers (``mcp/*``), sandboxes (``tool/run``'s
+``sandboxed``, the sandbox in the spec) and trace context (``turn/run``'s ``trace``).
+A version-1 runner would run a sandboxed session's tools unconfined: it is refused."""
 
 CONNECT_PATH: Final = "/v1/runners/connect"
 INITIALIZE: Final = "initialize"

@@ -132,7 +132,7 @@ def _service(doc: DocumentBuilder) -> dict[str, Any]:
                 "description": (
                     "A WebSocket upgrade with `Authorization: Bearer TOKEN` (a token given "
                     "with `serve --runner-token`); one JSON-RPC 2.0 message per text frame, "
-                    "the first the runner's `initialize` (protocol version 1)."
+                    "the first the runner's `initialize` (protocol version 2)."
                 ),
                 "parameters": [
                     query_param(
