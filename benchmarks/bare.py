@@ -6,9 +6,12 @@ Run one role per process; each prints ``… serving on URL`` when ready:
     ``POST /relay`` with a Chat Completions body streams the model's answer from
     ``URL`` (``…/v1``) and relays it as the SSE frames omnigent sends for a turn
     (``response.created``, one ``response.output_text.delta`` per model delta with
-    the same fields, ``response.completed``). It reads the model's raw chunks, and the
-    frames each chunk completes go out as one write — the coalescing omnigent does —
-    with no runtime, no event log and no persistence: what the stack itself costs.
+    the same fields, ``response.completed``). A reader task parses the model's raw
+    chunks into frames on a bounded channel (the frames one read completes as one
+    item); the response writes every frame that is
+    ready as one chunk (coalesced across network reads — what omnigent's SSE body
+    does) — with no runtime, no event log and no persistence: what the stack itself
+    costs.
     Used by ``benchmarks/relay.py``.
 
 ``python benchmarks/bare.py model --deltas N --interval S``
@@ -27,6 +30,7 @@ Run one role per process; each prints ``… serving on URL`` when ready:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import time
@@ -80,31 +84,65 @@ def floor_app(model_url: str, http: httpx.AsyncClient) -> QuartTrio:
     @app.post("/relay")
     async def relay() -> Response:
         body = await request.get_json()
+        # A reader task turns the model's chunks into frames; the response drains
+        # every frame that is ready into one chunk — coalesced across network reads,
+        # as omnigent's SSE body does, so a model writing one delta per write does not
+        # cost one Quart send per delta here either.
+        send, receive = trio.open_memory_channel[bytes](64)
+        last = [1]  # the id of the last frame sent
+
+        async def read_model() -> None:
+            async with send:
+                with contextlib.suppress(trio.BrokenResourceError):  # the client went away
+                    await _relay_model(http, f"{model_url}/chat/completions", body, send, last)
+
+        app.nursery.start_soon(read_model)
+        info = {"id": "resp_0123456789abcdef01234567", "status": "in_progress"}
 
         async def frames() -> AsyncIterator[bytes]:
-            info = {"id": "resp_0123456789abcdef01234567", "status": "in_progress"}
-            yield frame(1, {"type": "response.created", "response": info})
-            counter, buffer = 1, b""
-            async with http.stream("POST", f"{model_url}/chat/completions", json=body) as answer:
-                async for chunk in answer.aiter_raw():
-                    *complete, buffer = (buffer + chunk).split(b"\n\n")
-                    out = []
-                    for raw in complete:
-                        payload = raw.removeprefix(b"data: ")
-                        if payload == b"[DONE]":
-                            continue
-                        for choice in json.loads(payload)["choices"]:
-                            if text := choice["delta"].get("content"):
-                                counter += 1
-                                out.append(delta_frame(counter, text))
-                    if out:
-                        yield b"".join(out)
-            done = {"type": "response.completed", "response": {**info, "status": "completed"}}
-            yield frame(counter + 1, done)
+            try:
+                yield frame(1, {"type": "response.created", "response": info})
+                async for first in receive:
+                    ready = [first]
+                    while True:
+                        try:
+                            ready.append(receive.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    yield b"".join(ready)
+                done = {"type": "response.completed", "response": {**info, "status": "completed"}}
+                yield frame(last[0] + 1, done)
+            finally:
+                receive.close()
 
         return _sse(frames())
 
     return app
+
+
+async def _relay_model(
+    http: httpx.AsyncClient,
+    url: str,
+    body: Any,
+    send: trio.MemorySendChannel[bytes],
+    last: list[int],
+) -> None:
+    """Read the model's raw chunks; send the delta frames each one completes."""
+    buffer = b""
+    async with http.stream("POST", url, json=body) as answer:
+        async for chunk in answer.aiter_raw():
+            *complete, buffer = (buffer + chunk).split(b"\n\n")
+            out = []
+            for raw in complete:
+                payload = raw.removeprefix(b"data: ")
+                if payload == b"[DONE]":
+                    continue
+                for choice in json.loads(payload)["choices"]:
+                    if text := choice["delta"].get("content"):
+                        last[0] += 1
+                        out.append(delta_frame(last[0], text))
+            if out:  # the frames one network read completes: one item on the channel
+                await send.send(b"".join(out))
 
 
 # -- model: a paced Chat Completions stream ------------------------------------------------
@@ -144,7 +182,7 @@ def fanout_app() -> QuartTrio:
 
     @app.get("/stream")
     async def stream() -> Response:
-        send, receive = trio.open_memory_channel[bytes](4096)
+        send, receive = trio.open_memory_channel[bytes](64)
         streams.add(send)
 
         async def frames() -> AsyncIterator[bytes]:

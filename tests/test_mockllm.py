@@ -11,7 +11,7 @@ import pytest
 import trio
 
 import omnigent.testing
-from omnigent.testing import ErrorReply, MockLLM, TextReply
+from omnigent.testing import ErrorReply, MockLLM, TextReply, Writes
 
 
 @pytest.fixture
@@ -214,3 +214,23 @@ async def test_serve_closes_quickly_with_a_hanging_stream_open() -> None:
 
 def _count_tasks(task: trio.lowlevel.Task) -> int:
     return 1 + sum(_count_tasks(t) for n in task.child_nurseries for t in n.child_tasks)
+
+
+@pytest.mark.parametrize(("writes", "expected"), [(Writes.PACKED, 1), (Writes.DELTA, 3)])
+async def test_writes_one_network_write_per_delta_or_all_at_once(
+    writes: Writes, expected: int
+) -> None:
+    # DELTA: one write per content delta (the role frame rides with the first, the
+    # finish frame and [DONE] with the last); PACKED: everything in one write.
+    mock = MockLLM(writes=writes)
+    mock.reply_text("Hello", chunk_size=2)
+    with trio.fail_after(10):
+        async with (
+            httpx.AsyncClient(transport=mock.transport(), base_url="http://m") as http,
+            http.stream("POST", "/v1/chat/completions", json=chat()) as response,
+        ):
+            written = [chunk async for chunk in response.aiter_raw()]
+    assert len(written) == expected
+    *chunks, done = sse_payloads(b"".join(written))
+    assert done == "[DONE]"
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Hello"

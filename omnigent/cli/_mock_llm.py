@@ -9,7 +9,8 @@ The script is a JSON list of turns — the format of ``python -m omnigent.testin
 by its parser — each an object:
 
 * ``{"text": "…"}`` — a text answer (``"chunk_size"`` characters per delta, default 8;
-  ``"delay"`` seconds between deltas);
+  ``"delay"`` seconds between deltas; without one, each delta is its own network write,
+  as real model servers stream, unless ``--writes packed`` sends a whole answer in one);
 * ``{"tool": {"name": "sys_os_shell", "input": {"command": "ls"}}}`` — one tool call
   (``"id"`` sets its call id); ``{"tools": [...]}`` several; ``"text"`` may come too;
 * ``{"error": {"status": 429, "message": "…", "retry_after": 1}}`` — an HTTP error;
@@ -31,7 +32,7 @@ from typing import Any, Final
 import trio
 
 from ..errors import BadRequest
-from ..testing import MockLLM, Reply, TextReply, chat_reply, load_script
+from ..testing import MockLLM, Reply, TextReply, Writes, chat_reply, load_script
 
 __all__ = ["declare_mock_llm", "load_chat_script", "run_mock_llm"]
 
@@ -53,6 +54,13 @@ def declare_mock_llm(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         type=Path,
         help="a JSON list of turns to play before echoing (see docs/cli.md)",
+    )
+    parser.add_argument(
+        "--writes",
+        choices=[w.value for w in Writes],
+        default=Writes.DELTA.value,
+        help="delta: one network write per streamed delta, as real model servers send "
+        "(default); packed: a whole answer in one write",
     )
     parser.set_defaults(handler=run_mock_llm)
 
@@ -76,7 +84,7 @@ def run_mock_llm(args: argparse.Namespace) -> int:
             script = load_chat_script(data)
         except (TypeError, ValueError) as exc:
             raise BadRequest(f"--script {args.script}: {exc}") from exc
-    trio.run(_serve, _mock(script), args.host, args.port)
+    trio.run(_serve, _mock(script, Writes(args.writes)), args.host, args.port)
     return 0
 
 
@@ -118,9 +126,9 @@ def last_user_text(body: Mapping[str, Any]) -> str:
     return ""
 
 
-def _mock(script: list[Reply]) -> MockLLM:
+def _mock(script: list[Reply], writes: Writes = Writes.DELTA) -> MockLLM:
     """A MockLLM that plays ``script``, then echoes forever, keeping no requests."""
-    mock = MockLLM()
+    mock = MockLLM(writes=writes)
 
     def scripted(reply: Reply) -> Callable[[dict[str, Any]], Reply]:
         def answer(body: dict[str, Any]) -> Reply:

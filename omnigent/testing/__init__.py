@@ -29,6 +29,7 @@ from ._mockllm import (
     Reply,
     TextReply,
     ToolCallsReply,
+    Writes,
     mock_tokens,
 )
 from ._probe import RuntimeProbe, probe
@@ -61,6 +62,7 @@ __all__ = [
     "TextReply",
     "ToolCallsReply",
     "TurnBody",
+    "Writes",
     "chat_reply",
     "collect_turn",
     "load_script",

@@ -14,6 +14,7 @@ import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from enum import StrEnum
 from typing import Any, TypeAlias
 
 import attrs
@@ -34,11 +35,25 @@ __all__ = [
     "Reply",
     "TextReply",
     "ToolCallsReply",
+    "Writes",
     "mock_tokens",
 ]
 
 MODEL_ID = "mock-model"
 _NO_REPLY_LEFT = "MockLLM: no scripted reply left"
+
+
+class Writes(StrEnum):
+    """How a streamed answer with no ``delay`` goes onto the network.
+
+    ``PACKED``: all its frames in one write, so a reader gets many deltas per network
+    read (cheap for tests). ``DELTA``: one write per frame, flushed, as real model
+    servers stream (one token per SSE frame) — a reader that keeps up gets one delta
+    per read.
+    """
+
+    PACKED = "packed"
+    DELTA = "delta"
 
 
 @attrs.frozen
@@ -118,6 +133,10 @@ class MockLLM:
     request's messages (prompt) and of the answer's text and tool-call arguments
     (completion); each answer's ``(prompt, completion)`` is kept in :attr:`usages`.
 
+    ``writes`` says how a streamed answer without a ``delay`` is written: all at once
+    (:attr:`Writes.PACKED`, the default) or one network write per frame
+    (:attr:`Writes.DELTA`, as real servers stream).
+
     Example::
 
         mock = MockLLM()
@@ -137,7 +156,8 @@ class MockLLM:
         assert mock.requests[0]["messages"] == [...]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, writes: Writes = Writes.PACKED) -> None:
+        self._writes = Writes(writes)
         self._queue: deque[_Scripted] = deque()
         self._ids = itertools.count(1)
         self._call_ids = itertools.count(0)
@@ -242,7 +262,7 @@ class MockLLM:
             if not stream or (isinstance(options, dict) and options.get("include_usage") is True):
                 usage = counts
         completion_id = f"chatcmpl-mock{next(self._ids)}"
-        return _render(reply, completion_id, str(body.get("model")), stream, usage)
+        return _render(reply, completion_id, str(body.get("model")), stream, usage, self._writes)
 
     # -- in memory ----------------------------------------------------------------------
 
@@ -317,6 +337,7 @@ def _render(
     model: str,
     stream: bool,
     usage: tuple[int, int] | None = None,
+    writes: Writes = Writes.PACKED,
 ) -> _Rendered:
     if isinstance(reply, ErrorReply):
         return _error(reply)
@@ -350,7 +371,7 @@ def _render(
             last = {**envelope, "choices": [], "usage": _usage_object(usage)}
             deltas[-1] += b"data: " + json.dumps(last).encode() + b"\n\n"
         deltas[-1] += b"data: [DONE]\n\n"
-    if not reply.delay:  # coalesced: one write instead of one per frame
+    if not reply.delay and writes is Writes.PACKED:  # one write instead of one per frame
         return _Rendered(200, _SSE_HEADERS, ((0.0, b"".join(deltas)),))
     parts = tuple((reply.delay if i else 0.0, d) for i, d in enumerate(deltas))
     return _Rendered(200, _SSE_HEADERS, parts)
