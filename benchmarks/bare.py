@@ -14,6 +14,10 @@ Run one role per process; each prints ``… serving on URL`` when ready:
     costs.
     Used by ``benchmarks/relay.py``.
 
+``python benchmarks/bare.py health``
+    An app with one route, ``GET /health``: what a Quart-Trio app on Hypercorn takes
+    to start. Used by ``benchmarks/startup.py``.
+
 ``python benchmarks/bare.py model --deltas N --interval S``
     A Chat Completions endpoint (``POST /v1/chat/completions``) streaming ``N`` content
     deltas ``S`` seconds apart, each one write whose text is the moment it was sent
@@ -173,6 +177,19 @@ def model_app(deltas: int, interval: float) -> QuartTrio:
     return app
 
 
+# -- health: an app that only answers GET /health ------------------------------------------
+
+
+def health_app() -> QuartTrio:
+    app = QuartTrio("health")
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
 # -- fanout: one broadcast to many open streams -------------------------------------------
 
 
@@ -243,6 +260,8 @@ async def main(args: argparse.Namespace) -> None:
             await _serve(floor_app(args.model, http), "floor", http)
     elif args.role == "model":
         await _serve(model_app(args.deltas, args.interval), "model")
+    elif args.role == "health":
+        await _serve(health_app(), "health")
     else:
         await _serve(fanout_app(), "fanout", settle_gc=args.settled_gc)
 
@@ -251,6 +270,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     roles = parser.add_subparsers(dest="role", required=True)
     roles.add_parser("floor").add_argument("--model", required=True, help="base URL (…/v1)")
+    roles.add_parser("health")
     model = roles.add_parser("model")
     model.add_argument("--deltas", type=int, default=500)
     model.add_argument("--interval", type=float, default=0.002)
