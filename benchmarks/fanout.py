@@ -21,7 +21,9 @@ For every delta frame every subscriber receives, the delay is the moment it was 
 here minus the frame's ``created_at`` — when omnigent's bus stamped the event as it
 was published (ms resolution; then persisted, fanned out, framed, written), or when
 the bare server built the frame. Its p50, p99 and max are printed, and the delay from
-each delta's own send (the model's, for omnigent: the harness's share included).
+each delta's own send (the model's, for omnigent: the harness's share included), and
+the server's resident set growth per open stream (``VmRSS`` once every stream is
+open, before anything is sent, minus before the first one opened).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 import httpx
 import trio
-from _procs import HERE, OMNIGENT, cpu_seconds, percentile, served
+from _procs import HERE, OMNIGENT, cpu_seconds, percentile, rss_kib, served
 
 BARE = [sys.executable, str(HERE / "bare.py")]
 
@@ -99,7 +101,7 @@ async def watch_all(
     return watchers
 
 
-def report(name: str, watchers: list[Watcher], cpu: float) -> float:
+def report(name: str, watchers: list[Watcher], cpu: float, memory: int) -> tuple[float, float]:
     delays = [d for w in watchers for d in w.delays]
     source = [d for w in watchers for d in w.from_source]
     p50, p99 = percentile(delays, 0.5), percentile(delays, 0.99)
@@ -107,28 +109,31 @@ def report(name: str, watchers: list[Watcher], cpu: float) -> float:
         f"  {name:<9} publish → receipt: p50 {p50 * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms  "
         f"max {max(delays) * 1000:6.1f} ms ({len(delays)} frames); send → receipt: p50 "
         f"{percentile(source, 0.5) * 1000:6.1f} ms  p99 {percentile(source, 0.99) * 1000:6.1f} ms"
-        f"; server CPU {cpu:.2f} s"
+        f"; server CPU {cpu:.2f} s; memory per open stream {memory / len(watchers):.1f} KiB"
     )
-    return p99
+    return p50, p99
 
 
 async def bare_broadcasts(
     client: httpx.AsyncClient, args: argparse.Namespace, *extra: str
-) -> tuple[list[Watcher], float]:
-    """The baseline: ``args.turns`` broadcasts on a bare server; its watchers and CPU."""
+) -> tuple[list[Watcher], float, int]:
+    """The baseline: ``args.turns`` broadcasts on a bare server; its watchers, its CPU,
+    and the KiB its resident set grew by once every stream was open."""
     async with served([*BARE, "fanout", *extra], "serving on ") as (bare, bare_pid):
 
         async def drive_bare(watchers: list[Watcher]) -> None:
             assert (await client.get(f"{bare}/count")).json()["streams"] == args.subscribers
+            memory.append(rss_kib(bare_pid))
             for _ in range(args.turns):
                 query = f"deltas={args.deltas}&interval={args.interval}"
                 answer = await client.post(f"{bare}/start?{query}", timeout=None)
                 assert answer.json()["streams"] == args.subscribers
 
+        memory = [rss_kib(bare_pid)]
         used = cpu_seconds(bare_pid)
         expected = args.turns * args.deltas
         run = await watch_all(client, f"{bare}/stream", args.subscribers, expected, drive_bare)
-        return run, cpu_seconds(bare_pid) - used
+        return run, cpu_seconds(bare_pid) - used, memory[1] - memory[0]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -142,7 +147,7 @@ async def main(args: argparse.Namespace) -> None:
             served(serve_argv, "omnigent serving on ") as (omni, omni_pid),
             httpx.AsyncClient(timeout=httpx.Timeout(30, read=None), limits=limits) as client,
         ):
-            baselines: dict[str, tuple[list[Watcher], float]] = {}
+            baselines: dict[str, tuple[list[Watcher], float, int]] = {}
             if not args.omnigent_only:
                 baselines["bare"] = await bare_broadcasts(client, args)
                 # The same server with its collector set as omnigent serve sets its own.
@@ -163,6 +168,7 @@ async def main(args: argparse.Namespace) -> None:
             }
 
             async def drive_omnigent(watchers: list[Watcher]) -> None:
+                memory.append(rss_kib(omni_pid))  # every stream open, nothing sent yet
                 turns_took = []
                 for turn in range(args.turns):
                     started = time.perf_counter()
@@ -175,17 +181,22 @@ async def main(args: argparse.Namespace) -> None:
                 took = " / ".join(f"{t:.2f}" for t in turns_took)
                 print(f"  omnigent's turns took {took} s (the model's {args.deltas} deltas each)")
 
+            memory = [rss_kib(omni_pid)]
             used = cpu_seconds(omni_pid)
             omni_run = await watch_all(client, stream, args.subscribers, expected, drive_omnigent)
             omni_cpu = cpu_seconds(omni_pid) - used
+            omni_memory = memory[1] - memory[0]
     print(
         f"fan-out: {args.subscribers} subscribers, {args.turns} turns of {args.deltas} deltas "
         f"{args.interval * 1000:g} ms apart:"
     )
-    bare_p99 = {name: report(name, *run) for name, run in baselines.items()}
-    omni_p99 = report("omnigent", omni_run, omni_cpu)
-    for name, p99 in bare_p99.items():
-        print(f"  p99 omnigent / {name}: {omni_p99 / p99:.2f}x")
+    bare_p = {name: report(name, *run) for name, run in baselines.items()}
+    omni_p = report("omnigent", omni_run, omni_cpu, omni_memory)
+    for name, (p50, p99) in bare_p.items():
+        print(
+            f"  p99 omnigent / {name}: {omni_p[1] / p99:.2f}x;"
+            f"  p50 omnigent / {name}: {omni_p[0] / p50:.2f}x"
+        )
 
 
 if __name__ == "__main__":
