@@ -67,7 +67,8 @@ def show(name: str, values: list[float]) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as home:
+        os.environ["OMNIGENT_HOME"] = home  # private (0700), as omnigent wants its home
         if not args.from_source:  # for every child process
             os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
             os.environ["PYTHONPYCACHEPREFIX"] = cache

@@ -410,24 +410,6 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"omnigent {omnigent.__version__}"
 
 
-def test_version_alone_imports_nothing_else() -> None:
-    # `omnigent --version` answers before the runtime, the stores, the HTTP stack
-    # (or attrs) are imported, and prints what the parser's --version prints.
-    probe = (
-        "import sys, omnigent.cli as cli; code = cli.main(['--version']); "
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('attrs', 'trio', "
-        "'quart', 'httpx') or m.startswith(('omnigent.core', 'omnigent.cli._main', "
-        "'omnigent.errors'))); print(code, heavy)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
-    )
-    assert done.stdout.splitlines() == [f"omnigent {omnigent.__version__}", "0 []"]
-    with pytest.raises(SystemExit) as info:
-        omnigent.cli.build_parser().parse_args(["--version"])
-    assert info.value.code == 0
-
-
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage: omnigent" in capsys.readouterr().err

@@ -16,15 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from omnigent.cli._mock_llm import WRITES, last_user_text, load_chat_script
-from omnigent.testing import (
-    ErrorReply,
-    HangReply,
-    MockToolCall,
-    TextReply,
-    ToolCallsReply,
-    Writes,
-)
+from omnigent.cli._mock_llm import last_user_text, load_chat_script
+from omnigent.testing import ErrorReply, HangReply, MockToolCall, TextReply, ToolCallsReply
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,12 +60,6 @@ def test_bad_scripts_name_the_turn(data: Any, message: str) -> None:
     with pytest.raises((TypeError, ValueError)) as info:
         load_chat_script(data)
     assert message in str(info.value)
-
-
-def test_writes_choices_are_the_enum_delta_first() -> None:
-    # The parser names them without importing omnigent.testing (start-up time).
-    assert set(WRITES) == {w.value for w in Writes}
-    assert WRITES[0] == Writes.DELTA.value
 
 
 def test_last_user_text() -> None:

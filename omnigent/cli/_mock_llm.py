@@ -27,20 +27,16 @@ import json
 import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import trio
 
 from ..errors import BadRequest
-
-if TYPE_CHECKING:  # imported when the command runs: the other commands never load them
-    from ..testing import MockLLM, Reply, Writes
+from ..testing import MockLLM, Reply, TextReply, Writes, chat_reply, load_script
 
 __all__ = ["declare_mock_llm", "load_chat_script", "run_mock_llm"]
 
 DEFAULT_PORT: Final = 8000
-WRITES: Final = ("delta", "packed")
-"""``--writes``: the values of :class:`omnigent.testing.Writes`, the default first."""
 
 
 def declare_mock_llm(parser: argparse.ArgumentParser) -> None:
@@ -61,8 +57,8 @@ def declare_mock_llm(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--writes",
-        choices=WRITES,
-        default=WRITES[0],
+        choices=[w.value for w in Writes],
+        default=Writes.DELTA.value,
         help="delta: one network write per streamed delta, as real model servers send "
         "(default); packed: a whole answer in one write",
     )
@@ -88,8 +84,6 @@ def run_mock_llm(args: argparse.Namespace) -> int:
             script = load_chat_script(data)
         except (TypeError, ValueError) as exc:
             raise BadRequest(f"--script {args.script}: {exc}") from exc
-    from ..testing import Writes
-
     trio.run(_serve, _mock(script, Writes(args.writes)), args.host, args.port)
     return 0
 
@@ -105,8 +99,6 @@ def load_chat_script(data: Any) -> list[Reply]:
         TypeError: ``data`` is not a list. ValueError: naming the first bad turn
             (``turn 3: …``).
     """
-    from ..testing import chat_reply, load_script
-
     replies = []
     for number, turn in enumerate(load_script(data), 1):
         try:
@@ -136,8 +128,6 @@ def last_user_text(body: Mapping[str, Any]) -> str:
 
 def _mock(script: list[Reply], writes: Writes) -> MockLLM:
     """A MockLLM that plays ``script``, then echoes forever, keeping no requests."""
-    from ..testing import MockLLM, TextReply
-
     mock = MockLLM(writes=writes)
 
     def scripted(reply: Reply) -> Callable[[dict[str, Any]], Reply]:
