@@ -64,7 +64,7 @@ from ._records import (
 )
 from ._schema import SchemaBuilder, wire_as, wire_schema
 from ._statuses import SessionStatus, TaskStatus, TurnStatus
-from ._usage import ModelPrice, Prices, Usage
+from ._usage import ContextWindows, ModelPrice, Prices, Usage
 from ._wire import loads, structure, unstructure
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "ChildSessionSummary",
     "ChildSessionUpdated",
     "ContentBlock",
+    "ContextWindows",
     "ElicitationHeld",
     "ElicitationInfo",
     "ElicitationParams",

@@ -13,20 +13,24 @@ calls cost.
 
 ``context_tokens`` is the last call's input plus output: the tokens the conversation
 fills in the model's context now (what ACP's ``usage_update`` calls ``used``). For a
-sum it is the later value's.
+sum it is the later value's. How large that context is — the model's window, ACP's
+``size`` — is the configuration's ``context_windows`` table (:class:`ContextWindows`):
+no catalog ships with omnigent, so a model nobody configured has no known window.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from ..errors import ConfigError
 
-__all__ = ["ModelPrice", "Prices", "Usage"]
+__all__ = ["ContextWindows", "ModelPrice", "Prices", "Usage"]
+
+_T = TypeVar("_T")
 
 
 def _count(value: int) -> int:
@@ -176,9 +180,54 @@ class Prices:
 
     def for_model(self, model: str | None) -> ModelPrice | None:
         """The price of ``model``, or None when the table has none."""
-        if model is None:
-            return None
-        found = self.models.get(model)
-        if found is None and "/" in model:
-            found = self.models.get(model.rsplit("/", 1)[1])
-        return found
+        return _lookup(self.models, model)
+
+
+def _lookup(table: Mapping[str, _T], model: str | None) -> _T | None:
+    """``model``'s entry by its exact name, else by its name after the last ``/``."""
+    if model is None:
+        return None
+    found = table.get(model)
+    if found is None and "/" in model:
+        found = table.get(model.rsplit("/", 1)[1])
+    return found
+
+
+@attrs.frozen
+class ContextWindows:
+    """The configuration's ``context_windows`` table: a model's name → its context
+    window in tokens (found as :class:`Prices` finds a price)."""
+
+    models: Mapping[str, int] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_config(cls, raw: Any) -> ContextWindows:
+        """The table as written in the configuration file.
+
+        Raises:
+            ConfigError: not ``{model: tokens}`` with a whole number of tokens >= 1,
+                at the path of the field (``context_windows.gpt-4o``).
+        """
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise ConfigError.at(
+                "context_windows", "must be a mapping of model name to its window in tokens"
+            )
+        models: dict[str, int] = {}
+        for name, tokens in raw.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError.at(
+                    "context_windows", f"a model name must be a string, got {name!r}"
+                )
+            if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+                raise ConfigError.at(
+                    f"context_windows.{name}",
+                    f"must be a whole number of tokens >= 1, got {tokens!r}",
+                )
+            models[name] = tokens
+        return cls(models)
+
+    def for_model(self, model: str | None) -> int | None:
+        """The window of ``model`` in tokens, or None when the table has none."""
+        return _lookup(self.models, model)

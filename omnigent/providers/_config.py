@@ -47,7 +47,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from ..errors import ConfigError, ErrorDetail, SpecError
-from ..model import Prices, structure
+from ..model import ContextWindows, Prices, structure
 from ..spec import load_yaml
 from ._mapping import HostOf, entries_from_mapping
 
@@ -125,7 +125,8 @@ class _ConfigFile:
     """The part of ``config.yaml`` this module reads (strictly)."""
 
     keys: ClassVar[tuple[str, ...]] = ("providers", "default_provider")
-    # ``prices`` is read beside them, by :meth:`Prices.from_config`.
+    # ``prices`` and ``context_windows`` are read beside them, by
+    # :meth:`Prices.from_config` and :meth:`ContextWindows.from_config`.
     providers: tuple[Provider, ...] = ()
     default_provider: str | None = None
 
@@ -139,6 +140,8 @@ class ProviderConfig:
     source: str | None = None
     prices: Prices = attrs.field(factory=Prices)
     """The ``prices`` table: what each model's tokens cost (``docs/observability.md``)."""
+    context_windows: ContextWindows = attrs.field(factory=ContextWindows)
+    """The ``context_windows`` table: each model's window in tokens (ACP's ``usage_update``)."""
 
     def named(self, name: str) -> Provider | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -203,6 +206,7 @@ def parse_provider_config(
             mine.setdefault("default_provider", default)
     try:
         prices = Prices.from_config(data.get("prices"))
+        windows = ContextWindows.from_config(data.get("context_windows"))
     except ConfigError as exc:
         raise ConfigError(f"invalid {source}: {exc.message}", exc.details) from None
     try:
@@ -228,7 +232,7 @@ def parse_provider_config(
     if problems:
         summary = "; ".join(f"{d.msg} @ {d.loc}" for d in problems[:5])
         raise ConfigError(f"invalid {source}: {summary}", problems)
-    return ProviderConfig(parsed.providers, parsed.default_provider, source, prices)
+    return ProviderConfig(parsed.providers, parsed.default_provider, source, prices, windows)
 
 
 def config_home(home: Path) -> Path:

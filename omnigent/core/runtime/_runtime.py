@@ -77,6 +77,7 @@ from ...model import (
     elicitation_params,
 )
 from ...observability import Metrics
+from ...providers import load_provider_config
 from ...spec import AgentSpec, McpServerSpec
 from ...stores import SessionRow, Store, cluster_of
 from ...tools.terminals import HISTORY_LIMIT, TmuxServer
@@ -768,6 +769,21 @@ class Runtime(metaclass=_NoPublicConstructor):
     def session_temperature(self, session_id: str) -> float | None:
         """The temperature :meth:`set_session_temperature` set (``None``: the spec's)."""
         return self._tuning.temperature(session_id)
+
+    async def context_window(self, model: str | None) -> int | None:
+        """``model``'s context window in tokens, from the configuration's
+        ``context_windows`` table (``docs/observability.md``); ``None`` when it names
+        none — or the configuration cannot be read (logged: a window is never worth
+        failing for). Read from the file each time, as prices are.
+        """
+        if model is None:
+            return None
+        try:
+            config = await trio.to_thread.run_sync(load_provider_config, self._options.place.home)
+        except ConfigError as exc:
+            log.warning("ignoring the configuration's context windows: %s", exc.message)
+            return None
+        return config.context_windows.for_model(model)
 
     async def check_session_directory(self, cwd: str | None) -> None:
         """Refuse a directory a client names for a session (ACP's ``cwd``) unless it is

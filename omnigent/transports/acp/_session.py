@@ -37,6 +37,15 @@ batches, one per store write); the deltas of one message in a batch are merged i
 ``agent_message_chunk`` (each notification is a write, and on the WebSocket a frame
 through Quart and Hypercorn). Nothing waits for more.
 
+Usage: after each turn whose harness reported usage (its terminal event carries
+``response.usage``, written after the session's sums), the relay reads the session's
+snapshot and sends ``usage_update`` — ``used`` the tokens the last call left in
+context, ``size`` the model's window from the configuration's ``context_windows``,
+``cost`` the session's cumulative cost when priced. A model with no configured window
+gets none: ACP's ``size`` is required, and its RFD says to send nothing rather than
+invent one. A session opened with usage already (``session/load``, ``resume``)
+gets one at once.
+
 Ordering: a prompt's answer waits (:meth:`SessionRelay.wait_relayed`) until the relay
 has sent every update up to the turn's terminal event, so the client sees all of a
 turn's updates before its ``stopReason``.
@@ -51,7 +60,14 @@ from typing import Any, Protocol
 
 import trio
 
-from ...core import ClientMcpReport, ClientTool, Runtime, Subscription, wants_content
+from ...core import (
+    ClientMcpReport,
+    ClientTool,
+    Runtime,
+    SessionSnapshot,
+    Subscription,
+    wants_content,
+)
 from ...errors import OmnigentError
 from ...model import ElicitationRequest, Event
 from ...rpc import ConnectionClosed, RpcConnection, RpcError
@@ -59,7 +75,15 @@ from ...spec import McpServerSpec
 from ._elicit import form_params, read_form_answer
 from ._handshake import ClientCapabilities
 from ._records import config_options
-from ._updates import Ask, ConfigChanged, Translator, Update, Withdraw
+from ._updates import (
+    Ask,
+    ConfigChanged,
+    Translator,
+    Update,
+    UsageChanged,
+    Withdraw,
+    usage_update,
+)
 
 __all__ = ["MAX_ASKING", "PERMISSION_OPTIONS", "RelayContext", "SessionRelay", "read_outcome"]
 
@@ -231,6 +255,8 @@ class SessionRelay:
                     scope.cancel()
             elif isinstance(out, ConfigChanged):
                 await self._config_changed()
+            elif isinstance(out, UsageChanged):
+                await self._usage_changed()
         self.relayed_through = batch[-1].event_id
         progress, self._progress = self._progress, trio.Event()
         progress.set()
@@ -246,6 +272,28 @@ class SessionRelay:
         update = {"sessionUpdate": "config_option_update", "configOptions": options}
         await self._ctx.connection.notify(
             "session/update", {"sessionId": self.session_id, "update": update}
+        )
+
+    async def _usage_changed(self) -> None:
+        try:
+            snapshot = await self._ctx.runtime.get_session(self.session_id)
+        except OmnigentError as exc:  # deleted meanwhile
+            log.info("no usage for %s: %s", self.session_id, exc.message)
+            return
+        await self.send_usage(snapshot)
+
+    async def send_usage(self, snapshot: SessionSnapshot) -> None:
+        """Send the session's ``usage_update`` as ``snapshot`` has it — nothing when no
+        call of it reported usage or its model has no configured window."""
+        if snapshot.usage.model_calls == 0:
+            return
+        model = snapshot.model_override or snapshot.model
+        window = await self._ctx.runtime.context_window(model)
+        if window is None:
+            return
+        await self._ctx.connection.notify(
+            "session/update",
+            {"sessionId": self.session_id, "update": usage_update(snapshot.usage, window)},
         )
 
     async def wait_relayed(self, event_id: int) -> None:

@@ -127,6 +127,7 @@ class OpenSessions:
             self._relays[snapshot.id] = relay
             for request in snapshot.pending_elicitations:
                 await relay.ask(request)
+            await relay.send_usage(snapshot)  # what the client shows before a prompt
         options = await config_options(self._runtime, snapshot, self._ctx.client)
         return {
             "configOptions": options,

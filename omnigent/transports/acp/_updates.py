@@ -17,9 +17,12 @@ omnigent event                              ACP
 ``response.elicitation_request``            :class:`Ask`: a ``session/request_permission``
                                             (or a form ``elicitation/create``)
 ``response.elicitation_resolved``           :class:`Withdraw`: cancel that request
-``session.info.updated``                         ``session_info_update`` (title), and
+``session.info.updated``                    ``session_info_update`` (title), and
                                             :class:`ConfigChanged` when the model
                                             override changed (``config_option_update``)
+a turn's terminal ``response.*`` carrying   :class:`UsageChanged`: the relay sends the
+``response.usage``                          session's ``usage_update`` (it needs the
+                                            stored sums and the model's window)
 ==========================================  =============================================
 
 Everything else (statuses, ``response.*`` lifecycle, child summaries) is for the
@@ -47,7 +50,11 @@ from ...model import (
     MessageItem,
     OutputItemDone,
     OutputTextDelta,
+    ResponseCancelled,
+    ResponseCompleted,
+    ResponseFailed,
     SessionInfoUpdated,
+    Usage,
     item_text,
 )
 from ._content import acp_blocks
@@ -58,9 +65,11 @@ __all__ = [
     "ConfigChanged",
     "Translator",
     "Update",
+    "UsageChanged",
     "Withdraw",
     "describe_call",
     "replay_items",
+    "usage_update",
 ]
 
 _TITLE_TEXT = 80
@@ -94,7 +103,12 @@ class ConfigChanged:
     """The session's model changed elsewhere: send the client its config options again."""
 
 
-Out = Update | Ask | Withdraw | ConfigChanged
+@attrs.frozen
+class UsageChanged:
+    """A turn reported usage: send the client the session's ``usage_update``."""
+
+
+Out = Update | Ask | Withdraw | ConfigChanged | UsageChanged
 
 
 def _short(text: str, limit: int = _TITLE_TEXT) -> str:
@@ -236,6 +250,8 @@ class Translator:
             return [Withdraw(event.elicitation_id)]
         if isinstance(event, SessionInfoUpdated):
             return self._session_updated(event)
+        if isinstance(event, ResponseCompleted | ResponseFailed | ResponseCancelled):
+            return [UsageChanged()] if event.response.usage is not None else []
         return []
 
     def _session_updated(self, event: SessionInfoUpdated) -> list[Out]:
@@ -310,4 +326,19 @@ def replay_items(items: Iterable[Item], cwd: str | None) -> list[dict[str, Any]]
             out.append(_tool_call(item, cwd))
         else:
             out.append(_tool_result(item))
+    return out
+
+
+def usage_update(usage: Usage, window: int) -> dict[str, Any]:
+    """The ``usage_update`` of a session whose model calls used ``usage`` (its stored
+    sum) in a model with a ``window``-token context: ``used`` is what the last call
+    left in context (its input and output), ``cost`` the session's cumulative cost,
+    when any call was priced (US dollars: the price table's currency)."""
+    out: dict[str, Any] = {
+        "sessionUpdate": "usage_update",
+        "used": usage.context_tokens,
+        "size": window,
+    }
+    if usage.cost_usd is not None:
+        out["cost"] = {"amount": round(usage.cost_usd, 9), "currency": "USD"}
     return out
