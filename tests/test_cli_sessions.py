@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -18,7 +19,7 @@ import yaml
 
 import omnigent
 from omnigent.cli import main
-from omnigent.testing import run_turn
+from omnigent.testing import MockLLM, run_turn
 
 REPO = Path(__file__).resolve().parent.parent
 SESSION_NOTE = re.compile(r"session (conv_\w+) \(continue it with --session \1\)")
@@ -213,3 +214,48 @@ async def test_stdio_trusts_the_agents_of_its_spec() -> None:
             [agent] = await acp_agent.runtime.list_agents()
             assert agent.harness == "openai-agents"
             nursery.cancel_scope.cancel()
+
+
+def test_sessions_show_prints_the_usage_and_json_carries_it(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(
+        "prices:\n  mock-model: {input_per_mtok: 1.5, output_per_mtok: 4}\n"
+    )
+    mock = MockLLM()
+    mock.reply_text("parent answer")
+    mock.reply_text("child answer")
+    config = {"harness": "loop", "model": "mock-model", "base_url": "http://mock/v1"}
+    spec = {"name": "priced", "executor": {"config": {**config, "api_key": "sk-test"}}}
+    db = f"sqlite:///{home / 'usage.db'}"
+
+    async def go() -> tuple[str, str]:
+        async with (
+            httpx.AsyncClient(transport=mock.transport()) as http,
+            omnigent.open_runtime(db, home=home, http_client=http) as rt,
+        ):
+            agent = await rt.create_agent(spec)
+            parent = (await rt.create_session(agent.id)).id
+            await run_turn(rt, parent, "hello")
+            child = (await rt.create_session(agent.id, parent_session_id=parent)).id
+            await run_turn(rt, child, "hi")
+            return parent, child
+
+    parent, _ = trio.run(go)
+    (p1, c1), (p2, c2) = mock.usages
+    assert main(["sessions", "show", parent, "--db", db]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    own = f"usage: {p1:,} tokens in (0 cached), {c1:,} out, 1 model call, "
+    assert lines[1] == own + f"${(p1 * 1.5 + c1 * 4) / 1e6:.6f}"
+    tree_cost = ((p1 + p2) * 1.5 + (c1 + c2) * 4) / 1e6
+    assert lines[2] == (
+        f"usage with sub-sessions: {p1 + p2:,} tokens in (0 cached), {c1 + c2:,} out, "
+        f"2 model calls, ${tree_cost:.6f}"
+    )
+    assert lines[3:] == ["user: hello", "assistant: parent answer"]
+    assert main(["sessions", "show", parent, "--json", "--db", db]) == 0
+    shown = json.loads(capsys.readouterr().out)["session"]
+    assert (shown["usage"]["input_tokens"], shown["usage"]["output_tokens"]) == (p1, c1)
+    assert shown["tree_usage"]["total_tokens"] == p1 + p2 + c1 + c2
+    assert shown["tree_usage"]["cost_usd"] == pytest.approx(tree_cost)

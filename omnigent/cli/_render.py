@@ -431,11 +431,13 @@ def format_session(
     Messages are ``role: text`` (an image is ``[image]``; text is shown in full), tool
     calls ``→ name(arguments)``, their outputs ``← output`` (one line each, cut), and a
     failed turn ``✗ turn failed (code): message`` where it failed (:func:`failed_turns`);
-    then each request the session waits on, with the command that answers it.
+    then each request the session waits on, with the command that answers it. What
+    its model calls used (:func:`format_usage`) follows the session's line.
     """
     lines = format_sessions([session])
     if session.get("parent_session_id"):
         lines.append(f"(a sub-session of {session['parent_session_id']})")
+    lines.extend(format_usage(session))
     at = _failure_positions(items, failures)
     for index, item in enumerate(items):
         lines.extend(_failure_line(f) for f in at.get(index, ()))
@@ -453,6 +455,30 @@ def format_session(
             f"(omnigent approve {owner} {request['elicitation_id']}, or deny)"
         )
     return lines
+
+
+def format_usage(session: Mapping[str, Any]) -> list[str]:
+    """The snapshot's ``usage`` as a line, and ``tree_usage`` when sub-sessions added to
+    it; nothing when no model call reported usage (a scripted agent, an old server)."""
+    own, tree = session.get("usage") or {}, session.get("tree_usage") or {}
+    lines = []
+    if own.get("model_calls"):
+        lines.append(f"usage: {_usage_text(own)}")
+    if tree.get("model_calls", 0) > own.get("model_calls", 0):
+        lines.append(f"usage with sub-sessions: {_usage_text(tree)}")
+    return lines
+
+
+def _usage_text(usage: Mapping[str, Any]) -> str:
+    calls = usage.get("model_calls", 0)
+    text = (
+        f"{usage.get('input_tokens', 0):,} tokens in"
+        f" ({usage.get('cached_input_tokens', 0):,} cached),"
+        f" {usage.get('output_tokens', 0):,} out,"
+        f" {calls} model call{'s' if calls != 1 else ''}"
+    )
+    cost = usage.get("cost_usd")
+    return f"{text}, ${cost:.6f}" if isinstance(cost, int | float) else text
 
 
 def _item_line(item: Item) -> str | None:
