@@ -109,17 +109,20 @@ AGENTS: list[dict[str, Any]] = [
 ]
 
 
-def write_agents(folder: Path) -> Path:
+def write_agents(folder: Path, extra: list[dict[str, Any]] | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    for spec in AGENTS:
+    for spec in [*AGENTS, *(extra or [])]:
         (folder / f"{spec['name']}.json").write_text(json.dumps(spec))
     return folder
 
 
 @contextmanager
-def running_server(tmp: Path, *args: str) -> Iterator[str]:
-    """``omnigent serve`` on 127.0.0.1 port 0 with :data:`AGENTS`; yields its URL."""
-    agents = write_agents(tmp / "agents")
+def running_server(
+    tmp: Path, *args: str, extra_agents: list[dict[str, Any]] | None = None
+) -> Iterator[str]:
+    """``omnigent serve`` on 127.0.0.1 port 0 with :data:`AGENTS` (and ``extra_agents``);
+    yields its URL. Its ``$OMNIGENT_HOME`` is ``tmp/home``."""
+    agents = write_agents(tmp / "agents", extra_agents)
     env = {**os.environ, "OMNIGENT_HOME": str(tmp / "home")}
     command = [sys.executable, "-m", "omnigent", "serve", "--port", "0"]
     command += ["--db", f"sqlite:///{tmp / 'console.db'}", "--agents", str(agents), *args]
@@ -130,6 +133,31 @@ def running_server(tmp: Path, *args: str) -> Iterator[str]:
         assert process.stdout is not None
         line = process.stdout.readline()  # printed once it listens
         assert line.startswith("omnigent serving on "), line
+        yield line.split(" on ", 1)[1].strip()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+@contextmanager
+def running_mock_llm() -> Iterator[str]:
+    """``omnigent mock-llm --port 0`` (echoes the last user message, reports usage);
+    yields its base URL (``…/v1``)."""
+    command = [sys.executable, "-m", "omnigent", "mock-llm", "--port", "0"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("omnigent mock-llm serving on "), line
         yield line.split(" on ", 1)[1].strip()
     finally:
         process.send_signal(signal.SIGINT)

@@ -24,7 +24,6 @@ export class Conversation {
     this.pending = new Map(); // elicitation id -> request event (this session's and mirrored)
     this.previews = new Map(); // child id -> child summary
     this.inbox = 0;
-    this.usage = null;
     this.connection = "connecting";
     this.loadError = null;
     this.version = 0;
@@ -271,7 +270,6 @@ export class Conversation {
         this._addItem(event.item, false);
         break;
       case "response.completed":
-        if (event.response && event.response.usage) this._addUsage(event.response.usage);
         this._turnStart = undefined;
         break;
       case "response.failed":
@@ -315,14 +313,6 @@ export class Conversation {
     const entry = this.entries[index];
     if (!entry.streaming) return; // already complete (read from the history)
     this.entries[index] = { ...entry, text: entry.text + event.delta };
-  }
-
-  _addUsage(usage) {
-    const total = { ...(this.usage || {}) };
-    for (const [name, value] of Object.entries(usage)) {
-      if (typeof value === "number") total[name] = (total[name] || 0) + value;
-    }
-    this.usage = total;
   }
 
   _changed() {

@@ -194,11 +194,33 @@ function Terminals({ session, tick }) {
   </section>`;
 }
 
-function Usage({ usage }) {
-  if (!usage) return null;
-  return html`<section class="panel" aria-label="Usage"><h2>Usage</h2><dl class="facts">${Object.entries(usage).map(
-    ([name, value]) => html`<dt>${name.replaceAll("_", " ")}</dt><dd>${value.toLocaleString()}</dd>`,
-  )}</dl></section>`;
+const USAGE_FIELDS = [
+  ["input_tokens", "tokens in"],
+  ["cached_input_tokens", "cached"],
+  ["output_tokens", "tokens out"],
+  ["model_calls", "model calls"],
+  ["context_tokens", "in context now"],
+];
+
+function UsageFacts({ usage, label }) {
+  const cost = typeof usage.cost_usd === "number" ? usage.cost_usd : null;
+  return html`<dl class="facts" aria-label=${label}>${USAGE_FIELDS.map(
+    ([name, title]) => html`<dt>${title}</dt><dd data-usage=${name}>${(usage[name] || 0).toLocaleString()}</dd>`,
+  )}${cost === null ? null : html`<dt>cost</dt><dd data-usage="cost_usd">$${cost.toFixed(6)}</dd>`}</dl>`;
+}
+
+// What the session's model calls used, as its snapshot keeps it (summed by the server,
+// kept live by the sessions feed): the session's own turns, and with its sub-sessions
+// when they added to it. Nothing until a model reported usage.
+function Usage({ session }) {
+  const own = session?.usage;
+  const tree = session?.tree_usage;
+  if (!own || !tree || !tree.model_calls) return null;
+  const withChildren = tree.model_calls > own.model_calls;
+  return html`<section class="panel" aria-label="Usage"><h2>Usage</h2>
+    ${own.model_calls ? html`<${UsageFacts} usage=${own} label="This session" />` : null}
+    ${withChildren ? html`<h3>With sub-sessions</h3><${UsageFacts} usage=${tree} label="With sub-sessions" />` : null}
+  </section>`;
 }
 
 export function SessionView({ store, sessionId }) {
@@ -246,7 +268,7 @@ export function SessionView({ store, sessionId }) {
           <${SubAgents} store=${store} sessionId=${sessionId} previews=${conversation.previews} />
           <${Tasks} conversation=${conversation} />
           <${Terminals} session=${session} tick=${conversation.version} />
-          <${Usage} usage=${conversation.usage} />
+          <${Usage} session=${session} />
         </aside>
       </div>
     </main>`;
