@@ -24,11 +24,14 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import omnigent
+from omnigent.client import OmnigentClient
 from omnigent.model import ResponseCompleted, ResponseFailed, Usage
 from omnigent.observability import REQUESTS_LOGGER, TURNS_LOGGER, JsonFormatter, open_tracing
 from omnigent.testing import MockLLM, mock_tokens, run_turn
 
 from .http_helpers import open_server
+from .reliability.serve_rig import Watch, stop, summary, terminal_count, write_agents
+from .runners.rig import open_runners, start_server
 
 PROMPT = "You are terse."
 SECRET_PROMPT = "the launch code is 0000-PROMPT-SECRET"
@@ -425,3 +428,55 @@ print("clean")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "clean"
+
+
+async def test_a_turn_on_a_runner_is_traced_under_the_servers_turn(tmp_path: Path) -> None:
+    """Across the runner link, a ``loop`` turn on a real runner: its ``chat`` spans (made
+    on the runner) are children of the server's ``invoke_agent`` (``turn/run`` carries
+    ``trace``), and so is the server's ``execute_tool`` of the tool call the runner's
+    harness made (served inside the turn's context)."""
+    mock = MockLLM()
+    mock.reply_tool_call("sys_os_shell", {"command": "echo traced"})
+    mock.reply_text("done remotely")
+    server_root = tmp_path / "server"
+    with otlp_receiver() as (endpoint, spans):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "omnigent-test"}
+        async with mock.serve() as base_url:
+            # The runner's own environment names the endpoint (a runner refuses a spec's
+            # base_url its operator did not allow).
+            spec = {"name": "remote", "executor": {"config": {"harness": "loop"}}}
+            spec["executor"]["config"]["model"] = "mock-model"
+            write_agents(server_root, [spec])
+            on_runner = {**env, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": KEY}
+            with trio.fail_after(60):
+                served = await start_server(server_root, "--allow-model-url", base_url, env=env)
+                try:
+                    async with open_runners() as runners, OmnigentClient(served.url) as client:
+                        runner = await runners.start(
+                            tmp_path / "laptop", served.url, "laptop", env=on_runner
+                        )
+                        session = await client.create_session(
+                            agent_name="remote", runner_id="laptop"
+                        )
+                        async with trio.open_nursery() as nursery:
+                            watch = Watch(client, session.id)
+                            await nursery.start(watch.run)
+                            await client.send_message(session.id, "go")
+                            await watch.wait_for(
+                                lambda events: terminal_count(events) >= 1, "the turn's end"
+                            )
+                            nursery.cancel_scope.cancel()
+                        await runner.stop()  # it flushes its spans as it exits
+                finally:
+                    await stop(served)  # so does the server
+    assert isinstance(terminal(watch.events), ResponseCompleted), summary(watch.events)
+    turn = next(s for s in spans if s.name == "invoke_agent remote")
+    assert attrs_of(turn)["gen_ai.conversation.id"] == session.id
+    chats = [s for s in spans if s.name == "chat mock-model"]
+    assert len(chats) == 2  # both made on the runner, under the server's turn
+    for chat in chats:
+        assert bytes(chat.trace_id) == bytes(turn.trace_id)
+        assert bytes(chat.parent_span_id) == bytes(turn.span_id)
+    tool = next(s for s in spans if s.name == "execute_tool sys_os_shell")
+    assert bytes(tool.trace_id) == bytes(turn.trace_id)
+    assert bytes(tool.parent_span_id) == bytes(turn.span_id)
