@@ -25,14 +25,23 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import omnigent
 from omnigent.client import OmnigentClient
-from omnigent.model import ResponseCompleted, ResponseFailed, Usage
+from omnigent.model import (
+    FunctionCallOutputItem,
+    OutputItemDone,
+    OutputTextDelta,
+    ResponseCompleted,
+    ResponseFailed,
+    Usage,
+)
 from omnigent.observability import REQUESTS_LOGGER, TURNS_LOGGER, JsonFormatter, open_tracing
-from omnigent.testing import MockLLM, mock_tokens, run_turn
+from omnigent.testing import MockLLM, mock_tokens, run_turn, scripted_agent
 
+from .external_helpers import HARNESSES, external
 from .http_helpers import open_server
 from .reliability.serve_rig import Watch, stop, summary, terminal_count, write_agents
 from .runners.rig import open_runners, start_server
 
+MCP_SERVER = HARNESSES / "mcp_server.py"
 PROMPT = "You are terse."
 SECRET_PROMPT = "the launch code is 0000-PROMPT-SECRET"
 KEY = "sk-test-SECRET-KEY-0123456789"
@@ -480,3 +489,67 @@ async def test_a_turn_on_a_runner_is_traced_under_the_servers_turn(tmp_path: Pat
     tool = next(s for s in spans if s.name == "execute_tool sys_os_shell")
     assert bytes(tool.trace_id) == bytes(turn.trace_id)
     assert bytes(tool.parent_span_id) == bytes(turn.span_id)
+
+
+async def test_an_external_harness_gets_its_turns_span_as_traceparent(tmp_path: Path) -> None:
+    """Across the external harness link: the turn's request carries W3C ``traceparent``
+    naming the turn's ``invoke_agent`` span, so the harness's own spans continue it."""
+    with otlp_receiver() as (endpoint, spans):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "omnigent-test"}
+        with open_tracing(env) as on:
+            assert on
+            async with omnigent.open_runtime(home=tmp_path, workspace=tmp_path) as rt:
+                with trio.fail_after(30):
+                    agent = await rt.create_agent(external("ext"))
+                    session = (await rt.create_session(agent.id)).id
+                    events = await run_turn(rt, session, "traceparent")
+        untraced = await _external_turn_untraced(tmp_path)
+    said = "".join(e.delta for e in events if isinstance(e, OutputTextDelta))
+    version, trace_id, span_id, _flags = said.split("-")
+    turn = next(s for s in spans if s.name == "invoke_agent ext")
+    assert (version, trace_id, span_id) == ("00", turn.trace_id.hex(), turn.span_id.hex())
+    assert untraced == "none"  # tracing off: no header at all
+
+
+async def _external_turn_untraced(tmp_path: Path) -> str:
+    async with omnigent.open_runtime(home=tmp_path, workspace=tmp_path) as rt:
+        with trio.fail_after(30):
+            agent = await rt.create_agent(external("ext2"))
+            session = (await rt.create_session(agent.id)).id
+            events = await run_turn(rt, session, "traceparent")
+    return "".join(e.delta for e in events if isinstance(e, OutputTextDelta))
+
+
+async def test_an_mcp_tool_call_carries_its_span_in_meta(tmp_path: Path) -> None:
+    """Across MCP: a ``tools/call`` carries ``_meta.traceparent`` naming the
+    ``execute_tool`` span of the call, so the server's spans continue it."""
+    script = [{"call": "mcp__calc__trace", "args": {}}, {"call": "mcp__calc__trace", "args": {}}]
+    spec = {
+        **scripted_agent("tracer", script),
+        "mcp_servers": [{"name": "calc", "command": [sys.executable, str(MCP_SERVER)]}],
+    }
+    with otlp_receiver() as (endpoint, spans):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "omnigent-test"}
+        async with omnigent.open_runtime(home=tmp_path, workspace=tmp_path) as rt:
+            with trio.fail_after(60):
+                agent = await rt.create_agent(spec)
+                session = (await rt.create_session(agent.id)).id
+                with open_tracing(env) as on:
+                    assert on
+                    traced = await run_turn(rt, session, "go")
+                untraced = await run_turn(rt, session, "again")
+    said = [
+        e.item.output
+        for e in traced
+        if isinstance(e, OutputItemDone) and isinstance(e.item, FunctionCallOutputItem)
+    ]
+    tools = [s for s in spans if s.name == "execute_tool mcp__calc__trace"]
+    assert len(said) == len(tools) == 2
+    for output, tool in zip(said, sorted(tools, key=lambda s: s.start_time_unix_nano), strict=True):
+        version, trace_id, span_id, _flags = output.split("-")
+        assert (version, trace_id, span_id) == ("00", tool.trace_id.hex(), tool.span_id.hex())
+    assert [
+        e.item.output
+        for e in untraced
+        if isinstance(e, OutputItemDone) and isinstance(e.item, FunctionCallOutputItem)
+    ] == ["-", "-"]  # tracing off: nothing in _meta

@@ -3,7 +3,8 @@
 Tools: ``add(a, b)``; ``confirm(what)``, which asks the user (an elicitation) before
 answering; ``boom()``, which fails; ``where(name)``, its working directory and the
 value of one environment variable (``-`` if unset); ``era()``, the protocol version the
-client negotiated. With ``--fail`` it writes to stderr and exits before speaking MCP.
+client negotiated; ``trace()``, the ``traceparent`` the call's ``_meta`` carried (``-``
+without one). With ``--fail`` it writes to stderr and exits before speaking MCP.
 ``$MCP_PID_FILE`` (if set) gets the server's pid.
 """
 
@@ -52,6 +53,18 @@ def where(name: str) -> str:
 def era(ctx: Context) -> str:
     """The MCP protocol version this connection speaks."""
     return str(ctx.protocol_version)
+
+
+@app.tool()
+def trace(ctx: Context) -> str:
+    """The W3C traceparent this call's _meta carried (``-`` without one)."""
+    meta = ctx.request_context.meta
+    if meta is None:
+        return "-"
+    found = meta.get("traceparent") if isinstance(meta, dict) else None
+    if found is None:
+        found = (getattr(meta, "model_extra", None) or {}).get("traceparent")
+    return str(found or "-")
 
 
 @app.tool()

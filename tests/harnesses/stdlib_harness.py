@@ -8,6 +8,7 @@ the user's message:
 * ``tool NAME {json}``: ask the runtime to run tool NAME and say its output;
 * ``pid``: say this process's pid; ``child``: start a grandchild and say its pid;
 * ``env``: say the environment and working directory as JSON;
+* ``traceparent``: say the turn request's ``traceparent`` header (``none`` without one);
 * ``truncate``: stream a delta and end the stream without a terminal event;
 * ``recover``: ``response.failed``, then say ``recovered`` and ``response.completed``;
 * ``fail``: ``response.failed``, then end the stream;
@@ -140,6 +141,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._say(f"tool said: {output}")
         elif text == "pid":
             self._say(str(os.getpid()))
+        elif text == "traceparent":
+            self._say(self.headers.get("traceparent") or "none")
         elif text == "child":
             child = subprocess.Popen(["sleep", "300"])
             CHILDREN.append(child)
