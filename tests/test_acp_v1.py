@@ -404,3 +404,21 @@ async def _statuses(events: Any) -> Any:
             yield event
             if event.status in ("idle", "failed", "cancelled"):
                 return
+
+
+async def test_message_chunks_carry_the_id_of_their_message(rt: omnigent.Runtime) -> None:
+    """``messageId`` on every chunk, live and replayed: the item id of the message."""
+    await rt.create_agent(scripted("talker", [{"say": "hello there"}]))
+    with trio.fail_after(10):
+        async with open_acp(rt, "talker") as editor:
+            sid = (await new(editor))["sessionId"]
+            await editor.prompt(sid, "hi")
+            live = editor.session_updates(sid, "agent_message_chunk")
+        items = (await rt.list_items(sid, limit=10)).data
+        user, answer = (i.id for i in items if i.type == "message")
+        assert live and {c["messageId"] for c in live} == {answer}
+        async with open_acp(rt, "talker") as other:
+            params = {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+            await other.call("session/load", params)
+            replayed = [(u["sessionUpdate"], u["messageId"]) for u in other.session_updates(sid)]
+            assert replayed == [("user_message_chunk", user), ("agent_message_chunk", answer)]

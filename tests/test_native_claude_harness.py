@@ -95,6 +95,17 @@ async def test_a_turn_is_relayed_as_omnigent_events(workdir: Path) -> None:
             assert user_texts(request)[-1] == "hi"
             snapshot = await rt.get_session(sid)
             assert snapshot.harness == HARNESS and snapshot.status == "idle"
+            # The model's usage, as Claude Code streamed it on (cache reads and writes
+            # count as input).
+            (reported,) = fake.usages
+            usage = snapshot.usage
+            assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (
+                1,
+                reported["input_tokens"]
+                + reported["cache_read_input_tokens"]
+                + reported["cache_creation_input_tokens"],
+                reported["output_tokens"],
+            )
 
 
 async def test_a_command_claude_code_asks_about_is_approved_on_the_omnigent_stream(

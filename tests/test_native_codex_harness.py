@@ -84,7 +84,16 @@ async def test_a_turn_is_relayed_as_omnigent_events(workdir: Path) -> None:
             assert request["model"] == CODEX_MODEL
             assert "You are a careful coding agent." in json.dumps(request["input"])
             assert user_texts(request) == ["hi"]
-            assert (await rt.get_session(sid)).harness == HARNESS
+            snapshot = await rt.get_session(sid)
+            assert snapshot.harness == HARNESS
+            # The model's usage, as Codex reported it (thread/tokenUsage/updated).
+            (reported,) = fake.usages
+            usage = snapshot.usage
+            assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (
+                1,
+                reported["input_tokens"],
+                reported["output_tokens"],
+            )
 
 
 async def test_a_command_is_approved_on_the_omnigent_stream(workdir: Path) -> None:

@@ -1,5 +1,6 @@
-"""The pure halves of the pi and openai-agents harnesses: what their programs say,
-read into the relay's actions, and the conversation as the Agents SDK's input."""
+"""The pure halves of the pi, openai-agents, Claude Code and Codex harnesses: what their
+programs say, read into the relay's actions (usage included), and the conversation as
+the Agents SDK's input."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from omnigent.harnesses.agents_sdk._protocol import (
     ToolRequest,
     sdk_input,
 )
-from omnigent.harnesses.native import Call, CallOutput, EndMessage, Finished, Say
+from omnigent.harnesses.claude._stream import StreamReader
+from omnigent.harnesses.codex._stream import CodexReader
+from omnigent.harnesses.native import Call, CallOutput, EndMessage, Finished, Say, Used
 from omnigent.harnesses.pi._protocol import Answered, PiReader, prompt_command
 from omnigent.model import (
     FunctionCallItem,
@@ -22,6 +25,7 @@ from omnigent.model import (
     InputText,
     MessageItem,
     OutputText,
+    Usage,
 )
 
 
@@ -211,3 +215,36 @@ def test_the_conversation_as_the_sdks_input_items() -> None:
             ],
         },
     ]
+
+
+def test_claude_codes_usage_counts_cache_reads_and_writes_as_input() -> None:
+    reader = StreamReader()
+
+    def event(body: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "stream_event", "event": body}
+
+    usage = {
+        "input_tokens": 10,
+        "cache_read_input_tokens": 300,
+        "cache_creation_input_tokens": 25,
+        "output_tokens": 1,
+    }
+    start = {"type": "message_start", "message": {"id": "m1", "model": "claude-x", "usage": usage}}
+    done = {"type": "message_delta", "usage": {"output_tokens": 42}}
+    used = [a for a in reader.feed([event(start), event(done)]) if isinstance(a, Used)]
+    assert used == [Used(Usage.of_call(335, 42, 300), "claude-x")]
+    assert [a for a in reader.feed([event(done)]) if isinstance(a, Used)] == []  # no open call
+
+
+def test_codex_usage_is_counted_once_per_change_of_the_total() -> None:
+    reader = CodexReader("t1")
+
+    def updated(total: int, last: tuple[int, int, int]) -> dict[str, Any]:
+        breakdown = {"inputTokens": last[0], "outputTokens": last[1], "cachedInputTokens": last[2]}
+        usage = {"total": {"totalTokens": total}, "last": breakdown}
+        params = {"threadId": "t1", "turnId": "u1", "tokenUsage": usage}
+        return {"jsonrpc": "2.0", "method": "thread/tokenUsage/updated", "params": params}
+
+    actions = reader.feed([updated(120, (100, 20, 80)), updated(120, (100, 20, 80))])
+    assert actions == [Used(Usage.of_call(100, 20, 80))]  # the repeat is not counted again
+    assert reader.feed([updated(300, (150, 30, 100))]) == [Used(Usage.of_call(150, 30, 100))]

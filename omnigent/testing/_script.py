@@ -168,6 +168,8 @@ class ScriptedFake(abc.ABC):
         self._ids: dict[str, int] = {}
         self.requests: list[dict[str, Any]] = []
         """The JSON body of every model request received, in order."""
+        self.usages: list[dict[str, Any]] = []
+        """The ``usage`` object of every answer sent, in the vendor's form, in order."""
 
     @property
     def pending(self) -> int:
@@ -285,6 +287,7 @@ class ScriptedFake(abc.ABC):
         answer = self._answer_body(reply, body, size)
         if isinstance(answer, str):
             return self._error(ErrorReply(400, f"{self._name}: {answer}"))
+        self.usages.append(answer["usage"])
         if not stream:
             if reply.stall:
                 return Rendered(200, JSON_HEADERS, (), hang=True)

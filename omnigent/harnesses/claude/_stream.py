@@ -6,19 +6,22 @@ deltas of the top-level agent (sub-agents' lines, with a ``parent_tool_use_id``,
 relayed — their tool calls still reach the ``PreToolUse`` hook), ``tool_use`` blocks as
 calls, ``tool_result`` blocks as their outputs, the ``result`` line as the end of the
 turn; ``control_request`` / ``control_cancel_request`` / ``control_response`` and the
-``system``/``init`` session id as typed messages. What omnigent sends, and the approval
-mappings, are in :mod:`._protocol`.
+``system``/``init`` session id as typed messages; each model call's usage (the
+``message_start`` event's input tokens — cache reads and writes included — and the
+``message_delta`` event's output tokens) as a :class:`~..native.Used`. What omnigent
+sends, and the approval mappings, are in :mod:`._protocol`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
-from ..native import Action, Call, CallOutput, EndMessage, Finished, Say, merge_text
+from ...model import Usage
+from ..native import Action, Call, CallOutput, EndMessage, Finished, Say, Used, merge_text
 
 __all__ = [
     "ControlCancel",
@@ -78,6 +81,8 @@ class StreamReader:
         self._open_block: str | None = None
         self._streamed: dict[str, int] = {}  # message id -> text blocks streamed
         self._seen: dict[str, int] = {}  # message id -> text blocks in assistant lines
+        # The open model call's (model, input tokens, cached input tokens).
+        self._call: tuple[str | None, int, int] | None = None
 
     def feed(self, lines: Sequence[Mapping[str, Any]]) -> list[Message]:
         """What a batch of lines means, adjacent text deltas merged."""
@@ -122,7 +127,14 @@ class StreamReader:
             message = event.get("message")
             if isinstance(message, Mapping) and isinstance(message.get("id"), str):
                 self._message_id = message["id"]
+                model = message.get("model")
+                self._call = (
+                    model if isinstance(model, str) else None,
+                    *_input_tokens(message.get("usage")),
+                )
             return []
+        if kind == "message_delta":
+            return self._used(event.get("usage"))
         index = event.get("index")
         key = f"{self._message_id}:{index}"
         if kind == "content_block_start":
@@ -144,6 +156,15 @@ class StreamReader:
             return [EndMessage()]
         return []
 
+    def _used(self, usage: Any) -> list[Any]:
+        """The open call's usage, once its ``message_delta`` gives the output tokens."""
+        call, self._call = self._call, None
+        output = usage.get("output_tokens") if isinstance(usage, Mapping) else None
+        if call is None or not _count(output):
+            return []
+        model, input_tokens, cached = call
+        return [Used(Usage.of_call(input_tokens, output, cached), model)]
+
     def _assistant(self, message: Mapping[str, Any]) -> list[Any]:
         message_id = message.get("id")
         message_id = message_id if isinstance(message_id, str) else ""
@@ -161,6 +182,23 @@ class StreamReader:
                 arguments = json.dumps(block.get("input") or {})
                 out.append(Call(block["id"], str(block.get("name") or "tool"), arguments))
         return out
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _input_tokens(usage: Any) -> tuple[int, int]:
+    """``(input, cached)`` of an Anthropic ``usage``: ``input_tokens`` counts only what
+    was neither read from nor written to the cache, so both are added back."""
+    if not isinstance(usage, Mapping):
+        return 0, 0
+    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    parts: list[int] = []
+    for key in keys:
+        value = usage.get(key)
+        parts.append(value if _count(value) else 0)
+    return sum(parts), parts[1]
 
 
 def _control_request(line: Mapping[str, Any]) -> list[Any]:

@@ -4,7 +4,9 @@
 notification; :class:`CodexReader` turns one turn's notifications into relay actions
 (:mod:`omnigent.harnesses.native._relay`): agent messages as text, command executions as
 ``exec_command`` calls and file changes as ``apply_patch`` calls, each with its output,
-``turn/completed`` as the end of the turn. What omnigent sends, and the approval
+``turn/completed`` as the end of the turn, ``thread/tokenUsage/updated`` as what a model
+call used (its ``last`` breakdown, once per change of the thread's ``total``: Codex
+repeats a count when only its rate limits moved). What omnigent sends, and the approval
 mappings, are in :mod:`._protocol`.
 """
 
@@ -16,7 +18,8 @@ from typing import Any
 
 import attrs
 
-from ..native import Action, Call, CallOutput, EndMessage, Finished, Say, merge_text
+from ...model import Usage
+from ..native import Action, Call, CallOutput, EndMessage, Finished, Say, Used, merge_text
 
 __all__ = [
     "COMMAND_TOOL",
@@ -99,6 +102,7 @@ class CodexReader:
         self.changes: dict[str, list[dict[str, Any]]] = {}
         self._streamed: set[str] = set()
         self._error: str | None = None
+        self._total: Any = None  # the thread's total usage as last reported
 
     def feed(self, batch: Sequence[Mapping[str, Any]]) -> list[Message]:
         out: list[Any] = []
@@ -135,6 +139,8 @@ class CodexReader:
             if isinstance(error, Mapping) and isinstance(error.get("message"), str):
                 self._error = error["message"]
             return []
+        if method == "thread/tokenUsage/updated":
+            return self._used(params.get("tokenUsage"))
         if method == "item/agentMessage/delta":
             item_id, delta = params.get("itemId"), params.get("delta")
             if isinstance(item_id, str) and isinstance(delta, str) and delta:
@@ -149,6 +155,21 @@ class CodexReader:
         if method == "item/completed":
             return self._item_completed(item)
         return []
+
+    def _used(self, usage: Any) -> list[Any]:
+        if not isinstance(usage, Mapping) or usage.get("total") == self._total:
+            return []
+        self._total = usage.get("total")
+        last = usage.get("last")
+        if not isinstance(last, Mapping):
+            return []
+        counts: list[int] = []
+        for key in ("inputTokens", "outputTokens", "cachedInputTokens"):
+            value = last.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                return []
+            counts.append(value)
+        return [Used(Usage.of_call(*counts))]
 
     def _completed(self, turn: Any) -> list[Any]:
         if not isinstance(turn, Mapping) or turn.get("id") != self.turn_id:

@@ -27,7 +27,17 @@ from ._cli import (
 from ._input import input_blocks, preamble, split_data_url
 from ._ndjson import ChannelClosed
 from ._process import NativeHarness, NativeProcess, drive_turn
-from ._relay import Action, Call, CallOutput, EndMessage, Finished, ItemRelay, Say, merge_text
+from ._relay import (
+    Action,
+    Call,
+    CallOutput,
+    EndMessage,
+    Finished,
+    ItemRelay,
+    Say,
+    Used,
+    merge_text,
+)
 
 __all__ = [
     "AGENTS_SDK",
@@ -52,6 +62,7 @@ __all__ = [
     "Program",
     "PythonPackage",
     "Say",
+    "Used",
     "drive_turn",
     "input_blocks",
     "merge_text",

@@ -3,11 +3,12 @@
 Each native protocol module (:mod:`omnigent.harnesses.claude._protocol`,
 :mod:`omnigent.harnesses.codex._protocol`) reads its CLI's messages into the small,
 frozen **actions** defined here — a piece of assistant text, a tool call, its output,
-the end of the turn — without any I/O. :class:`ItemRelay` applies them to a turn's
-context: text is streamed into assistant messages (one open at a time), tool calls and
-their outputs become ``function_call`` / ``function_call_output`` items, recorded the
-way the core records the tools it runs itself (``action_required``, then ``completed``
-under the same item id, then the output).
+the end of the turn, what a model call used — without any I/O. :class:`ItemRelay`
+applies them to a turn's context: text is streamed into assistant messages (one open at
+a time), tool calls and their outputs become ``function_call`` /
+``function_call_output`` items, recorded the way the core records the tools it runs
+itself (``action_required``, then ``completed`` under the same item id, then the
+output), and a call's usage goes to ``record_usage``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from types import TracebackType
 import attrs
 import trio
 
-from ...model import FunctionCallItem, FunctionCallOutputItem
+from ...model import FunctionCallItem, FunctionCallOutputItem, Usage
 from ..base import MessageWriter, TurnContext
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "Finished",
     "ItemRelay",
     "Say",
+    "Used",
     "merge_text",
 ]
 
@@ -71,7 +73,15 @@ class Finished:
     error: str | None = None
 
 
-Action = Say | EndMessage | Call | CallOutput | Finished
+@attrs.frozen
+class Used:
+    """One model call's usage, as the CLI reported it (``model``: the call's, if said)."""
+
+    usage: Usage
+    model: str | None = None
+
+
+Action = Say | EndMessage | Call | CallOutput | Finished | Used
 
 
 def merge_text(actions: list[Action]) -> list[Action]:
@@ -123,6 +133,8 @@ class ItemRelay:
                 await self._call(action.call_id, action.name, action.arguments)
             elif isinstance(action, CallOutput):
                 await self._output(action.call_id, action.output)
+            elif isinstance(action, Used):
+                self._ctx.record_usage(action.usage, action.model)
 
     async def end_message(self) -> None:
         """Complete the open message, if any: before a tool call the bridge runs is
