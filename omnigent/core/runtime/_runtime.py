@@ -112,6 +112,7 @@ from ..tools import (
     ToolServices,
     Verdict,
     directory_problem,
+    in_session_workspaces,
     purge_workspaces,
 )
 from ..work import (
@@ -741,13 +742,30 @@ class Runtime(metaclass=_NoPublicConstructor):
         for a turn is not copied. It has its own id and event log and shares nothing
         live with the source, which is untouched (see :mod:`._fork`).
 
+        A per-session workspace (``$OMNIGENT_HOME/workspaces/…``: a sub-agent's
+        session works in its parent's) is kept only by a fork of the source's own
+        owner; another user's fork works in a workspace of its own, since reading a
+        session is no right to write where its tree works.
+
         Raises:
             SessionNotFound; InvalidInput at ``up_to_item_id`` (not an item of the
             session), ``title`` or ``cwd``.
         """
         self._open()
+        keep_cwd = True
+        if cwd is None:
+            source = await self._sessions.row(session_id)
+            if source.cwd is not None and source.owner != owner:
+                place = self._options.place
+                inside = await trio.to_thread.run_sync(in_session_workspaces, place, source.cwd)
+                keep_cwd = not inside
         fork = await self._sessions.fork(
-            session_id, up_to_item_id=up_to_item_id, title=title, owner=owner, cwd=cwd
+            session_id,
+            up_to_item_id=up_to_item_id,
+            title=title,
+            owner=owner,
+            cwd=cwd,
+            keep_cwd=keep_cwd,
         )
         self._changes.touched([fork.id])
         return await self._seen_by(fork, viewer)

@@ -224,15 +224,17 @@ class SessionCatalog:
         title: str | None,
         owner: str,
         cwd: str | None,
+        keep_cwd: bool = True,
     ) -> SessionSnapshot:
-        """See :meth:`Runtime.fork_session`."""
+        """See :meth:`Runtime.fork_session`; without ``keep_cwd`` a fork given no
+        ``cwd`` does not take the source's (it works in its own workspace)."""
         source = await self.row(source_id)
         if up_to_item_id is not None and not isinstance(up_to_item_id, str):
             raise InvalidInput.at("up_to_item_id", "must be an item id")
         if title is None and source.title is not None:
             title = f"{source.title} (fork)"
         title = check_title(title)
-        cwd = check_cwd(cwd) or source.cwd
+        cwd = check_cwd(cwd) or (source.cwd if keep_cwd else None)
         page = await self._store.list_items(source_id, include_pending=False)
         taken: list[Item] = [structure(data, Item) for data in page.rows]
         items = fork_items(taken, up_to_item_id, source=source_id)

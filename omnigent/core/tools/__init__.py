@@ -14,6 +14,7 @@ from ._control import ChildClaims, SessionControl
 from ._place import (
     ToolPlace,
     directory_problem,
+    in_session_workspaces,
     purge_workspaces,
     spec_for_runner,
     working_directory,
@@ -66,6 +67,7 @@ __all__ = [
     "WirePolicyEvent",
     "Workplace",
     "directory_problem",
+    "in_session_workspaces",
     "is_closed",
     "load_function",
     "no_runners",

@@ -23,6 +23,7 @@ __all__ = [
     "ToolPlace",
     "directory_problem",
     "effective_sandbox",
+    "in_session_workspaces",
     "purge_workspaces",
     "sandbox_policy",
     "spec_for_runner",
@@ -76,7 +77,7 @@ def directory_problem(
         real = os.path.realpath(directory, strict=False)
     except (OSError, RuntimeError) as exc:  # a /proc link to a process not ours, a loop
         return f"{directory} cannot be resolved ({type(exc).__name__}); name a project directory"
-    if own_workspaces and _under(real, os.path.realpath(place.home / "workspaces")):
+    if own_workspaces and in_session_workspaces(place, real):
         return None
     roots = [os.path.realpath(root) for root in place.roots]
     if not any(_under(real, root) for root in roots):
@@ -92,6 +93,18 @@ def directory_problem(
             "database and every session's workspace); name a project directory"
         )
     return None
+
+
+def in_session_workspaces(place: ToolPlace, directory: str | Path) -> bool:
+    """Whether ``directory`` is (inside) a per-session workspace,
+    ``home/workspaces/…``, judged on real paths: a directory omnigent made for one
+    session's tree, never one a client may name. Blocking: run it in a worker thread.
+    """
+    try:
+        real = os.path.realpath(directory, strict=False)
+    except (OSError, RuntimeError):
+        return False
+    return _under(real, os.path.realpath(place.home / "workspaces"))
 
 
 async def purge_workspaces(home: Path, session_ids: Iterable[str]) -> int:
