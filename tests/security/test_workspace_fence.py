@@ -5,7 +5,8 @@ Found by the third attack probe (issue 23, defect 1): over ``GET /v1/ws``,
 ``session/new {"cwd": "/"}`` put the file tools anywhere — an authenticated user read
 ``/etc`` and the database and overwrote the operator's ``--agents`` and ``--policies``
 files, with the shell denied — while the same directory in an HTTP spec was ``422``.
-Now a directory a client names (``session/new`` and ``session/load``'s ``cwd``) must be
+Now a directory a client names (the ``cwd`` of ``session/new``, ``session/load``,
+``session/resume`` and ``session/fork``) must be
 inside the server's workspace (the directory ``serve`` runs in) or a ``serve
 --workspace-root DIR``, judged on its real path, and neither inside nor around
 ``$OMNIGENT_HOME``; over ``omnigent stdio`` the editor is the operator and is not
@@ -61,11 +62,14 @@ async def test_a_websocket_client_names_no_directory_outside_the_workspace(
                     "session/new", {"cwd": str(root / "alice"), "mcpServers": []}
                 )
                 session = made["sessionId"]
-                with pytest.raises(RpcError) as caught:
-                    await client.call(
-                        "session/load", {"sessionId": session, "cwd": "/", "mcpServers": []}
-                    )
-                assert caught.value.code == -32602
+                # Every request that names a directory for a session meets the fence:
+                # load, resume and fork too (a fork would be a new session working there).
+                for method in ("session/load", "session/resume", "session/fork"):
+                    for cwd in ("/", str(root / "escape"), str(served.home / "workspaces")):
+                        params = {"sessionId": session, "cwd": cwd, "mcpServers": []}
+                        with pytest.raises(RpcError) as caught:
+                            await client.call(method, params)
+                        assert caught.value.code == -32602, (method, cwd, caught.value)
             async with served.as_user(ALICE) as alice:
                 sessions = await alice.get("/v1/sessions")
             assert [s["id"] for s in sessions.json()["data"]] == [session], agent
