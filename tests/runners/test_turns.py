@@ -53,6 +53,7 @@ async def test_a_turn_runs_on_the_runner_and_its_events_on_the_server(tmp_path: 
                     {"call": "sys_os_read", "args": {"path": "made.txt"}},
                     {"call": "sys_session_list", "args": {}},
                     {"call": "sys_session_get_info", "args": {}},
+                    {"call": "sys_os_write", "args": {"path": "written.txt", "content": "w"}},
                     {"say": "all done here"},
                 ],
                 policies=[{"name": "no_rm", "type": "deny_tools", "tools": ["sys_os_delete"]}],
@@ -92,6 +93,10 @@ async def test_a_turn_runs_on_the_runner_and_its_events_on_the_server(tmp_path: 
                 assert (row["runner_id"], row["runner_online"]) == ("laptop", True)
                 info = json.loads(outputs[3].output)
                 assert (info["runner_id"], info["runner_online"]) == ("laptop", True)
+                # A write runs there too (its policy context names no server directory: it
+                # once asked for one, and the turn failed with an internal error).
+                assert not outputs[4].output.startswith("Error"), outputs[4].output
+                assert (runner.workspace / "written.txt").read_text() == "w"
                 answers = [i for i in items if isinstance(i, MessageItem) and i.role == "assistant"]
                 assert [item_text(i) for i in answers] == ["all done here"]
         finally:

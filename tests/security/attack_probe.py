@@ -260,7 +260,9 @@ async def keep_alive(tmp: Path) -> Row:
 
 
 async def workspace_fence(tmp: Path) -> Row:
-    row = Row("Workspace fence: ACP cwd over /v1/ws (new and load), links, $OMNIGENT_HOME")
+    row = Row(
+        "Workspace fence: ACP cwd over /v1/ws (new, load, resume, fork), links, $OMNIGENT_HOME"
+    )
     root = tmp / "projects"
     (root / "p").mkdir(parents=True)
     (root / "up").symlink_to("/")
@@ -290,9 +292,9 @@ async def workspace_fence(tmp: Path) -> Row:
             for cwd in cwds:
                 for method, params in (
                     ("session/new", {"cwd": cwd, "mcpServers": []}),
-                    (
-                        "session/load",
-                        {"sessionId": made["sessionId"], "cwd": cwd, "mcpServers": []},
+                    *(
+                        (method, {"sessionId": made["sessionId"], "cwd": cwd, "mcpServers": []})
+                        for method in ("session/load", "session/resume", "session/fork")
                     ),
                 ):
                     try:
@@ -300,6 +302,9 @@ async def workspace_fence(tmp: Path) -> Row:
                         row.check(False, f"{method} {cwd} accepted")
                     except RpcError as exc:
                         row.check(exc.code == -32602, f"{method} {cwd}: {exc.code}")
+        async with served.as_user(ALICE) as alice:
+            listed = (await alice.get("/v1/sessions")).json()["data"]
+        row.check(len(listed) == 1, f"{len(listed)} sessions made")
     return row
 
 
@@ -393,7 +398,9 @@ async def ssrf(tmp: Path) -> Row:
 
 
 async def secrets(tmp: Path) -> Row:
-    row = Row("Secrets in specs: another user's download, spec, list; logs (repr)")
+    row = Row("Secrets in specs: another user's download (bundle), spec, list; logs (repr)")
+    from .test_secrets import SECRETS, _download, alice_spec
+
     options = (
         "--auth",
         "header",
@@ -402,38 +409,25 @@ async def secrets(tmp: Path) -> Row:
         "--allow-command",
         "sh",
         "--allow-env",
-        "TOKEN",
+        "DEPLOY",
     )
+    spec = {**alice_spec(), "metadata": {"github_token": SECRET, "nested": {"password": SECRET}}}
     async with (
         open_serve(tmp, *options) as served,
         served.as_user(ALICE) as alice,
         served.as_user(BOB) as bob,
     ):
-        spec = scripted(
-            "alices",
-            mcp_servers=[
-                {
-                    "name": "d",
-                    "url": "http://127.0.0.1:9/mcp",
-                    "headers": {"Authorization": f"Bearer {SECRET}"},
-                }
-            ],
-            terminals={"sh": {"command": "sh", "env": {"TOKEN": SECRET}}},
-            metadata={"github_token": SECRET, "nested": {"password": SECRET}},
-        )
         agent = await served.agent(spec, alice)
-        steps = [{"call": "sys_agent_download", "args": {"agent_id": agent, "filename": "x.yaml"}}]
-        mine = await served.agent(scripted("dl", steps, spawn=True), bob)
-        sid = await served.session(bob, agent_id=mine)
-        await run_turn(served, bob, sid, "go")
-        written = (
-            served.home / "workspaces" / sid / "workspace" / ".omnigent/agents/x.yaml"
-        ).read_text()
-        row.check(SECRET not in written, "download")
+        written = await _download(served, bob, agent, "dl")
+        for secret in (*SECRETS, SECRET):
+            row.check(secret not in written, f"download: {secret}")
         for path in ("/v1/agents", f"/v1/agents/{agent}", f"/v1/agents/{agent}/spec"):
             answer = await bob.get(path)
-            row.check(answer.status_code == 200 and SECRET not in answer.text, path)
-    row.check(SECRET not in repr(omnigent.AgentSpec.from_dict(spec)), "repr")
+            for secret in (*SECRETS, SECRET):
+                row.check(answer.status_code == 200 and secret not in answer.text, path)
+    shown = repr(omnigent.AgentSpec.from_dict(spec))
+    for secret in (*SECRETS, SECRET):
+        row.check(secret not in shown, f"repr: {secret}")
     return row
 
 
@@ -812,6 +806,189 @@ async def sharing(tmp: Path) -> Row:
     return row
 
 
+# -- doors added this round: runners, forks, metrics -------------------------------------
+
+RUNNER_TOKEN = "probe-runner-token-0123456789abcdef"
+UPGRADE = {
+    "Connection": "Upgrade",
+    "Upgrade": "websocket",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version": "13",
+}
+RUNNER_CWDS = [
+    "/",
+    "/etc",
+    "..",
+    "../..",
+    "a/../../..",
+    "/proc/self/root/etc",
+    "out",
+    "out/etc",
+]
+
+
+async def upgrade(url: str, headers: dict[str, str]) -> httpx.Response:
+    """A WebSocket upgrade request on a connection of its own (refused ones close it)."""
+    async with httpx.AsyncClient(timeout=10) as one:
+        return await one.get(url, headers=headers)
+
+
+def _items_outputs(items: list[dict[str, Any]]) -> list[str]:
+    return [i["output"] for i in items if i["type"] == "function_call_output"]
+
+
+async def runner_door(tmp: Path) -> Row:
+    row = Row("Runner door (token, fence) and a runner's os_env.cwd outside its workspace")
+    from ..runners.rig import open_runners
+
+    path = "/v1/runners/connect?name=probe"
+    agents = tmp / "agents"
+    agents.mkdir()
+    read = [
+        {"call": "sys_os_read", "args": {"path": "passwd"}},
+        {"call": "sys_os_read", "args": {"path": "secret.txt"}},
+        {"call": "sys_os_write", "args": {"path": "probe-escaped.txt", "content": "x"}},
+    ]
+    for index, cwd in enumerate(RUNNER_CWDS):  # the operator's own specs may name any cwd
+        spec = {**scripted(f"cwd{index}", read), "os_env": {"cwd": cwd}}
+        (agents / f"cwd{index}.yaml").write_text(json.dumps(spec))
+    async with open_serve(tmp, "--runner-token", RUNNER_TOKEN, "--agents", str(agents)) as served:
+        for authorization in (
+            None,
+            "Bearer",
+            "Bearer wrong",
+            f"Bearer {RUNNER_TOKEN}x",
+            f"Bearer {RUNNER_TOKEN[:-1]}",
+            f"Basic {RUNNER_TOKEN}",
+            RUNNER_TOKEN,
+            f"Bearer {RUNNER_TOKEN.upper()}",
+        ):
+            headers = dict(UPGRADE)
+            if authorization is not None:
+                headers["Authorization"] = authorization
+            answer = await upgrade(served.url + path, headers)
+            row.check(answer.status_code == 401, f"{authorization!r} -> {answer.status_code}")
+        good = {**UPGRADE, "Authorization": f"Bearer {RUNNER_TOKEN}"}
+        for extra, want in (({"Origin": EVIL}, 403), ({"Host": "attacker.example"}, 421)):
+            answer = await upgrade(served.url + path, {**good, **extra})
+            row.check(answer.status_code == want, f"runner {extra} -> {answer.status_code}")
+        # A runner's workspace, with a link out and a secret beside it.
+        place = tmp / "runner"
+        (place / "workspace").mkdir(parents=True)
+        (place / "workspace" / "out").symlink_to("/")
+        (place / "secret.txt").write_text(SECRET)
+        (tmp / "secret.txt").write_text(SECRET)
+        listed = (await served.client.get("/v1/agents")).json()["data"]
+        ids = {a["name"]: a["id"] for a in listed}
+        # A client's spec may name a relative cwd: the link is the runner's to refuse.
+        ids["client-out"] = await served.agent(
+            {**scripted("client-out", read), "os_env": {"cwd": "out"}}
+        )
+        async with open_runners() as runners:
+            await runners.start(place, served.url, "probe", token=RUNNER_TOKEN)
+            for name, agent in sorted(ids.items()):
+                sid = await served.session(agent_id=agent, runner_id="probe")
+                await run_turn(served, served.client, sid, "go")
+                items = (await served.client.get(f"/v1/sessions/{sid}/items")).json()["data"]
+                outputs = _items_outputs(items)
+                row.check(len(outputs) == 3, f"{name}: {len(outputs)} outputs")
+                for output in outputs:
+                    leaked = "root:" in output or SECRET in output
+                    row.check(output.startswith("Error") and not leaked, f"{name}: {output[:80]}")
+            await runners.kill_all()
+        escaped = [
+            p for p in (Path("/probe-escaped.txt"), Path("/etc/probe-escaped.txt")) if p.exists()
+        ]
+        escaped += await trio.to_thread.run_sync(lambda: list(tmp.rglob("probe-escaped.txt")))
+        row.check(not escaped, f"written outside: {escaped}")
+        for stray in escaped:
+            stray.unlink()
+    (tmp / "no-runners").mkdir()
+    async with open_serve(tmp / "no-runners") as served:
+        answer = await upgrade(served.url + path, good)
+        row.check(answer.status_code == 401, f"no --runner-token -> {answer.status_code}")
+    row.notes.append(f"{len(ids)} specs bound to a real runner")
+    return row
+
+
+async def forks(tmp: Path) -> Row:
+    row = Row("Forks (POST /v1/sessions/{id}/fork, ACP session/fork): sharing rights")
+    from .test_forks import _boss, _turn
+
+    async with (
+        open_serve(tmp, "--auth", "header") as served,
+        served.as_user(ALICE) as alice,
+        served.as_user(BOB) as bob,
+    ):
+        parent = await served.session(alice, agent_id=await served.agent(_boss(), alice))
+        await _turn(alice, parent)
+        kid = ""
+        with trio.move_on_after(30):
+            while not kid:
+                children = (await alice.get(f"/v1/sessions/{parent}/child_sessions")).json()
+                ready = [c for c in children["data"] if c["status"] == "idle"]
+                if ready and _items_outputs(
+                    (await alice.get(f"/v1/sessions/{ready[0]['id']}/items")).json()["data"]
+                ):
+                    kid = ready[0]["id"]
+                else:
+                    await trio.sleep(0.05)
+        items = (await alice.get(f"/v1/sessions/{parent}/items")).json()["data"]
+        for source in (parent, kid, "conv_missing"):
+            for body in ({}, {"up_to_item_id": items[0]["id"]}, {"title": "mine"}):
+                answer = await bob.post(f"/v1/sessions/{source}/fork", json=body)
+                row.check(answer.status_code == 404, f"ungranted fork {body} {answer.status_code}")
+        async with open_acp_websocket(served.url, headers={IDENTITY: BOB}) as client:
+            for source in (parent, kid):
+                try:
+                    await client.call(
+                        "session/fork", {"sessionId": source, "cwd": "/tmp", "mcpServers": []}
+                    )
+                    row.check(False, "ACP fork without a grant answered")
+                except RpcError as exc:
+                    row.check(exc.code in (-32002, -32602), f"ACP fork {exc.code}")
+        await alice.put(f"/v1/sessions/{parent}/permissions", json={"user_id": BOB, "level": 1})
+        workspace = served.home / "workspaces" / parent / "workspace"
+        (workspace / "secret.txt").write_text(SECRET)
+        answer = await bob.post(f"/v1/sessions/{kid}/fork", json={"up_to_item_id": items[0]["id"]})
+        row.check(answer.status_code == 422, f"another session's item {answer.status_code}")
+        for source in (parent, kid):
+            answer = await bob.post(f"/v1/sessions/{source}/fork", json={})
+            row.check(answer.status_code == 201, f"read fork {answer.status_code}")
+            fork = answer.json()["id"]
+            row.check(answer.json()["parent_session_id"] is None, "the fork sits in the tree")
+            outputs = await _turn(bob, fork)
+            row.check(SECRET not in outputs[-1], "the fork read the owner's workspace")
+            row.check((await alice.get(f"/v1/sessions/{fork}")).status_code == 404, "alice sees")
+            for method, path, body in (
+                ("PATCH", f"/v1/sessions/{source}", {"title": "x"}),
+                ("DELETE", f"/v1/sessions/{source}", None),
+                ("POST", f"/v1/sessions/{source}/events", message("x")),
+                ("PUT", f"/v1/sessions/{source}/permissions", {"user_id": BOB, "level": 3}),
+            ):
+                answer = await bob.request(method, path, json=body)
+                row.check(answer.status_code == 403, f"{method} {path} {answer.status_code}")
+    return row
+
+
+async def metrics(tmp: Path) -> Row:
+    row = Row("/metrics behind the identity check and the fence")
+    async with open_serve(tmp, "--auth", "header") as served:
+        for headers, want in (
+            ({}, 401),
+            ({IDENTITY: ""}, 401),
+            ({"Host": "attacker.example"}, 421),
+            ({"Host": "attacker.example", IDENTITY: ALICE}, 421),
+            ({IDENTITY: ALICE}, 200),
+        ):
+            answer = await served.client.get("/metrics", headers=headers)
+            row.check(answer.status_code == want, f"{headers} -> {answer.status_code}")
+        for method in ("POST", "PUT", "DELETE"):
+            answer = await served.client.request(method, "/metrics", headers={IDENTITY: ALICE})
+            row.check(answer.status_code in (404, 405), f"{method} {answer.status_code}")
+    return row
+
+
 ATTACKS: list[Callable[[Path], Awaitable[Row]]] = [
     cross_site,
     deep_json,
@@ -829,6 +1006,9 @@ ATTACKS: list[Callable[[Path], Awaitable[Row]]] = [
     yaml_values,
     sub_agent_policies,
     minor,
+    runner_door,
+    forks,
+    metrics,
 ]
 
 
@@ -838,8 +1018,12 @@ async def main(base: Path) -> int:
         tmp = base / f"a{index}"
         tmp.mkdir(parents=True)
         started = time.monotonic()
-        with trio.fail_after(600):
-            row = await attack(tmp)
+        try:
+            with trio.fail_after(600):
+                row = await attack(tmp)
+        except Exception as exc:  # an attack that crashes is not held: say how
+            row = Row(f"attack {index} ({getattr(attack, '__name__', 'lambda')})")
+            row.check(False, f"crashed: {type(exc).__name__}: {exc}")
         row.notes.append(f"{time.monotonic() - started:.0f} s")
         rows.append(row)
         print(f"| {row.attack} | {row.tried} | {row.held} | {'; '.join(row.notes)} |", flush=True)
