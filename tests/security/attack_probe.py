@@ -19,6 +19,7 @@ import signal
 import stat
 import sys
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -672,6 +673,16 @@ async def minor(tmp: Path) -> Row:
                 await stack.enter_async_context(trio_websocket.open_websocket_url(url))
             status, _ = await _upgrade(served.port)
             row.check(status == 503, f"33rd socket {status}")
+    (tmp / "purge").mkdir()
+    write = [{"call": "sys_os_write", "args": {"path": "f.txt", "content": "x"}}]
+    async with open_serve(tmp / "purge", "--purge-workspaces") as served:
+        agent = await served.agent(scripted("w", write))
+        sid = await served.session(agent_id=agent)
+        await run_turn(served, served.client, sid, "go")
+        folder = served.home / "workspaces" / sid
+        made = (folder / "workspace" / "f.txt").exists()
+        await served.client.delete(f"/v1/sessions/{sid}")
+        row.check(made and not folder.exists(), f"purge: made {made}, left {folder.exists()}")
     return row
 
 
@@ -1013,6 +1024,8 @@ ATTACKS: list[Callable[[Path], Awaitable[Row]]] = [
 
 
 async def main(base: Path) -> int:
+    # Commands run without a home of their own (run_cli) must not use the machine's.
+    os.environ["OMNIGENT_HOME"] = str(base / "default-home")
     rows = []
     for index, attack in enumerate(ATTACKS):
         tmp = base / f"a{index}"
@@ -1022,7 +1035,8 @@ async def main(base: Path) -> int:
             with trio.fail_after(600):
                 row = await attack(tmp)
         except Exception as exc:  # an attack that crashes is not held: say how
-            row = Row(f"attack {index} ({getattr(attack, '__name__', 'lambda')})")
+            traceback.print_exc()
+            row = Row(f"attack {index} ({getattr(attack, '__qualname__', '?')})")
             row.check(False, f"crashed: {type(exc).__name__}: {exc}")
         row.notes.append(f"{time.monotonic() - started:.0f} s")
         rows.append(row)
