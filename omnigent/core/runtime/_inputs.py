@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from ..._gc import note_large_input
 from ...errors import InvalidInput, PayloadTooLarge
 from ...model import ContentBlock, InputImage, InputText, structure, wire_schema
 
@@ -112,7 +113,9 @@ def check_message_bytes(blocks: Sequence[ContentBlock], limit: int, *, root: str
     """Refuse a message larger than ``limit`` bytes.
 
     Every message is kept — in the store, in the history a session's turns are given,
-    in the history cache — so its size is bounded before anything is written.
+    in the history cache — so its size is bounded before anything is written. A
+    message taken is counted towards the server's next full collection
+    (:func:`omnigent._gc.note_large_input`).
 
     Raises:
         PayloadTooLarge: (413) naming ``root`` and the limit.
@@ -123,6 +126,7 @@ def check_message_bytes(blocks: Sequence[ContentBlock], limit: int, *, root: str
             f"{root}: a message is at most {limit} bytes of text and inline images, "
             f"this one is {size}; upload large images as files (input_image with file_id)"
         )
+    note_large_input(size)  # a server frees what large messages leave sooner
 
 
 def parse_message_content(content: Any, *, root: str) -> tuple[ContentBlock, ...]:

@@ -50,6 +50,7 @@ import trio
 
 from ..._config import default_db_url, omnigent_home
 from ..._gc import settle_after_startup
+from ..._malloc import return_large_blocks
 from ..._private import private_dir, warn_if_shared
 from ...core import Agent, PolicyFunction, open_runtime
 from ...core import load_policy_function as load_function
@@ -273,6 +274,7 @@ async def _main(
                     async with trio.open_nursery() as inner:
                         serving.append(await inner.start(run))
                         settle_after_startup()  # a server from now on: see omnigent._gc
+                        return_large_blocks()  # see omnigent._malloc
                     nursery.cancel_scope.cancel()  # all answered: stop watching signals
 
                 nursery.start_soon(serve)

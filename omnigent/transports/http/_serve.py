@@ -41,6 +41,7 @@ from hypercorn.config import Config
 
 from ..._config import default_db_url, omnigent_home
 from ..._gc import settle_after_startup
+from ..._malloc import return_large_blocks
 from ..._private import private_dir, warn_if_shared
 from ...core import MAX_MESSAGE_BYTES, open_runtime
 from ...errors import BadRequest
@@ -312,6 +313,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # A server's files are its own: the database, the workspaces, what tools write
     # there (an existing file keeps its mode, and is warned about below).
     os.umask(0o077)
+    return_large_blocks()  # a message's megabytes go back when freed: see omnigent._malloc
     warn_if_shared(omnigent_home(), db)
     if db.startswith("sqlite:///"):
         private_dir(Path(db.removeprefix("sqlite:///")).expanduser().parent)
