@@ -456,8 +456,9 @@ class SessionTools:
     async def _call_context(self, name: str) -> dict[str, Any] | None:
         """What a policy knows about where a call acts: a file tool's working
         directory (``cwd``), so a write can be judged inside or outside it. None on a
-        runner: the directory is the runner's, and its file tools never write outside
-        it (a sandbox's ``write_paths``, which could widen that, is refused there)."""
+        runner: the directory is on the runner's machine, unknown here (its file tools
+        are contained beneath it; a write a sandbox's ``write_paths`` lets out is not
+        asked about there)."""
         if name not in ("sys_os_write", "sys_os_edit") or name not in self._builtins:
             return None
         if self.workplace is not None:
