@@ -297,6 +297,28 @@ async def test_metrics_need_the_apis_identity() -> None:
             assert ok.status_code == 200
 
 
+def test_client_named_labels_are_bounded() -> None:
+    """Regression (the third attack probe): model and tool names come from clients and
+    runners, and each new one made new series for ever. Past the bound they count as
+    ``other``, and the counts stay right."""
+    from omnigent.observability import Metrics
+    from omnigent.observability._metrics import MAX_LABEL_VALUES
+
+    metrics = Metrics()
+    for index in range(MAX_LABEL_VALUES + 50):
+        metrics.usage_recorded(f"model-{index}", Usage(input_tokens=1, output_tokens=1))
+        metrics.tool_called(f"mcp__x__tool{index}", "ok")
+    families = {f.name: f for f in text_string_to_metric_families(metrics.exposition({}).decode())}
+    tokens = [s for s in families["omnigent_tokens"].samples if s.name.endswith("_total")]
+    models = {s.labels["model"] for s in tokens}
+    assert len(models) == MAX_LABEL_VALUES + 1 and "other" in models
+    assert sum(s.value for s in tokens) == 2 * (MAX_LABEL_VALUES + 50)
+    other_input = [s.value for s in tokens if s.labels == {"kind": "input", "model": "other"}]
+    assert other_input == [50]
+    calls = [s for s in families["omnigent_tool_calls"].samples if s.name.endswith("_total")]
+    assert len({s.labels["tool"] for s in calls}) == MAX_LABEL_VALUES + 1
+
+
 def test_json_log_lines(capsys: pytest.CaptureFixture[str]) -> None:
     from omnigent.observability import configure_logging, log_fields
 

@@ -9,7 +9,9 @@ rather than a count — live sessions, subscribers — is read when scraped, fro
 runtime's ``statistics()``, and given to :meth:`Metrics.exposition`.
 
 Every name starts ``omnigent_``; the text is rendered by ``prometheus_client``
-(``docs/observability.md`` lists each metric).
+(``docs/observability.md`` lists each metric). Labels whose values come from clients
+(models, tools) are bounded: past :data:`MAX_LABEL_VALUES` distinct ones, the rest
+count under ``other``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,30 @@ _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 360
 _STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 
 
+MAX_LABEL_VALUES = 100
+"""How many distinct models (and tools) get series of their own; the rest count as
+:data:`OTHER`. Model and tool names come from clients and runners (a spec's model, a
+client's tool, an MCP server's), so without a bound a client could grow the registry,
+and every scrape, without end."""
+OTHER = "other"
+
+
+class _LabelValues:
+    """The values one label has taken, at most :data:`MAX_LABEL_VALUES` of them."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def admit(self, value: str) -> str:
+        """``value`` if it has (or may now have) a series of its own, else ``"other"``."""
+        if value in self._seen:
+            return value
+        if len(self._seen) >= MAX_LABEL_VALUES:
+            return OTHER
+        self._seen.add(value)
+        return value
+
+
 class _LevelCollector(Collector):
     def __init__(self, levels: Mapping[str, int]) -> None:
         self._levels = levels
@@ -55,6 +81,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        self._models = _LabelValues()
+        self._tool_names = _LabelValues()
         registry = self.registry
         self._turns = Counter(
             "omnigent_turns",
@@ -104,7 +132,7 @@ class Metrics:
         self._turn_seconds.labels(harness).observe(seconds)
 
     def usage_recorded(self, model: str | None, usage: Usage) -> None:
-        name = model or "unknown"
+        name = self._models.admit(model or "unknown")
         if usage.input_tokens:
             self._tokens.labels("input", name).inc(usage.input_tokens)
         if usage.output_tokens:
@@ -113,7 +141,7 @@ class Metrics:
             self._cost.labels(name).inc(usage.cost_usd)
 
     def tool_called(self, tool: str, outcome: str) -> None:
-        self._tools.labels(tool, outcome).inc()
+        self._tools.labels(self._tool_names.admit(tool), outcome).inc()
 
     def events_stored(self, count: int, seconds: float) -> None:
         self._events.inc(count)
