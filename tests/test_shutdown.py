@@ -261,6 +261,43 @@ async def test_a_session_that_ignores_cancellation_does_not_hold_runtime_shutdow
     assert session in caplog.text
 
 
+async def test_a_session_that_ignores_cancellation_does_not_hold_a_stop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression (issue 22): stopping one session (``stop_session``, a delete) waited
+    for its actor with no deadline, so a tool shielding itself held the caller — an
+    HTTP request, a delete — for as long as it liked. Now the stop goes on after the
+    grace plus half a second, naming the session."""
+    caplog.set_level(logging.WARNING)
+    started, release = trio.Event(), trio.Event()
+
+    async def stubborn() -> str:
+        """Ignore cancellation until released."""
+        started.set()
+        with trio.CancelScope(shield=True):
+            await release.wait()
+        return "done"
+
+    with trio.fail_after(10):
+        async with omnigent.open_runtime(shutdown_grace=GRACE) as rt:
+            rt.register_tool(stubborn)
+            spec = scripted_agent(script=[{"call": "stubborn", "args": {}}])
+            agent = await rt.create_agent(spec)
+            session = (await rt.create_session(agent.id)).id
+            await rt.send_message(session, "go")
+            await started.wait()
+            stopping = time.monotonic()
+            try:
+                with trio.move_on_after(GRACE + 3):
+                    await rt.stop_session(session)
+                took = time.monotonic() - stopping
+            finally:
+                release.set()  # now it may end, and the runtime close
+    assert GRACE <= took <= GRACE + 1.5, took
+    assert "going on without 1 sessions that did not end" in caplog.text
+    assert session in caplog.text
+
+
 async def test_a_harness_streaming_from_memory_is_interrupted_at_once() -> None:
     """Regression: ``publish`` never yielded, so a harness streaming from memory ran
     thousands of deltas at a stretch (until the queue filled), starving every other

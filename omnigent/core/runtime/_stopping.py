@@ -16,6 +16,10 @@ waiting on a thread — a blocking call abandoned by nobody yet, or a store call
 locked database. Those waits are abandoned, with a log line naming each, and the
 turns end at once; the threads finish on their own.
 
+Every wait of a stop has a deadline too: stopping one session or a doomed tree waits
+for their actors at most ``grace`` + :data:`AFTER_GRACE`, then goes on, naming what
+ignored the cancellation.
+
 Every wait of a shutdown has a deadline: ``stop_all`` returns within ``grace`` +
 :data:`AFTER_GRACE`. A session still running then ignores cancellation (an async tool
 that shields itself without a deadline): it is named in an error line, and left —
@@ -143,8 +147,20 @@ class Stopping:
         actors = [a for a in (self._live.actor(sid) for sid in session_ids) if a]
         dropped = [item_id for actor in actors for item_id in actor.stop()]
         waiters = self._elicitations.withdraw(set(withdraw or session_ids))
-        for actor in actors:
-            await actor.done.wait()
+        with trio.move_on_after(self.grace + AFTER_GRACE):
+            await _all_done(actors)
+        left = [a.session_id for a in actors if not a.done.is_set()]
+        if left:
+            # Cancelled work ends within the grace (a blocked thread is left after its
+            # own); what still runs shields itself. The stop goes on without it, as
+            # shutdown does, rather than hold its caller (a delete, an HTTP request).
+            log.error(
+                "stop: going on without %d sessions that did not end %.1f s after they "
+                "were stopped (%s): they ignore cancellation",
+                len(left),
+                self.grace + AFTER_GRACE,
+                ", ".join(left[:10]) + (" …" if len(left) > 10 else ""),
+            )
         # MCP servers a connected client supplies: stopped too (the next turn on that
         # connection starts them again; a deleted session has none).
         await self._client_mcp.stop(session_ids)
