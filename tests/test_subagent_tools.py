@@ -86,11 +86,31 @@ async def test_list_shows_open_children_and_a_child_sees_main_and_siblings(
         "runner_online": None,
         "parent_session_id": parent,
     }
-    driver.then(call(driver, "sys_session_list", {"agent_name": "nobody"}))
+    driver.then(
+        call(
+            driver,
+            "sys_session_list",
+            {"agent_name": "nobody"},
+            "sys_session_list",
+            {"agent_name": "w"},
+            "sys_session_list",
+            {"agent_name": "boss"},
+        )
+    )
     await trio_turn(rt, parent)
-    assert json.loads(driver.outputs[-1]) == {
+    assert json.loads(driver.outputs[-3]) == {
         "sub_agents": [{"agent": "w", "title": "a", "conversation_id": a}],
         "sessions": [],
+    }
+    # The filter names the agent a session is listed with: the sub-agent, for a child
+    # (not its parent's agent, which it belongs to).
+    assert json.loads(driver.outputs[-2]) == {
+        "sub_agents": [{"agent": "w", "title": "a", "conversation_id": a}],
+        "sessions": [await listed_row(rt, b), await listed_row(rt, a)],
+    }
+    assert json.loads(driver.outputs[-1]) == {
+        "sub_agents": [{"agent": "w", "title": "a", "conversation_id": a}],
+        "sessions": [{**await listed_row(rt, parent), "status": "running"}],
     }
     # The child's own view: its parent as "main" (its title not shown), no closed sibling.
     with trio.fail_after(10):
@@ -120,6 +140,9 @@ async def test_history_is_chronological_projected_and_shows_pending_questions(
     with trio.fail_after(10):
         while not (await rt.get_session(child)).pending_elicitations:
             await trio.sleep(0.01)
+    # A child waiting on a question is still at work, as its parent sees it.
+    waiting = await rt.child_summary(child)
+    assert (waiting.status, waiting.current_task_status) == ("waiting", "in_progress")
     history = {"conversation_id": child, "tail_items": 3}
     driver.then(
         call(

@@ -81,6 +81,10 @@ async def test_outcomes_render_as_inbox_lines(
     await trio_turn(rt, parent)
     child = handle(driver.outputs[0])["task_id"]
     assert await wait_lines(rt, parent, 1) == [(child, status, rest)]
+    # As its parent sees it: idle → completed, failed → failed.
+    summary = await rt.child_summary(child)
+    session_status = {"completed": "idle", "failed": "failed"}[status]
+    assert (summary.status, summary.current_task_status) == (session_status, status)
 
 
 async def test_the_final_answer_comes_after_the_childs_own_background_work(

@@ -568,3 +568,26 @@ async def test_the_native_harnesses_guard_their_dispatches(
     await trio_turn(rt, parent)
     assert expect in refused(driver.outputs[0]), driver.outputs
     assert await children(rt, parent) == []
+
+
+async def test_a_sub_agents_session_keeps_its_parents_version(rt: omnigent.Runtime) -> None:
+    """A session without ``harness_override`` follows its agent to a new version, but a
+    sub-agent's session is pinned to the version its parent dispatched it from."""
+    driver = Driver()
+    v1 = lead([worker("w", turns=[[{"say": "v1 first"}], [{"say": "v1 again"}]])])
+    parent = await start(rt, v1, driver)
+    send = {"agent": "w", "title": "t", "args": "go"}
+    driver.then(call(driver, "sys_session_send", send))
+    await trio_turn(rt, parent)
+    child = handle(driver.outputs[0])["task_id"]
+    assert await wait_lines(rt, parent, 1) == [(child, "completed", "w:t returned: v1 first")]
+    await wait_quiet(rt)
+    v2 = lead([worker("w", turns=[[{"say": "v2 first"}], [{"say": "v2 again"}]])])
+    assert (await rt.create_agent(v2)).version == 2
+    driver.then(call(driver, "sys_session_send", send))
+    await trio_turn(rt, parent)  # the parent follows its agent: version 2 …
+    assert handle(driver.outputs[1])["task_id"] == child
+    lines = await wait_lines(rt, parent, 2)
+    assert lines[-1] == (child, "completed", "w:t returned: v1 again")  # … its child not
+    assert (await probe(rt).store.get_session(parent)).agent_version == 2  # type: ignore[union-attr]
+    assert (await probe(rt).store.get_session(child)).agent_version == 1  # type: ignore[union-attr]

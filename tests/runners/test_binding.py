@@ -61,7 +61,7 @@ async def test_sessions_bound_to_runners_and_their_rows(db_url: str) -> None:
             assert first.runner_id == "a"
             child = await rt.create_session(bot.id, parent_session_id=first.id)
             assert child.runner_id == "a"  # inherited
-            await rt.create_session(bot.id, runner_id="b")
+            second = await rt.create_session(bot.id, runner_id="b")
             assert (await rt.get_session(child.id)).runner_id == "a"
             counts = await rt.runner_session_counts()
             assert counts == {"a": 2, "b": 1}
@@ -75,6 +75,70 @@ async def test_sessions_bound_to_runners_and_their_rows(db_url: str) -> None:
             page = await rt.list_items(orchestrator.id)
             output = next(i for i in page.data if isinstance(i, FunctionCallOutputItem))
             rows = {r["session_id"]: r for r in json.loads(output.output)["sessions"]}
-            assert (rows[first.id]["runner_id"], rows[first.id]["runner_online"]) == ("a", True)
-            assert [r["runner_online"] for r in rows.values() if r["runner_id"] == "b"] == [False]
-            assert rows[orchestrator.id]["runner_id"] is None
+            # Whole rows, as the original's: the runner's name and whether it is connected.
+            assert rows == {
+                first.id: _row(first.id, "a", True),
+                child.id: {**_row(child.id, "a", True), "parent_session_id": first.id},
+                second.id: _row(second.id, "b", False),
+                orchestrator.id: {
+                    **_row(orchestrator.id, None, None),
+                    "agent_name": "lister",
+                    "status": "running",  # it was listing
+                },
+            }
+            # sys_session_get_info of a session on a connected runner, and on one that
+            # is not: the whole answer.
+            info = await rt.create_agent(
+                scripted_agent(
+                    "informer",
+                    [
+                        {"call": "sys_session_get_info", "args": {"session_id": first.id}},
+                        {"call": "sys_session_get_info", "args": {"session_id": second.id}},
+                    ],
+                )
+            )
+            informer = await rt.create_session(info.id)
+            await run_turn(rt, informer.id, "look")
+            outputs = [
+                json.loads(i.output)
+                for i in (await rt.list_items(informer.id)).data
+                if isinstance(i, FunctionCallOutputItem)
+            ]
+            assert outputs == [
+                await _info(rt, first.id, "a", True),
+                await _info(rt, second.id, "b", False),
+            ]
+
+
+def _row(session_id: str, runner: str | None, online: bool | None) -> dict[str, Any]:
+    """A ``sys_session_list`` row of a top-level ``bot`` session that has not run."""
+    return {
+        "session_id": session_id,
+        "agent_name": "bot",
+        "title": None,
+        "status": "idle",
+        "runner_id": runner,
+        "runner_online": online,
+        "parent_session_id": None,
+    }
+
+
+async def _info(rt: omnigent.Runtime, session_id: str, runner: str, online: bool) -> dict[str, Any]:
+    """The whole ``sys_session_get_info`` answer for a ``bot`` session on ``runner``."""
+    snapshot = await rt.get_session(session_id)
+    return {
+        "session_id": session_id,
+        "status": "idle",
+        "last_activity_at": snapshot.updated_at,
+        "title": None,
+        "agent_id": snapshot.agent_id,
+        "agent_name": "bot",
+        "runner_id": runner,
+        "runner_online": online,
+        "parent_session_id": None,
+        "sub_agent_name": None,
+        "model": None,
+        "workspace": None,
+        "pending_elicitations": [],
+        "pending_elicitation_count": 0,
+    }

@@ -49,6 +49,10 @@ __all__ = ["HandOver", "Orchestration"]
 
 log = logging.getLogger(__name__)
 
+SCAN_LIMIT = 1000
+"""The most sessions ``sys_session_list {agent_name}`` reads to find the newest of one
+agent (the rows past it are reported as ``has_more``)."""
+
 
 class HandOver(Protocol):
     """Stores a message and hands it to its session's actor, as one step
@@ -140,9 +144,43 @@ class Orchestration:
     async def list_sessions(
         self, *, viewer: str, agent_name: str | None, limit: int
     ) -> SessionPage:
-        return await self._sessions.list(
-            agent_name=agent_name, parent_session_id=None, limit=limit, after=None, viewer=viewer
-        )
+        if agent_name is None:
+            return await self._sessions.list(
+                agent_name=None, parent_session_id=None, limit=limit, after=None, viewer=viewer
+            )
+        # The name a session is listed with: its sub-agent's, for a sub-agent's session
+        # (its agent is its parent's). Matched on the rows, newest first, so that the
+        # filter and the rows' ``agent_name`` agree; at most SCAN_LIMIT rows are read.
+        names: dict[str, str | None] = {}
+        matched: list[SessionRow] = []
+        after: str | None = None
+        scanned = 0
+        while True:
+            page = await self._store.list_sessions(limit=100, after=after, viewer=viewer)
+            for row in page.rows:
+                if await self._listed_name(row, names) != agent_name:
+                    continue
+                if len(matched) == limit:
+                    return await self._page(matched, has_more=True)
+                matched.append(row)
+            scanned += len(page.rows)
+            if not page.has_more or not page.rows:
+                return await self._page(matched, has_more=False)
+            if scanned >= SCAN_LIMIT:
+                return await self._page(matched, has_more=True)
+            after = page.rows[-1].id
+
+    async def _listed_name(self, row: SessionRow, names: dict[str, str | None]) -> str | None:
+        """The agent name a session is listed with (``names``: agent names read so far)."""
+        if row.sub_agent is not None:
+            return row.sub_agent.rpartition("/")[2]
+        if row.agent_id not in names:
+            agent = await self._store.get_agent(row.agent_id)
+            names[row.agent_id] = None if agent is None else agent.name
+        return names[row.agent_id]
+
+    async def _page(self, rows: Sequence[SessionRow], *, has_more: bool) -> SessionPage:
+        return SessionPage(tuple([await self._sessions.snapshot(r) for r in rows]), has_more)
 
     async def latest_items(self, session_id: str, limit: int) -> list[Item]:
         page = await self._store.list_items(session_id, order="desc", limit=limit)

@@ -70,7 +70,9 @@ class SessionControl(Protocol):
     async def list_sessions(
         self, *, viewer: str, agent_name: str | None, limit: int
     ) -> SessionPage:
-        """The newest top-level and child sessions ``viewer`` may read."""
+        """The newest top-level and child sessions ``viewer`` may read; with
+        ``agent_name``, those listed with that agent name (a sub-agent's session with
+        its sub-agent's)."""
         ...
 
     async def latest_items(self, session_id: str, limit: int) -> list[Item]:
