@@ -688,3 +688,31 @@ async def test_list_models_per_worker_from_the_configuration(
     text = refused(driver.outputs[3])
     assert text.startswith("cannot read the provider configuration: invalid")
     assert "providers[0].kind" in text
+
+
+async def test_only_the_session_and_agent_tools_refuse_as_json(
+    rt: omnigent.Runtime, tmp_path: Path
+) -> None:
+    """The OS and async tools keep their ``Error: …`` strings, through a session too."""
+    driver = Driver()
+    parent = await start(rt, lead([worker("w")], os_env={"cwd": str(tmp_path)}), driver)
+    steps = [
+        "sys_os_read", "{not json",
+        "sys_os_read", {"path": "nope.txt"},
+        "sys_cancel_async", {"handle_id": "task_nope"},
+        "sys_read_inbox", {"extra": 1},
+        "sys_session_list", {"extra": 1},
+        "sys_nope", {},
+    ]  # fmt: skip
+    driver.then(call(driver, *steps))
+    await trio_turn(rt, parent)
+    assert driver.outputs[:5] == [
+        "Error: arguments are not valid JSON (Expecting property name enclosed in double "
+        "quotes at position 1)",
+        "Error: cannot read 'nope.txt': no such file; check the path",
+        "Error: no running background task 'task_nope'",
+        "Error: invalid arguments for sys_read_inbox: unknown argument 'extra'",
+        '{"error": "invalid arguments for sys_session_list: unknown argument \'extra\' '
+        '(expected: agent_name)"}',
+    ]
+    assert driver.outputs[5].startswith("Error: unknown tool 'sys_nope' (available: sys_os_read")
