@@ -716,3 +716,25 @@ async def test_only_the_session_and_agent_tools_refuse_as_json(
         '(expected: agent_name)"}',
     ]
     assert driver.outputs[5].startswith("Error: unknown tool 'sys_nope' (available: sys_os_read")
+
+
+async def test_a_filtered_list_searches_a_bounded_number_of_sessions(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("omnigent.core.runtime._orchestration.SCAN_LIMIT", 2)
+    driver = Driver()
+    parent = await start(rt, lead([]), driver)
+    other = await rt.create_agent(worker("x"))
+    _older, x2, x3 = [(await rt.create_session(other.id)).id for _ in range(3)]
+    steps = ["sys_session_list", {"agent_name": "x"}, "sys_session_list", {"agent_name": "lead"}]
+    driver.then(call(driver, *steps))
+    await trio_turn(rt, parent)
+    more = {"limit": 100, "has_more": {"sessions": True}}
+    assert [json.loads(o) for o in driver.outputs] == [
+        {
+            "sub_agents": [],
+            "sessions": [await listed_row(rt, x3), await listed_row(rt, x2)],
+            "page": more,
+        },
+        {"sub_agents": [], "sessions": [], "page": more},  # the lead is past the two read
+    ]

@@ -156,7 +156,9 @@ class Orchestration:
         after: str | None = None
         scanned = 0
         while True:
-            page = await self._store.list_sessions(limit=100, after=after, viewer=viewer)
+            page = await self._store.list_sessions(
+                limit=min(100, SCAN_LIMIT), after=after, viewer=viewer
+            )
             for row in page.rows:
                 if await self._listed_name(row, names) != agent_name:
                     continue
