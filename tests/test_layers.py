@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
         "omnigent._gc",
         "omnigent._cancellation",
         "omnigent._private",
+        "omnigent._malloc",
         "omnigent.errors",
     ),
     ("omnigent.model",),
