@@ -29,6 +29,7 @@ open, before anything is sent, minus before the first one opened).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -142,11 +143,16 @@ async def main(args: argparse.Namespace) -> None:
     model_argv = [*BARE, "model", "--deltas", str(args.deltas), "--interval", str(args.interval)]
     with tempfile.TemporaryDirectory() as tmp:
         serve_argv = [*OMNIGENT, "serve", "--port", "0", "--db", f"sqlite:///{tmp}/fanout.db"]
-        async with (
-            served(model_argv, "serving on ") as (model, _),
-            served(serve_argv, "omnigent serving on ") as (omni, omni_pid),
-            httpx.AsyncClient(timeout=httpx.Timeout(30, read=None), limits=limits) as client,
-        ):
+        async with contextlib.AsyncExitStack() as stack:
+            model, _ = await stack.enter_async_context(served(model_argv, "serving on "))
+            # The benchmark's spec names the model's URL, as a client's: the operator allows it.
+            serve_argv += ["--allow-model-url", model]
+            omni, omni_pid = await stack.enter_async_context(
+                served(serve_argv, "omnigent serving on ")
+            )
+            client = await stack.enter_async_context(
+                httpx.AsyncClient(timeout=httpx.Timeout(30, read=None), limits=limits)
+            )
             baselines: dict[str, tuple[list[Watcher], float, int]] = {}
             if not args.omnigent_only:
                 baselines["bare"] = await bare_broadcasts(client, args)

@@ -192,6 +192,7 @@ async def main(args: argparse.Namespace) -> None:
         serve_argv = [*OMNIGENT, "serve", "--port", "0", "--db", f"sqlite:///{tmp}/peers.db"]
         async with contextlib.AsyncExitStack() as stack:
             model, _ = await stack.enter_async_context(served(model_argv, "serving on "))
+            serve_argv += ["--allow-model-url", model]  # the spec names it, as a client's
             omni, omni_pid = await stack.enter_async_context(
                 served(serve_argv, "omnigent serving on ")
             )

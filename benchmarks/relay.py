@@ -148,6 +148,8 @@ async def main(args: argparse.Namespace) -> None:
                 sides[mode, "floor"], pids[mode, "floor"] = floor_relay, floor_pid
             for name, db in databases.items():
                 serve_argv = [*OMNIGENT, "serve", "--port", "0", "--db", db]
+                for model in models.values():  # a client's spec names it: the operator allows it
+                    serve_argv += ["--allow-model-url", model]
                 url, pid = await stack.enter_async_context(
                     served(serve_argv, "omnigent serving on ")
                 )
