@@ -297,6 +297,25 @@ async def test_metrics_need_the_apis_identity() -> None:
             assert ok.status_code == 200
 
 
+async def test_a_json_refusal_counts_as_an_error(rt: omnigent.Runtime) -> None:
+    """Regression: the session and agent tools refuse as JSON objects (the original's
+    ``{"error": …}``), which the tool-call counter took for ``ok``."""
+    steps = [{"call": "sys_session_get_info", "args": {"session_id": "conv_nope"}}]
+    agent = await rt.create_agent(scripted_agent("asker", steps))
+    session = await rt.create_session(agent.id)
+    with trio.fail_after(10):
+        await run_turn(rt, session.id)
+    text = rt.metrics.exposition({}).decode()
+    counted = {
+        (s.labels["tool"], s.labels["outcome"]): s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "omnigent_tool_calls"
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+    assert counted == {("sys_session_get_info", "error"): 1}
+
+
 def test_client_named_labels_are_bounded() -> None:
     """Regression (the third attack probe): model and tool names come from clients and
     runners, and each new one made new series for ever. Past the bound they count as

@@ -94,10 +94,14 @@ _DENIED = "Error: denied by policy "
 
 
 def _outcome_of(output: str) -> str:
-    """A tool call's outcome as the metrics count it: ok, error, or denied."""
+    """A tool call's outcome as the metrics count it: ok, error, or denied.
+
+    An error is an ``Error: …`` string, or — the session and agent tools answer as the
+    original omnigent does — a JSON object whose first key is ``"error"``.
+    """
     if output.startswith(_DENIED):
         return "denied"
-    return "error" if output.startswith("Error:") else "ok"
+    return "error" if output.startswith(("Error:", '{"error"')) else "ok"
 
 
 OnAsk = Callable[[ElicitationRequest | None], None]
