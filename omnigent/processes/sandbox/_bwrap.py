@@ -37,11 +37,10 @@ from pathlib import Path
 import attrs
 
 from ._hidden import HiddenEntries
-from ._policy import SandboxPolicy
+from ._policy import PRIVATE_DIRS, SandboxPolicy
 
 __all__ = ["BridgeMount", "SystemMasks", "bwrap_argv", "system_masks"]
 
-_PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run")
 _ETC_SCAN_CAP = 5_000
 
 
@@ -116,7 +115,7 @@ def system_masks() -> SystemMasks:
     """This machine's :class:`SystemMasks` (blocking: reads the filesystem)."""
     root = os.geteuid() == 0
     return SystemMasks(
-        tmpfs=tuple(Path(p) for p in _PRIVATE_DIRS if _real_dir(p)),
+        tmpfs=tuple(p for p in PRIVATE_DIRS if _real_dir(str(p))),
         rebind=_resolver_dirs() if _real_dir("/run") else (),
         files=_root_only_etc() if root else (),
         drop_caps=root,

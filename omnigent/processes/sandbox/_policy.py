@@ -58,9 +58,14 @@ def _expand(raw: str, base: Path, home: Path) -> Path:
     return Path(os.path.normpath(path))
 
 
+PRIVATE_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/run"))
+"""Directories every sandbox replaces with empty private ones."""
+
+
 def _runtime_reads(hidden: Sequence[Path]) -> tuple[Path, ...]:
     """The running interpreter's directories, and omnigent's own package (the tool
-    bridge's shim, pi's extension), that a hidden directory would cover."""
+    bridge's shim, pi's extension), that a hidden or private directory would cover —
+    a virtual environment under ``/tmp``, say, whose native CLIs a session starts."""
     python = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
     candidates = (
         Path(os.path.realpath(sys.base_prefix)),
@@ -69,7 +74,8 @@ def _runtime_reads(hidden: Sequence[Path]) -> tuple[Path, ...]:
         python.parent,
         _PACKAGE,
     )
-    covered = [c for c in candidates if any(c.is_relative_to(h) for h in hidden)]
+    covering = (*hidden, *PRIVATE_DIRS)
+    covered = [c for c in candidates if any(c.is_relative_to(h) for h in covering)]
     return tuple(dict.fromkeys(covered))
 
 
