@@ -117,6 +117,15 @@ async def test_a_conversation_with_tools_handoffs_and_approvals(workdir: Path) -
             first = mock.requests[0]
             assert first["model"] == "mock-model"
             assert chat_texts(first, "system") == ["You are a helpful assistant.", "Be brief."]
+            # The model's usage: the child asks for it (stream_options) and reports it.
+            assert first["stream_options"] == {"include_usage": True}
+            usage = (await rt.get_session(sid)).usage
+            [(prompt, completion)] = mock.usages
+            assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (
+                1,
+                prompt,
+                completion,
+            )
             pid = process_of(rt, HARNESS, sid).pid
 
             events = await turn(rt, sid, "weather?")

@@ -106,6 +106,14 @@ async def test_a_conversation_with_approvals(workdir: Path) -> None:
             assert first["model"] == "mock-model"
             assert "You are a careful coding agent." in first["messages"][0]["content"]
             assert user_texts(first) == ["hi"]
+            # The model's usage, as pi reported it from the stream's last chunk.
+            usage = (await rt.get_session(sid)).usage
+            [(prompt, completion)] = mock.usages
+            assert (usage.model_calls, usage.input_tokens, usage.output_tokens) == (
+                1,
+                prompt,
+                completion,
+            )
             pid = process_of(rt, "pi", sid).pid
 
             events = await turn(rt, sid, "again")

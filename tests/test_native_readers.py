@@ -109,6 +109,21 @@ def test_pi_a_model_error_or_an_abort_ends_the_turn_with_it() -> None:
     assert refused == [Answered("x", "prompt", False, None, "busy")]
 
 
+def test_pi_usage_counts_the_whole_prompt_as_input_and_cache_reads_as_cached() -> None:
+    reader = PiReader()
+    usage = {"input": 10, "cacheRead": 300, "cacheWrite": 25, "output": 42, "totalTokens": 377}
+    message = {**assistant(text="Hi."), "model": "mock-model", "usage": usage}
+    actions = reader.feed([{"type": "message_end", "message": message}])
+    assert [a for a in actions if isinstance(a, Used)] == [
+        Used(Usage.of_call(335, 42, 300), "mock-model")
+    ]
+    # pi's zeros (no usage reported, an aborted call) and a malformed usage count nothing.
+    for usage in ({"input": 0, "cacheRead": 0, "cacheWrite": 0, "output": 0}, {"input": "9"}):
+        message = {**assistant(text="Hi."), "usage": usage}
+        actions = reader.feed([{"type": "message_end", "message": message}])
+        assert not [a for a in actions if isinstance(a, Used)]
+
+
 def test_pi_prompts_carry_the_preamble_text_and_images() -> None:
     message = MessageItem(
         role="user",
@@ -175,6 +190,14 @@ def test_the_childs_lines_become_actions_and_requests() -> None:
         Finished("the agent failed: MaxTurnsExceeded: 50")
     ]
     assert reader.feed([{"type": "fatal", "error": "no such module"}]) == [Fatal("no such module")]
+
+
+def test_the_childs_usage_lines_become_used() -> None:
+    reader = ChildReader()
+    line = {"type": "usage", "model": "mock-model", "input": 120, "cached": 100, "output": 7}
+    assert reader.feed([line]) == [Used(Usage.of_call(120, 7, 100), "mock-model")]
+    zeros = {"type": "usage", "model": None, "input": 0, "cached": 0, "output": 0}
+    assert reader.feed([zeros, {"type": "usage", "input": "5"}]) == []
 
 
 def test_the_conversation_as_the_sdks_input_items() -> None:

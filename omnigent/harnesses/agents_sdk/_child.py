@@ -19,6 +19,7 @@ out (to the harness)::
     {"type": "message", "message": N, "text": "..."}    an assistant message is done
     {"type": "call", "call_id", "name", "arguments"}    a function tool or a handoff
     {"type": "output", "call_id", "output"}             its output
+    {"type": "usage", "model", "input", "cached", "output"}   one model call's tokens
     {"type": "tool_request", "id": R, "call_id", "name", "arguments"}   run omnigent's tool
     {"type": "check", "id": R, "call_id", "name", "arguments", "needs_approval": bool}
     {"type": "done", "output": "..."|null}  |  {"type": "failed", "error": "..."}
@@ -159,6 +160,9 @@ class Child:
         config = sdk.RunConfig(
             model=message.get("model") or None,
             model_provider=_provider(sdk),
+            # A streamed Chat Completions call reports its usage only when asked to
+            # (the SDK asks by default only api.openai.com); the Responses API always.
+            model_settings=sdk.ModelSettings(include_usage=True),
             tracing_disabled=True,
         )
         result = sdk.Runner.run_streamed(
@@ -176,8 +180,11 @@ class Child:
         """Tell the harness about one stream event; whether it ended a message."""
         if event.type == "raw_response_event":
             data = event.data
-            if getattr(data, "type", None) == "response.output_text.delta" and data.delta:
+            kind = getattr(data, "type", None)
+            if kind == "response.output_text.delta" and data.delta:
                 self.emit({"type": "delta", "message": self._message, "text": data.delta})
+            elif kind == "response.completed":
+                self._used(data.response)
             return False
         if event.type != "run_item_stream_event":
             return False
@@ -205,6 +212,23 @@ class Child:
             call_id = _field(item.raw_item, "call_id")
             self.emit({"type": "output", "call_id": call_id, "output": text})
         return False
+
+    def _used(self, response: Any) -> None:
+        """Tell the harness one model call's usage, if the model reported it."""
+        usage = getattr(response, "usage", None)
+        if usage is None:
+            return
+        details = getattr(usage, "input_tokens_details", None)
+        model = getattr(response, "model", None)
+        self.emit(
+            {
+                "type": "usage",
+                "model": model if isinstance(model, str) else None,
+                "input": usage.input_tokens,
+                "cached": getattr(details, "cached_tokens", 0) or 0,
+                "output": usage.output_tokens,
+            }
+        )
 
     # -- tools -----------------------------------------------------------------------------
 

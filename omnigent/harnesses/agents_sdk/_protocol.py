@@ -41,6 +41,7 @@ from ..native import (
     Say,
     native_spec_problems,
     positive_number,
+    reported_usage,
 )
 
 __all__ = [
@@ -297,6 +298,8 @@ class ChildReader:
                 _str(line, "id"), _str(line, "call_id"), _str(line, "name"), _arguments(line), needs
             )
             return [request]
+        elif kind == "usage":
+            return _used(line)
         elif kind == "done":
             output = line.get("output")
             if isinstance(output, str) and output:
@@ -311,6 +314,14 @@ class ChildReader:
         elif kind == "fatal":
             return [Fatal(_str(line, "error"))]
         return []
+
+
+def _used(line: Mapping[str, Any]) -> list[Message]:
+    """One model call's usage (the SDK's: ``input`` is the whole prompt, ``cached`` of
+    it read from the cache); nothing if it reported none."""
+    model = line.get("model")
+    used = reported_usage(line, prompt=("input",), cached="cached", output="output", model=model)
+    return [] if used is None else [used]
 
 
 def _key(number: int) -> str:

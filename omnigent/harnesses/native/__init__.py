@@ -37,6 +37,7 @@ from ._relay import (
     Say,
     Used,
     merge_text,
+    reported_usage,
 )
 
 __all__ = [
@@ -70,5 +71,6 @@ __all__ = [
     "native_spec_problems",
     "positive_number",
     "preamble",
+    "reported_usage",
     "split_data_url",
 ]

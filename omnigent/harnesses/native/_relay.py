@@ -13,9 +13,10 @@ output), and a call's usage goes to ``record_usage``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import Any
 
 import attrs
 import trio
@@ -33,6 +34,7 @@ __all__ = [
     "Say",
     "Used",
     "merge_text",
+    "reported_usage",
 ]
 
 
@@ -82,6 +84,25 @@ class Used:
 
 
 Action = Say | EndMessage | Call | CallOutput | Finished | Used
+
+
+def reported_usage(
+    counts: Mapping[str, Any], *, prompt: Sequence[str], cached: str, output: str, model: Any
+) -> Used | None:
+    """One model call's usage from a CLI's counts, or ``None`` if it reported none.
+
+    ``prompt``: the keys whose sum is the whole prompt (a CLI may split it by cache
+    use); ``cached``: the key of its part read from the cache. Counts that are not
+    non-negative integers, or all zero (a call that reported nothing), give ``None``.
+    """
+    keys = [*prompt, cached, output]
+    values = [counts.get(key) for key in keys]
+    numbers = [n for n in values if isinstance(n, int) and not isinstance(n, bool) and n >= 0]
+    if len(numbers) != len(values) or not any(numbers):
+        return None
+    by_key = dict(zip(keys, numbers, strict=True))
+    usage = Usage.of_call(sum(by_key[key] for key in prompt), by_key[output], by_key[cached])
+    return Used(usage, model if isinstance(model, str) and model else None)
 
 
 def merge_text(actions: list[Action]) -> list[Action]:

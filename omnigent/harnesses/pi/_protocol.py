@@ -39,8 +39,10 @@ from ..native import (
     Finished,
     ModelEndpoint,
     Say,
+    Used,
     native_spec_problems,
     positive_number,
+    reported_usage,
     split_data_url,
 )
 
@@ -281,6 +283,8 @@ class PiReader:
             if text:
                 out.append(Say(self._key(), text))
         out.append(EndMessage())
+        if (used := _used(message)) is not None:
+            out.append(used)
         stop = message.get("stopReason")
         if stop == "error":
             detail = message.get("errorMessage")
@@ -307,6 +311,22 @@ class PiReader:
         if event.get("isError") is True and not text.startswith("Error:"):
             text = f"Error: {text}" if text else "Error: the tool failed"
         return [CallOutput(call_id, text)]
+
+
+def _used(message: Mapping[str, Any]) -> Used | None:
+    """The model call's usage an assistant message carries (pi's ``usage``), if any.
+
+    pi splits the prompt into ``input`` (neither read from nor written to the cache),
+    ``cacheRead`` and ``cacheWrite``; omnigent's ``input_tokens`` is the whole prompt,
+    of which ``cacheRead`` was cached. pi's zeros (the model reported nothing, an
+    aborted call) record nothing.
+    """
+    usage = message.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    prompt = ("input", "cacheRead", "cacheWrite")
+    model = message.get("model")
+    return reported_usage(usage, prompt=prompt, cached="cacheRead", output="output", model=model)
 
 
 def _answered(event: Mapping[str, Any]) -> Answered:
