@@ -7,6 +7,7 @@ database's own clock (``next_expiry``), never with a fixed sleep.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,7 +31,7 @@ from omnigent.stores._pg_schema import MIGRATIONS
 from omnigent.stores.postgres import PostgresStore, open_postgres_store, safe_location
 
 from .pg_cluster import PgCluster
-from .test_store import event, session_row
+from .test_store import event, message, session_row
 
 
 @asynccontextmanager
@@ -114,6 +115,62 @@ async def test_a_repeated_batch_is_recognised_as_written(pg_url: str) -> None:
         await store.append_events(batch)
         await store.append_events(batch)  # a retry after a lost answer: no error, no copy
         assert len(await store.read_events("s1", 0)) == 2
+
+
+async def test_a_batch_keeps_every_byte_and_each_session_head(pg_url: str) -> None:
+    """The batch's arrays go over the wire in binary: text that a text-format array
+    would have to quote and escape (quotes, backslashes, braces, commas, ``NULL``,
+    newlines, non-ASCII) comes back exactly; ids past 2**31, a status on one session
+    and none on the other, and each session's head are kept."""
+    awkward = 'a "quoted", {braced} \\ back\\slash, NULL\nnew line, é 漢 🙂'
+    async with open_store(pg_url) as store:
+        await store.insert_session(session_row("s1"))
+        await store.insert_session(session_row("s2"))
+        big = 2**31 + 5
+        batch = [
+            event("s1", big, delta=awkward),
+            event("s2", 1, "session.status", status="running", created_at=12.5),
+            event("s1", big + 1, delta="NULL"),
+            event("s2", 2, delta=""),
+        ]
+        await store.append_events(batch)
+        stored = await store.read_events("s1", 0)
+        assert [e["event_id"] for e in stored] == [big, big + 1]
+        assert [e["delta"] for e in stored] == [awkward, "NULL"]
+        assert [e.data for e in batch[::2]] == [json.dumps(e) for e in stored]
+        assert await store.max_event_id("s1") == big + 1
+        s2 = await store.get_session("s2")
+        assert s2 is not None and (s2.last_event_id, s2.status) == (2, "running")
+
+
+async def test_a_batch_of_events_does_not_queue_behind_other_calls(pg_url: str) -> None:
+    """Regression (issue 32): a batch waited for a pooled connection behind every other
+    call — under 200 concurrent turns most of its round trip. With every ordinary
+    connection held (one, by a write blocked on a lock), a batch still goes through
+    at once on the connections kept for the event writer."""
+    with trio.fail_after(30):
+        async with (
+            open_postgres_store(pg_url, pool_size=1) as store,
+            open_postgres_store(pg_url) as other,
+        ):
+            await store.insert_session(session_row("s1"))
+            blocked: list[Any] = []
+            with psycopg.connect(pg_url) as locker:
+                locker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")
+                async with trio.open_nursery() as nursery:
+
+                    async def write_items() -> None:
+                        await store.put_items("s1", [message("m1")])
+                        blocked.append("done")
+
+                    nursery.start_soon(write_items)
+                    await wait_for_lock_waiter(other)  # the only ordinary connection waits
+                    with trio.fail_after(5):
+                        await store.append_events([event("s1", 1), event("s1", 2)])
+                    assert not blocked
+                    assert [e["event_id"] for e in await other.read_events("s1", 0)] == [1, 2]
+                    locker.rollback()
+            assert blocked == ["done"]
 
 
 # -- servers and leases ----------------------------------------------------------------

@@ -60,6 +60,11 @@ class PGBase(SQLBase):
         """Run ``fn`` on a pooled connection inside one transaction."""
         raise NotImplementedError
 
+    async def _run_events(self, fn: Callable[[Conn], T]) -> T:
+        """As :meth:`_run`, for the event writer's batches: on connections kept for
+        them, so that a batch never queues behind other calls for a connection."""
+        raise NotImplementedError
+
     async def _sql_read(self, fn: Callable[[SQLConn], T]) -> T:
         return await self._read(fn)
 

@@ -8,6 +8,12 @@ Connections are in autocommit mode: most methods are one statement, which is one
 transaction and one network round trip (``append_events`` writes a whole batch of
 events, the sessions' heads and the notification in one statement).
 
+The event writer's batches have connections of their own: the pool holds
+``pool_size`` + :data:`EVENT_CONNECTIONS`, and a second limiter of
+:data:`EVENT_CONNECTIONS` admits only ``append_events``. Every publish waits on the
+batch in flight, so it must not queue behind the other calls of two hundred turns
+starting at once (issue 32: that wait was two thirds of a batch's round trip).
+
 A lost connection (a restarted server, a network blip) is retried with backoff for up
 to :data:`RETRY_WINDOW` seconds before :class:`~omnigent.errors.StoreUnavailable` is
 raised. Writes are made safe to repeat (upserts, per-call tokens), so a retry after a
@@ -64,7 +70,13 @@ from ._pg_work import WorkMixin
 from ._protocol import DEFAULT_TIMEOUT
 from ._sql_usage import SQLUsageMixin
 
-__all__ = ["RETRY_WINDOW", "PostgresStore", "is_connection_error", "open_postgres_store"]
+__all__ = [
+    "EVENT_CONNECTIONS",
+    "RETRY_WINDOW",
+    "PostgresStore",
+    "is_connection_error",
+    "open_postgres_store",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +85,10 @@ T = TypeVar("T")
 #: How long a call retries a lost connection before giving up.
 RETRY_WINDOW = 20.0
 _POOL_SIZE = 8
+#: Connections kept for the event writer's batches, beyond ``pool_size``. The bus has
+#: one batch in flight; the second lets its retry start while an attempt it gave up
+#: still holds the first (a thread keeps its limiter token until it ends).
+EVENT_CONNECTIONS = 2
 _CONNECT_TIMEOUT = 5
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 1.0
@@ -151,7 +167,10 @@ class PostgresStore(
         self.instance = instance
         self.timeout = timeout
         self._pool = pool
+        # Two limiters over one pool of pool_size + EVENT_CONNECTIONS (the module
+        # docstring): a batch of events never waits behind the other calls.
         self._limiter = trio.CapacityLimiter(pool_size)
+        self._event_limiter = trio.CapacityLimiter(EVENT_CONNECTIONS)
         self._abandoned = False
         self._waits: set[trio.CancelScope] = set()
 
@@ -186,15 +205,25 @@ class PostgresStore(
     # -- thread plumbing -------------------------------------------------------------
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
-        return await self._call(fn, transaction=False, shielded=False)
+        return await self._call(fn, self._limiter, transaction=False, shielded=False)
 
     async def _run(self, fn: Callable[[Conn], T], *, cancellable: bool = False) -> T:
-        return await self._call(fn, transaction=False, shielded=not cancellable)
+        return await self._call(fn, self._limiter, transaction=False, shielded=not cancellable)
 
     async def _transaction(self, fn: Callable[[Conn], T]) -> T:
-        return await self._call(fn, transaction=True, shielded=True)
+        return await self._call(fn, self._limiter, transaction=True, shielded=True)
 
-    async def _call(self, fn: Callable[[Conn], T], *, transaction: bool, shielded: bool) -> T:
+    async def _run_events(self, fn: Callable[[Conn], T]) -> T:
+        return await self._call(fn, self._event_limiter, transaction=False, shielded=True)
+
+    async def _call(
+        self,
+        fn: Callable[[Conn], T],
+        limiter: trio.CapacityLimiter,
+        *,
+        transaction: bool,
+        shielded: bool,
+    ) -> T:
         """``fn`` on a pooled connection, bounded by the store's timeout.
 
         Raises:
@@ -213,20 +242,26 @@ class PostgresStore(
             wait.deadline = trio.current_time() + self.timeout
             self._waits.add(wait)
             try:
-                return await self._retrying(fn, transaction, sent)
+                return await self._retrying(fn, limiter, transaction, sent)
             finally:
                 self._waits.discard(wait)
         if self._abandoned:
             raise RuntimeClosed(_ABANDONED)
         raise StoreTimeout(self.location, self.timeout, unknown=shielded and sent.sent)
 
-    async def _retrying(self, fn: Callable[[Conn], T], transaction: bool, sent: _Sent) -> T:
+    async def _retrying(
+        self,
+        fn: Callable[[Conn], T],
+        limiter: trio.CapacityLimiter,
+        transaction: bool,
+        sent: _Sent,
+    ) -> T:
         """Run ``fn`` in a thread, retrying a lost connection with backoff."""
         delay = _FIRST_DELAY
         deadline = trio.current_time() + RETRY_WINDOW
         while True:
             try:
-                return await self._attempt(fn, transaction, sent)
+                return await self._attempt(fn, limiter, transaction, sent)
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
                 # The server's statement_timeout or lock_timeout: nothing was written.
                 raise StoreTimeout(self.location, self.timeout) from exc
@@ -238,12 +273,18 @@ class PostgresStore(
                 log.warning("database connection lost (%s); retrying in %.2f s", exc, delay)
                 # Idle connections died with the one that failed: drop them now.
                 await trio.to_thread.run_sync(
-                    self._pool.check, limiter=self._limiter, abandon_on_cancel=True
+                    self._pool.check, limiter=limiter, abandon_on_cancel=True
                 )
                 await trio.sleep(delay)
                 delay = min(delay * 2, _MAX_DELAY)
 
-    async def _attempt(self, fn: Callable[[Conn], T], transaction: bool, sent: _Sent) -> T:
+    async def _attempt(
+        self,
+        fn: Callable[[Conn], T],
+        limiter: trio.CapacityLimiter,
+        transaction: bool,
+        sent: _Sent,
+    ) -> T:
         """One try on a pooled connection, in a worker thread.
 
         Cancellation: the wait ends at once (the thread's result is abandoned), and the
@@ -268,9 +309,7 @@ class PostgresStore(
                         held.conn = None
 
         try:
-            return await trio.to_thread.run_sync(
-                work, limiter=self._limiter, abandon_on_cancel=True
-            )
+            return await trio.to_thread.run_sync(work, limiter=limiter, abandon_on_cancel=True)
         except trio.Cancelled:
             await _cancel_on_server(held)
             raise
@@ -335,7 +374,8 @@ async def open_postgres_store(
         url: a libpq URL (``postgresql://user:pass@host:5432/db``) or conninfo string.
         instance: this process's cluster instance key; its event writes are then
             fenced by its leases (``None``: a plain store, as SQLite's).
-        pool_size: the most connections (and threads) in use at once.
+        pool_size: the most connections (and threads) in use at once by calls other
+            than ``append_events``, which has :data:`EVENT_CONNECTIONS` more.
         timeout: how long a call is waited for at most, in seconds; the server's
             ``statement_timeout`` on every pooled connection (``lock_timeout``: half).
 
@@ -353,7 +393,7 @@ async def open_postgres_store(
     pool: ConnectionPool[Conn] = ConnectionPool(
         conninfo,
         min_size=min(2, pool_size),
-        max_size=pool_size,
+        max_size=pool_size + EVENT_CONNECTIONS,
         open=False,
         kwargs={"autocommit": True},
         configure=partial(_configure, timeout=timeout),
