@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import trio
 import trio.testing
@@ -39,11 +40,11 @@ async def main(db: str) -> None:
         write = store.append_events
         held = trio.Event()
 
-        async def hanging(rows: Sequence[StoredEvent]) -> None:
+        async def hanging(rows: Sequence[StoredEvent], **options: Any) -> None:
             if any(r.session_id == session and r.status == "running" for r in rows):
                 held.set()
                 await trio.sleep_forever()
-            await write(rows)
+            await write(rows, **options)
 
         store.append_events = hanging  # type: ignore[method-assign]
         accepted = await rt.send_message(session, "second")

@@ -124,10 +124,10 @@ async def test_deltas_are_written_in_batches(rt: omnigent.Runtime) -> None:
     writes = 0
     original = probe(rt).store.append_events
 
-    async def counting(events: Any) -> None:
+    async def counting(events: Any, **options: Any) -> None:
         nonlocal writes
         writes += 1
-        await original(events)
+        await original(events, **options)
 
     probe(rt).store.append_events = counting  # type: ignore[method-assign]
     agent = await rt.create_agent(long_say(3000))
@@ -221,9 +221,9 @@ class Stalled:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+    async def append_events(self, events: Sequence[StoredEvent], **options: Any) -> None:
         await self.go.wait()
-        await self._store.append_events(events)
+        await self._store.append_events(events, **options)
 
 
 def delta(text: str) -> OutputTextDelta:
@@ -295,9 +295,9 @@ async def test_a_turn_still_ends_when_the_queue_is_full(
     store = probe(rt).store
     original = store.append_events
 
-    async def stalled(events: Sequence[StoredEvent]) -> None:
+    async def stalled(events: Sequence[StoredEvent], **options: Any) -> None:
         await gate.wait()
-        await original(events)
+        await original(events, **options)
 
     with trio.fail_after(10):
         async with rt.subscribe(session.id) as events:

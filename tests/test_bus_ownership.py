@@ -42,11 +42,11 @@ class Flaky:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+    async def append_events(self, events: Sequence[StoredEvent], **options: Any) -> None:
         self.attempts += 1
         if self.failures:
             raise self.failures.pop(0)
-        await self._store.append_events(events)
+        await self._store.append_events(events, **options)
 
 
 class Refusing(SoloOwnership):

@@ -172,19 +172,19 @@ async def test_a_flaky_store_does_not_take_the_runtime_down(
     original = probe(rt).store.append_events
     failures = 2
 
-    async def flaky(events: Any) -> None:
+    async def flaky(events: Any, **options: Any) -> None:
         nonlocal failures
         if failures:
             failures -= 1
             raise OSError("disk hiccup")
-        await original(events)
+        await original(events, **options)
 
     probe(rt).store.append_events = flaky  # type: ignore[method-assign]
     agent = await rt.create_agent(scripted_agent(script=[{"say": "still here"}]))
     session = (await rt.create_session(agent.id)).id
     assert statuses(await run_turn(rt, session)) == ["running", "idle"]
 
-    async def broken(events: Any) -> None:
+    async def broken(events: Any, **options: Any) -> None:
         raise OSError("disk gone")
 
     probe(rt).store.append_events = broken  # type: ignore[method-assign]

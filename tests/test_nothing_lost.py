@@ -110,10 +110,10 @@ async def test_a_row_the_store_refuses_costs_only_that_row(
     other = (await rt.create_session((await rt.create_agent(long_say(500, "o"))).id)).id
     original = probe(rt).store.append_events
 
-    async def picky(events: list[StoredEvent]) -> None:
+    async def picky(events: list[StoredEvent], **options: Any) -> None:
         if any(e.session_id == victim and e.type == "response.created" for e in events):
             raise sqlite3.IntegrityError("this row cannot be stored")
-        await original(events)
+        await original(events, **options)
 
     monkeypatch.setattr(probe(rt).store, "append_events", picky)
     seen: dict[str, list[Event]] = {victim: [], other: []}
@@ -372,7 +372,7 @@ async def test_the_writer_logs_each_refused_row_with_its_session(
     caplog.set_level(logging.ERROR)
     monkeypatch.setattr("omnigent.core.bus._persist._RETRY_DELAYS", ())
 
-    async def refuse(events: list[StoredEvent]) -> None:
+    async def refuse(events: list[StoredEvent], **options: Any) -> None:
         raise sqlite3.OperationalError("no")
 
     monkeypatch.setattr(probe(rt).store, "append_events", refuse)

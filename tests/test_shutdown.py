@@ -215,7 +215,7 @@ async def test_a_store_write_that_does_not_return_does_not_hold_shutdown(
         async with omnigent.open_runtime(db=db, shutdown_grace=GRACE) as rt:
             session = (await rt.create_session((await rt.create_agent(scripted_agent())).id)).id
 
-            async def stuck(events: Any) -> None:
+            async def stuck(events: Any, **options: Any) -> None:
                 await trio.sleep(8)  # no store.abandon() reaches it
 
             probe(rt).store.append_events = stuck  # type: ignore[method-assign]

@@ -360,6 +360,27 @@ async def test_the_newest_event_of_one_call(store: Store) -> None:
     assert await store.newest_event("a", ["t"], match=("call_id", "x' OR '1'='1")) is None
 
 
+async def test_append_events_calls_on_stored_once_committed_and_never_on_failure(
+    store: Store, db_url: str
+) -> None:
+    """The bus delivers a batch from ``on_stored``: once, only for a committed batch,
+    and on SQLite from the commit's completion (not the caller's task, which resumes
+    a scheduler round later)."""
+    await store.insert_session(session_row("a"))
+    called_in: list[trio.lowlevel.Task] = []
+
+    def on_stored() -> None:
+        called_in.append(trio.lowlevel.current_task())
+
+    await store.append_events([event("a", 1, "x"), event("a", 2, "x")], on_stored=on_stored)
+    assert len(called_in) == 1
+    if db_url.startswith("sqlite"):
+        assert called_in[0] is not trio.lowlevel.current_task()
+    with pytest.raises(Exception):  # noqa: B017 -- each store's own integrity error
+        await store.append_events([event("a", 2, "x", n=9)], on_stored=on_stored)
+    assert len(called_in) == 1
+
+
 async def test_append_events_refuses_a_taken_id(store: Store) -> None:
     await store.insert_session(session_row("a"))
     await store.append_events([event("a", 1, "x", n=1)])

@@ -14,10 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import outcome
 import psycopg
 import pytest
 import trio
@@ -27,6 +30,7 @@ import omnigent
 from omnigent.errors import StoreTimeout
 from omnigent.model import OutputTextDelta
 from omnigent.stores import Store, StoredEvent, is_postgres_url, open_store, parse_sqlite_url
+from omnigent.stores._sqlite_commit import GroupCommit, WriteJob
 from omnigent.testing import collect_turn, probe, scripted_agent
 
 from .conftest import statuses
@@ -236,8 +240,8 @@ async def test_an_event_batch_whose_write_answered_too_late_is_not_lost(
         original = store.append_events
         late: list[int] = []
 
-        async def committed_late(events: list[StoredEvent]) -> None:
-            await original(events)
+        async def committed_late(events: list[StoredEvent], **options: Any) -> None:
+            await original(events, **options)
             if not late:
                 late.append(len(events))
                 raise StoreTimeout(store.location, 1.0, unknown=True)
@@ -254,3 +258,25 @@ async def test_an_event_batch_whose_write_answered_too_late_is_not_lost(
         assert [e.to_dict() for e in turn] == stored
     assert "dropping" not in caplog.text
     assert "did not answer" in caplog.text
+
+
+async def test_a_write_given_up_at_its_deadline_calls_no_on_committed(caplog: Any) -> None:
+    """``on_committed`` is the caller's fast path: once the caller gave up (and will
+    write again), a late commit must not call it — the retry's would deliver twice."""
+    release = threading.Event()
+
+    def run(jobs: list[WriteJob]) -> list[Any]:
+        release.wait(5)
+        return [outcome.Value(None) for _ in jobs]
+
+    commits = GroupCommit(run)
+    called: list[str] = []
+    late = commits.submit(lambda c: None, lambda: called.append("late"))
+    assert commits.give_up(late)  # it had started: it runs to its end in its thread
+    on_time = commits.submit(lambda c: None, lambda: called.append("on time"))
+    with trio.fail_after(5):
+        release.set()
+        await late.done.wait()
+        await on_time.done.wait()
+    assert called == ["on time"]
+    assert "given up at its deadline has been committed since" in caplog.text

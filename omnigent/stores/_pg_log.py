@@ -25,7 +25,7 @@ connections kept for the event writer (``_run_events``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import psycopg
@@ -154,8 +154,12 @@ class LogMixin(SQLLogMixin, PGBase):
 
     # -- events ----------------------------------------------------------------------
 
-    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+    async def append_events(
+        self, events: Sequence[StoredEvent], *, on_stored: Callable[[], None] | None = None
+    ) -> None:
         """Persist a batch of events in one statement (see the module docstring).
+
+        ``on_stored`` is called once it committed, just before this returns.
 
         Also keeps each session's ``last_event_id``, ``updated_at`` (its newest
         event's ``created_at``) and ``status`` (from its latest ``session.status``).
@@ -207,6 +211,8 @@ class LogMixin(SQLLogMixin, PGBase):
         refused = await self._run_events(write)
         if refused:
             raise LeaseLost(sorted(refused))
+        if on_stored is not None:
+            on_stored()
 
     async def max_event_id(self, session_id: str) -> int | None:
         """The newest stored event id of the session (0 if none); ``None``: no such session."""

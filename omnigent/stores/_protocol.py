@@ -33,7 +33,7 @@ Contract every implementation keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from ..model import Usage
@@ -254,8 +254,18 @@ class Store(Protocol):
         """
         ...
 
-    async def append_events(self, events: Sequence[StoredEvent]) -> None:
-        """Persist a batch of events in one transaction (see the module contract)."""
+    async def append_events(
+        self, events: Sequence[StoredEvent], *, on_stored: Callable[[], None] | None = None
+    ) -> None:
+        """Persist a batch of events in one transaction (see the module contract).
+
+        ``on_stored``, if given, is called once, on the event loop, as soon as the whole
+        batch is known to be committed, and before this call returns: a store whose
+        commit completes in a callback (SQLite's worker thread) calls it from there, a
+        scheduler round before its caller resumes, so what waits for the batch (the
+        bus's subscribers) wakes that much sooner. Not called when this raises. It must
+        not block or raise.
+        """
         ...
 
     async def read_events(

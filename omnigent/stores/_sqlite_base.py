@@ -29,8 +29,13 @@ class SQLiteBase(SQLBase):
 
     dialect: ClassVar[Dialect] = SQLITE
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the writer connection inside one ``BEGIN IMMEDIATE`` transaction."""
+    async def _write(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        on_committed: Callable[[], None] | None = None,
+    ) -> T:
+        """Run ``fn`` on the writer connection inside one ``BEGIN IMMEDIATE`` transaction
+        (``on_committed``: called on the event loop once it committed)."""
         raise NotImplementedError
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:

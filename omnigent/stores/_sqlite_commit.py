@@ -44,6 +44,8 @@ class WriteJob:
     """One queued write: the function, and once it ran, what it returned or raised."""
 
     fn: Callable[[sqlite3.Connection], Any]
+    # Called on the event loop the moment the write is known committed (see submit).
+    on_committed: Callable[[], None] | None = None
     result: outcome.Outcome[Any] | None = None
     started: bool = False  # handed to a worker thread: its outcome is out of our hands
     given_up: bool = False  # its caller stopped waiting before it ended
@@ -63,9 +65,20 @@ class GroupCommit:
         self._queued: list[WriteJob] = []
         self._committing = False
 
-    def submit(self, fn: Callable[[sqlite3.Connection], Any]) -> WriteJob:
-        """Queue a write; it starts at once if the writer is free. Await ``job.done``."""
-        job = WriteJob(fn)
+    def submit(
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        on_committed: Callable[[], None] | None = None,
+    ) -> WriteJob:
+        """Queue a write; it starts at once if the writer is free. Await ``job.done``.
+
+        ``on_committed`` is called once the write has committed (``fn`` returned and the
+        transaction with it), on the event loop, in the callback that hands the batch's
+        outcomes back — a scheduler round before the caller waiting on ``job.done``
+        resumes. Not if the write failed, nor once its caller gave up on it. It must
+        not block; what it raises is logged.
+        """
+        job = WriteJob(fn, on_committed)
         self._queued.append(job)
         self._start_next()
         return job
@@ -112,9 +125,14 @@ class GroupCommit:
             outcomes = result.unwrap()
         for job, job_outcome in zip(batch, outcomes, strict=True):
             job.result = job_outcome
-            job.done.set()
             if job.given_up:
                 _log_late(job_outcome)
+            elif job.on_committed is not None and isinstance(job_outcome, outcome.Value):
+                try:
+                    job.on_committed()
+                except Exception:  # in trio's callback: it must not escape
+                    log.exception("a write's on_committed callback failed")
+            job.done.set()
         self._start_next()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._ids import now
@@ -121,8 +121,13 @@ class LogMixin(SQLLogMixin, SQLiteBase):
 
     # -- events ----------------------------------------------------------------------
 
-    async def append_events(self, events: Sequence[StoredEvent]) -> None:
+    async def append_events(
+        self, events: Sequence[StoredEvent], *, on_stored: Callable[[], None] | None = None
+    ) -> None:
         """Persist a batch of events in one transaction.
+
+        ``on_stored`` is called from the commit's completion, on the event loop, a
+        scheduler round before this call returns (see the protocol).
 
         Also keeps each session's ``last_event_id``, ``updated_at`` (its newest event's
         ``created_at``) and ``status`` (from its latest ``session.status`` event)
@@ -165,7 +170,7 @@ class LogMixin(SQLLogMixin, SQLiteBase):
                 "UPDATE sessions SET status = ? WHERE id = ?", [(v, k) for k, v in status.items()]
             )
 
-        await self._write(write)
+        await self._write(write, on_stored)
 
     async def max_event_id(self, session_id: str) -> int | None:
         """The newest stored event id of the session (0 if none); ``None``: no such session."""

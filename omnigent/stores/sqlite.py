@@ -187,8 +187,15 @@ class SQLiteStore(
         """One batch of writes on the writer connection (in the worker thread)."""
         return self._use(self._writer, lambda c: run_batch(c, jobs))
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _write(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        on_committed: Callable[[], None] | None = None,
+    ) -> T:
         """Run ``fn`` in a write transaction, shared with the writes queued meanwhile.
+
+        ``on_committed``: called once it committed, before this returns (see
+        :meth:`GroupCommit.submit`).
 
         Raises:
             StoreTimeout: not done within the store's timeout, or the write lock
@@ -199,7 +206,7 @@ class SQLiteStore(
         """
         if self._abandoned:
             raise RuntimeClosed(_ABANDONED)
-        job = self._commits.submit(fn)
+        job = self._commits.submit(fn, on_committed)
         with trio.CancelScope(shield=True) as wait:
             wait.deadline = trio.current_time() + self.timeout
             self._waits.add(wait)

@@ -61,8 +61,15 @@ class Persister:
         self._abandoned = False
         self._pause: trio.CancelScope | None = None
 
-    async def persist(self, rows: Sequence[StoredEvent]) -> list[bool]:
+    async def persist(
+        self, rows: Sequence[StoredEvent], *, on_stored: Callable[[], None] | None = None
+    ) -> list[bool]:
         """Write ``rows``; for each, whether it was stored.
+
+        ``on_stored`` is called, before this returns, if and when the whole batch is
+        stored by one write (the common case) — from the store's commit completion,
+        where it can (see :meth:`~omnigent.stores.Store.append_events`). Not when rows
+        were refused or written one by one: the caller reads the answer then.
 
         Cancellation: callers shield it (the writer does); a pause between retries
         ends early on :meth:`abandon`.
@@ -75,7 +82,7 @@ class Persister:
                 break
             started = time.monotonic()
             try:
-                await self._store.append_events(rows)
+                await self._store.append_events(rows, on_stored=on_stored)
             except LeaseLost as lost:
                 # The other sessions' rows were written; these are not ours to write.
                 log.warning("dropping the events of %s: lease lost", ", ".join(lost.session_ids))

@@ -172,7 +172,31 @@ class EventWriter:
 
     async def _write(self, batch: list[Queued | Flush]) -> None:
         queued = [q for q in batch if isinstance(q, Queued)]
-        written = await self._persister.persist([q.row for q in queued]) if queued else []
+        settled = False
+
+        def settle(written: Sequence[bool]) -> None:
+            nonlocal settled
+            if not settled:  # once: a store may call on_stored, then be retried
+                settled = True
+                self._settle(batch, queued, written)
+
+        if queued:
+            # The whole batch stored by one write (the common case) is delivered from
+            # the store's commit completion: a scheduler round sooner than this task
+            # resumes, and under load every round is every subscriber's delay.
+            rows = [q.row for q in queued]
+            written = await self._persister.persist(
+                rows, on_stored=lambda: settle([True] * len(rows))
+            )
+        else:
+            written = []
+        settle(written)
+
+    def _settle(
+        self, batch: list[Queued | Flush], queued: list[Queued], written: Sequence[bool]
+    ) -> None:
+        """The batch left the writer: its sessions settled, what was stored delivered,
+        its flush markers set. Synchronous: it may run in the store's commit callback."""
         self._logs.written(queued)
         # Stored events by session, in order: each subscriber gets its session's share
         # of the batch as one tuple (one wake-up), shared by all of them.
@@ -185,6 +209,7 @@ class EventWriter:
         for marker in batch:
             if isinstance(marker, Flush):
                 marker.done.set()
+        batch.clear()  # settled: a cancel of the writer from here on drops none of it
 
     def deliver(self, session_id: str, events: tuple[Event, ...]) -> None:
         """Hand stored ``events`` (one session's, in order) to whoever follows it.
