@@ -2,9 +2,11 @@
 
 ``base`` defines the interface (:class:`Harness`, :class:`TurnContext`,
 :class:`TurnRequest`); ``loop`` and ``scripted`` are built in; ``registry`` maps names
-and aliases to factories.
+and aliases to factories; :func:`open_streamed_message` is the ``open_message`` a turn
+context builds on.
 """
 
+from ._message import open_streamed_message
 from .base import (
     Harness,
     HarnessEnv,
@@ -30,4 +32,5 @@ __all__ = [
     "ToolSchema",
     "TurnContext",
     "TurnRequest",
+    "open_streamed_message",
 ]

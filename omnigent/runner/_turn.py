@@ -2,38 +2,39 @@
 whose every call goes back to the server over the link.
 
 :class:`RemoteTurn` is what ``turn/run`` hands the real harness. Deltas are the hot
-path: :meth:`_Writer.write` only appends to a buffer, and the turn's flusher sends
-everything buffered as one ``turn/deltas`` notification (a few milliseconds after the
-first delta of a batch, or at once when the buffer is large), so a 20,000-delta answer
-crosses the link in a few dozen frames. Every other call first sends what is buffered,
-so the server sees deltas and the items after them in the order the harness made them.
-An in-stream outcome (``report_response_status``) travels back with ``turn/run``'s
-answer: the server's turn reads only the last one, when the harness returns. A model
-call's usage (``record_usage``) is sent with the next flush as ``turn/usage``, whose
-answer says whether the session's budget allows another call (``check_budget``).
+path: a message's ``write`` only appends to a buffer (:meth:`RemoteTurn.buffer`), and
+the turn's flusher sends everything buffered as one ``turn/deltas`` notification (a few
+milliseconds after the first delta of a batch, or at once when the buffer is large), so
+a 20,000-delta answer crosses the link in a few dozen frames. Every other call first
+sends what is buffered, so the server sees deltas and the items after them in the order
+the harness made them. An in-stream outcome (``report_response_status``) travels back
+with ``turn/run``'s answer: the server's turn reads only the last one, when the harness
+returns. A model call's usage (``record_usage``) is sent with the next flush as
+``turn/usage``, whose answer says whether the session's budget allows another call
+(``check_budget``).
 
 A message the harness streams is also remembered here; when its block exits it is added
 (``completed``, or ``incomplete`` with what streamed if the block was left by an error
-or a cancel), as the server's own turn does.
+or a cancel) by the same :func:`~omnigent.harnesses.open_streamed_message` as the
+server's own turn.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import trio
 
-from .._ids import new_id
 from ..errors import BudgetExceeded, InvalidInput
+from ..harnesses import MessageWriter, open_streamed_message
 from ..model import (
     ElicitationParams,
     Event,
     Item,
     MessageItem,
-    OutputText,
     Usage,
     item_from_dict,
     unstructure,
@@ -48,22 +49,6 @@ _FLUSH_WINDOW = 0.002
 """Seconds the flusher waits after a batch's first delta for more to join it."""
 _MAX_BATCH = 4096
 _MAX_BATCH_CHARS = 1 << 20
-_FINALISE_TIMEOUT = 10.0
-
-
-class _Writer:
-    """An assistant message being streamed (see :meth:`RemoteTurn.open_message`)."""
-
-    def __init__(self, turn: RemoteTurn) -> None:
-        self._turn = turn
-        self.item_id = new_id("item")
-        self.parts: list[str] = []
-
-    async def write(self, delta: str) -> None:
-        if not delta:
-            return
-        self.parts.append(delta)
-        await self._turn.buffer(self.item_id, delta)
 
 
 class RemoteTurn:
@@ -152,28 +137,12 @@ class RemoteTurn:
 
     # -- TurnContext -------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def open_message(self) -> AsyncIterator[_Writer]:
-        writer = _Writer(self)
-        try:
-            yield writer
-        except BaseException:
-            if writer.parts:
-                with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
-                    try:
-                        await self._finish(writer, "incomplete")
-                    except Exception:
-                        log.debug("could not keep a partial message", exc_info=True)
-            raise
-        if writer.parts:
-            await self._finish(writer, "completed")
-
-    async def _finish(self, writer: _Writer, status: Any) -> None:
-        text = "".join(writer.parts)
-        item = MessageItem(
-            role="assistant", content=(OutputText(text),), id=writer.item_id, status=status
+    def open_message(self) -> AbstractAsyncContextManager[MessageWriter]:
+        # A partial message this runner could not add is kept by the server (its
+        # ServedTurn), and after an interrupt it never can: only a debug line.
+        return open_streamed_message(
+            self.buffer, self.add_item, log=log, unkept_level=logging.DEBUG
         )
-        await self.add_item(item)
 
     async def add_item(self, item: Item) -> None:
         await self._call("turn/add_item", item=unstructure(item, Item))

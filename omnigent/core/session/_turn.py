@@ -32,7 +32,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import attrs
@@ -41,7 +41,7 @@ import trio
 from ..._cancellation import only_exceptions, split_cancellation
 from ..._ids import new_id
 from ...errors import HarnessError, InternalError, OmnigentError, SpecUnresolved
-from ...harnesses.base import Harness, TurnRequest
+from ...harnesses import Harness, MessageWriter, TurnRequest, open_streamed_message
 from ...model import (
     ElicitationParams,
     ErrorInfo,
@@ -51,7 +51,6 @@ from ...model import (
     Item,
     MessageItem,
     OutputItemDone,
-    OutputText,
     OutputTextDelta,
     ResponseCancelled,
     ResponseCompleted,
@@ -83,21 +82,6 @@ turns_log = logging.getLogger(TURNS_LOGGER)
 
 # How long the shielded end of a turn may take to publish its terminal events.
 _FINALISE_TIMEOUT = 10.0
-
-
-class _MessageWriter:
-    def __init__(self, turn: Turn) -> None:
-        self._turn = turn
-        self.item_id = new_id("item")
-        self.parts: list[str] = []
-
-    async def write(self, delta: str) -> None:
-        if not delta:
-            return
-        self.parts.append(delta)
-        await self._turn.emit(
-            OutputTextDelta(response_id=self._turn.response_id, item_id=self.item_id, delta=delta)
-        )
 
 
 def _is_cancellation(exc: BaseException) -> bool:
@@ -214,29 +198,12 @@ class Turn:
             raise
         await self.emit(OutputItemDone(item=item, response_id=self.response_id))
 
-    @asynccontextmanager
-    async def open_message(self) -> AsyncIterator[_MessageWriter]:
-        writer = _MessageWriter(self)
-        try:
-            yield writer
-        except BaseException:
-            if writer.parts:
-                # Keep what was streamed, but never let that mask why the turn ended.
-                with trio.move_on_after(_FINALISE_TIMEOUT, shield=True):
-                    try:
-                        await self._finish_message(writer, "incomplete")
-                    except Exception:
-                        log.warning("could not keep a partial message", exc_info=True)
-            raise
-        if writer.parts:
-            await self._finish_message(writer, "completed")
+    def open_message(self) -> AbstractAsyncContextManager[MessageWriter]:
+        # What streamed and could not be kept is lost: a warning.
+        return open_streamed_message(self._send_delta, self.add_item, log=log)
 
-    async def _finish_message(self, writer: _MessageWriter, status: Any) -> None:
-        text = "".join(writer.parts)
-        item = MessageItem(
-            role="assistant", content=(OutputText(text),), id=writer.item_id, status=status
-        )
-        await self.add_item(item)
+    async def _send_delta(self, item_id: str, delta: str) -> None:
+        await self.emit(OutputTextDelta(response_id=self.response_id, item_id=item_id, delta=delta))
 
     async def call_tool(
         self, name: str, arguments: str | Mapping[str, Any], *, call_id: str | None = None
