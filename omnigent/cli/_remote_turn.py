@@ -43,10 +43,12 @@ from ..model import ResponseCreated, SessionStatusChanged
 from ..runner import RunnerOptions, default_runner_name, serve_runner
 from ..spec import AgentSpec
 from ._approval_render import ApprovalMode
-from ._output import Chunk, one_line, write
+from ._interrupts import finish_command, interrupt_on_signals, watched_signals
+from ._output import one_line
 from ._prompt import Approvals, Lines
-from ._render import TurnRenderer, session_note
+from ._render import TurnRenderer
 from ._run import TurnServer
+from ._turn import check_agent
 
 __all__ = [
     "RemoteTurns",
@@ -132,16 +134,11 @@ async def run_on_server(
                     approvals,
                     open_lines,
                     give_up,
-                    _watched(watch_sigint, watch_sigterm),
+                    watched_signals(watch_sigint, watch_sigterm),
                 )
         except ApiError as exc:
             raise ServerRefused(exc) from None
-    if give_up.cancelled_caught:
-        renderer.note_interrupted()
-    write(renderer.finish())
-    if used is not None:
-        write([Chunk("stderr", session_note(used))])
-    return renderer.exit_code
+    return finish_command(renderer, give_up, used)
 
 
 @asynccontextmanager
@@ -276,11 +273,7 @@ async def _open_session(
             fields["model_override"] = model
         return await client.create_session(agent_id, **fields)
     session_id = session.id
-    if session.agent_id != agent_id:
-        raise BadRequest(
-            f"session {session_id} is a session of agent {session.agent_name!r}, "
-            f"not of {agent_name!r}: run it with that agent's spec"
-        )
+    check_agent(session, agent_id, agent_name)
     bound = session.raw.get("runner_id")
     if bound is None:
         raise BadRequest(
@@ -315,7 +308,8 @@ async def _stream_turn(
     answering = Approvals(client, session_id, renderer, approvals, open_lines)
     async with client.events(session_id) as events, trio.open_nursery() as nursery:
         await client.send_message(session_id, prompt)
-        await nursery.start(_interrupt_on_signals, client, session_id, give_up, watched, renderer)
+        interrupt = partial(client.interrupt, session_id)  # on the server
+        await nursery.start(interrupt_on_signals, interrupt, give_up, watched, renderer)
         nursery.start_soon(answering.run)
         started = False
         async for event in events:
@@ -324,37 +318,6 @@ async def _stream_turn(
             if started and isinstance(event, SessionStatusChanged) and event.status.terminal:
                 break
         nursery.cancel_scope.cancel()
-
-
-def _watched(sigint: bool, sigterm: bool) -> tuple[signal.Signals, ...]:
-    return (*([signal.SIGINT] if sigint else []), *([signal.SIGTERM] if sigterm else []))
-
-
-async def _interrupt_on_signals(
-    client: OmnigentClient,
-    session_id: str,
-    give_up: trio.CancelScope,
-    watched: tuple[signal.Signals, ...],
-    renderer: TurnRenderer,
-    *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Ctrl-C (or SIGTERM) interrupts the turn on the server; a second gives up waiting."""
-    if not watched:
-        task_status.started()
-        return
-    async with trio.open_nursery() as interrupting:
-        with trio.open_signal_receiver(*watched) as signals:
-            task_status.started()
-            interrupted = False
-            async for signum in signals:
-                if signum == signal.SIGTERM:
-                    renderer.note_terminated()
-                if interrupted:
-                    give_up.cancel()
-                    return
-                interrupted = True
-                interrupting.start_soon(client.interrupt, session_id)
 
 
 def _quiet(line: str) -> None:

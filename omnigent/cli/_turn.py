@@ -24,8 +24,9 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -33,14 +34,17 @@ from ..core import Runtime, SessionSnapshot, open_runtime
 from ..errors import BadRequest
 from ..spec import AgentSpec
 from ._approval_render import ApprovalMode
-from ._output import Chunk, one_line, write
+from ._interrupts import finish_command, interrupt_on_signals, watched_signals
+from ._output import one_line
 from ._prompt import Approvals, Lines
-from ._render import TurnRenderer, session_note
+from ._render import TurnRenderer
 
 PolicyFunction = Callable[..., Any]
 
 __all__ = [
+    "AgentsSession",
     "answer",
+    "check_agent",
     "open_session",
     "owns_sigint",
     "owns_sigterm",
@@ -115,19 +119,13 @@ async def run_turn(
             used = session.id
             answering = Approvals(rt, session.id, renderer, approvals, open_lines)
             async with trio.open_nursery() as nursery:
-                watched = _watched_signals(watch_sigint, watch_sigterm)
-                await nursery.start(
-                    _interrupt_on_signals, rt, session.id, give_up, watched, renderer
-                )
+                interrupt = partial(_interrupt_turn, rt, session.id, renderer)
+                watched = watched_signals(watch_sigint, watch_sigterm)
+                await nursery.start(interrupt_on_signals, interrupt, give_up, watched, renderer)
                 nursery.start_soon(answering.run)
                 await answer(rt, session.id, prompt, answering)
                 nursery.cancel_scope.cancel()
-    if give_up.cancelled_caught:
-        renderer.note_interrupted()
-    write(renderer.finish())
-    if used is not None:
-        write([Chunk("stderr", session_note(used))])
-    return renderer.exit_code
+    return finish_command(renderer, give_up, used)
 
 
 async def answer(rt: Runtime, session_id: str, prompt: str, answering: Approvals) -> None:
@@ -191,53 +189,36 @@ async def open_session(
     if session_id is None:
         return await rt.create_session(agent_id, title=title, model_override=model)
     session = await rt.get_session(session_id)
-    if session.agent_id != agent_id:
-        raise BadRequest(
-            f"session {session_id} is a session of agent {session.agent_name!r}, "
-            f"not of {agent_name!r}: run it with that agent's spec"
-        )
+    check_agent(session, agent_id, agent_name)
     if model is not None:
         session = await rt.update_session(session_id, model_override=model)
     return session
 
 
-def _watched_signals(sigint: bool, sigterm: bool) -> tuple[signal.Signals, ...]:
-    return (*([signal.SIGINT] if sigint else []), *([signal.SIGTERM] if sigterm else []))
+class AgentsSession(Protocol):
+    """A session, as the runtime and the client both describe it: whose it is."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def agent_name(self) -> str: ...
 
 
-async def _interrupt_on_signals(
-    rt: Runtime,
-    session_id: str,
-    give_up: trio.CancelScope,
-    watched: tuple[signal.Signals, ...],
-    renderer: TurnRenderer,
-    *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """While running, Ctrl-C (or SIGTERM) interrupts the turn; a second cancels ``give_up``.
+def check_agent(session: AgentsSession, agent_id: str, agent_name: str) -> None:
+    """Refuse to continue ``session`` with the spec of another agent than its own.
 
-    Taking the signal as a message, instead of letting trio raise ``KeyboardInterrupt``
-    at an arbitrary point (or dying at once, for SIGTERM), lets the turn end through
-    the runtime like any interrupt: its ``response.cancelled`` is published, persisted
-    and rendered. With nothing in ``watched`` it only reports started.
+    Raises:
+        BadRequest: ``session`` is a session of another agent than ``agent_id``.
     """
-    if not watched:
-        task_status.started()
-        return
-    # The interrupt runs beside the receiver: a stop waits for the session's work to
-    # end, and a second signal must be heard meanwhile.
-    async with trio.open_nursery() as interrupting:
-        with trio.open_signal_receiver(*watched) as signals:
-            task_status.started()
-            interrupted = False
-            async for signum in signals:
-                if signum == signal.SIGTERM:
-                    renderer.note_terminated()
-                if interrupted:
-                    give_up.cancel()
-                    return
-                interrupted = True
-                interrupting.start_soon(_interrupt_turn, rt, session_id, renderer)
+    if session.agent_id != agent_id:
+        raise BadRequest(
+            f"session {session.id} is a session of agent {session.agent_name!r}, "
+            f"not of {agent_name!r}: run it with that agent's spec"
+        )
 
 
 async def _interrupt_turn(rt: Runtime, session_id: str, renderer: TurnRenderer) -> None:
