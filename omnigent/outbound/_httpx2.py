@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import httpcore2
 import httpx2
 
-from ._transport import GuardedBackend, Resolver, refusal, resolve_system
+from ._transport import Resolver, guarded_http_transport, refusal, resolve_system
 from ._urls import UrlAllowList
 
 __all__ = ["guarded_mcp_client"]
@@ -25,19 +25,7 @@ _TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 class _GuardedTransport2(httpx2.AsyncBaseTransport):
     def __init__(self, allow: UrlAllowList, resolve: Resolver) -> None:
         self._allow = allow
-        self._http = httpx2.AsyncHTTPTransport()
-        self._http._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
-            network_backend=GuardedBackend(  # type: ignore[arg-type]  # duck-typed
-                httpcore2.TrioBackend(),
-                connect_error=httpcore2.ConnectError,
-                connect_timeout=httpcore2.ConnectTimeout,
-                resolve=resolve,
-            ),
-            max_connections=100,
-            max_keepalive_connections=20,
-            keepalive_expiry=5.0,
-        )
+        self._http: httpx2.AsyncHTTPTransport = guarded_http_transport(httpx2, httpcore2, resolve)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         refused = refusal(self._allow, str(request.url))

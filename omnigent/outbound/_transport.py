@@ -17,7 +17,8 @@ this transport keeps them there on the wire:
 A refusal is the HTTP library's own ``ConnectError`` with a message that says why:
 callers already turn connection failures into their own errors (a failed turn, a
 failed MCP server). The same guard serves ``httpx`` (the model endpoints) and the MCP
-SDK's ``httpx2`` (:mod:`._httpx2`): only the exception classes and the pool differ.
+SDK's ``httpx2`` (:mod:`._httpx2`): one wiring (:func:`guarded_http_transport`) over
+either library; only the transport classes around it and their exceptions differ.
 
 Resource handling: a transport owns a connection pool; close it with ``aclose`` (or
 use the client that owns it as a context manager).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
+from types import ModuleType
 from typing import Any
 
 import httpcore
@@ -159,6 +161,33 @@ def refusal(allow: UrlAllowList, url: str) -> str | None:
     return f"{REFUSED}: {shown} is under no URL the operator allowed"
 
 
+def guarded_http_transport(http: ModuleType, core: ModuleType, resolve: Resolver) -> Any:
+    """A new ``http.AsyncHTTPTransport`` whose every connection goes through a
+    :class:`GuardedBackend` (and so only to addresses the rules accept).
+
+    ``http`` and ``core`` are httpx and httpcore, or the MCP SDK's forks of them,
+    httpx2 and httpcore2, whose interfaces are the same: one wiring serves both.
+
+    httpx takes no network backend, so the transport's pool (not opened yet) is
+    replaced by one on the guarded backend, with httpx's default limits;
+    tests/security/test_outbound.py fails if a new httpx stops using it.
+    """
+    transport = http.AsyncHTTPTransport()
+    transport._pool = core.AsyncConnectionPool(
+        ssl_context=http.create_ssl_context(),
+        network_backend=GuardedBackend(
+            core.TrioBackend(),
+            connect_error=core.ConnectError,
+            connect_timeout=core.ConnectTimeout,
+            resolve=resolve,
+        ),
+        max_connections=100,
+        max_keepalive_connections=20,
+        keepalive_expiry=5.0,
+    )
+    return transport
+
+
 class GuardedTransport(httpx.AsyncBaseTransport):
     """An httpx transport for URLs a client named: under ``allow``, to safe addresses.
 
@@ -169,22 +198,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, allow: UrlAllowList, *, resolve: Resolver = resolve_system) -> None:
         self._allow = allow
-        self._http = httpx.AsyncHTTPTransport()
-        # httpx takes no network backend, so its pool (not opened yet) is replaced by
-        # one on the guarded backend; tests/security/test_outbound.py fails if a new
-        # httpx stops using it.
-        self._http._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            network_backend=GuardedBackend(  # type: ignore[arg-type]  # duck-typed
-                httpcore.TrioBackend(),
-                connect_error=httpcore.ConnectError,
-                connect_timeout=httpcore.ConnectTimeout,
-                resolve=resolve,
-            ),
-            max_connections=100,
-            max_keepalive_connections=20,
-            keepalive_expiry=5.0,
-        )
+        self._http: httpx.AsyncHTTPTransport = guarded_http_transport(httpx, httpcore, resolve)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         refused = refusal(self._allow, str(request.url))
