@@ -6,15 +6,23 @@ test's folder — never the server's. Its stderr lines (one per connection made,
 failed) are read as they come, so a test waits for one (:meth:`Runner.wait_for_line`)
 instead of sleeping. The server side is :mod:`tests.reliability.serve_rig`, started
 with a runner token.
+
+When a test ends, :func:`open_runners` stops the runners still running as their
+operator would (SIGTERM, which must end them within :data:`STOP_TIMEOUT`) and then
+checks that no tmux server of theirs is left (:func:`pane_servers`): a runner that
+shuts down ends its panes and its pane server. A runner the test killed outright
+leaves its server to the next runner on the same home (its sweep); a test that kills
+one must start that next runner, or the check fails.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,9 +30,14 @@ from typing import Any
 import attrs
 import trio
 
+from omnigent.processes._tmux_server import sweep_stale
+from omnigent.runner._place import tmux_base
+
 from ..reliability.serve_rig import ROOT, Served, server_env, start
 
 TOKEN = "runner-token-for-tests-0123456789"
+STOP_TIMEOUT = 15.0
+"""How long a runner may take to stop on SIGINT/SIGTERM (its grace, with room)."""
 
 
 async def start_server(
@@ -87,10 +100,10 @@ class Runner:
         await self.ended.wait()
         return await self.process.wait()
 
-    async def stop(self, timeout: float = 15) -> None:
-        """SIGINT, as a person would; it must end cleanly."""
+    async def stop(self, timeout: float = STOP_TIMEOUT, how: int = signal.SIGINT) -> None:
+        """SIGINT (as a person would), or ``how``; it must end cleanly."""
         if self.process.returncode is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(how)
         with trio.move_on_after(timeout) as late:
             await self.process.wait()
         if late.cancelled_caught:
@@ -105,8 +118,48 @@ class Runner:
         assert await self.process.wait() == -signal.SIGKILL
 
 
+def processes_where(match: Callable[[list[bytes]], bool]) -> list[int]:
+    """The live processes (zombies aside) whose command line ``match`` accepts."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            continue  # exited while we looked
+        if state != "Z" and match(argv):
+            found.append(int(entry.name))
+    return found
+
+
+def pane_servers(home: Path) -> list[int]:
+    """The tmux processes (the pane server, and any client of it) on the socket of the
+    runner whose home is ``home`` (:func:`~omnigent.runner._place.tmux_base`)."""
+    base = os.fsencode(tmux_base(home)) + b"/"
+    return processes_where(
+        lambda argv: (
+            os.path.basename(argv[0]) == b"tmux" and any(arg.startswith(base) for arg in argv)
+        )
+    )
+
+
+async def wait_for_no_pane_server(home: Path, within: float = 5.0) -> None:
+    """Return once no tmux process of the runner in ``home`` is left.
+
+    Polled (a server told to go exits on its own time, a moment after its client
+    returns), and bounded: still there after ``within`` seconds fails.
+    """
+    with trio.move_on_after(within):
+        while pane_servers(home):
+            await trio.sleep(0.02)
+        return
+    raise AssertionError(f"tmux server(s) {pane_servers(home)} of the runner in {home} are left")
+
+
 class Runners:
-    """The runners of one test; whatever still runs when the test ends is killed."""
+    """The runners of one test; whatever still runs when the test ends is stopped."""
 
     def __init__(self, nursery: trio.Nursery) -> None:
         self.nursery = nursery
@@ -117,16 +170,31 @@ class Runners:
         self.started.append(runner)
         return runner
 
-    async def kill_all(self) -> None:
+    async def end_all(self) -> list[str]:
+        """Stop every runner still running with SIGTERM (SIGKILL for one that ignores
+        it); what went wrong: a runner that did not stop, a pane server left behind
+        (then ended here as the next runner's sweep would, with its panes, so that no
+        test leaves one on the machine)."""
+        problems = []
         for runner in self.started:
-            if runner.process.returncode is None:
-                runner.process.kill()
-            await runner.process.wait()
+            try:
+                await runner.stop(how=signal.SIGTERM)
+            except AssertionError as late:
+                problems.append(str(late))
+        for home in {runner.home for runner in self.started}:
+            try:
+                await wait_for_no_pane_server(home)
+            except AssertionError as left:
+                problems.append(str(left))
+                await sweep_stale(tmux_base(home), shutil.which("tmux"))
+        return problems
 
 
 @asynccontextmanager
 async def open_runners() -> AsyncIterator[Runners]:
-    """A nursery for runner processes; leaving it kills those still running."""
+    """A nursery for runner processes; leaving it stops those still running (SIGTERM),
+    and fails the test if one does not stop or leaves a tmux server behind."""
+    problems: list[str] = []
     async with trio.open_nursery() as nursery:
         runners = Runners(nursery)
         try:
@@ -134,7 +202,10 @@ async def open_runners() -> AsyncIterator[Runners]:
         finally:
             print(runner_lines(runners.started))  # shown when the test fails
             with trio.CancelScope(shield=True):
-                await runners.kill_all()
+                problems = await runners.end_all()
+    # Reached only when the test passed: a failure in flight says more.
+    if problems:
+        raise AssertionError("; ".join(problems))
 
 
 async def start_runner(

@@ -1,12 +1,15 @@
 """Terminals of a runner-bound session: the panes run on the runner (its tmux server, its
-workspace), their life and events stay on the server; a runner killed outright leaves
-its panes to the next runner, which ends them; the runner refuses what the session's
-spec does not declare."""
+workspace), their life and events stay on the server; a session stopped or deleted ends
+its panes there, and a runner stopped (SIGTERM) its whole tmux server; a runner killed
+outright leaves its panes to the next runner, which ends them; the runner refuses what
+the session's spec does not declare."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +33,16 @@ from ..reliability.serve_rig import (
     wait_for_file,
     write_agents,
 )
+from ..sandbox.helpers import require_bwrap
 from ..terminal_helpers import BASH
-from .rig import open_runners, start_server
+from .rig import (
+    Runner,
+    open_runners,
+    pane_servers,
+    processes_where,
+    start_server,
+    wait_for_no_pane_server,
+)
 from .test_faults import alive
 
 
@@ -145,6 +156,81 @@ async def test_terminals_run_on_the_runner_and_end_with_it(tmp_path: Path) -> No
                 assert alive(two)
                 await runners.start(laptop, served.url, "laptop", *ALLOW)
                 assert not alive(two)
+        finally:
+            await stop(served)
+
+
+def sleeper(seconds: str) -> dict[str, Any]:
+    """An agent whose one turn opens a terminal running ``sleep seconds`` (a command line
+    no other test runs, found in ``/proc`` — inside a sandbox's pid namespace too)."""
+    return {
+        "name": "pane",
+        "executor": {
+            "type": "omnigent",
+            "config": {
+                "harness": "scripted",
+                "turns": [[term("launch", "s"), term("send", "s", text=f"sleep {seconds}")]],
+            },
+        },
+        "terminals": {"bash": BASH},
+    }
+
+
+async def open_pane(client: OmnigentClient, runner: Runner, seconds: str) -> tuple[str, int]:
+    """A new session on ``runner`` whose terminal runs ``sleep seconds``; its id and the
+    sleep's pid, once the pane's server is up."""
+    session = await client.create_session(agent_name="pane", runner_id=runner.name)
+    async with trio.open_nursery() as nursery:
+        watch = Watch(client, session.id)
+        await nursery.start(watch.run)
+        await client.send_message(session.id, "go")
+        await watch.wait_for(lambda ev: terminal_count(ev) == 1, "the launch")
+        nursery.cancel_scope.cancel()
+    command = [b"sleep", seconds.encode(), b""]
+    while not (sleeping := processes_where(lambda argv: argv == command)):
+        await trio.sleep(0.02)  # typed into the pane: nothing announces it
+    assert pane_servers(runner.home)
+    return session.id, sleeping[0]
+
+
+@pytest.mark.parametrize("boxed", [False, True], ids=["plain", "sandboxed"])
+async def test_a_runners_pane_server_ends_with_the_sessions_and_with_the_runner(
+    tmp_path: Path, boxed: bool
+) -> None:
+    """Stopping a session, deleting one, and stopping the runner with SIGTERM with a
+    terminal open each leave no pane process and no tmux server of the runner's (a
+    runner killed at the end of a test used to leave its server, and the pane in it)."""
+    seconds = f"3600.{secrets.randbelow(10**9)}"
+    agent = sleeper(seconds)
+    if boxed:
+        require_bwrap()
+        agent["os_env"] = {"sandbox": {"type": "linux_bwrap"}}
+    server_root = tmp_path / "server"
+    write_agents(server_root, [agent])
+    with trio.fail_after(60):
+        served = await start_server(server_root)
+        try:
+            async with open_runners() as runners, OmnigentClient(served.url) as client:
+                runner = await runners.start(tmp_path / "laptop", served.url, "laptop", *ALLOW)
+                stopped, pid = await open_pane(client, runner, seconds)
+                await client.stop_session(stopped)
+                await wait_for_no_pane_server(runner.home)
+                assert not alive(pid)
+                deleted, pid = await open_pane(client, runner, seconds)
+                await client.delete_session(deleted)
+                await wait_for_no_pane_server(runner.home)
+                assert not alive(pid)
+                last, pid = await open_pane(client, runner, seconds)
+                await runner.stop(how=signal.SIGTERM)
+                assert runner.process.returncode == 0, runner.lines
+                assert not alive(pid)
+                await wait_for_no_pane_server(runner.home)
+                # The server's terminal ends with the link, as one whose pane exited.
+                async with trio.open_nursery() as nursery:
+                    watch = Watch(client, last)
+                    await nursery.start(watch.run)
+                    await watch.wait_for(lambda ev: resource_events(ev, "deleted"), "its end")
+                    nursery.cancel_scope.cancel()
         finally:
             await stop(served)
 
