@@ -9,9 +9,12 @@ stops were the fan-out's p99 (``docs/benchmarks.md``, "Garbage collection").
 :func:`settle_after_startup` is called by the commands that run a server
 (``omnigent serve``, ``omnigent stdio``) once it is up:
 
-* ``gc.collect()`` then ``gc.freeze()``: what startup made (modules, classes, the app,
-  the runtime) moves to the permanent generation and is never scanned again. Garbage
-  made before the freeze has been collected by then.
+* ``gc.collect(1)`` then ``gc.freeze()``: what startup made (modules, classes, the app,
+  the runtime) moves to the permanent generation and is never scanned again. The
+  young generations' garbage has been collected by then; the old generation is what
+  survived the collector's passes during startup, and a full pass over it (every
+  module, class and function: 25–40 ms before the first request was answered,
+  ``benchmarks/startup.py``) found ≈ 270 objects of garbage, which are frozen with it.
 * The third threshold goes from 10 to :data:`FULL_PASS_EVERY`: a full pass comes after
   that many generation-1 passes (CPython still adds its own condition: the objects
   waiting for one must be a quarter of the old generation). Cyclic garbage that has
@@ -56,7 +59,7 @@ class _Accepted:
 
 def settle_after_startup() -> None:
     """Freeze the startup heap and make full collections rarer (see the module)."""
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     young, middle, _old = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_PASS_EVERY)

@@ -31,12 +31,13 @@ import trio
 
 from .._config import default_db_url
 from ..core import Runtime, open_runtime
+from ._holders import TurnServer, server_for_turns
 from ._output import Chunk, write
 from ._parser import add_db_option
 from ._prompt import Approvals, Lines, stdin_lines
 from ._render import ApprovalMode, TurnRenderer, session_note
 from ._report import EXIT_OK
-from ._run import TurnServer, add_approval_options, server_for_turns
+from ._run import add_approval_options
 from ._specs import OperatorSpec
 from ._turn import answer, open_session, stderr_is_terminal
 

@@ -34,14 +34,12 @@ from ..client import ApiError, ClientError, OmnigentClient, ServerUnreachable
 from ..core import Runtime, open_runtime
 from ..errors import AgentNotFound, BadRequest, Conflict, OmnigentError
 from ..model import Event, Item
-from ..stores import LockHolder, local_runner_token, store_holder
+from ..stores import LockHolder
+from ._holders import busy_message, held_by
 
 __all__ = [
     "Records",
     "ServerRefused",
-    "busy_message",
-    "held_by",
-    "local_token",
     "open_records",
 ]
 
@@ -120,32 +118,6 @@ class Records(Protocol):
     async def resolve(
         self, session_id: str, elicitation_id: str, action: str, content: Any = None
     ) -> bool: ...
-
-
-def held_by(db: str) -> LockHolder | None:
-    """Who holds the store ``db`` now (``None``: nobody, or not a SQLite file)."""
-    return store_holder(db)
-
-
-def local_token(db: str) -> str | None:
-    """The runner token the server holding the store ``db`` left for this user
-    (``<file>.runner-token``, ``0600``), or ``None``."""
-    return local_runner_token(db)
-
-
-def busy_message(db: str, holder: LockHolder, doing: str) -> str:
-    """Why ``doing`` (``omnigent run``) cannot have the store ``db`` that ``holder`` has."""
-    if holder.url:
-        return (
-            f"the store {db} is held by the omnigent server at {holder.url} "
-            f"({holder.who()}); {doing} runs its turns in this process and needs the "
-            "store to itself: stop the server, or give it a store of its own with "
-            "--db FILE (the server's sessions: omnigent sessions list)"
-        )
-    return (
-        f"the store {db} is in use by {holder.describe()}; {doing} needs it to itself: "
-        "wait for that to end, or give it a store of its own with --db FILE"
-    )
 
 
 def _no_server(db: str, holder: LockHolder | None) -> str:

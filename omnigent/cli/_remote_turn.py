@@ -43,11 +43,11 @@ from ..model import ResponseCreated, SessionStatusChanged
 from ..runner import RunnerOptions, default_runner_name, serve_runner
 from ..spec import AgentSpec
 from ._approval_render import ApprovalMode
+from ._holders import TurnServer
 from ._interrupts import finish_command, interrupt_on_signals, watched_signals
 from ._output import one_line
 from ._prompt import Approvals, Lines
 from ._render import TurnRenderer
-from ._run import TurnServer
 from ._turn import check_agent
 
 __all__ = [

@@ -18,28 +18,19 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
 import sys
 
-import attrs
 import trio
 
 from .._config import default_db_url
-from ..errors import BadRequest, Conflict
+from ..errors import BadRequest
+from ._holders import TurnServer, server_for_turns
 from ._parser import add_db_option
 from ._prompt import Lines, stdin_lines
-from ._records import busy_message, held_by, local_token
 from ._specs import OperatorSpec
 from ._turn import owns_sigint, owns_sigterm, run_turn
 
-__all__ = [
-    "TurnServer",
-    "add_approval_options",
-    "declare_run",
-    "read_prompt",
-    "server_for_turns",
-    "store_for_turns",
-]
+__all__ = ["add_approval_options", "declare_run", "read_prompt"]
 
 log = logging.getLogger("omnigent.cli")
 
@@ -116,70 +107,6 @@ def read_prompt(prompt: str) -> str:
     if not text.strip():
         raise BadRequest("the prompt from stdin (-) is empty")
     return text
-
-
-def store_for_turns(args: argparse.Namespace, doing: str) -> str:
-    """The store a command that runs turns here will own.
-
-    Raises:
-        Conflict: another process holds it (a server, with its address), said before
-            anything starts.
-    """
-    db: str = getattr(args, "db", None) or default_db_url()
-    holder = held_by(db)
-    if holder is not None:
-        raise Conflict(busy_message(db, holder, doing))
-    return db
-
-
-@attrs.frozen
-class TurnServer:
-    """The server a command's turns run on, its work here: ``url``, and the runner
-    ``token`` this command's runner connects with. ``local``: found through the
-    store's lock (the server is this user's own, and so is the token)."""
-
-    url: str
-    token: str
-    local: bool
-
-
-def server_for_turns(args: argparse.Namespace, doing: str) -> TurnServer | None:
-    """Where a command that runs turns (``run``, ``stdio``) runs them: ``None`` for
-    this process (the store is free), else a server.
-
-    ``--server URL`` names one outright (the token: ``--token``, else
-    ``$OMNIGENT_RUNNER_TOKEN``, else the local one when that server holds the store).
-    Without it, a store held by an ``omnigent serve`` that left a local runner token is
-    worked on through that server.
-
-    Raises:
-        Conflict: another process holds the store, and it is no server this user's
-            runner can join (its message names the holder).
-        BadRequest: ``--server`` with no token to connect a runner with.
-    """
-    from ..runner import TOKEN_VARIABLE
-
-    db: str = getattr(args, "db", None) or default_db_url()
-    server: str | None = getattr(args, "server", None)
-    token: str | None = getattr(args, "token", None) or os.environ.get(TOKEN_VARIABLE)
-    if server is not None:
-        if token is None:
-            holder = held_by(db)
-            if holder is not None and holder.url == server.rstrip("/"):
-                token = local_token(db)
-        if not token:
-            raise BadRequest(
-                f"{doing} --server needs a runner token: --token TOKEN or ${TOKEN_VARIABLE}"
-            )
-        return TurnServer(server, token, local=False)
-    holder = held_by(db)
-    if holder is None:
-        return None
-    own = local_token(db) if holder.url else None
-    if holder.url is None or own is None:
-        raise Conflict(busy_message(db, holder, doing))
-    log.info("the store %s is held by the server at %s: the turn runs there", db, holder.url)
-    return TurnServer(holder.url, own, local=True)
 
 
 # The prompt's stdin is patched here by tests that answer approvals from a pipe.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._run import server_for_turns, store_for_turns
+from ._holders import server_for_turns, store_for_turns
 
 __all__ = ["declare_runner", "declare_serve", "declare_stdio"]
 

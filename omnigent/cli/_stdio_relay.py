@@ -43,8 +43,8 @@ from ..errors import OmnigentError
 from ..rpc import NdjsonStream
 from ..spec import AgentSpec, importable_beside
 from ..transports.acp import default_agent_spec, load_agent_spec, protocol_fds
+from ._holders import TurnServer
 from ._remote_turn import ServerRefused, spec_hint, start_local_runner
-from ._run import TurnServer
 
 __all__ = ["ServerGone", "relay_stdio", "run_relay"]
 

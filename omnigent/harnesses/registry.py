@@ -31,16 +31,8 @@ import attrs
 
 from ..errors import Conflict, ErrorDetail, UnknownHarness
 from ..spec import AgentSpec
+from ._models import CLAUDE_MODELS, GPT_MODELS, ModelRule
 from .base import Harness, HarnessEnv, HarnessFactory
-from .native import (
-    AGENTS_SDK,
-    CLAUDE_CLI,
-    CLAUDE_MODELS,
-    CODEX_CLI,
-    GPT_MODELS,
-    PI_CLI,
-    ModelRule,
-)
 
 __all__ = ["CLAUDE_NAMES", "CODEX_NAMES", "HarnessInfo", "HarnessRegistry", "ModelRule"]
 
@@ -143,6 +135,33 @@ def _check_pi(spec: AgentSpec) -> list[ErrorDetail]:
     return spec_problems(spec, "pi")
 
 
+# What a native harness needs installed is found by its own package, imported when the
+# question is first asked (a session on the harness, a listing): not when a server
+# starts (benchmarks/startup.py).
+def _claude_missing(name: str) -> str | None:
+    from .native import CLAUDE_CLI
+
+    return CLAUDE_CLI.missing(name)
+
+
+def _codex_missing(name: str) -> str | None:
+    from .native import CODEX_CLI
+
+    return CODEX_CLI.missing(name)
+
+
+def _pi_missing() -> str | None:
+    from .native import PI_CLI
+
+    return PI_CLI.missing("pi")
+
+
+def _agents_sdk_missing() -> str | None:
+    from .native import AGENTS_SDK
+
+    return AGENTS_SDK.missing("openai-agents")
+
+
 def _unread(spec: AgentSpec, harness: str, keys: tuple[str, ...]) -> list[ErrorDetail]:
     """``executor.config`` keys set in ``spec`` that ``harness`` would silently ignore."""
     config = spec.executor.config
@@ -177,6 +196,7 @@ class HarnessRegistry:
     def __init__(self, *, builtins: bool = True) -> None:
         self._harnesses: dict[str, HarnessInfo] = {}
         self._aliases: dict[str, str] = {}
+        self._entry_points_pending = False
         if builtins:
             self.register(
                 "loop",
@@ -198,7 +218,7 @@ class HarnessRegistry:
                     _make_claude,
                     aliases=("claude",) if name == "claude-sdk" else (),
                     models=CLAUDE_MODELS,
-                    requires=partial(CLAUDE_CLI.missing, name),
+                    requires=partial(_claude_missing, name),
                     check_spec=partial(_check_claude, name),
                     native=True,
                 )
@@ -207,14 +227,14 @@ class HarnessRegistry:
                     name,
                     _make_codex,
                     models=GPT_MODELS,
-                    requires=partial(CODEX_CLI.missing, name),
+                    requires=partial(_codex_missing, name),
                     check_spec=partial(_check_codex, name),
                     native=True,
                 )
             self.register(
                 "pi",
                 _make_pi,
-                requires=partial(PI_CLI.missing, "pi"),
+                requires=_pi_missing,
                 check_spec=_check_pi,
                 native=True,
             )
@@ -222,7 +242,7 @@ class HarnessRegistry:
                 "openai-agents",
                 _make_agents,
                 aliases=("openai-agents-sdk",),
-                requires=partial(AGENTS_SDK.missing, "openai-agents"),
+                requires=_agents_sdk_missing,
                 check_spec=_check_agents,
                 native=True,
             )
@@ -248,6 +268,7 @@ class HarnessRegistry:
         Raises:
             Conflict: a name or alias is taken and ``replace`` is false.
         """
+        self._load_pending()
         aliases = tuple(aliases)
         for key in (name, *aliases):
             if not replace and (key in self._harnesses or key in self._aliases):
@@ -260,7 +281,21 @@ class HarnessRegistry:
             self._aliases[alias] = name
 
     def load_entry_points(self) -> None:
-        """Register every harness advertised in the ``omnigent.harnesses`` group."""
+        """Register every harness advertised in the ``omnigent.harnesses`` group, when
+        the registry is next asked about (or given) a name.
+
+        Reading the group scans every installed distribution's metadata (≈ 10 ms,
+        and loading an entry point imports its package): a runtime asks for it when
+        it opens, and a server pays for it with its first session, not its start.
+        Built-in names and those registered before the group is read win over an
+        entry point's.
+        """
+        self._entry_points_pending = True
+
+    def _load_pending(self) -> None:
+        if not self._entry_points_pending:
+            return
+        self._entry_points_pending = False
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             if ep.name in self._harnesses or ep.name in self._aliases:
                 continue
@@ -275,6 +310,7 @@ class HarnessRegistry:
         Raises:
             UnknownHarness: nothing is registered under ``name``.
         """
+        self._load_pending()
         if name in self._harnesses:
             return name
         if name in self._aliases:
@@ -283,9 +319,11 @@ class HarnessRegistry:
 
     def known(self, name: str) -> bool:
         """Whether ``name`` is a registered name or alias."""
+        self._load_pending()
         return name in self._harnesses or name in self._aliases
 
     def names(self) -> list[str]:
+        self._load_pending()
         return sorted(self._harnesses)
 
     def info(self, name: str) -> HarnessInfo:

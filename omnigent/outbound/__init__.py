@@ -7,6 +7,8 @@ operator's allow-list (:class:`UrlAllowList`), and fetched only through
 included) and every connection's address after DNS (:func:`address_refusal`: no
 link-local or metadata address ever, loopback and private ones only when the operator
 named the address itself). See ``docs/security.md``, "Outbound requests".
+:class:`DeferredTransport` makes a client's transport on its first request (a
+runtime's model client costs nothing until a turn calls a model).
 
 It imports nothing of omnigent's: the spec checks, the harnesses, the MCP client and
 the runtime all build on it.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._addresses import address_refusal, is_loopback_name
+from ._deferred import DeferredTransport
 from ._transport import (
     REFUSED,
     GuardedBackend,
@@ -44,6 +47,7 @@ def guarded_mcp_client(
 __all__ = [
     "DEFAULT_PORTS",
     "REFUSED",
+    "DeferredTransport",
     "GuardedBackend",
     "GuardedTransport",
     "Resolver",

@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-import httpcore
 import httpx
 import trio
 
@@ -197,6 +196,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     """
 
     def __init__(self, allow: UrlAllowList, *, resolve: Resolver = resolve_system) -> None:
+        import httpcore  # here: httpx imports it only for its first transport too
+
         self._allow = allow
         self._http: httpx.AsyncHTTPTransport = guarded_http_transport(httpx, httpcore, resolve)
 

@@ -345,7 +345,7 @@ class AgentSpec:
         return out
 
 
-# Registered at import, before any structure call; leaves first (see register_spec_hooks).
+# Registered at import, before any structure call (see register_spec_hooks).
 register_spec_hooks(
     ScriptStep,
     STEP_KINDS,

@@ -49,21 +49,19 @@ def _field_hook(field_type: Any, rule: Callable[[Any], Problems]) -> StructureHo
 
 
 def _register(cls: type) -> None:
-    attrs.resolve_types(cls)
-    fields = {f.name: f.type for f in attrs.fields(cls)}
-    overrides = {
-        name: override(struct_hook=_field_hook(fields[name], rule))
-        for name, rule in rules_of(cls).items()
-    }
-    # mypy reads ``**overrides`` as possibly feeding the ``_cattrs_*`` flags.
-    make_fn: Callable[..., StructureHook] = make_dict_structure_fn
-    inner = make_fn(cls, converter, **overrides)
+    # The generated function is made on the first spec that needs it: generating one
+    # per class (cattrs compiles each) cost ``omnigent serve`` ≈ 10 ms before its
+    # first request, for specs it may never read. Made then, it also finds every
+    # field class's hook registered, whatever the order below.
+    made: list[StructureHook] = []
 
     def structure_spec_object(value: Any, _: Any) -> Any:
         # The dict hook raises the wire's "expected object, got <type>" for non-mappings.
         converter.structure(value, dict[str, Any])
+        if not made:
+            made.append(_make_structure_fn(cls))
         try:
-            return inner(value, cls)
+            return made[0](value, cls)
         except ClassValidationError as exc:
             # cattrs wraps what ``__init__`` raised (our SpecError from a cross-field
             # rule) in a ClassValidationError; rewrite it in the wire's terms.
@@ -73,6 +71,19 @@ def _register(cls: type) -> None:
             raise _wire_error([d for e in failed for d in e.details], cls) from None
 
     converter.register_structure_hook(cls, structure_spec_object)
+
+
+def _make_structure_fn(cls: type) -> StructureHook:
+    """cattrs' structure function for ``cls``, each ruled field checked as it is read."""
+    attrs.resolve_types(cls)
+    fields = {f.name: f.type for f in attrs.fields(cls)}
+    overrides = {
+        name: override(struct_hook=_field_hook(fields[name], rule))
+        for name, rule in rules_of(cls).items()
+    }
+    # mypy reads ``**overrides`` as possibly feeding the ``_cattrs_*`` flags.
+    make_fn: Callable[..., StructureHook] = make_dict_structure_fn
+    return make_fn(cls, converter, **overrides)
 
 
 def _step_hook(kinds: Mapping[str, type]) -> StructureHook:
@@ -98,9 +109,10 @@ def register_spec_hooks(
     Args:
         step_union: the union type of script steps, dispatched on its key.
         step_kinds: each step key (``say``, ``call``...) and the class it picks.
-        classes: every spec class, **leaves first**: a generated hook captures the
-            hooks of its fields' classes when it is built, so a class registered
-            before the classes it holds would structure them without their rules.
+        classes: every spec class. A class's structure function is generated on
+            its first use (it captures its fields' classes' hooks then), by when
+            every class here has its hook: its fields keep their rules whatever the
+            order.
     """
     converter.register_structure_hook(step_union, _step_hook(step_kinds))
     for cls in classes:

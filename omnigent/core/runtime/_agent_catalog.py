@@ -13,7 +13,6 @@ from typing import Any
 import trio
 
 from ...errors import AgentNotFound, ErrorDetail, Forbidden, SpecError
-from ...harnesses.agents_sdk import agent_problems
 from ...mcp import require_mcp
 from ...model import Agent
 from ...spec import AgentSpec, ClientTrust, client_spec_problems, unbuilt_keys
@@ -84,6 +83,10 @@ class AgentCatalog:
         # another family, keys it cannot honour), then the policies.
         problems = unbuilt_keys(spec) + self._specs.harnesses.spec_problems(harness, spec)
         problems += self._policy_problems(spec)
+        # The Agents SDK harness's checks (its agent reference), imported with it on
+        # the first registration rather than when the runtime opens.
+        from ...harnesses.agents_sdk import agent_problems
+
         problems += agent_problems(spec, self._agent_allowed)
         problems += self._python_tools.problems(
             spec, from_client=from_client, taken=self._registered_tools.names()

@@ -26,7 +26,7 @@ import trio
 from ..._ids import new_id
 from ...harnesses.base import HarnessFactory
 from ...observability import Metrics
-from ...outbound import UrlAllowList, guarded_mounts
+from ...outbound import DeferredTransport, UrlAllowList, guarded_mounts
 from ...processes import DEFAULT_GRACE, ProcessTrees, open_process_manager, open_process_trees
 from ...spec import PolicySpec
 from ...stores import Store, cluster_of, open_store
@@ -339,7 +339,12 @@ async def _open_http(
         yield client
         return
     timeout = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-    async with httpx.AsyncClient(timeout=timeout, mounts=guarded_mounts(guarded)) as owned:
+    # httpx's own transport (what the client would make), made on the first request:
+    # making it loads the CA certificates, which a server pays before it answers.
+    transport = DeferredTransport(httpx.AsyncHTTPTransport)
+    async with httpx.AsyncClient(
+        timeout=timeout, mounts=guarded_mounts(guarded), transport=transport
+    ) as owned:
         yield owned
 
 

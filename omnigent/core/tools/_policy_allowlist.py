@@ -38,6 +38,7 @@ operator allows more (:class:`PolicyAllowlist` here; ``ToolAllowlist`` in
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import logging
@@ -88,7 +89,8 @@ class CallableAllowlist:
         modules: modules whose own callables policies may name.
         trusted: references the operator wrote themselves (default policies).
         load_entry_points: read the ``omnigent.policies`` entry-point group (only the
-            metadata: an entry point's module is imported when a policy first uses it).
+            metadata, when a reference is first checked: an entry point's module is
+            imported when a policy first uses it).
 
     Raises:
         InvalidInput: a module name that is not a dotted Python name (at
@@ -116,9 +118,15 @@ class CallableAllowlist:
             if not isinstance(module, str) or not _MODULE.fullmatch(module):
                 raise InvalidInput.at(self.modules_loc, f"not a Python module name: {module!r}")
         self._trusted = frozenset(trusted)
-        self._entry_points: dict[str, EntryPoint] = {}
-        if load_entry_points and self.entry_point_group is not None:
-            self._entry_points = _read_entry_points(self.entry_point_group)
+        self._entry_point_group = self.entry_point_group if load_entry_points else None
+
+    @functools.cached_property
+    def _entry_points(self) -> dict[str, EntryPoint]:
+        # Read when a reference is first checked, not when the runtime opens: scanning
+        # every installed distribution's metadata is ≈ 10 ms a server paid before its
+        # first request (benchmarks/startup.py).
+        group = self._entry_point_group
+        return {} if group is None else _read_entry_points(group)
 
     @property
     def modules(self) -> frozenset[str]:

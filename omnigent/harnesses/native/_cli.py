@@ -7,9 +7,10 @@ registry can ask it before any process exists:
 * :class:`NativeCli` finds a CLI — ``$OMNIGENT_<NAME>_CLI`` if set, else the binary
   the pinned wheel bundles (``claude-agent-sdk``, ``openai-codex-cli-bin``), else
   ``PATH`` — and says what to install when it is missing (pi: npm's package).
-* :class:`ModelRule` is a single-vendor harness's model guard: a model of another
-  family is refused up front, naming the rule (``only runs Claude models``, ``only runs
-  GPT models``).
+* :class:`ModelRule` (from :mod:`omnigent.harnesses._models`, where the registry
+  reads it without importing this package) is a single-vendor harness's model guard:
+  a model of another family is refused up front, naming the rule (``only runs Claude
+  models``, ``only runs GPT models``).
 * :func:`model_endpoint` resolves where the model lives: ``executor.config`` first,
   then the environment, then the provider configuration (``config.yaml``).
 * :func:`native_spec_problems` lists the spec keys a native harness cannot honour
@@ -19,7 +20,6 @@ registry can ask it before any process exists:
 
 from __future__ import annotations
 
-import fnmatch
 import importlib.metadata
 import importlib.util
 import os
@@ -34,6 +34,7 @@ import attrs
 from ...errors import ErrorDetail
 from ...providers import Provider
 from ...spec import AgentSpec
+from .._models import CLAUDE_MODELS, GPT_MODELS, ModelRule
 
 __all__ = [
     "AGENTS_SDK",
@@ -170,48 +171,6 @@ AGENTS_SDK = PythonPackage(
 
 Program = NativeCli | PythonPackage
 """What a native harness needs installed: a CLI, or a Python package."""
-
-
-@attrs.frozen
-class ModelRule:
-    """The models a single-vendor harness runs.
-
-    Attributes:
-        family: what the rule says (``Claude models``).
-        patterns: case-insensitive :mod:`fnmatch` patterns a model name must match.
-        examples: names to show in listings (``sys_list_models``).
-    """
-
-    family: str
-    patterns: tuple[str, ...]
-    examples: tuple[str, ...] = ()
-
-    def accepts(self, model: str) -> bool:
-        name = model.lower()
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.patterns)
-
-    def refusal(self, harness: str, model: str) -> str | None:
-        """The message refusing ``model`` on ``harness``, or ``None`` if it may run it."""
-        if self.accepts(model):
-            return None
-        return (
-            f"harness {harness!r} only runs {self.family} ({', '.join(self.patterns)}); "
-            f"{model!r} is not one"
-        )
-
-
-CLAUDE_MODELS = ModelRule(
-    "Claude models",
-    ("*claude*", "sonnet", "opus", "haiku", "opusplan"),
-    ("claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5", "opus", "sonnet", "haiku"),
-)
-GPT_MODELS = ModelRule(
-    "GPT models",
-    ("*gpt*", "*codex*", "o[1-9]*"),
-    ("gpt-5.5", "gpt-5-codex", "o4-mini"),
-)
-"""What Codex runs: an id naming ``gpt`` or ``codex`` anywhere — a gateway's spelling
-(``databricks-gpt-5-4``) included — or an ``o``-series id."""
 
 
 @attrs.frozen

@@ -52,7 +52,6 @@ from ._console import console_blueprint, load_assets
 from ._errors import install_error_handlers, internal_error_response
 from ._fence import Fence, install_fence, install_media_types
 from ._keepalive import SettleBodies
-from ._openapi import openapi_document
 from ._params import AppState, AuthMode, owner, state
 from ._request_log import RequestLog
 from ._websocket import install_websocket
@@ -167,6 +166,10 @@ def create_app(
 
     @app.get(f"{API_PREFIX}/openapi.json")
     async def openapi() -> dict[str, Any]:
+        # Imported (and the document built, once) by the first request for it: a
+        # server's start does not pay for describing every route.
+        from ._openapi import openapi_document
+
         return openapi_document()
 
     app.register_blueprint(_server_routes.health_blueprint)
@@ -195,5 +198,5 @@ def create_app(
     install_websocket(app)  # the fence's Host and Origin rules, on the upgrade
     if console:
         # The web console (docs/console.md): a client of the routes above.
-        app.register_blueprint(console_blueprint(load_assets()))
+        app.register_blueprint(console_blueprint(load_assets))
     return app

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+from collections.abc import Callable
 from importlib import resources
 from typing import Final
 
@@ -113,16 +114,21 @@ def _serve(asset: Asset) -> Response:
     return response
 
 
-def console_blueprint(assets: ConsoleAssets) -> Blueprint:
-    """The routes serving ``assets``: ``GET /`` (the page) and ``GET /console/<name>``."""
+def console_blueprint(assets: Callable[[], ConsoleAssets]) -> Blueprint:
+    """The routes serving what ``assets()`` returns: ``GET /`` (the page) and ``GET
+    /console/<name>``.
+
+    ``assets`` (:func:`load_assets`) is called by the first request for the console:
+    reading and compressing its files is not paid before a server's first answer.
+    """
     blueprint = Blueprint("omnigent_console", __name__)
 
     @blueprint.get("/")
     async def index() -> Response:
-        return _serve(assets.get(_INDEX))
+        return _serve(assets().get(_INDEX))
 
     @blueprint.get("/console/<path:name>")
     async def asset(name: str) -> Response:
-        return _serve(assets.get(name))
+        return _serve(assets().get(name))
 
     return blueprint

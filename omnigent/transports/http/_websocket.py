@@ -53,7 +53,6 @@ from ...core import Agent, Runtime
 from ...errors import AgentNotFound, CrossSiteRequest, InvalidInput, Unauthorized
 from ...rpc import ConnectionClosed
 from ...runner import check_name
-from ..acp import serve_acp
 from ._fence import Fence, own_scheme
 from ._params import IDENTITY_HEADER, AppState
 
@@ -161,6 +160,10 @@ def install_websocket(app: Quart) -> None:
         runner = websocket.args.get("runner")
         if runner is not None and (problem := check_name(runner)) is not None:
             raise InvalidInput.at("runner", problem)
+        # ACP (its agent, sessions, prompts, client tools) is imported by the first
+        # socket: a server nobody opens one on never pays for it (benchmarks/startup.py).
+        from ..acp import serve_acp
+
         with state.websockets.hold(user):  # ServerBusy (503) before anything is accepted
             await websocket.accept()
             ws = cast(Any, websocket)._get_current_object()  # the object: tasks outlive the proxy
