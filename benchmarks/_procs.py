@@ -26,10 +26,15 @@ OMNIGENT = [sys.executable, "-m", "omnigent"]
 
 @asynccontextmanager
 async def served(
-    argv: Sequence[str], marker: str, *, env: dict[str, str] | None = None
+    argv: Sequence[str],
+    marker: str,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
 ) -> AsyncIterator[tuple[str, int]]:
     """Run ``argv`` until it prints a line containing ``marker`` followed by a URL.
 
+    ``cwd``: where it runs (``python -m`` imports from there first).
     Yields ``(url, pid)``; on exit the process gets SIGTERM, then SIGKILL after 5 s.
     """
     process = await trio.lowlevel.open_process(
@@ -37,6 +42,7 @@ async def served(
         stdout=subprocess.PIPE,
         env={**os.environ, **(env or {})},
         start_new_session=True,
+        cwd=cwd,
     )
     try:
         assert process.stdout is not None

@@ -24,6 +24,10 @@ stored 351 MB. Here every document is bounded *before* anything walks it:
 Blocking and CPU-bound (PyYAML is pure Python here): async callers run it in a worker
 thread (``trio.to_thread.run_sync``), as the HTTP route does.
 
+PyYAML and the loader over it (:mod:`._yaml_loader`) are imported by the first
+document read: a server that reads none (no ``--agents``, no spec sent as YAML) never
+imports them.
+
 Error handling: every refusal is one :class:`~omnigent.errors.SpecError` at ``$`` (or at
 the path of the nesting), its message naming the line where YAML can say it.
 """
@@ -32,13 +36,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import yaml
-from yaml.composer import ComposerError
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
 from ..errors import SpecError
 from ..model._depth import MAX_DEPTH, check_depth, render_path
-from ._yaml_json import JSON_CONSTRUCTORS, unheld_values
+from ._yaml_json import unheld_values
 
 __all__ = ["MAX_YAML_CHARS", "MAX_YAML_NODES", "load_yaml"]
 
@@ -47,127 +47,6 @@ MAX_YAML_CHARS: Final = 1 << 20
 
 MAX_YAML_NODES: Final = 100_000
 """The most nodes a document may stand for once its aliases are expanded."""
-
-
-class _Refused(ComposerError):
-    """A bound the document broke, raised from inside the composer, with its path."""
-
-    def __init__(
-        self,
-        context: str | None,
-        context_mark: Any,
-        problem: str,
-        problem_mark: Any,
-        *,
-        path: list[str | int] | None = None,
-    ) -> None:
-        super().__init__(context, context_mark, problem, problem_mark)
-        self.path = path
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``SafeLoader`` that counts nesting while composing and may refuse aliases.
-
-    It keeps the path of keys and indexes to the node being composed, so a refusal
-    names where in the document it is (``metadata.a.a…``), as JSON errors do.
-    """
-
-    # Only what a JSON store can hold is built as itself (see ._yaml_json).
-    yaml_constructors = {**yaml.SafeLoader.yaml_constructors, **JSON_CONSTRUCTORS}
-
-    def __init__(self, stream: str, *, aliases: bool) -> None:
-        super().__init__(stream)
-        self._aliases = aliases
-        self._path: list[str | int] = []
-
-    def _refuse(self, problem: str) -> _Refused:
-        mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-        return _Refused(None, None, problem, mark, path=list(self._path))
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        # PyYAML passes the index in the parent sequence, the key node of a mapping
-        # value, or None while composing a key (or the document's root).
-        part: str | int | None
-        if isinstance(index, int):
-            part = index
-        elif isinstance(index, ScalarNode):
-            part = str(index.value)
-        elif index is None:
-            part = None
-        else:
-            part = "?"
-        opens = self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent)
-        if part is not None:
-            self._path.append(part)
-        try:
-            if self.check_event(yaml.AliasEvent) and not self._aliases:
-                raise self._refuse("aliases (*name) are not accepted here")
-            if opens and len(self._path) >= MAX_DEPTH:
-                raise self._refuse(f"nested deeper than {MAX_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            if part is not None:
-                self._path.pop()
-
-
-def _children(node: Node) -> list[Node]:
-    if isinstance(node, SequenceNode):
-        return list(node.value)
-    if isinstance(node, MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
-
-
-def _check_expansion(root: Node) -> None:
-    """Refuse a node graph that expands past :data:`MAX_YAML_NODES`, or loops.
-
-    An iterative depth-first walk: ``open`` holds the nodes whose subtree is being
-    counted — exactly the ancestors of the node in hand — so meeting one of them again
-    is a recursive alias.
-    """
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(root, False)]
-    while stack:
-        node, finished = stack.pop()
-        key = id(node)
-        if finished:
-            open_nodes.discard(key)
-            total = 1 + sum(sizes[id(child)] for child in _children(node))
-            if total > MAX_YAML_NODES:
-                raise _Refused(
-                    None,
-                    None,
-                    f"the document expands to more than {MAX_YAML_NODES} nodes "
-                    "(aliases repeat what they name)",
-                    node.start_mark,
-                )
-            sizes[key] = total
-            continue
-        if key in sizes:
-            continue
-        open_nodes.add(key)
-        stack.append((node, True))
-        for child in _children(node):
-            if id(child) in open_nodes:
-                raise _Refused(
-                    None, None, "a recursive alias (a node inside itself)", child.start_mark
-                )
-            if id(child) not in sizes:
-                stack.append((child, False))
-
-
-def _compose(text: str, aliases: bool) -> Any:
-    loader = _BoundedLoader(text, aliases=aliases)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            return None
-        if aliases:
-            _check_expansion(root)
-        return loader.construct_document(root)
-    finally:
-        loader.dispose()
 
 
 def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
@@ -189,10 +68,14 @@ def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
             composer found it (``metadata.a.a…``), else at ``$``; the message names
             the line and column.
     """
+    import yaml
+
+    from ._yaml_loader import compose
+
     if len(text) > MAX_YAML_CHARS:
         raise SpecError.at("$", f"{what} is longer than {MAX_YAML_CHARS} characters")
     try:
-        data = _compose(text, aliases)
+        data = compose(text, aliases)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from yaml.constructor import SafeConstructor
-from yaml.nodes import Node, ScalarNode
 
 from ..errors import ErrorDetail
 from ..model._depth import render_path
+
+if TYPE_CHECKING:  # the loader imports PyYAML, and these only when it reads a document
+    from yaml.constructor import SafeConstructor
+    from yaml.nodes import Node, ScalarNode
 
 __all__ = ["JSON_CONSTRUCTORS", "Unheld", "unheld_values"]
 
@@ -71,7 +73,8 @@ def _int(loader: SafeConstructor, node: ScalarNode) -> int | Unheld:
 
 
 def _scalar(node: Node) -> str:
-    return str(node.value) if isinstance(node, ScalarNode) else "?"
+    value = getattr(node, "value", None)  # a scalar node's text (a collection's: a list)
+    return value if isinstance(value, str) else "?"
 
 
 _TAG = "tag:yaml.org,2002:"

@@ -20,8 +20,6 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ...errors import SpecError
 from ...spec import AgentSpec, load_yaml, redact_secrets
 from ...tools import ToolError, open_beneath, resolve_root
@@ -147,6 +145,8 @@ def bundle(spec: AgentSpec, *, redact: bool) -> bytes:
     data.get("executor", {}).get("config", {}).pop("api_key", None)
     if redact:
         data = redact_secrets(data)
+    import yaml  # here: a server imports PyYAML with the first bundle (or spec) it writes
+
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
