@@ -339,6 +339,35 @@ def test_entry_points_register_external_harnesses(monkeypatch: pytest.MonkeyPatc
     assert harnesses.canonical("from-package") == "from-package"
 
 
+def test_entry_points_are_read_when_a_name_is_first_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime asks for the group when it opens; the metadata is read (and each
+    entry point loaded) when the registry is first asked about a name, once. A
+    built-in name wins over an entry point's."""
+    from omnigent.harnesses import registry
+
+    class EntryPoint:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def load(self) -> Any:
+            return external_harness(SCAFFOLD)
+
+    reads: list[str] = []
+
+    def read(group: str) -> list[EntryPoint]:
+        reads.append(group)
+        return [EntryPoint("from-package"), EntryPoint("loop")]
+
+    monkeypatch.setattr(registry, "entry_points", read)
+    harnesses = registry.HarnessRegistry()
+    harnesses.load_entry_points()
+    assert reads == []
+    assert harnesses.known("from-package")
+    assert "from-package" in harnesses.names()
+    assert reads == [registry.ENTRY_POINT_GROUP]
+    assert harnesses.info("loop").check_spec is not None  # the built-in, not the package's
+
+
 async def test_the_scaffold_refuses_a_caller_without_the_token(tmp_path: Any) -> None:
     import httpx
 
