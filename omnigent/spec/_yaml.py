@@ -75,7 +75,7 @@ def load_yaml(text: str, *, aliases: bool = True, what: str = "YAML") -> Any:
     if len(text) > MAX_YAML_CHARS:
         raise SpecError.at("$", f"{what} is longer than {MAX_YAML_CHARS} characters")
     try:
-        data = compose(text, aliases)
+        data = compose(text, aliases, MAX_YAML_NODES)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -14,7 +14,6 @@ from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..model._depth import MAX_DEPTH
-from ._yaml import MAX_YAML_NODES
 from ._yaml_json import JSON_CONSTRUCTORS
 
 __all__ = ["compose"]
@@ -89,8 +88,8 @@ def _children(node: Node) -> list[Node]:
     return []
 
 
-def _check_expansion(root: Node) -> None:
-    """Refuse a node graph that expands past :data:`MAX_YAML_NODES`, or loops.
+def _check_expansion(root: Node, max_nodes: int) -> None:
+    """Refuse a node graph that expands past ``max_nodes``, or loops.
 
     An iterative depth-first walk: ``open`` holds the nodes whose subtree is being
     counted — exactly the ancestors of the node in hand — so meeting one of them again
@@ -105,11 +104,11 @@ def _check_expansion(root: Node) -> None:
         if finished:
             open_nodes.discard(key)
             total = 1 + sum(sizes[id(child)] for child in _children(node))
-            if total > MAX_YAML_NODES:
+            if total > max_nodes:
                 raise _Refused(
                     None,
                     None,
-                    f"the document expands to more than {MAX_YAML_NODES} nodes "
+                    f"the document expands to more than {max_nodes} nodes "
                     "(aliases repeat what they name)",
                     node.start_mark,
                 )
@@ -128,8 +127,9 @@ def _check_expansion(root: Node) -> None:
                 stack.append((child, False))
 
 
-def compose(text: str, aliases: bool) -> Any:
-    """The document ``text`` composed within the bounds, then constructed.
+def compose(text: str, aliases: bool, max_nodes: int) -> Any:
+    """The document ``text`` composed within the bounds (with ``aliases``, expanding
+    to at most ``max_nodes`` nodes), then constructed.
 
     Raises:
         yaml.YAMLError: invalid YAML, or a bound broken (with the path where).
@@ -140,7 +140,7 @@ def compose(text: str, aliases: bool) -> Any:
         if root is None:
             return None
         if aliases:
-            _check_expansion(root)
+            _check_expansion(root, max_nodes)
         return loader.construct_document(root)
     finally:
         loader.dispose()
