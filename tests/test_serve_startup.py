@@ -2,8 +2,8 @@
 
 A server's start is mostly imports; what it does not need before it answers is
 imported on first use: the harness packages (a session on the harness), ACP (the
-first ``/v1/ws`` socket), the OpenAPI document (its first request), PyYAML (the first
-YAML read), the model client's transport (httpcore, the CA certificates: the first
+first ``/v1/ws`` socket), the OpenAPI document (its first request), the MCP endpoint
+(its first request), PyYAML (the first YAML read), the model client's transport (httpcore, the CA certificates: the first
 model call), the command line's client and turn modules (never, under ``serve``).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
 once it listens, and lists what was imported by then, so a module-level import that
@@ -41,6 +41,7 @@ DEFERRED = (
     "omnigent.spec._yaml_loader",
     "omnigent.transports.acp",
     "omnigent.transports.http._openapi",
+    "omnigent.transports.mcp",
     "certifi",
     "httpcore",
     "yaml",

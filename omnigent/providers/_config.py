@@ -37,7 +37,6 @@ the variable ``api_key_env`` names (:func:`omnigent.harnesses.native._cli.model_
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 from collections.abc import Mapping
@@ -245,6 +244,8 @@ def config_home(home: Path) -> Path:
 def databricks_host(profile: str) -> str | None:
     """A Databricks CLI profile's workspace URL, from ``$DATABRICKS_CONFIG_FILE`` or
     ``~/.databrickscfg`` (``None``: no such file, profile or ``host``)."""
+    import configparser  # only for a Databricks profile: not on every start
+
     path = Path(os.environ.get("DATABRICKS_CONFIG_FILE") or "~/.databrickscfg").expanduser()
     parser = configparser.ConfigParser(interpolation=None)
     try:

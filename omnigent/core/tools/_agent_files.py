@@ -16,7 +16,6 @@ import contextlib
 import io
 import os
 import stat
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +144,9 @@ def bundle(spec: AgentSpec, *, redact: bool) -> bytes:
     data.get("executor", {}).get("config", {}).pop("api_key", None)
     if redact:
         data = redact_secrets(data)
-    import yaml  # here: a server imports PyYAML with the first bundle (or spec) it writes
+    import tarfile  # here, with PyYAML: imported with the first bundle a server writes
+
+    import yaml
 
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode()
     buffer = io.BytesIO()

@@ -22,7 +22,6 @@ from ...core import HeldToolCall, ToolTask
 from ...errors import InvalidInput
 from ...harnesses.base import ToolSchema
 from ...model import ElicitationRequest, loads
-from ..mcp import Answer, handle
 from ._access import EDIT, session_access
 from ._hook_routes import _until_stopping
 from ._params import state
@@ -88,6 +87,10 @@ class _Backend:
 
 @blueprint.post("/sessions/<session_id>/mcp")
 async def mcp(session_id: str) -> Response:
+    # The MCP protocol module, imported by the first MCP request (a native agent's
+    # tools), not by a server's start.
+    from ..mcp import Answer, handle
+
     await session_access(session_id, EDIT)
     try:
         message = loads(await request.get_data(), loc="body")
