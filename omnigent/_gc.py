@@ -12,9 +12,10 @@ stops were the fan-out's p99 (``docs/benchmarks.md``, "Garbage collection").
 * ``gc.collect(1)`` then ``gc.freeze()``: what startup made (modules, classes, the app,
   the runtime) moves to the permanent generation and is never scanned again. The
   young generations' garbage has been collected by then; the old generation is what
-  survived the collector's passes during startup, and a full pass over it (every
-  module, class and function: 25–40 ms before the first request was answered,
-  ``benchmarks/startup.py``) found ≈ 270 objects of garbage, which are frozen with it.
+  survived the collector's passes during startup. A full pass over it (every module,
+  class and function: ≈ 25 ms before the first request was answered,
+  ``benchmarks/startup.py``) found 60–270 objects of garbage there; they are frozen
+  with it.
 * The third threshold goes from 10 to :data:`FULL_PASS_EVERY`: a full pass comes after
   that many generation-1 passes (CPython still adds its own condition: the objects
   waiting for one must be a quarter of the old generation). Cyclic garbage that has
