@@ -48,6 +48,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("omnigent.providers",),
     # What the core stands on, and what the client may use.
     ("omnigent.rpc", "omnigent.processes", "omnigent.stores"),
+    # The runner link's wire, which both the runner and the server's side speak.
+    ("omnigent.link",),
     ("omnigent.tools",),
     ("omnigent.harnesses",),
     # The tool bridge: what a native CLI reaches the turn through.

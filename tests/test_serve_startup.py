@@ -2,9 +2,11 @@
 
 A server's start is mostly imports; what it does not need before it answers is
 imported on first use: the harness packages (a session on the harness), ACP (the
-first ``/v1/ws`` socket), the OpenAPI document (its first request), the MCP endpoint
-(its first request), PyYAML (the first YAML read), the model client's transport (httpcore, the CA certificates: the first
-model call), the command line's client and turn modules (never, under ``serve``).
+first ``/v1/ws`` socket), the OpenAPI document and the MCP endpoint (their first
+request), PyYAML (the first YAML read), the model client's transport (httpcore, the
+CA certificates: the first model call), the runner itself (the server imports only
+the link's wire, :mod:`omnigent.link`), the command line's client and turn modules
+(never, under ``serve``).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
 once it listens, and lists what was imported by then, so a module-level import that
 drags one of them back in fails here rather than silently slowing every start.
@@ -38,12 +40,14 @@ DEFERRED = (
     "omnigent.harnesses.native",
     "omnigent.harnesses.pi",
     "omnigent.harnesses.scripted",
+    "omnigent.runner",
     "omnigent.spec._yaml_loader",
     "omnigent.transports.acp",
     "omnigent.transports.http._openapi",
     "omnigent.transports.mcp",
     "certifi",
     "httpcore",
+    "trio_websocket",
     "yaml",
 )
 

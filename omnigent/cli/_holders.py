@@ -100,7 +100,7 @@ def server_for_turns(args: argparse.Namespace, doing: str) -> TurnServer | None:
             runner can join (its message names the holder).
         BadRequest: ``--server`` with no token to connect a runner with.
     """
-    from ..runner import TOKEN_VARIABLE
+    from ..link import TOKEN_VARIABLE
 
     db: str = getattr(args, "db", None) or default_db_url()
     server: str | None = getattr(args, "server", None)

@@ -21,9 +21,9 @@ import trio
 
 from .._config import omnigent_home
 from ..errors import BadRequest, OmnigentError
+from ..link import TOKEN_VARIABLE, check_name
 from ..outbound import UrlAllowList, url_prefix_problem
 from ..spec import ClientTrust, env_name_problem
-from ._protocol import check_name
 from ._runner import RunnerOptions, connect_url, serve_runner
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "run_runner",
 ]
 
-TOKEN_VARIABLE = "OMNIGENT_RUNNER_TOKEN"
 EXIT_REFUSED = 1
 
 

@@ -31,6 +31,7 @@ import attrs
 import trio
 
 from ..errors import HarnessError, OmnigentError
+from ..link import ERROR_CODE, MCP_FAILED, field
 from ..mcp import require_mcp
 from ..model import ElicitationParams, unstructure
 from ..processes.sandbox import SandboxPolicy
@@ -38,7 +39,6 @@ from ..rpc import INVALID_PARAMS, ConnectionClosed, RpcConnection, RpcError
 from ..spec import AgentSpec
 from ..tools import ToolError
 from ._place import RunnerPlace
-from ._protocol import ERROR_CODE, MCP_FAILED, field
 from ._specs import SessionSpecs
 
 if TYPE_CHECKING:

@@ -36,13 +36,13 @@ import attrs
 import trio
 
 from ..errors import SandboxUnavailable
+from ..link import ERROR_CODE, PANE_FAILED, field
 from ..processes import HISTORY_LIMIT
 from ..processes.sandbox import SandboxPolicy, open_pane_launch, open_sandbox
 from ..rpc import INVALID_PARAMS, RpcError
 from ..tools import ToolError, resolve_inside
 from ..tools import terminals as term
 from ._place import RunnerPlace
-from ._protocol import ERROR_CODE, PANE_FAILED, field
 from ._specs import SessionSpecs
 
 __all__ = ["MAX_PANES", "PANE_METHODS", "LinkPanes"]

@@ -38,21 +38,21 @@ import trio_websocket
 from .._cancellation import only_exceptions, split_cancellation
 from .._version import __version__
 from ..errors import BadRequest, OmnigentError, RunnerNameTaken, Unauthorized
-from ..rpc import INVALID_PARAMS, RpcConnection, RpcError, decode, encode, request
-from ..rpc import Response as RpcResponse
-from ..spec import ClientTrust
-from ._link import Link
-from ._place import RunnerPlace, open_runner_place
-from ._protocol import (
+from ..link import (
     CONNECT_PATH,
     ERROR_CODE,
     INITIALIZE,
     PROTOCOL_MISMATCH,
     Hello,
+    Link,
     Welcome,
     check_name,
     parse_welcome,
 )
+from ..rpc import INVALID_PARAMS, RpcConnection, RpcError, decode, encode, request
+from ..rpc import Response as RpcResponse
+from ..spec import ClientTrust
+from ._place import RunnerPlace, open_runner_place
 from ._service import RunnerService
 
 __all__ = ["RunnerOptions", "connect_url", "serve_runner"]

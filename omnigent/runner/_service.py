@@ -40,6 +40,7 @@ from ..errors import (
     SandboxUnavailable,
 )
 from ..harnesses.base import Harness, HarnessEnv, ToolSchema, TurnRequest
+from ..link import ERROR_CODE, TURN_FAILED, field, optional_str
 from ..model import MessageItem, item_from_dict
 from ..observability import continued
 from ..processes.sandbox import SandboxPolicy
@@ -50,7 +51,6 @@ from ..tools import os as os_tools
 from ._mcp import MCP_METHODS, LinkMcp
 from ._panes import PANE_METHODS, LinkPanes
 from ._place import RunnerPlace
-from ._protocol import ERROR_CODE, TURN_FAILED, field, optional_str
 from ._specs import SessionSpecs
 from ._turn import RemoteTurn
 

@@ -6,7 +6,7 @@ usual envelope: the fence's ``Host`` and ``Origin`` rules (a web page must not p
 a runner), then the token (``Authorization: Bearer TOKEN`` must be one the operator set
 with ``serve --runner-token``: else ``401``), then the name (``422`` if malformed,
 ``409 runner_name_taken`` if a runner of that name is connected on another link). The
-first frame must then be ``initialize`` (:mod:`omnigent.runner._protocol`); the
+first frame must then be ``initialize`` (:mod:`omnigent.link`); the
 connection then carries the runner's link until it drops (:meth:`~omnigent.transports.
 runner.RunnerHub.attach`). Runners are not users: ``--auth header``'s identity is not
 asked of them, the token is what admits them.
@@ -26,6 +26,7 @@ import trio
 from quart import Blueprint, Quart, current_app, websocket
 
 from ...errors import InvalidInput, RunnerNameTaken, Unauthorized
+from ...link import CONNECT_PATH, ERROR_CODE, INITIALIZE, Welcome, check_name, parse_hello
 from ...rpc import (
     INVALID_REQUEST,
     ConnectionClosed,
@@ -36,7 +37,6 @@ from ...rpc import (
     error_response,
     response,
 )
-from ...runner import CONNECT_PATH, ERROR_CODE, INITIALIZE, Welcome, check_name, parse_hello
 from ..runner import RunnerHub
 from ._answers import RunnerInfo, RunnerList, RunnerStatus
 from ._params import AppState, owner, state

@@ -45,8 +45,8 @@ from ..._malloc import return_large_blocks
 from ..._private import private_dir, warn_if_shared
 from ...core import MAX_MESSAGE_BYTES, open_runtime
 from ...errors import BadRequest
+from ...link import TOKEN_VARIABLE
 from ...outbound import url_prefix_problem
-from ...runner import TOKEN_VARIABLE
 from ...spec import env_name_problem
 from ...stores import (
     announce_server,

@@ -51,8 +51,8 @@ from quart import Quart, current_app, websocket
 
 from ...core import Agent, Runtime
 from ...errors import AgentNotFound, CrossSiteRequest, InvalidInput, Unauthorized
+from ...link import check_name
 from ...rpc import ConnectionClosed
-from ...runner import check_name
 from ._fence import Fence, own_scheme
 from ._params import IDENTITY_HEADER, AppState
 

@@ -28,8 +28,8 @@ from ..._cancellation import only_exceptions, split_cancellation
 from ..._ids import new_id, now
 from ...errors import RunnerNameTaken, RunnerOffline
 from ...harnesses.base import Harness, HarnessEnv
+from ...link import DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT, Hello, Link, Transport, Welcome
 from ...rpc import RpcConnection
-from ...runner import DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT, Hello, Link, Transport, Welcome
 from ...spec import AgentSpec
 from ._mcp import RemoteMcp
 from ._peer import RunnerPeer

@@ -24,9 +24,9 @@ import trio
 
 from ...errors import RunnerDisconnected, RunnerFailed, RunnerOffline
 from ...harnesses.base import ToolSchema
+from ...link import ERROR_CODE, MCP_FAILED, turn_failure
 from ...model import ElicitationParams
 from ...rpc import ConnectionClosed, RpcError
-from ...runner import ERROR_CODE, MCP_FAILED, turn_failure
 from ...spec import AgentSpec
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ...link import ERROR_CODE, PANE_FAILED
 from ...rpc import ConnectionClosed, RpcError
-from ...runner import ERROR_CODE, PANE_FAILED
 from ...tools import ToolError
 from ...tools.terminals import NewPane, TmuxFailed, TmuxUnavailable
 

@@ -29,6 +29,7 @@ import trio
 
 from ...errors import BudgetExceeded, InvalidInput
 from ...harnesses.base import HarnessState, TurnContext
+from ...link import field, optional_str
 from ...model import (
     ElicitationParams,
     Item,
@@ -45,7 +46,6 @@ from ...model import (
 )
 from ...observability import Carrier, continued
 from ...rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Admit, RpcError
-from ...runner import field, optional_str
 
 __all__ = ["McpElicit", "RunnerPeer", "ServedTurn"]
 

@@ -29,10 +29,10 @@ import trio
 from ..._ids import new_id
 from ...errors import RunnerDisconnected, RunnerFailed, RunnerOffline
 from ...harnesses.base import HarnessEnv, TurnContext, TurnRequest
+from ...link import TURN_FAILED, turn_failure
 from ...model import Item, unstructure
 from ...observability import carrier
 from ...rpc import ConnectionClosed, RpcError
-from ...runner import TURN_FAILED, turn_failure
 from ...spec import AgentSpec
 from ._mcp import RemoteMcp
 from ._panes import RemotePanes

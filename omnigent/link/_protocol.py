@@ -7,8 +7,9 @@ answer (:class:`Hello`, :class:`Welcome`); after it, messages belong to the *lin
 (:mod:`._link`), which outlives a dropped connection. ``docs/runners.md`` is the
 prose version of this module.
 
-Both sides import this module: the runner (:mod:`omnigent.runner`) and the server's
-side of the link (:mod:`omnigent.transports.runner`). Every ``parse_*`` function takes
+Both sides import this module (through :mod:`omnigent.link`): the runner
+(:mod:`omnigent.runner`) and the server's side of the link
+(:mod:`omnigent.transports.runner`). Every ``parse_*`` function takes
 what the peer sent and returns a typed value or raises :class:`~omnigent.rpc.RpcError`
 with ``-32602`` naming the field; nothing the peer sends makes them raise anything
 else.
@@ -38,6 +39,7 @@ __all__ = [
     "PANE_FAILED",
     "PROTOCOL_MISMATCH",
     "PROTOCOL_VERSION",
+    "TOKEN_VARIABLE",
     "TURN_FAILED",
     "Hello",
     "Welcome",
@@ -58,6 +60,9 @@ PROTOCOL_VERSION: Final = 2
 A version-1 runner would run a sandboxed session's tools unconfined: it is refused."""
 
 CONNECT_PATH: Final = "/v1/runners/connect"
+TOKEN_VARIABLE: Final = "OMNIGENT_RUNNER_TOKEN"
+"""The variable holding a runner token: the runner's ``--token``, and a token
+``omnigent serve`` admits when it is given no ``--runner-token``."""
 INITIALIZE: Final = "initialize"
 ACK: Final = "$/ack"
 """The link's acknowledgement and heartbeat (``{received}``); never counted."""
