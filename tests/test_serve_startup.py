@@ -4,7 +4,8 @@ A server's start is mostly imports; what it does not need before it answers is
 imported on first use: the harness packages (a session on the harness), ACP (the
 first ``/v1/ws`` socket), the OpenAPI document and the MCP endpoint (their first
 request), PyYAML (the first YAML read), the model client's transport (httpcore, the
-CA certificates: the first model call), the runner itself (the server imports only
+CA certificates: the first model call), the sandbox (the first sandboxed command,
+terminal, MCP server or session), the runner itself (the server imports only
 the link's wire, :mod:`omnigent.link`), the command line's client and turn modules
 (never, under ``serve``).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
@@ -40,6 +41,7 @@ DEFERRED = (
     "omnigent.harnesses.native",
     "omnigent.harnesses.pi",
     "omnigent.harnesses.scripted",
+    "omnigent.processes.sandbox",
     "omnigent.runner",
     "omnigent.spec._yaml_loader",
     "omnigent.transports.acp",

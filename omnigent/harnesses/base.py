@@ -22,11 +22,11 @@ import attrs
 import httpx
 
 from ..model import ElicitationParams, Event, Item, MessageItem, Usage
-from ..processes.sandbox import SandboxPolicy
 from ..spec import AgentSpec, ExecutorConfig
 
 if TYPE_CHECKING:
     from ..processes import ProcessManager
+    from ..processes.sandbox import SandboxPolicy
     from ..providers import Provider
 
 __all__ = [

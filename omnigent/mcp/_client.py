@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 import mcp_types
@@ -42,8 +42,10 @@ from ..harnesses.base import ToolSchema
 from ..model import ElicitationParams
 from ..observability import carrier
 from ..outbound import UrlAllowList, guarded_mcp_client
-from ..processes.sandbox import Sandbox, SandboxPolicy, open_sandbox
 from ..spec import McpServerSpec
+
+if TYPE_CHECKING:
+    from ..processes.sandbox import Sandbox, SandboxPolicy
 
 __all__ = ["MCP_PHASE", "McpServerFailed", "McpServers", "tool_name"]
 
@@ -208,6 +210,8 @@ class McpServers:
         stdio = any(server.spec.command is not None for server in self._servers)
         if self._sandbox_policy is None or not stdio:
             return None
+        from ..processes.sandbox import open_sandbox  # with the first sandboxed server
+
         try:
             policy = await self._sandbox_policy()
             if policy is None:

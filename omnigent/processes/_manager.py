@@ -41,6 +41,7 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -48,7 +49,9 @@ import trio
 from ._pid_files import PidFiles, killpg
 from ._procfs import process_start_time
 from ._socket_dirs import SocketDir, sweep_socket_dirs
-from .sandbox import SandboxPolicy, open_sandbox
+
+if TYPE_CHECKING:
+    from .sandbox import SandboxPolicy
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -318,6 +321,8 @@ class ProcessManager:
         """Start ``spec`` inside its sandbox and own it; the sandbox stays open (its
         egress proxy serving the process) until the process is gone."""
         assert spec.sandbox is not None
+        from .sandbox import open_sandbox  # with the first sandboxed process
+
         async with open_sandbox(spec.sandbox) as box:
             cwd = spec.cwd or Path.cwd()
             launch = await box.wrap(spec.argv, cwd=cwd, env=_own_variables(spec.env))

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
-from ..processes.sandbox import SandboxPolicy
 from ._args import ToolError
 from ._beneath import Hidden, OpenMode
+
+if TYPE_CHECKING:
+    from ..processes.sandbox import SandboxPolicy
 
 __all__ = ["FileGrants", "Located", "locate"]
 

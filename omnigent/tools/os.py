@@ -29,14 +29,13 @@ import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import trio
 
 from .._private import private_dir
 from ..errors import SandboxUnavailable
 from ..processes import SessionTrees, TrackedGroups, run_in_group
-from ..processes.sandbox import SandboxPolicy, open_sandbox
 from ._args import (
     ArgField,
     ToolError,
@@ -51,6 +50,9 @@ from ._beneath import OpenMode, WorkingDirectory, open_beneath
 from ._grants import FileGrants, locate
 from ._paths import resolve_root
 from ._schemas import DEFAULT_READ_LIMIT, MAX_SHELL_TIMEOUT, OS_TOOL_SCHEMAS
+
+if TYPE_CHECKING:
+    from ..processes.sandbox import SandboxPolicy
 
 __all__ = [
     "DEFAULT_READ_LIMIT",
@@ -436,6 +438,8 @@ async def sys_os_shell(
     Cancellation: the process group gets SIGTERM, then SIGKILL after ``kill_grace``
     seconds if anything survives; ``trio.Cancelled`` propagates once it is gone.
     """
+    from ..processes.sandbox import open_sandbox  # with the first command
+
     check_args("sys_os_shell", args, _SHELL_ARGS)
     timeout = float(args.get("timeout", default_timeout))
     root = await trio.to_thread.run_sync(resolve_root, cwd)

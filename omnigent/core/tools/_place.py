@@ -10,14 +10,17 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from ...processes.sandbox import SandboxPolicy, block_policy
 from ...spec import AgentSpec, OsEnv, SandboxSpec
 from ...tools import ToolError, workspace_for
 from ...tools import os as os_tools
+
+if TYPE_CHECKING:
+    from ...processes.sandbox import SandboxPolicy
 
 __all__ = [
     "ToolPlace",
@@ -198,7 +201,11 @@ def sandbox_policy(
         SandboxUnavailable: ``type: auto`` on a platform with no sandbox.
     """
     block = effective_sandbox(spec, inherited)
-    return None if block is None else block_policy(block, cwd, hide=(place.home,))
+    if block is None:
+        return None
+    from ...processes.sandbox import block_policy  # with the first sandboxed session
+
+    return block_policy(block, cwd, hide=(place.home,))
 
 
 def effective_sandbox(spec: AgentSpec, inherited: SandboxSpec | None) -> SandboxSpec | None:

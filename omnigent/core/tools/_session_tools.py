@@ -48,7 +48,6 @@ from ...model import (
 from ...observability import Metrics
 from ...outbound import UrlAllowList
 from ...processes import ProcessTrees, TrackedGroups
-from ...processes.sandbox import SandboxPolicy
 from ...spec import AgentSpec, SandboxSpec
 from ...stores import Store
 from ...tools import ToolError
@@ -86,6 +85,7 @@ from ._runners import ToolServers, Workplace
 
 if TYPE_CHECKING:
     from ...mcp import McpServers
+    from ...processes.sandbox import SandboxPolicy
 
 __all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools", "ToolServices"]
 

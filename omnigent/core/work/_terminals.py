@@ -26,7 +26,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -34,11 +34,13 @@ import trio
 from ..._ids import new_id
 from ...errors import ResourceNotFound, SandboxUnavailable
 from ...model import Resource, ResourceCreated, ResourceDeleted, ResourceScreen
-from ...processes.sandbox import Launch, SandboxPolicy, open_pane_launch, open_sandbox
 from ...spec import TerminalSpec
 from ...tools import terminals as term
 from ..bus import EventBus
 from ._tasks import BackgroundTasks
+
+if TYPE_CHECKING:
+    from ...processes.sandbox import Launch, SandboxPolicy
 
 __all__ = ["MAX_TERMINALS", "Panes", "SessionTerminals", "StartDirectory"]
 
@@ -289,6 +291,8 @@ class SessionTerminals:
     async def _launch(self, live: _Live) -> AsyncIterator[Launch | None]:
         """The terminal's command inside the session's sandbox, for as long as it runs
         (the sandbox's egress proxy serves the pane); None without a sandbox."""
+        from ...processes.sandbox import open_pane_launch, open_sandbox  # the first terminal
+
         spec = live.spec
         argv = [spec.command, *spec.args]
         try:
