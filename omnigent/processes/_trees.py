@@ -163,26 +163,12 @@ class SessionTrees:
 
 
 class ProcessTrees:
-    """The process trees of one runtime's commands. Made by :func:`open_process_trees`.
+    """The process trees of one runtime's commands. Made by :func:`open_process_trees`."""
 
-    Its mode may still be being decided (the cgroup probe runs while the runtime opens
-    the rest): :meth:`wait_mode` waits for it, and so does a command's tree.
-    """
-
-    def __init__(self) -> None:
-        self._mode = TreeMode.GROUP
-        self._base: Path | None = None  # this runtime's own cgroup (CGROUP)
-        self._decided = trio.Event()
+    def __init__(self, mode: TreeMode, base: Path | None) -> None:
+        self.mode = mode
+        self._base = base  # this process's omnigent-<pid>-<start> cgroup (CGROUP)
         self._numbers = itertools.count(1)
-
-    def _decide(self, mode: TreeMode, base: Path | None) -> None:
-        self._mode, self._base = mode, base
-        self._decided.set()
-
-    async def wait_mode(self) -> TreeMode:
-        """The mode, once it is decided (at once, but while the probe runs)."""
-        await self._decided.wait()
-        return self._mode
 
     def for_session(self, session_id: str) -> SessionTrees:
         """The trees of ``session_id``'s commands."""
@@ -194,14 +180,13 @@ class ProcessTrees:
 
         Cancellation: the ending is shielded (see :meth:`CommandTree.end`).
         """
-        mode = await self.wait_mode()
-        tree = CommandTree(mode, grace)
-        if mode is TreeMode.CGROUP:
+        tree = CommandTree(self.mode, grace)
+        if self.mode is TreeMode.CGROUP:
             assert self._base is not None
             directory = self._base / _session_key(session_id) / str(next(self._numbers))
             try:
                 await trio.to_thread.run_sync(_make_cgroup, directory)
-                tree = CommandTree(mode, grace, directory)
+                tree = CommandTree(self.mode, grace, directory)
             except OSError:
                 log.warning("could not make the cgroup %s; using the subreaper", directory)
                 tree = CommandTree(TreeMode.SUBREAPER, grace)
@@ -231,19 +216,13 @@ async def open_process_trees(*, mode: TreeMode | None = None) -> AsyncIterator[P
             set, else a cgroup if this process can make them, else the subreaper on
             Linux, else the process group alone.
 
-    Without a forced mode, whether cgroups can be made is probed while the block runs
-    (the probe moves a short process into a cgroup: 10–35 ms of the kernel's time,
-    which a server waited for before its first answer); a command's tree waits for it.
-
     Raises:
         OSError: a cgroup was asked for and is not available here.
         ValueError: ``$OMNIGENT_PROCESS_TREES`` names no mode.
 
     Resource handling: in cgroup mode the process's ``omnigent-<pid>-<start>`` cgroup
     is made on first use and removed when the last runtime of the process closes (it is
-    left to the next start's sweep if something is stuck in it). The probe runs in
-    this block's own nursery; leaving the block waits for it (it is bounded: its
-    process has a 10 s timeout).
+    left to the next start's sweep if something is stuck in it).
     """
     if mode is None and os.environ.get(MODE_VARIABLE):
         raw = os.environ[MODE_VARIABLE]
@@ -252,70 +231,33 @@ async def open_process_trees(*, mode: TreeMode | None = None) -> AsyncIterator[P
         except ValueError:
             names = ", ".join(m.value for m in TreeMode)
             raise ValueError(f"${MODE_VARIABLE} must be one of {names}, not {raw!r}") from None
-    trees = ProcessTrees()
-    if mode is TreeMode.CGROUP:  # asked for: refused now if it cannot be had
+    base: Path | None = None
+    if mode in (None, TreeMode.CGROUP):
         base = await trio.to_thread.run_sync(cgroup.find_cgroup_base)
-        if base is None:
+        if base is None and mode is TreeMode.CGROUP:
             raise OSError("cgroup v2 is not available to this process")
-        trees._decide(TreeMode.CGROUP, await _own_cgroup(base))
-    elif mode is not None:
-        trees._decide(mode, None)
-    try:
-        async with trio.open_nursery() as probing:
-            if mode is None:
-                probing.start_soon(_probe, trees)
-            yield trees
-    finally:
-        with trio.CancelScope(shield=True):
-            await trees._decided.wait()
-            if trees._base is not None:
-                await _remove_own_cgroup(trees._base)
-
-
-async def _probe(trees: ProcessTrees) -> None:
-    """Decide the mode of ``trees``: a cgroup if this process can make them (after the
-    sweep of what dead runtimes left), else the subreaper on Linux, else the group.
-
-    Cancellation: the mode is decided whatever happens (the fallback, if the sweep was
-    cancelled), so nothing waits for it forever.
-    """
+    if base is not None:
+        await _sweep(base)
+        start = process_start_time(os.getpid())
+        own = base / f"{cgroup.PREFIX}{os.getpid()}-{start}"
+        # Several runtimes of one process share it; each keys its sessions by id, and
+        # command numbers are per runtime: a directory of its own per runtime too.
+        own = own / f"r{time.monotonic_ns()}"
+        await trio.to_thread.run_sync(lambda: own.mkdir(parents=True))
+        try:
+            yield ProcessTrees(TreeMode.CGROUP, own)
+        finally:
+            with trio.CancelScope(shield=True):
+                if cgroup.populated(own):
+                    cgroup.kill_cgroup(own)
+                    with trio.move_on_after(_SIGKILL_WAIT):
+                        await _drained(own)
+                await trio.to_thread.run_sync(cgroup.remove_cgroup, own)
+                await trio.to_thread.run_sync(_remove_if_empty, own.parent)
+        return
     linux = os.path.exists("/proc/self/stat")  # noqa: ASYNC240  # /proc: no disk I/O
-    try:
-        base = await trio.to_thread.run_sync(cgroup.find_cgroup_base)
-        if base is not None:
-            trees._decide(TreeMode.CGROUP, await _own_cgroup(base))
-    except OSError:
-        log.warning("could not make this runtime's cgroup", exc_info=True)
-    finally:
-        if not trees._decided.is_set():
-            trees._decide(TreeMode.SUBREAPER if linux else TreeMode.GROUP, None)
-
-
-async def _own_cgroup(base: Path) -> Path:
-    """Sweep ``base``, then make this runtime's own cgroup under it.
-
-    Raises:
-        OSError: it could not be made.
-    """
-    await _sweep(base)
-    start = process_start_time(os.getpid())
-    own = base / f"{cgroup.PREFIX}{os.getpid()}-{start}"
-    # Several runtimes of one process share it; each keys its sessions by id, and
-    # command numbers are per runtime: a directory of its own per runtime too.
-    own = own / f"r{time.monotonic_ns()}"
-    await trio.to_thread.run_sync(lambda: own.mkdir(parents=True))
-    return own
-
-
-async def _remove_own_cgroup(own: Path) -> None:
-    """End what is left in this runtime's cgroup, and remove it (and the process's, if
-    this was its last runtime)."""
-    if cgroup.populated(own):
-        cgroup.kill_cgroup(own)
-        with trio.move_on_after(_SIGKILL_WAIT):
-            await _drained(own)
-    await trio.to_thread.run_sync(cgroup.remove_cgroup, own)
-    await trio.to_thread.run_sync(_remove_if_empty, own.parent)
+    chosen = mode or (TreeMode.SUBREAPER if linux else TreeMode.GROUP)
+    yield ProcessTrees(chosen, None)
 
 
 def _make_cgroup(directory: Path) -> None:

@@ -203,31 +203,3 @@ def test_the_wrapper_reports_the_commands_own_status(tmp_path: Path) -> None:
     assert killed.returncode == -signal.SIGUSR1
     missing = subprocess.run([*base, "no-such-program-x"], capture_output=True, check=False)
     assert missing.returncode == 127 and b"no-such-program-x" in missing.stderr
-
-
-async def test_the_cgroup_probe_runs_while_the_runtime_opens(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The probe (a process moved into a cgroup: the kernel's time) no longer holds the
-    open: the trees are handed out at once, and a command's tree waits for the mode."""
-    import threading
-
-    from omnigent.processes import _cgroup
-
-    release = threading.Event()
-
-    def slow_probe() -> Path | None:
-        release.wait(20)
-        return None  # no cgroups here: the subreaper
-
-    monkeypatch.delenv("OMNIGENT_PROCESS_TREES", raising=False)
-    monkeypatch.setattr(_cgroup, "find_cgroup_base", slow_probe)
-    with trio.fail_after(30):
-        async with open_process_trees() as trees:
-            with trio.move_on_after(0.05) as waited:
-                await trees.wait_mode()
-            assert waited.cancelled_caught  # handed out before the probe answered
-            release.set()
-            assert await trees.wait_mode() is TreeMode.SUBREAPER
-            async with trees.open_command("conv_p", grace=0.5) as tree:
-                assert tree.mode is TreeMode.SUBREAPER
