@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -22,7 +22,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from .._version import __version__
 from ..model import Usage
-from ._tracing import AttributeValue
+
+if TYPE_CHECKING:  # a type only: _tracing imports this module when tracing is on
+    from ._tracing import AttributeValue
 
 __all__ = ["OtelTracing", "open_exporting_provider"]
 

@@ -126,24 +126,8 @@ def running_server(
     env = {**os.environ, "OMNIGENT_HOME": str(tmp / "home")}
     command = [sys.executable, "-m", "omnigent", "serve", "--port", "0"]
     command += ["--db", f"sqlite:///{tmp / 'console.db'}", "--agents", str(agents), *args]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()  # printed once it listens
-        assert line.startswith("omnigent serving on "), line
-        yield line.split(" on ", 1)[1].strip()
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=15)
-        finally:
-            if process.returncode is None:
-                process.kill()
-                process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
+    with _announced(command, "omnigent serving on ", env) as url:
+        yield url
 
 
 @contextmanager
@@ -151,14 +135,24 @@ def running_mock_llm() -> Iterator[str]:
     """``omnigent mock-llm --port 0`` (echoes the last user message, reports usage);
     yields its base URL (``…/v1``)."""
     command = [sys.executable, "-m", "omnigent", "mock-llm", "--port", "0"]
+    with _announced(command, "omnigent mock-llm serving on ") as url:
+        yield url
+
+
+@contextmanager
+def _announced(
+    command: list[str], announcement: str, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Run ``command`` until the block ends (SIGINT, then SIGKILL after 15 s); yields
+    the address its first line gives after ``announcement`` (printed once it listens)."""
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
     )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        assert line.startswith("omnigent mock-llm serving on "), line
-        yield line.split(" on ", 1)[1].strip()
+        assert line.startswith(announcement), line
+        yield line[len(announcement) :].strip()
     finally:
         process.send_signal(signal.SIGINT)
         try:
