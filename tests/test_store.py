@@ -372,13 +372,14 @@ async def test_append_events_calls_on_stored_once_committed_and_never_on_failure
     def on_stored() -> None:
         called_in.append(trio.lowlevel.current_task())
 
-    await store.append_events([event("a", 1, "x"), event("a", 2, "x")], on_stored=on_stored)
-    assert len(called_in) == 1
-    if db_url.startswith("sqlite"):
-        assert called_in[0] is not trio.lowlevel.current_task()
-    with pytest.raises(Exception):  # noqa: B017 -- each store's own integrity error
-        await store.append_events([event("a", 2, "x", n=9)], on_stored=on_stored)
-    assert len(called_in) == 1
+    with trio.fail_after(10):
+        await store.append_events([event("a", 1, "x"), event("a", 2, "x")], on_stored=on_stored)
+        assert len(called_in) == 1
+        if db_url.startswith("sqlite"):
+            assert called_in[0] is not trio.lowlevel.current_task()
+        with pytest.raises(Exception):  # noqa: B017 -- each store's own integrity error
+            await store.append_events([event("a", 2, "x", n=9)], on_stored=on_stored)
+        assert len(called_in) == 1
 
 
 async def test_append_events_refuses_a_taken_id(store: Store) -> None:
