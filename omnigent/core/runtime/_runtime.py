@@ -628,7 +628,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         caller checks the viewer's access to ``session_id`` itself.
         """
         self._open()
-        snapshot = await self._sessions.snapshot(await self._sessions.row(session_id))
+        snapshot = await self._sessions.current(session_id)
         return await self._seen_by(snapshot, viewer)
 
     async def _seen_by(self, snapshot: SessionSnapshot, viewer: str | None) -> SessionSnapshot:
@@ -718,7 +718,7 @@ class Runtime(metaclass=_NoPublicConstructor):
             # Its own stream shows the change too (session.info.updated).
             row = await self._sessions.row(session_id)
             await self._placed.announce(row, changed=True)
-            updated = await self._sessions.snapshot(row)
+            updated = await self._sessions.current(session_id)  # with that event
         return await self._seen_by(updated, viewer)
 
     async def fork_session(

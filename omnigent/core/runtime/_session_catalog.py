@@ -258,8 +258,21 @@ class SessionCatalog:
         self._ownership.note(row.id, row.root_session_id)
         return await self.snapshot(row)
 
-    async def snapshot(self, row: SessionRow) -> SessionSnapshot:
-        """The session's snapshot (see the module docstring for where each part is read)."""
+    async def current(self, session_id: str) -> SessionSnapshot:
+        """The session's snapshot now: its ``last_event_id`` covers every event
+        published before this call. Raises SessionNotFound.
+
+        The newest id published here is read *before* the row: an event still on its
+        way to the store is counted by the bus, and once the bus has let go of the
+        session (stored, nothing in flight) the row read after it has it. Read the
+        other way round, an event stored while the row was being read was in neither.
+        """
+        published = self._bus.known_last_id(session_id)
+        return await self.snapshot(await self.row(session_id), published=published)
+
+    async def snapshot(self, row: SessionRow, *, published: int = 0) -> SessionSnapshot:
+        """The session's snapshot (see the module docstring for where each part is read;
+        ``published``: an event id the bus had published before ``row`` was read)."""
         spec = await self._specs.agent_spec(row.agent_id, row.agent_version)
         if row.sub_agent is not None:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
@@ -287,7 +300,7 @@ class SessionCatalog:
             harness=harness,
             busy=self._live.busy(row.id),
             pending=tuple(self._elicitations.pending_for(row.id)),
-            last_event_id=max(row.last_event_id, self._bus.known_last_id(row.id)),
+            last_event_id=max(row.last_event_id, published, self._bus.known_last_id(row.id)),
             resources=tuple(self._live.resources_of(row.id)),
             usage=usage,
         )
