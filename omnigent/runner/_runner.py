@@ -64,6 +64,9 @@ _MAX_BACKOFF = 5.0
 _HANDSHAKE_TIMEOUT = 15.0
 _MAX_MESSAGE = 64 * 1024 * 1024
 _MAX_IN_FLIGHT = 1024
+_GOODBYE_GRACE = 5.0
+"""Seconds a stopping runner gives its goodbye (``$/close``, bounded by the heartbeat)
+and the WebSocket's close handshake before it cuts the connection."""
 
 
 @attrs.frozen
@@ -261,7 +264,9 @@ async def serve_runner(
         place: the machine to run on (default: opened here from ``options``).
         stop: set it to stop: the server is told the link ends (``$/close``), so it
             ends the runner's turns and shows it offline at once, instead of waiting
-            the link's timeout for a reconnection.
+            the link's timeout for a reconnection; the WebSocket is closed (the
+            server's answer to the close frame read) before the link's tasks are
+            cancelled, all within :data:`_GOODBYE_GRACE`.
         task_status: started once the first connection is up.
 
     Raises:
@@ -295,24 +300,42 @@ class _Dialer:
         self._say = say
         self._prefix = f"runner {options.name}"
         self.work: _LinkWork | None = None
+        self._stopping = False
 
     async def run(self, stop: trio.Event | None, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
-            if stop is not None:
-                nursery.start_soon(self._stop_when, stop, nursery.cancel_scope)
-            await self._loop(nursery, task_status)
+            with trio.CancelScope() as dialing:
+                if stop is not None:
+                    nursery.start_soon(self._stop_when, stop, dialing)
+                await self._loop(nursery, task_status)
+            # Stopped: what the link ran ends with it (its cleanup is shielded, bounded).
+            self._say(f"{self._prefix}: stopped")
+            nursery.cancel_scope.cancel()
 
-    async def _stop_when(self, stop: trio.Event, scope: trio.CancelScope) -> None:
+    async def _stop_when(self, stop: trio.Event, dialing: trio.CancelScope) -> None:
+        """Stop the dialer once ``stop`` is set, connection first, then the tasks.
+
+        The order matters: the WebSocket's own reader task lives under ``dialing``, and
+        only it can read the server's answer to the close frame. Cancelling it first
+        left the close handshake to wait out its whole timeout (a second at every
+        stop); so the link says goodbye and ends, the dialer closes its connection
+        while the reader still runs (:meth:`_loop` returns once it is closed), and
+        ``dialing`` is cancelled only if that takes longer than :data:`_GOODBYE_GRACE`
+        — or at once when no connection is up (between attempts, or dialing).
+        """
         await stop.wait()
-        if self.work is not None:
-            await self.work.link.goodbye()
-        self._say(f"{self._prefix}: stopped")
-        scope.cancel()
+        self._stopping = True
+        dialing.deadline = trio.current_time() + _GOODBYE_GRACE
+        work = self.work
+        if work is None or not work.link.connected:
+            dialing.cancel()
+        if work is not None:
+            await work.link.goodbye()
 
     async def _loop(self, nursery: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
         options, place, say, prefix = self._options, self._place, self._say, self._prefix
         attempt, backoff, started = 0, _FIRST_BACKOFF, False
-        while True:
+        while not self._stopping:
             work = self.work
             if work is not None and work.link.closed:
                 work = self.work = None
@@ -325,6 +348,8 @@ class _Dialer:
             )
             try:
                 async with _dial(options, hello) as (ws, welcome):
+                    if self._stopping:
+                        return  # stopped while dialing: no new link
                     if work is None or not welcome.resumed or work.link.id != welcome.link:
                         if work is not None:
                             say(f"{prefix}: the server did not know the old link; its work ends")
@@ -346,6 +371,8 @@ class _Dialer:
                         raise
                     except Exception as exc:  # the link ended under the connection
                         log.debug("%s: %r", prefix, exc)
+                if self._stopping:
+                    return  # the connection closed after the goodbye
                 say(f"{prefix}: the connection dropped; reconnecting")
                 continue
             except _Retry as exc:
