@@ -3,11 +3,18 @@ a bare session row for the store-level benchmarks.
 
 A benchmark that compares two servers runs each in its own process, so neither
 shares a Python interpreter (or its GIL) with the client measuring it.
+
+Profiling: with ``OMNIGENT_BENCH_PROFILE=DIR`` in the environment, every ``omnigent
+serve`` a benchmark starts is sampled by ``py-spy`` (the ``bench`` extra) from the
+moment it is ready until it ends, and its flame graph is written to
+``DIR/serve-PID.svg`` — the server alone, not the client or the model measuring it.
+Timings taken meanwhile are the profiled server's, so read them as such.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -22,6 +29,8 @@ from omnigent.stores import SessionRow
 
 HERE = Path(__file__).parent
 OMNIGENT = [sys.executable, "-m", "omnigent"]
+PROFILE_DIR = os.environ.get("OMNIGENT_BENCH_PROFILE")
+_SERVE_MARKER = "omnigent serving on "
 
 
 @asynccontextmanager
@@ -37,6 +46,7 @@ async def served(
     ``cwd``: where it runs (``python -m`` imports from there first).
     Yields ``(url, pid)``; on exit the process gets SIGTERM, then SIGKILL after 5 s.
     """
+    profiler: trio.Process | None = None
     process = await trio.lowlevel.open_process(
         list(argv),
         stdout=subprocess.PIPE,
@@ -54,6 +64,8 @@ async def served(
                     raise RuntimeError(f"{argv[:3]} exited before it was ready")
                 buffer += chunk
         line = next(x for x in buffer.decode().splitlines() if marker in x)
+        if PROFILE_DIR and marker == _SERVE_MARKER:
+            profiler = await _sample(process.pid, trio.Path(PROFILE_DIR))
         yield line.split(marker, 1)[1].split()[0], process.pid
     finally:
         with trio.CancelScope(shield=True):
@@ -66,6 +78,29 @@ async def served(
                 await process.wait()
             if process.stdout is not None:
                 await process.stdout.aclose()
+            if profiler is not None:  # it writes its graph once its target has ended
+                with trio.move_on_after(30):
+                    await profiler.wait()
+                if profiler.returncode is None:
+                    profiler.kill()
+                    await profiler.wait()
+
+
+async def _sample(pid: int, into: trio.Path) -> trio.Process:
+    """``py-spy record`` attached to ``pid`` until it exits: ``into/serve-PID.svg``.
+
+    Only samples holding the GIL (``--gil``): the event loop's work and every thread's
+    Python, not a thread waiting (py-spy counts an idle worker thread's lock and the
+    loop's ``epoll`` wait as busy otherwise), nor SQLite's own work with the GIL released.
+    """
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    await into.mkdir(parents=True, exist_ok=True)
+    svg = into / f"serve-{pid}.svg"
+    argv = [py_spy, "record", "--pid", str(pid), "--rate", "200", "--gil"]
+    argv += ["--format", "flamegraph"]
+    return await trio.lowlevel.open_process(
+        [*argv, "--output", str(svg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
