@@ -207,6 +207,13 @@ class Subscription:
         self._live, self._receive = self._fanout.attach(self.session_id, self.last_event_id)
         self._caught_up = True
 
+    def attach_first(self) -> None:
+        """Attach for live delivery before the first store read (the bus calls this
+        when ``last_event_id`` is the newest id stored a moment ago): an event stored
+        since is in that one read or delivered live (or both, and then skipped by id),
+        so the read that would only find the present is saved."""
+        self._live, self._receive = self._fanout.attach(self.session_id, self.last_event_id)
+
     def close(self) -> None:
         """End the subscription for good (its ``subscribe`` block exited)."""
         self._closed = True

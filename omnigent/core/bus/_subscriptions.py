@@ -8,7 +8,9 @@ the bus (:class:`~._logs.SessionLogs`) meanwhile.
 
 A live-only subscription (``after=None``) on a session this bus writes starts at the
 newest id it assigned and attaches at once, without reading the store: every later
-event is still to be delivered here.
+event is still to be delivered here. On a session it does not write (idle, or held by
+another server) it starts at the newest id stored, attaches, and then reads the store
+once for what was written meanwhile.
 """
 
 from __future__ import annotations
@@ -57,9 +59,10 @@ class Subscriptions:
         """See :meth:`omnigent.core.bus.EventBus.subscribe`."""
         hold = self._logs.hold(session_id)
         try:
-            live_now = False
+            live_now = newest_stored = False
             if after is None and not self._owners.owns(session_id):
                 after = await self._logs.last_event_id(session_id)  # another server writes
+                newest_stored = True
             elif after is None:
                 log = await self._logs.load(session_id)
                 assert log.last_id is not None
@@ -71,6 +74,10 @@ class Subscriptions:
                 # skip the store (a turn's stream would otherwise read back what its
                 # turn published before the stream's first read).
                 subscription.go_live()
+            elif newest_stored:
+                # ``after`` is the newest id stored a moment ago: attach first, and one
+                # read of the store covers what was written since.
+                subscription.attach_first()
             self._open[session_id].add(subscription)
             try:
                 yield subscription

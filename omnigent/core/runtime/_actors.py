@@ -26,7 +26,7 @@ from ...stores import Store
 from ..asking import Elicitations
 from ..bus import EventBus
 from ..cluster import Ownership, Tenure
-from ..session import ActorServices, HistoryCache, SessionActor, SessionBuilder
+from ..session import ActorServices, HistoryCache, SessionActor, SessionBasis, SessionBuilder
 from ..work import SubAgents, TurnOutcome
 from ._live import LiveSessions
 
@@ -171,5 +171,7 @@ class Actors:
             return None
         return self._settled_waiters.setdefault(session_id, trio.Event())
 
-    async def turn_changed(self, session_id: str) -> None:
+    async def turn_changed(self, session_id: str, basis: SessionBasis | None) -> None:
+        if basis is not None and basis.row.parent_session_id is None:
+            return  # a root session (its parent never changes): nobody to tell
         await self._announce(session_id)

@@ -18,13 +18,12 @@ import attrs
 import httpx
 import trio
 
-from ...errors import ConfigError, OmnigentError, SpecUnresolved
+from ...errors import ConfigError, OmnigentError, SessionNotFound, SpecUnresolved
 from ...harnesses.base import Harness, HarnessEnv, TurnRequest
 from ...model import Item, MessageItem, Prices
 from ...providers import Provider, load_provider_config
-from ...spec import AgentSpec
 from ...stores import SessionRow, Store
-from ..session import StoredHarnessState
+from ..session import SessionBasis, StoredHarnessState
 from ..tools import (
     PythonTools,
     Runners,
@@ -90,36 +89,63 @@ class Builder:
         self._subagents = subagents
         self._child_hooks = child_hooks
 
+    async def session_basis(self, session_id: str, *, follow: bool) -> SessionBasis:
+        """The session's row and the spec it runs, read once for a turn's start
+        (``follow``: moved to its agent's latest version first, if it tracks it).
+
+        Raises:
+            OmnigentError: SessionNotFound; as the spec cache raises it (AgentNotFound,
+                StoreTimeout…); anything unexpected becomes SpecUnresolved (its class
+                named, its text logged, never shown).
+        """
+        try:
+            row = await self._row(session_id)
+            if follow and await self._follow_agent(row):
+                row = await self._row(session_id)  # as the store has it now
+            return SessionBasis(row, await self._specs.row_spec(row))
+        except OmnigentError:
+            raise
+        except Exception as exc:
+            log.exception("session %s: resolving its agent spec failed", session_id)
+            raise SpecUnresolved(exc) from exc
+
+    async def _row(self, session_id: str) -> SessionRow:
+        row = await self._store.get_session(session_id)
+        if row is None:
+            raise SessionNotFound(session_id)
+        return row
+
     async def make_tools(
-        self, session_id: str, tasks: BackgroundTasks, work: ChildWork
+        self, basis: SessionBasis, tasks: BackgroundTasks, work: ChildWork
     ) -> SessionTools:
-        row, spec = await self._turn_spec(session_id, follow=True)
+        row, spec = basis.row, basis.spec
+        inherited = await self._specs.inherited_sandbox(row)
         workplace = None
         if row.runner_id is not None:
             # Its OS tools run on its runner, in its workspace (the spec's os_env.cwd is
             # resolved there); nothing of it is made on this machine.
             if self._runners is None:
                 raise no_runners(row.runner_id)
-            inherited = await self._specs.inherited_sandbox(row)
             workplace = self._runners.workplace(
-                row.runner_id, session_id, spec_for_runner(spec, inherited), row.agent_id
+                row.runner_id, row.id, spec_for_runner(spec, inherited), row.agent_id
             )
         return SessionTools(
-            session_id=session_id,
+            session_id=row.id,
             spec=spec,
             services=self._tools,
             policies=self._specs.policy_engine(row, spec),
             tasks=tasks,
             work=work,
-            groups=RecordedGroups(self._store, session_id),
+            groups=RecordedGroups(self._store, row.id),
             session_cwd=row.cwd,
-            inherited_sandbox=await self._specs.inherited_sandbox(row),
+            inherited_sandbox=inherited,
             python_tools=await self._python_tools.tools_of(spec),
             workplace=workplace,
         )
 
-    async def _follow_agent(self, session_id: str) -> None:
-        """Move a session that tracks its agent to the agent's latest version.
+    async def _follow_agent(self, row: SessionRow) -> bool:
+        """Move a session that tracks its agent to the agent's latest version; whether
+        it moved.
 
         As the original omnigent ("no ``harness_override``: track the spec"), a session
         runs the version its agent has when its actor builds its tools — the first
@@ -128,42 +154,18 @@ class Builder:
         ``harness_override`` keeps the version the session was created with, and so
         does a sub-agent's session (its spec is inside its parent's version).
         """
-        row = await self._store.get_session(session_id)
-        if row is None or row.harness_override is not None or row.sub_agent is not None:
-            return
+        if row.harness_override is not None or row.sub_agent is not None:
+            return False
         latest = await self._store.get_agent(row.agent_id)
-        if latest is not None and latest.version > row.agent_version:
-            await self._store.update_session(session_id, agent_version=latest.version)
-            log.info(
-                "session %s follows agent %s to version %d",
-                session_id,
-                row.agent_id,
-                latest.version,
-            )
+        if latest is None or latest.version <= row.agent_version:
+            return False
+        await self._store.update_session(row.id, agent_version=latest.version)
+        log.info("session %s follows agent %s to version %d", row.id, row.agent_id, latest.version)
+        return True
 
-    async def _turn_spec(
-        self, session_id: str, *, follow: bool = False
-    ) -> tuple[SessionRow, AgentSpec]:
-        """The session's row and the spec it runs (``follow``: moved to its agent's
-        latest version first, if it tracks it).
-
-        Raises:
-            OmnigentError: as the spec cache raises it (AgentNotFound, StoreTimeout…);
-                anything unexpected becomes SpecUnresolved (its class named, its text
-                logged, never shown).
-        """
-        try:
-            if follow:
-                await self._follow_agent(session_id)
-            return await self._specs.session_spec(session_id)
-        except OmnigentError:
-            raise
-        except Exception as exc:
-            log.exception("session %s: resolving its agent spec failed", session_id)
-            raise SpecUnresolved(exc) from exc
-
-    async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
-        row, spec = await self._turn_spec(session_id)
+    async def make_harness(self, basis: SessionBasis, tools: SessionTools) -> tuple[Harness, str]:
+        row, spec = basis.row, basis.spec
+        session_id = row.id
         name = self._specs.harness_of(spec, row.harness_override)
         config = spec.executor.config
         if row.model_override is not None and row.model_override != config.model:
@@ -220,7 +222,7 @@ class Builder:
 
     async def build_request(
         self,
-        session_id: str,
+        basis: SessionBasis,
         tools: SessionTools,
         response_id: str,
         messages: list[MessageItem],
@@ -230,7 +232,8 @@ class Builder:
         """The turn's request: ``history`` as kept
         (:mod:`omnigent.core.session._history`), its uploaded
         images (at ``image_positions``) and the input's resolved to ``data:`` URLs."""
-        row, spec = await self._turn_spec(session_id)
+        row, spec = basis.row, basis.spec
+        session_id = row.id
         resolve = self._files.resolver()
         for position in image_positions:
             history[position] = await resolve(history[position])

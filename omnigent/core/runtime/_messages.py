@@ -96,22 +96,24 @@ class Messages:
 
     async def compose(
         self,
-        session_id: str,
+        row: SessionRow,
         content: Any,
         role: str,
         viewer: str | None = None,
         *,
         item_id: str | None = None,
     ) -> MessageItem:
-        """Validate a message and make its item; nothing is stored.
+        """Validate a message to the session of ``row`` and make its item; nothing is
+        stored.
 
-        ``item_id`` fixes the item's id (a dispatch records it before sending).
+        ``row``: the session's row, as the caller just read it to hand the message
+        over (it is not read again here). ``item_id`` fixes the item's id (a dispatch
+        records it before sending).
 
         Raises:
-            RuntimeClosed, SessionNotFound, InvalidInput.
+            RuntimeClosed, SessionNotFound (being deleted), InvalidInput.
         """
-        self._check_open(session_id)
-        await self._sessions.row(session_id)
+        self._check_open(row.id)
         blocks = parse_message_content(content, root="content")
         check_message_bytes(blocks, self._max_bytes, root="content")
         await self._files.check_references(blocks, root="content", viewer=viewer)
@@ -187,7 +189,7 @@ class Messages:
         row = await self._sessions.row(session_id)
         watched = self._live.watched
         async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
-            item = await self.compose(session_id, content, role, viewer)
+            item = await self.compose(row, content, role, viewer)
             watched[item.id] = None
             try:
                 status = await deliver(row, item)

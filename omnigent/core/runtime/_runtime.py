@@ -959,8 +959,9 @@ class Runtime(metaclass=_NoPublicConstructor):
             SessionNotFound; InvalidInput naming the bad block; RuntimeClosed.
         """
         await self._working()
-        item = await self._messages.compose(session_id, content, role, viewer)
-        status = await self._placed.deliver(await self._sessions.row(session_id), item)
+        row = await self._sessions.row(session_id)
+        item = await self._messages.compose(row, content, role, viewer)
+        status = await self._placed.deliver(row, item)
         return MessageAccepted(status, item.id)  # type: ignore[arg-type]
 
     async def check_content(

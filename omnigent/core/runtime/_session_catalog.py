@@ -273,9 +273,7 @@ class SessionCatalog:
     async def snapshot(self, row: SessionRow, *, published: int = 0) -> SessionSnapshot:
         """The session's snapshot (see the module docstring for where each part is read;
         ``published``: an event id the bus had published before ``row`` was read)."""
-        spec = await self._specs.agent_spec(row.agent_id, row.agent_version)
-        if row.sub_agent is not None:
-            spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
+        spec = await self._specs.row_spec(row)
         harness = self._specs.harness_of(spec, row.harness_override, strict=False)
         usage = (await self._store.usage_of([row.id])).get(row.id, (Usage(), Usage()))
         if not self._ownership.owns(row.id):

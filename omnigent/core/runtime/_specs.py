@@ -192,10 +192,19 @@ class AgentSpecs:
         row = await self._store.get_session(session_id)
         if row is None:
             raise SessionNotFound(session_id)
+        return row, await self.row_spec(row)
+
+    async def row_spec(self, row: SessionRow) -> AgentSpec:
+        """The spec the session of ``row`` runs (its sub-agent's, for a sub-agent); a
+        kept version costs no store read.
+
+        Raises:
+            AgentNotFound: its agent (or sub-agent) is gone.
+        """
         spec = await self.agent_spec(row.agent_id, row.agent_version)
         if row.sub_agent is not None:
             spec = sub_agent_spec(spec, row.sub_agent, row.agent_id)
-        return row, spec
+        return spec
 
     async def inherited_sandbox(self, row: SessionRow) -> SandboxSpec | None:
         """The sandbox of the nearest ancestor of ``row``'s session that has one.

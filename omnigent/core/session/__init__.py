@@ -13,7 +13,7 @@ from ._actor import ActorState, SessionActor
 from ._harness_state import StoredHarnessState
 from ._held import HeldElicitation
 from ._history import HistoryCache
-from ._services import ActorReports, ActorServices, SessionBuilder
+from ._services import ActorReports, ActorServices, SessionBasis, SessionBuilder
 from ._turn_stream import TurnEvents
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "HeldElicitation",
     "HistoryCache",
     "SessionActor",
+    "SessionBasis",
     "SessionBuilder",
     "StoredHarnessState",
     "TurnEvents",

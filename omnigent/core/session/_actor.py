@@ -42,7 +42,7 @@ from ..tools import SessionTools
 from ..work import BackgroundTasks, ChildWork, HeldToolCall, RecordedGroups, TurnOutcome
 from ._held import HeldElicitation, HeldWork
 from ._history import History
-from ._services import ActorServices
+from ._services import ActorServices, SessionBasis
 from ._turn import Turn
 from ._usage import TurnUsage
 
@@ -104,6 +104,9 @@ class SessionActor:
         self._inbox_arrived = False
         self._ready = trio.Event()
         self._history: History | None = None
+        # What the latest turn read of the session at its start. Only its parent is
+        # used after that start (a session's parent never changes): whom to announce to.
+        self._basis: SessionBasis | None = None
         self.done = trio.Event()
 
     # -- called by the runtime -------------------------------------------------------
@@ -348,18 +351,21 @@ class SessionActor:
             await tools.drain_inbox(store_notice)
         return notice[0] if notice else None
 
-    async def _session_tools(self) -> SessionTools:
+    async def _session_tools(self, basis: SessionBasis | None = None) -> SessionTools:
         """The session's one tool set, built by the first caller; the others wait for it.
 
         Several callers can ask at once (a turn starting, a held tool call, the
         ``/mcp`` tool list): building awaits, so without the lock each would build a
         set of its own, and a stop would terminate only the last one's shells.
+        ``basis``: what a turn starting read (with its agent followed), else read here.
         """
         async with self._building_tools:
             if self._tools is None:
                 assert self._tasks is not None and self._work is not None
                 builder = self._services.builder
-                self._tools = await builder.make_tools(self.session_id, self._tasks, self._work)
+                if basis is None:
+                    basis = await builder.session_basis(self.session_id, follow=True)
+                self._tools = await builder.make_tools(basis, self._tasks, self._work)
             return self._tools
 
     async def _run_turn(self) -> None:
@@ -388,11 +394,17 @@ class SessionActor:
             before, images = history.items(), history.image_positions()
             for message in messages:  # history from the next turn on
                 history.record(message)
-            tools = await self._session_tools()
+            # The session's row, read once for everything this start builds; the
+            # actor's first turn (no tools yet) moves it to its agent's latest version.
+            basis = await services.builder.session_basis(
+                self.session_id, follow=self._tools is None
+            )
+            self._basis = basis
+            tools = await self._session_tools(basis)
             assert self._nursery is not None
             await tools.start_services(self._nursery)  # MCP servers, on the first turn
             request = await services.builder.build_request(
-                self.session_id, tools, turn.response_id, messages, before, images
+                basis, tools, turn.response_id, messages, before, images
             )
             usage = TurnUsage(
                 before=await self._used_so_far(),
@@ -402,9 +414,7 @@ class SessionActor:
             )
             turn.bind(tools, self.take_injections, self.wait_for_injection, history, usage)
             if self._harness is None:
-                self._harness, self.harness_name = await services.builder.make_harness(
-                    self.session_id, tools
-                )
+                self._harness, self.harness_name = await services.builder.make_harness(basis, tools)
                 turn.harness_name = self.harness_name
             await self._announce()
             return self._harness, request
@@ -436,7 +446,7 @@ class SessionActor:
 
     async def _announce(self) -> None:
         try:
-            await self._services.reports.turn_changed(self.session_id)
+            await self._services.reports.turn_changed(self.session_id, self._basis)
         except Exception:
             log.warning("could not tell the parent of %s", self.session_id, exc_info=True)
 

@@ -7,7 +7,8 @@ frozen container shared by every actor of a runtime:
 - the store, the event bus and the elicitations its turns write to;
 - the :class:`~._history.HistoryCache` its turns read the history from;
 - a :class:`SessionBuilder`, which builds what it runs (its tools, its harness, each
-  turn's request, the watcher of its dispatches to child sessions);
+  turn's request, the watcher of its dispatches to child sessions) from one
+  :class:`SessionBasis` a turn's start reads;
 - :class:`ActorReports`, where it tells the runtime what happened (it left, a turn
   took messages, it has nothing left to do, a turn started or ended).
 
@@ -26,7 +27,8 @@ import trio
 from ...harnesses.base import Harness, TurnRequest
 from ...model import Item, MessageItem, Prices
 from ...observability import Metrics
-from ...stores import Store
+from ...spec import AgentSpec
+from ...stores import SessionRow, Store
 from ..asking import Elicitations
 from ..bus import EventBus
 from ..tools import SessionTools
@@ -36,25 +38,51 @@ from ._history import HistoryCache
 if TYPE_CHECKING:
     from ._actor import SessionActor
 
-__all__ = ["ActorReports", "ActorServices", "SessionBuilder"]
+__all__ = ["ActorReports", "ActorServices", "SessionBasis", "SessionBuilder"]
+
+
+@attrs.frozen
+class SessionBasis:
+    """What a turn's start reads of its session, once: its row and the spec it runs.
+
+    Read afresh at the start of every turn — a row kept from an earlier turn would miss
+    a change made since (a ``model_override``, an update another server made) — and
+    handed to everything that start builds (the tools, the harness, the request), so
+    none of them reads the row again: a PostgreSQL call costs a turn's start far more
+    than the read itself (issue 32). Only the parent it names may be relied on later:
+    a session's parent never changes.
+    """
+
+    row: SessionRow
+    spec: AgentSpec
 
 
 class SessionBuilder(Protocol):
     """Builds what a session actor runs (implemented by the runtime)."""
 
+    async def session_basis(self, session_id: str, *, follow: bool) -> SessionBasis:
+        """The session's row and spec as they are now (``follow``: a session that
+        tracks its agent is moved to the agent's latest version first — done when an
+        actor builds its tools).
+
+        Raises:
+            OmnigentError: SessionNotFound, AgentNotFound, SpecUnresolved, a store's.
+        """
+        ...
+
     async def make_tools(
-        self, session_id: str, tasks: BackgroundTasks, work: ChildWork
+        self, basis: SessionBasis, tasks: BackgroundTasks, work: ChildWork
     ) -> SessionTools:
         """The session's tool set (built once per actor)."""
         ...
 
-    async def make_harness(self, session_id: str, tools: SessionTools) -> tuple[Harness, str]:
+    async def make_harness(self, basis: SessionBasis, tools: SessionTools) -> tuple[Harness, str]:
         """The session's harness and its canonical name (built on its first turn)."""
         ...
 
     async def build_request(
         self,
-        session_id: str,
+        basis: SessionBasis,
         tools: SessionTools,
         response_id: str,
         messages: list[MessageItem],
@@ -92,8 +120,13 @@ class ActorReports(Protocol):
         """The session has nothing left to do after a turn (see ``core.work``)."""
         ...
 
-    async def turn_changed(self, session_id: str) -> None:
-        """A turn started or ended (a parent lists its children's state)."""
+    async def turn_changed(self, session_id: str, basis: SessionBasis | None) -> None:
+        """A turn started or ended (a parent lists its children's state).
+
+        ``basis``: what a turn of this actor read at its start (``None``: none has
+        yet). A session's parent never changes, so its row says whether there is a
+        parent to tell at all: a root session's turns cost no read here.
+        """
         ...
 
 
