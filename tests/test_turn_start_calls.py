@@ -1,0 +1,135 @@
+"""The store calls a turn's start makes, on both stores (issue 32).
+
+Two hundred turns starting at once on PostgreSQL spent half their wall time in store
+calls, each costing this process 240–300 µs of CPU there: a stream turn read its
+session's row nine times (the turn builder three times plus following its agent, the
+announcement to a parent twice — for a root session too, which has none —, the row
+lookups of the send, the compose and the stream). Regression tests: each fails if a
+redundant read comes back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import trio
+
+import omnigent
+from omnigent.harnesses.base import TurnContext, TurnRequest
+from omnigent.model import ChildSessionUpdated
+from omnigent.testing import RecordingHarness, probe, scripted_agent
+
+from .conftest import wait_quiet
+
+COUNTED = ("get_session", "read_events", "get_agent")
+
+
+@contextmanager
+def counting(rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """Count the runtime's calls of the :data:`COUNTED` store methods, by name."""
+    store = probe(rt).store
+    counts: Counter[str] = Counter()
+
+    def counted(name: str) -> Any:
+        original = getattr(store, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return await original(*args, **kwargs)
+
+        return call
+
+    with monkeypatch.context() as patch:
+        for name in COUNTED:
+            patch.setattr(store, name, counted(name))
+        yield counts
+
+
+async def test_a_stream_turn_reads_its_session_row_twice(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A root session's stream turn, from the message to its actor's exit: the stream
+    reads the row once (to hand the message to where the tree is held), the turn's
+    start once (for its tools, harness and request, its agent followed on it); the
+    stream's subscription reads the store at most once (PostgreSQL: after the newest
+    stored id, attached first; SQLite: never, this process writes it)."""
+    with trio.fail_after(30):
+        async with omnigent.open_runtime(db_url) as rt:
+            agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
+            session = (await rt.create_session(agent.id)).id
+            with counting(rt, monkeypatch) as counts:
+                async with rt.open_turn_stream(session, "go") as (accepted, events):
+                    seen = [event.type async for event in events]
+                await wait_quiet(rt)  # the turn's end is announced after its last event
+            assert accepted.status == "accepted"
+            assert seen[-1] == "response.completed"
+            assert counts["get_session"] == 2, counts
+            assert counts["get_agent"] == 1, counts  # the agent followed, once
+            assert counts["read_events"] <= 1, counts
+
+
+async def test_each_turn_reads_the_row_once_and_sees_a_change_made_before_it(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An actor's next turn reads the row again — a row kept across turns would miss
+    a change made between them (here a ``model_override``) — once, and follows no
+    agent (only the actor's first turn does); a root session's two turn ends and the
+    next start announce nothing, and so read nothing."""
+    recorder = RecordingHarness()
+    started, released = trio.Event(), trio.Event()
+
+    async def body(request: TurnRequest, ctx: TurnContext) -> None:
+        if request.turn_number == 0:
+            started.set()
+            await released.wait()
+        async with ctx.open_message() as message:
+            await message.write(f"turn {request.turn_number}")
+
+    recorder.body = body
+    with trio.fail_after(30):
+        async with omnigent.open_runtime(db_url) as rt:
+            rt.register_harness("recorder", recorder.factory)
+            agent = await rt.create_agent(scripted_agent("rec", harness="recorder"))
+            session = (await rt.create_session(agent.id)).id
+            async with rt.subscribe(session) as events:
+                assert (await rt.send_message(session, "first")).status == "accepted"
+                await started.wait()
+                assert (await rt.send_message(session, "second")).status == "buffered"
+                await rt.update_session(session, model_override="changed-model")
+                with counting(rt, monkeypatch) as counts:
+                    released.set()
+                    completed = 0
+                    async for event in events:
+                        completed += event.type == "response.completed"
+                        if completed == 2:
+                            break
+                    await wait_quiet(rt)
+    assert [r.turn_number for r in recorder.requests] == [0, 1]
+    assert recorder.requests[0].model != "changed-model"
+    assert recorder.requests[1].model == "changed-model"
+    assert counts["get_session"] == 1, counts  # the second turn's start
+    assert counts["get_agent"] == 0, counts
+
+
+async def test_a_child_turn_still_tells_its_parent(db_url: str) -> None:
+    """The announcement is skipped only for a session with no parent: a child's turn
+    is announced to its parent when it starts and when it ends."""
+    with trio.fail_after(30):
+        async with omnigent.open_runtime(db_url) as rt:
+            agent = await rt.create_agent(scripted_agent(script=[{"say": "done"}]))
+            parent = (await rt.create_session(agent.id)).id
+            child = (await rt.create_session(agent.id, parent_session_id=parent)).id
+            async with rt.subscribe(parent) as events:
+                await rt.send_message(child, "go")
+                busy = []
+                async for event in events:
+                    assert isinstance(event, ChildSessionUpdated)
+                    busy.append(event.child.busy)
+                    if not event.child.busy and event.child.preview == "done":
+                        break
+            assert True in busy  # the start, while its turn runs
+            await wait_quiet(rt)
