@@ -13,10 +13,12 @@ Run: ``python benchmarks/scale.py [--streams 1000] [--turns 200] [--words 100]
 2. **Concurrent turns.** ``--turns`` sessions each get a message at once over
    ``POST …/events?stream=true``; each turn is a scripted answer of ``--words``
    word deltas. Events per second (all frames received over the wall time from the
-   first message to the last stream's end) and the p50/p99 delay of each event from
-   publish (its ``created_at``) to receipt here. On a SQLite file, and on PostgreSQL
-   (a private cluster from the machine's binaries, as the test suite starts) in the
-   same run.
+   first message to the last stream's end), the p50/p99 delay of each event from
+   publish (its ``created_at``) to receipt here, how long the turns took to start
+   (from the messages to each stream's first delta: p50/p99) and the server's CPU
+   seconds over the wall time. On a SQLite file, and on PostgreSQL (a private cluster
+   from the machine's binaries, as the test suite starts) in the same run.
+   ``--streams 0`` runs the turns alone.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import httpx
 import trio
-from _procs import HERE, OMNIGENT, percentile, rss_kib, served
+from _procs import HERE, OMNIGENT, cpu_seconds, percentile, rss_kib, served
 
 sys.path.insert(0, str(HERE.parent))
 
@@ -116,9 +118,10 @@ async def concurrent_turns(db: str, label: str, turns: int, words: int) -> dict[
     message = {"type": "message", "data": {"content": [{"type": "input_text", "text": "go"}]}}
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     delays: list[float] = []
+    first_deltas: list[float] = []
     frames = 0
     async with (
-        served(serve_argv, "omnigent serving on ") as (omni, _pid),
+        served(serve_argv, "omnigent serving on ") as (omni, pid),
         httpx.AsyncClient(timeout=120, limits=limits) as client,
     ):
         agent = (await client.post(f"{omni}/v1/agents", json=spec)).json()["id"]
@@ -127,6 +130,8 @@ async def concurrent_turns(db: str, label: str, turns: int, words: int) -> dict[
             for _ in range(turns)
         ]
         go = trio.Event()
+        first_deltas_seen = dict.fromkeys(sessions, False)
+        started = 0.0
 
         async def turn(session: str) -> None:
             nonlocal frames
@@ -139,6 +144,9 @@ async def concurrent_turns(db: str, label: str, turns: int, words: int) -> dict[
                     received = time.time()
                     *complete, buffer = (buffer + chunk).split(b"\n\n")
                     for frame in complete:
+                        if not first_deltas_seen[session] and b"output_text.delta" in frame:
+                            first_deltas_seen[session] = True
+                            first_deltas.append(time.perf_counter() - started)
                         at = frame.find(b'"created_at":')
                         if at < 0:
                             continue
@@ -152,15 +160,20 @@ async def concurrent_turns(db: str, label: str, turns: int, words: int) -> dict[
             for session in sessions:
                 nursery.start_soon(turn, session)
             await trio.sleep(0.5)  # every request task waiting on `go`
+            used = cpu_seconds(pid)
             started = time.perf_counter()
             go.set()
         wall = time.perf_counter() - started
+        cpu = cpu_seconds(pid) - used
     return {
         "label": label,
         "wall": wall,
         "frames": frames,
         "p50": percentile(delays, 0.5),
         "p99": percentile(delays, 0.99),
+        "start50": percentile(first_deltas, 0.5),
+        "start99": percentile(first_deltas, 0.99),
+        "cpu": cpu,
     }
 
 
@@ -192,7 +205,8 @@ async def main(args: argparse.Namespace) -> None:
         print(
             f"  {r['label']:<10} {r['wall']:.2f} s, {r['frames']} events = "
             f"{r['frames'] / r['wall']:,.0f} events/s; publish → receipt p50 "
-            f"{r['p50'] * 1000:.1f} ms, p99 {r['p99'] * 1000:.1f} ms"
+            f"{r['p50'] * 1000:.1f} ms, p99 {r['p99'] * 1000:.1f} ms; first delta p50 "
+            f"{r['start50']:.2f} s, p99 {r['start99']:.2f} s; server CPU {r['cpu']:.2f} s"
         )
 
 
