@@ -19,13 +19,15 @@ import pytest
 import trio
 
 import omnigent
+from omnigent.errors import InvalidInput
 from omnigent.harnesses.base import TurnContext, TurnRequest
 from omnigent.model import ChildSessionUpdated
+from omnigent.stores import cluster_of
 from omnigent.testing import RecordingHarness, probe, scripted_agent
 
 from .conftest import wait_quiet
 
-COUNTED = ("get_session", "read_events", "get_agent")
+COUNTED = ("get_session", "read_events", "max_event_id", "get_agent")
 
 
 @contextmanager
@@ -55,8 +57,10 @@ async def test_a_stream_turn_reads_its_session_row_twice(
     """A root session's stream turn, from the message to its actor's exit: the stream
     reads the row once (to hand the message to where the tree is held), the turn's
     start once (for its tools, harness and request, its agent followed on it); the
-    stream's subscription reads the store at most once (PostgreSQL: after the newest
-    stored id, attached first; SQLite: never, this process writes it)."""
+    stream holds the tree before it subscribes, so its subscription starts live from
+    the bus's counter (one read of the newest id, which the turn's events then take)
+    and never reads the log back — on PostgreSQL too, where the tree was held by no
+    server when the message came."""
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
             agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
@@ -69,7 +73,8 @@ async def test_a_stream_turn_reads_its_session_row_twice(
             assert seen[-1] == "response.completed"
             assert counts["get_session"] == 2, counts
             assert counts["get_agent"] == 1, counts  # the agent followed, once
-            assert counts["read_events"] <= 1, counts
+            assert counts["max_event_id"] == 1, counts
+            assert counts["read_events"] == 0, counts
 
 
 async def test_each_turn_reads_the_row_once_and_sees_a_change_made_before_it(
@@ -133,3 +138,20 @@ async def test_a_child_turn_still_tells_its_parent(db_url: str) -> None:
                         break
             assert True in busy  # the start, while its turn runs
             await wait_quiet(rt)
+
+
+async def test_a_refused_stream_message_gives_the_tree_back(pg_url: str) -> None:
+    """The stream holds the tree before its message is checked: a message refused
+    then (nothing stored, no turn) lets the lease go again."""
+    with trio.fail_after(30):
+        async with omnigent.open_runtime(pg_url) as rt:
+            agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
+            session = (await rt.create_session(agent.id)).id
+            with pytest.raises(InvalidInput):
+                async with rt.open_turn_stream(session, [{"type": "no-such-block"}]):
+                    raise AssertionError("the stream opened")
+            store = cluster_of(probe(rt).store)
+            assert store is not None
+            while await store.lease_holder(session) is not None:
+                await trio.sleep(0.01)  # the let-go runs in the ownership's nursery
+            assert (await rt.get_session(session)).status == "idle"

@@ -81,13 +81,17 @@ class Claim:
     ``instance``/``server`` hold the lease of the tree rooted at ``root_id`` (this
     instance's own key if a claim succeeded; ``""`` if nobody does). ``taken_from``
     is the instance whose *expired* lease the claim took over — the tree needs
-    recovering — and ``None`` otherwise.
+    recovering — and ``None`` otherwise. ``sessions``: after a successful
+    :meth:`ClusterStore.claim`, every session below the root (parents first), read
+    once the lease was this instance's — what the holder must know of its tree, in
+    the claim's own call rather than one more (issue 32).
     """
 
     root_id: str
     instance: str
     server: str
     taken_from: str | None = None
+    sessions: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -168,7 +172,8 @@ class ClusterStore(Protocol):
         ...
 
     async def claim(self, root_id: str, ttl: float) -> Claim:
-        """Take the tree's lease if it is free, expired, or already this instance's."""
+        """Take the tree's lease if it is free, expired, or already this instance's
+        (and then read the sessions below its root: ``Claim.sessions``)."""
         ...
 
     async def release(self, root_id: str) -> None:

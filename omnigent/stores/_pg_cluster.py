@@ -21,6 +21,7 @@ from .._ids import now
 from ._cluster import COMMANDS_CHANNEL, Claim, CommandRow, Notification, RunnerLinkRow, ServerRow
 from ._pg_base import Conn, PGBase
 from ._pg_listen import open_listener
+from ._pg_sessions import descendants
 
 __all__ = ["ClusterMixin"]
 
@@ -167,7 +168,9 @@ class ClusterMixin(PGBase):
         """Take the tree's lease if it is free, expired, or already this instance's.
 
         Returns who holds it afterwards; ``taken_from`` is set when this call took
-        over an expired lease (the tree needs recovering).
+        over an expired lease (the tree needs recovering), and ``sessions`` — read
+        after the lease is this instance's, on the same connection — when it holds
+        it now.
         """
         me = self._me
 
@@ -185,7 +188,7 @@ class ClusterMixin(PGBase):
                 (root_id, me, me, ttl),
             ).fetchone()
             if r is not None:
-                return Claim(root_id, r[0], r[1], r[2])
+                return Claim(root_id, r[0], r[1], r[2], tuple(descendants(c, root_id)))
             held = _holder(c, root_id)
             # Released between the two statements: nobody holds it; the caller retries.
             return held if held is not None else Claim(root_id, "", "")

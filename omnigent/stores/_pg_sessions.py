@@ -18,10 +18,11 @@ from ._pg_log import insert_items
 from ._rows import SessionRow
 from ._sql_sessions import SESSION_COLUMNS, SESSION_TABLES, SQLSessionsMixin, session_values
 
-__all__ = ["SessionsMixin"]
+__all__ = ["SessionsMixin", "descendants"]
 
 
-def _descendants(c: Conn, session_id: str) -> list[str]:
+def descendants(c: Conn, session_id: str) -> list[str]:
+    """Every session below ``session_id``, parents before their children (on ``c``)."""
     rows = c.execute(
         "WITH RECURSIVE d(id, depth) AS ("
         "SELECT id, 1 FROM sessions WHERE parent_session_id = %s "
@@ -95,7 +96,7 @@ class SessionsMixin(SQLSessionsMixin, PGBase):
             c.execute("SELECT 1 FROM sessions WHERE id = ANY(%s) FOR UPDATE", (roots,))
             doomed = set(roots)
             for root in roots:
-                doomed.update(_descendants(c, root))
+                doomed.update(descendants(c, root))
             ids = sorted(doomed)
             c.execute("SELECT 1 FROM sessions WHERE id = ANY(%s) FOR UPDATE", (ids,))
             for table in SESSION_TABLES:
@@ -121,4 +122,4 @@ class SessionsMixin(SQLSessionsMixin, PGBase):
 
     async def descendant_ids(self, session_id: str) -> list[str]:
         """Every session below ``session_id``, parents before their children."""
-        return await self._read(lambda c: _descendants(c, session_id))
+        return await self._read(lambda c: descendants(c, session_id))

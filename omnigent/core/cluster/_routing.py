@@ -69,7 +69,7 @@ class Router(Generic[W]):
         owner = "?"
         while True:
             try:
-                tenure = await self._enter(call, session_id, root_id)
+                tenure = await self._enter(call.claims, session_id, root_id)
             except Elsewhere as where:
                 owner = where.server
                 try:
@@ -87,16 +87,33 @@ class Router(Generic[W]):
             await trio.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
-    async def _enter(self, call: Call[W, Any], session_id: str, root_id: str) -> Tenure | None:
-        """Hold the tree here for ``call`` (see :meth:`Ownership.enter`).
+    async def hold_here(self, session_id: str, root_id: str) -> Tenure | None:
+        """Hold the tree here if a call that starts work (a message) would run here
+        now: a tenure the caller releases — that call, placed afterwards, finds the
+        tree held and runs here —, or ``None``: it would be forwarded (another
+        server holds the tree, or the placement sends it there), or this server
+        takes no tree (it is closing).
+
+        For a caller that must know before it places the call whether the session's
+        events will be written here: a turn's stream, which subscribes first, then
+        needs no store read to start live.
+        """
+        try:
+            return await self._enter(True, session_id, root_id)
+        except (Elsewhere, Moved):
+            return None
+
+    async def _enter(self, claims: bool, session_id: str, root_id: str) -> Tenure | None:
+        """Hold the tree here for a call (``claims``: one that starts work; see
+        :meth:`Ownership.enter`).
 
         A claiming call on a tree nobody holds goes where the placement says.
 
         Raises:
             Elsewhere: the tree is held by another server, or should be taken there.
         """
-        if not call.claims or self._placement is None:
-            return await self.ownership.enter(session_id, root_id, claim=call.claims)
+        if not claims or self._placement is None:
+            return await self.ownership.enter(session_id, root_id, claim=claims)
         tenure = await self.ownership.enter(session_id, root_id, claim=False)
         if tenure is not None:
             return tenure

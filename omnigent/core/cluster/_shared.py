@@ -146,7 +146,7 @@ class SharedOwnership:
             tree = self._trees.hold(root_id, since)
             tenure = self._trees.take(session_id, root_id)
             assert tenure is not None
-            await self._trees.register(tree)
+            self._trees.register_sessions(tree, result.sessions)  # read by the claim
             if result.taken_from is not None:
                 log.warning("took over %s from %s: recovering it", root_id, result.taken_from)
                 await self._recover(tree)

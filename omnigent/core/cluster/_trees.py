@@ -117,7 +117,11 @@ class HeldTrees:
     async def register(self, tree: HeldTree) -> None:
         """Know every session of a tree just claimed, so its work can start without a
         store read (a sub-agent's child included)."""
-        for session_id in await self._store.descendant_ids(tree.root_id):
+        self.register_sessions(tree, await self._store.descendant_ids(tree.root_id))
+
+    def register_sessions(self, tree: HeldTree, session_ids: Iterable[str]) -> None:
+        """Know these sessions of a tree just claimed (its claim read them)."""
+        for session_id in session_ids:
             self.note(session_id, tree.root_id, tree)
 
     def note(self, session_id: str, root_id: str, tree: HeldTree | None = None) -> bool:

@@ -41,6 +41,7 @@ from ...errors import Conflict, RuntimeClosed, SessionNotFound
 from ...model import Event, Item, MessageAccepted, MessageItem, unstructure
 from ...stores import SessionRow, Store
 from ..bus import EventBus
+from ..cluster import Tenure
 from ..session import TurnEvents
 from ._actors import Actors
 from ._files import FileService
@@ -48,13 +49,17 @@ from ._inputs import MAX_MESSAGE_BYTES, check_message_bytes, parse_message_conte
 from ._live import LiveSessions
 from ._session_catalog import SessionCatalog
 
-__all__ = ["MAX_BUFFERED_MESSAGES", "Deliver", "Messages"]
+__all__ = ["MAX_BUFFERED_MESSAGES", "Deliver", "Hold", "Messages"]
 
 MAX_BUFFERED_MESSAGES = 100
 
 Deliver = Callable[[SessionRow, MessageItem], Awaitable[str]]
 """Hands a composed message to its session wherever the tree is held (the runtime's
 routed call): stores it and answers ``accepted`` or ``buffered``."""
+
+Hold = Callable[[SessionRow], Awaitable[Tenure | None]]
+"""Holds the session's tree here if a message to it would be handed over here: a
+tenure to release once it has been, or ``None`` (it would go to another server)."""
 
 
 class Messages:
@@ -182,19 +187,34 @@ class Messages:
         viewer: str | None = None,
         *,
         deliver: Deliver,
+        hold: Hold,
         admits: Callable[[Event], Awaitable[bool]] | None = None,
     ) -> AsyncIterator[tuple[MessageAccepted, TurnEvents]]:
         """See :meth:`Runtime.open_turn_stream`; ``admits`` filters the events shown,
-        ``deliver`` hands the message over (see :data:`Deliver`)."""
+        ``deliver`` hands the message over (see :data:`Deliver`), ``hold`` holds the
+        tree here first if the message would be handed over here (see :data:`Hold`)."""
         row = await self._sessions.row(session_id)
         watched = self._live.watched
-        async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
-            item = await self.compose(row, content, role, viewer)
-            watched[item.id] = None
-            try:
-                status = await deliver(row, item)
-                accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
-                events = TurnEvents(subscription, item.id, watched=watched, store=self._store)
-                yield accepted, events
-            finally:
-                del watched[item.id]
+        # Held from before the subscription starts until the message is handed over
+        # (its actor then holds the tree): the subscription starts live from the
+        # bus's own counter — which the turn's events then take without a read —
+        # instead of from the store's newest id and one more read of the store.
+        tenure = await hold(row)
+        try:
+            async with self._bus.subscribe(session_id, after=None, admits=admits) as subscription:
+                item = await self.compose(row, content, role, viewer)
+                watched[item.id] = None
+                try:
+                    try:
+                        status = await deliver(row, item)
+                    finally:
+                        if tenure is not None:
+                            tenure.release()
+                    accepted = MessageAccepted(status, item.id)  # type: ignore[arg-type]
+                    events = TurnEvents(subscription, item.id, watched=watched, store=self._store)
+                    yield accepted, events
+                finally:
+                    del watched[item.id]
+        finally:
+            if tenure is not None:
+                tenure.release()  # idempotent: here if the message was never handed over

@@ -26,7 +26,7 @@ import attrs
 from ...model import ElicitationParams, ElicitationRequest, MessageItem
 from ...stores import SessionRow
 from ..asking import Elicitations, Resolution
-from ..cluster import Call, CallWire, Ownership, Placement, Router
+from ..cluster import Call, CallWire, Ownership, Placement, Router, Tenure
 from ._asking import Asking
 from ._live import LiveSessions
 from ._messages import Messages
@@ -259,6 +259,11 @@ class PlacedCalls:
     async def deliver(self, row: SessionRow, message: MessageItem) -> str:
         """Hand a stored message to the session: ``accepted`` or ``buffered``."""
         return await self.router.call(Deliver(message), row.id, row.root_session_id)
+
+    async def hold_for_delivery(self, row: SessionRow) -> Tenure | None:
+        """Hold the session's tree here if a message to it would be handed over here
+        (see :meth:`~omnigent.core.cluster.Router.hold_here`); ``None`` if not."""
+        return await self.router.hold_here(row.id, row.root_session_id)
 
     async def interrupt(self, row: SessionRow) -> bool:
         return await self.router.call(Interrupt(), row.id, row.root_session_id)

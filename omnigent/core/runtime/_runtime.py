@@ -1017,7 +1017,13 @@ class Runtime(metaclass=_NoPublicConstructor):
         if types is not None:
             admits = _only(frozenset(types) | _ENDS, admits)
         turn = self._messages.open_turn_stream(
-            session_id, content, role, viewer, deliver=self._placed.deliver, admits=admits
+            session_id,
+            content,
+            role,
+            viewer,
+            deliver=self._placed.deliver,
+            hold=self._placed.hold_for_delivery,
+            admits=admits,
         )
         async with turn as opened:
             yield opened
