@@ -27,7 +27,7 @@ from omnigent.testing import RecordingHarness, probe, scripted_agent
 
 from .conftest import wait_quiet
 
-COUNTED = ("get_session", "read_events", "max_event_id", "get_agent")
+COUNTED = ("get_session", "read_events", "max_event_id", "get_agent", "usage_of")
 
 
 @contextmanager
@@ -60,7 +60,7 @@ async def test_a_stream_turn_reads_its_session_row_twice(
     stream holds the tree before it subscribes, so its subscription starts live from
     the bus's counter (one read of the newest id, which the turn's events then take)
     and never reads the log back — on PostgreSQL too, where the tree was held by no
-    server when the message came."""
+    server when the message came. A spec with no ``limits`` reads no stored usage."""
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
             agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
@@ -75,6 +75,7 @@ async def test_a_stream_turn_reads_its_session_row_twice(
             assert counts["get_agent"] == 1, counts  # the agent followed, once
             assert counts["max_event_id"] == 1, counts
             assert counts["read_events"] == 0, counts
+            assert counts["usage_of"] == 0, counts  # no limits: no stored sum to check
 
 
 async def test_each_turn_reads_the_row_once_and_sees_a_change_made_before_it(

@@ -152,6 +152,11 @@ class LimitsSpec:
     def __attrs_post_init__(self) -> None:
         rule.validate(self)
 
+    @property
+    def bounded(self) -> bool:
+        """Whether any limit is set (with none, no budget is checked)."""
+        return self.max_cost_usd is not None or self.max_tokens is not None
+
 
 PolicyType = Literal["ask_tools", "deny_tools", "allow_tools", "function"]
 

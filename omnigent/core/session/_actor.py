@@ -406,9 +406,11 @@ class SessionActor:
             request = await services.builder.build_request(
                 basis, tools, turn.response_id, messages, before, images
             )
+            limits = request.spec.limits
             usage = TurnUsage(
-                before=await self._used_so_far(),
-                limits=request.spec.limits,
+                # The stored sum is read only for a budget to hold it to.
+                before=await self._used_so_far() if limits.bounded else Usage(),
+                limits=limits,
                 prices=await services.builder.prices(),
                 model=request.model,
             )

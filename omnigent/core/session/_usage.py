@@ -31,7 +31,8 @@ class TurnUsage:
     """One turn's usage and budget (module docstring).
 
     Args:
-        before: what the session had used before this turn (its stored sum).
+        before: what the session had used before this turn (its stored sum; only a
+            spec with ``limits`` needs it).
         limits: the spec's ``limits``.
         prices: the configuration's ``prices`` table.
         model: the turn's model (a call that names none is priced as this one).
@@ -65,7 +66,7 @@ class TurnUsage:
                 needs at least.
         """
         limits = self.limits
-        if limits.max_tokens is None and limits.max_cost_usd is None:
+        if not limits.bounded:
             return
         spent = self.spent
         context = self.turn.context_tokens if self.turn.model_calls else 0
