@@ -130,6 +130,17 @@ async def test_insert_and_get_session(store: Store) -> None:
     assert [i["id"] for i in items.rows] == ["item_1", "item_2"]
 
 
+async def test_a_session_and_its_agents_latest_version_in_one_read(store: Store) -> None:
+    agent = await store.put_agent_version("coder", {"name": "coder", "v": 1}, "alice")
+    await store.put_agent_version("coder", {"name": "coder", "v": 2}, "alice")
+    row = session_row("s1", agent_id=agent.id, title="T")
+    await store.insert_session(row)
+    assert await store.get_session_and_agent_version("s1") == (row, 2)
+    await store.insert_session(session_row("s2"))  # its agent is not stored
+    assert await store.get_session_and_agent_version("s2") == (session_row("s2"), None)
+    assert await store.get_session_and_agent_version("missing") is None
+
+
 async def test_list_sessions_newest_first_with_cursor(store: Store) -> None:
     for n in range(5):
         await store.insert_session(session_row(f"s{n}", agent_id="a" if n % 2 else "b"))

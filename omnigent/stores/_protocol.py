@@ -124,6 +124,14 @@ class Store(Protocol):
 
     async def get_session(self, session_id: str) -> SessionRow | None: ...
 
+    async def get_session_and_agent_version(
+        self, session_id: str
+    ) -> tuple[SessionRow, int | None] | None:
+        """A session's row and its agent's latest version (``None``: the agent is
+        gone), in one read: what a session tracking its agent reads as its actor
+        starts (issue 32: one store call where there were two)."""
+        ...
+
     async def list_sessions(
         self,
         *,

@@ -127,6 +127,22 @@ class SQLSessionsMixin(SQLBase):
 
         return await self._sql_read(read)
 
+    async def get_session_and_agent_version(
+        self, session_id: str
+    ) -> tuple[SessionRow, int | None] | None:
+        q = self.dialect.q(
+            f"SELECT {SESSION_COLUMNS}, (SELECT latest_version FROM agents "
+            "WHERE agents.id = sessions.agent_id) FROM sessions WHERE id = ?"
+        )
+
+        def read(c: SQLConn) -> tuple[SessionRow, int | None] | None:
+            found = c.execute(q, (session_id,)).fetchone()
+            if found is None:
+                return None
+            return session_row(found[:-1]), found[-1]
+
+        return await self._sql_read(read)
+
     async def list_sessions(
         self,
         *,

@@ -99,9 +99,7 @@ class Builder:
                 named, its text logged, never shown).
         """
         try:
-            row = await self._row(session_id)
-            if follow and await self._follow_agent(row):
-                row = await self._row(session_id)  # as the store has it now
+            row = await (self._followed_row(session_id) if follow else self._row(session_id))
             return SessionBasis(row, await self._specs.row_spec(row))
         except OmnigentError:
             raise
@@ -143,9 +141,9 @@ class Builder:
             workplace=workplace,
         )
 
-    async def _follow_agent(self, row: SessionRow) -> bool:
-        """Move a session that tracks its agent to the agent's latest version; whether
-        it moved.
+    async def _followed_row(self, session_id: str) -> SessionRow:
+        """The session's row, moved first to its agent's latest version if it tracks
+        its agent (the row and that version are one read).
 
         As the original omnigent ("no ``harness_override``: track the spec"), a session
         runs the version its agent has when its actor builds its tools — the first
@@ -154,14 +152,20 @@ class Builder:
         ``harness_override`` keeps the version the session was created with, and so
         does a sub-agent's session (its spec is inside its parent's version).
         """
-        if row.harness_override is not None or row.sub_agent is not None:
-            return False
-        latest = await self._store.get_agent(row.agent_id)
-        if latest is None or latest.version <= row.agent_version:
-            return False
-        await self._store.update_session(row.id, agent_version=latest.version)
-        log.info("session %s follows agent %s to version %d", row.id, row.agent_id, latest.version)
-        return True
+        found = await self._store.get_session_and_agent_version(session_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        row, latest = found
+        if (
+            row.harness_override is not None
+            or row.sub_agent is not None
+            or latest is None
+            or latest <= row.agent_version
+        ):
+            return row
+        await self._store.update_session(session_id, agent_version=latest)
+        log.info("session %s follows agent %s to version %d", session_id, row.agent_id, latest)
+        return await self._row(session_id)  # as the store has it now
 
     async def make_harness(self, basis: SessionBasis, tools: SessionTools) -> tuple[Harness, str]:
         row, spec = basis.row, basis.spec
