@@ -16,8 +16,9 @@ Run: ``python benchmarks/scale.py [--streams 1000] [--turns 200] [--words 100]
    first message to the last stream's end), the p50/p99 delay of each event from
    publish (its ``created_at``) to receipt here, how long the turns took to start
    (from the messages to each stream's first delta: p50/p99) and the server's CPU
-   seconds over the wall time. On a SQLite file, and on PostgreSQL (a private cluster
-   from the machine's binaries, as the test suite starts) in the same run.
+   seconds over the wall time (and PostgreSQL's: its postmaster and backends). On a
+   SQLite file, and on PostgreSQL (a private cluster from the machine's binaries, as
+   the test suite starts) in the same run.
    ``--streams 0`` runs the turns alone.
 """
 
@@ -28,6 +29,7 @@ import gc
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -108,7 +110,25 @@ async def idle_streams(count: int, tmp: str) -> None:
     print(f"  omnigent / bare: {ours[0] / theirs[0]:.2f}x")
 
 
-async def concurrent_turns(db: str, label: str, turns: int, words: int) -> dict[str, Any]:
+def tree_cpu(root: int | None) -> float:
+    """CPU seconds of process ``root`` and its children alive now (PostgreSQL's
+    postmaster and its backends; 0 without one)."""
+    if root is None:
+        return 0.0
+    total = cpu_seconds(root)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == root:
+                total += cpu_seconds(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return total
+
+
+async def concurrent_turns(
+    db: str, label: str, turns: int, words: int, postmaster: int | None = None
+) -> dict[str, Any]:
     serve_argv = [*OMNIGENT, "serve", "--port", "0", "--db", db]
     text = " ".join(f"w{i}" for i in range(words))
     spec = {
@@ -160,11 +180,11 @@ async def concurrent_turns(db: str, label: str, turns: int, words: int) -> dict[
             for session in sessions:
                 nursery.start_soon(turn, session)
             await trio.sleep(0.5)  # every request task waiting on `go`
-            used = cpu_seconds(pid)
+            used, db_used = cpu_seconds(pid), tree_cpu(postmaster)
             started = time.perf_counter()
             go.set()
         wall = time.perf_counter() - started
-        cpu = cpu_seconds(pid) - used
+        cpu, db_cpu = cpu_seconds(pid) - used, tree_cpu(postmaster) - db_used
     return {
         "label": label,
         "wall": wall,
@@ -174,6 +194,7 @@ async def concurrent_turns(db: str, label: str, turns: int, words: int) -> dict[
         "start50": percentile(first_deltas, 0.5),
         "start99": percentile(first_deltas, 0.99),
         "cpu": cpu,
+        "db_cpu": db_cpu if postmaster is not None else None,
     }
 
 
@@ -182,7 +203,7 @@ async def main(args: argparse.Namespace) -> None:
         if args.streams:
             await idle_streams(args.streams, tmp)
             gc.collect()
-        dbs = [(f"sqlite:///{tmp}/turns.db", "SQLite")]
+        dbs: list[tuple[str, str, int | None]] = [(f"sqlite:///{tmp}/turns.db", "SQLite", None)]
         cluster = None
         if not args.no_postgres:
             from tests.pg_cluster import PgCluster, find_bindir
@@ -192,10 +213,12 @@ async def main(args: argparse.Namespace) -> None:
                 print("no PostgreSQL binaries on this machine: SQLite only")
             else:
                 cluster = PgCluster(bindir)
-                dbs.append((cluster.url(cluster.create_database()), "PostgreSQL"))
+                postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0])
+                dbs.append((cluster.url(cluster.create_database()), "PostgreSQL", postmaster))
         try:
             results = [
-                await concurrent_turns(db, label, args.turns, args.words) for db, label in dbs
+                await concurrent_turns(db, label, args.turns, args.words, postmaster)
+                for db, label, postmaster in dbs
             ]
         finally:
             if cluster is not None:
@@ -207,6 +230,7 @@ async def main(args: argparse.Namespace) -> None:
             f"{r['frames'] / r['wall']:,.0f} events/s; publish → receipt p50 "
             f"{r['p50'] * 1000:.1f} ms, p99 {r['p99'] * 1000:.1f} ms; first delta p50 "
             f"{r['start50']:.2f} s, p99 {r['start99']:.2f} s; server CPU {r['cpu']:.2f} s"
+            + ("" if r["db_cpu"] is None else f" (PostgreSQL's own {r['db_cpu']:.2f} s)")
         )
 
 
