@@ -713,7 +713,9 @@ async def test_a_closed_connection_cancels_its_turn_and_leaves_no_task(
                         break
         assert statuses == ["running", "waiting", "cancelled"]
         await wait_quiet(rt)
-    assert all_tasks() == before
+    # No task that was not there before (one that ended meanwhile — the runtime's
+    # cgroup probe, run while it opened — is none left behind).
+    assert all_tasks() <= before
     assert rt.statistics()["elicitations"] == 0
     assert rt.statistics()["subscribers"] == 0
 

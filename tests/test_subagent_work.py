@@ -256,7 +256,7 @@ async def test_stopping_a_parent_while_five_children_run_leaves_no_task_and_no_p
     await rt.stop_session(parent)
     await wait_gone(*pids)
     await wait_quiet(rt)
-    assert all_tasks() == before
+    assert all_tasks() <= before  # none new (the runtime's cgroup probe may have ended)
     assert rt.statistics()["sub_agent_work"] == 0
     kids = await children(rt, parent)
     assert {k.status for k in kids} == {"cancelled"}

@@ -11,7 +11,7 @@ Where it works: a cgroup v2 hierarchy (``cgroup2`` in ``/proc/self/mountinfo``, 
 in may have children and move processes into them — as root, or in a subtree systemd
 delegated (``Delegate=yes``, a user service or ``systemd-run --user --scope -p
 Delegate=yes``). :func:`find_cgroup_base` checks that by doing it once (a short
-``/bin/sh`` moves itself into a probe cgroup); without it omnigent falls back to its
+``/bin/sh`` moves itself into a probe cgroup, :func:`make_probe`); without it omnigent falls back to its
 subreaper wrapper (:mod:`._subreaper`).
 
 The layout, under the cgroup this process is in::
@@ -37,21 +37,27 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from ._procfs import process_start_time
 
 __all__ = [
     "PREFIX",
+    "PROBE_TIMEOUT",
+    "Probe",
     "find_cgroup_base",
     "join_argv",
     "kill_cgroup",
+    "make_probe",
     "populated",
     "remove_cgroup",
+    "remove_probe",
     "sweep_stale",
 ]
 
 PREFIX: Final = "omnigent-"
+PROBE_TIMEOUT: Final = 10.0
+"""Seconds the probe's process may take to move itself into its cgroup."""
 _OWNER = re.compile(r"^omnigent-(\d+)-(\d+)$")
 # A command's first act, before it runs anything: move itself into its cgroup.
 _JOIN = 'echo 0 > "$0" || exit 126; exec "$@"'
@@ -89,12 +95,23 @@ def _own_cgroup() -> str | None:
     return None
 
 
-def find_cgroup_base() -> Path | None:
-    """This process's own cgroup directory if commands can be given cgroups under it.
+class Probe(NamedTuple):
+    """A probe cgroup, made: ``argv`` moves itself into ``directory`` (under ``base``)
+    and exits 0 if it got there. Removed with :func:`remove_probe`."""
 
-    Tries it: makes a probe cgroup, moves a short ``/bin/sh`` into it and checks that it
-    went, then removes the probe. ``None`` on any failure (no cgroup v2, no write
-    access, a subtree whose controllers forbid it, no ``cgroup.kill``).
+    base: Path
+    directory: Path
+    argv: list[str]
+
+
+def make_probe() -> Probe | None:
+    """Make the probe cgroup under this process's own cgroup, and the command that
+    tries it; ``None`` where it cannot even be made (no cgroup v2, no write access, no
+    ``cgroup.kill``). A few small reads and one ``mkdir``.
+
+    The try itself — a process moved into a cgroup — waits on the kernel's cgroup
+    migration (10–35 ms here): a caller that must not wait runs it as a child process
+    it can cancel (:mod:`._trees`); :func:`find_cgroup_base` runs it in place.
     """
     mount, own = _mount_point(), _own_cgroup()
     if mount is None or own is None:
@@ -105,24 +122,44 @@ def find_cgroup_base() -> Path | None:
         probe.mkdir(exist_ok=True)
     except OSError:
         return None
+    if not (probe / "cgroup.kill").exists():
+        remove_probe(probe)
+        return None  # before Linux 5.14: no atomic kill
+    check = f'echo 0 > "$0" && grep -qx "0::{own.rstrip("/")}/{probe.name}" /proc/self/cgroup'
+    return Probe(base, probe, ["/bin/sh", "-c", check, str(probe / "cgroup.procs")])
+
+
+def remove_probe(directory: Path) -> None:
+    """Remove a probe cgroup (once the process moved into it has ended)."""
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+
+
+def find_cgroup_base() -> Path | None:
+    """This process's own cgroup directory if commands can be given cgroups under it.
+
+    Tries it: makes a probe cgroup, moves a short ``/bin/sh`` into it and checks that it
+    went, then removes the probe. ``None`` on any failure (no cgroup v2, no write
+    access, a subtree whose controllers forbid it, no ``cgroup.kill``). Blocking: up
+    to the probe's 10 s timeout.
+    """
+    probe = make_probe()
+    if probe is None:
+        return None
     try:
-        if not (probe / "cgroup.kill").exists():
-            return None  # before Linux 5.14: no atomic kill
-        check = f'echo 0 > "$0" && grep -qx "0::{own.rstrip("/")}/{probe.name}" /proc/self/cgroup'
         done = subprocess.run(
-            ["/bin/sh", "-c", check, str(probe / "cgroup.procs")],
+            probe.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            timeout=10,
+            timeout=PROBE_TIMEOUT,
             check=False,
         )
-        return base if done.returncode == 0 else None
+        return probe.base if done.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
     finally:
-        with contextlib.suppress(OSError):
-            probe.rmdir()
+        remove_probe(probe.directory)
 
 
 def populated(cgroup: Path) -> bool:

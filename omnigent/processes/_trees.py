@@ -36,6 +36,7 @@ import itertools
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -163,12 +164,26 @@ class SessionTrees:
 
 
 class ProcessTrees:
-    """The process trees of one runtime's commands. Made by :func:`open_process_trees`."""
+    """The process trees of one runtime's commands. Made by :func:`open_process_trees`.
 
-    def __init__(self, mode: TreeMode, base: Path | None) -> None:
-        self.mode = mode
-        self._base = base  # this process's omnigent-<pid>-<start> cgroup (CGROUP)
+    Its mode may still be being decided when it is handed out (the cgroup probe runs
+    in the caller's nursery): a command's tree waits for it (:meth:`wait_mode`).
+    """
+
+    def __init__(self) -> None:
+        self._mode = TreeMode.GROUP
+        self._base: Path | None = None  # this runtime's own cgroup (CGROUP)
+        self._decided = trio.Event()
         self._numbers = itertools.count(1)
+
+    def _decide(self, mode: TreeMode, base: Path | None = None) -> None:
+        self._mode, self._base = mode, base
+        self._decided.set()
+
+    async def wait_mode(self) -> TreeMode:
+        """The mode, once it is decided (at once, unless the probe is still running)."""
+        await self._decided.wait()
+        return self._mode
 
     def for_session(self, session_id: str) -> SessionTrees:
         """The trees of ``session_id``'s commands."""
@@ -178,15 +193,18 @@ class ProcessTrees:
     async def open_command(self, session_id: str, *, grace: float) -> AsyncIterator[CommandTree]:
         """A tree for one command of ``session_id``, ended when the block exits.
 
+        Waits for the mode first (the probe: tens of milliseconds, once per runtime).
+
         Cancellation: the ending is shielded (see :meth:`CommandTree.end`).
         """
-        tree = CommandTree(self.mode, grace)
-        if self.mode is TreeMode.CGROUP:
+        mode = await self.wait_mode()
+        tree = CommandTree(mode, grace)
+        if mode is TreeMode.CGROUP:
             assert self._base is not None
             directory = self._base / _session_key(session_id) / str(next(self._numbers))
             try:
                 await trio.to_thread.run_sync(_make_cgroup, directory)
-                tree = CommandTree(self.mode, grace, directory)
+                tree = CommandTree(mode, grace, directory)
             except OSError:
                 log.warning("could not make the cgroup %s; using the subreaper", directory)
                 tree = CommandTree(TreeMode.SUBREAPER, grace)
@@ -207,7 +225,9 @@ async def _sweep(base: Path) -> None:
 
 
 @asynccontextmanager
-async def open_process_trees(*, mode: TreeMode | None = None) -> AsyncIterator[ProcessTrees]:
+async def open_process_trees(
+    *, mode: TreeMode | None = None, nursery: trio.Nursery | None = None
+) -> AsyncIterator[ProcessTrees]:
     """The runtime's process trees, in the best mode this machine allows.
 
     Args:
@@ -215,6 +235,11 @@ async def open_process_trees(*, mode: TreeMode | None = None) -> AsyncIterator[P
             ``$OMNIGENT_PROCESS_TREES`` (``cgroup``, ``subreaper`` or ``group``) if
             set, else a cgroup if this process can make them, else the subreaper on
             Linux, else the process group alone.
+        nursery: where to probe for cgroups while the block runs, when no mode is
+            forced. The probe moves a short process into a cgroup: 10–35 ms of the
+            kernel's cgroup migration, which a server's start waited for; with a
+            nursery the trees are handed out at once and a command's tree waits for
+            the mode. ``None``: the probe runs before the block.
 
     Raises:
         OSError: a cgroup was asked for and is not available here.
@@ -222,42 +247,119 @@ async def open_process_trees(*, mode: TreeMode | None = None) -> AsyncIterator[P
 
     Resource handling: in cgroup mode the process's ``omnigent-<pid>-<start>`` cgroup
     is made on first use and removed when the last runtime of the process closes (it is
-    left to the next start's sweep if something is stuck in it).
+    left to the next start's sweep if something is stuck in it). Leaving the block
+    cancels a probe still running in ``nursery`` and waits for it to end (its process
+    killed; bounded), then removes this runtime's cgroup.
     """
-    if mode is None and os.environ.get(MODE_VARIABLE):
-        raw = os.environ[MODE_VARIABLE]
-        try:
-            mode = TreeMode(raw)
-        except ValueError:
-            names = ", ".join(m.value for m in TreeMode)
-            raise ValueError(f"${MODE_VARIABLE} must be one of {names}, not {raw!r}") from None
-    base: Path | None = None
-    if mode in (None, TreeMode.CGROUP):
-        base = await trio.to_thread.run_sync(cgroup.find_cgroup_base)
-        if base is None and mode is TreeMode.CGROUP:
+    mode = _forced_mode(mode)
+    trees = ProcessTrees()
+    if mode is TreeMode.CGROUP:  # asked for: refused now if it cannot be had
+        base = await _probe_base()
+        if base is None:
             raise OSError("cgroup v2 is not available to this process")
-    if base is not None:
-        await _sweep(base)
-        start = process_start_time(os.getpid())
-        own = base / f"{cgroup.PREFIX}{os.getpid()}-{start}"
-        # Several runtimes of one process share it; each keys its sessions by id, and
-        # command numbers are per runtime: a directory of its own per runtime too.
-        own = own / f"r{time.monotonic_ns()}"
-        await trio.to_thread.run_sync(lambda: own.mkdir(parents=True))
-        try:
-            yield ProcessTrees(TreeMode.CGROUP, own)
-        finally:
-            with trio.CancelScope(shield=True):
-                if cgroup.populated(own):
-                    cgroup.kill_cgroup(own)
-                    with trio.move_on_after(_SIGKILL_WAIT):
-                        await _drained(own)
-                await trio.to_thread.run_sync(cgroup.remove_cgroup, own)
-                await trio.to_thread.run_sync(_remove_if_empty, own.parent)
-        return
+        trees._decide(TreeMode.CGROUP, await _own_cgroup(base))
+    elif mode is not None:
+        trees._decide(mode)
+    probing = trio.CancelScope()
+    if nursery is None:
+        await _probe(trees, probing)
+    elif not trees._decided.is_set():
+        nursery.start_soon(_probe, trees, probing, name="omnigent: process trees' cgroup probe")
+    try:
+        yield trees
+    finally:
+        probing.cancel()
+        with trio.CancelScope(shield=True):
+            await trees._decided.wait()  # the probe's own finally decides, however it ends
+            if trees._base is not None:
+                await _remove_own_cgroup(trees._base)
+
+
+def _forced_mode(mode: TreeMode | None) -> TreeMode | None:
+    """``mode``, else the one ``$OMNIGENT_PROCESS_TREES`` names, else ``None``.
+
+    Raises:
+        ValueError: the variable names no mode.
+    """
+    if mode is not None or not os.environ.get(MODE_VARIABLE):
+        return mode
+    raw = os.environ[MODE_VARIABLE]
+    try:
+        return TreeMode(raw)
+    except ValueError:
+        names = ", ".join(m.value for m in TreeMode)
+        raise ValueError(f"${MODE_VARIABLE} must be one of {names}, not {raw!r}") from None
+
+
+async def _probe(trees: ProcessTrees, scope: trio.CancelScope) -> None:
+    """Decide the mode of ``trees``: a cgroup if this process can make them (after the
+    sweep of what dead runtimes left), else the subreaper on Linux, else the group.
+
+    Cancellation: through ``scope`` too (the trees' block ending); the mode is decided
+    whatever happens — the fallback, if the probe failed or was cancelled — so nothing
+    waits for it for ever.
+    """
     linux = os.path.exists("/proc/self/stat")  # noqa: ASYNC240  # /proc: no disk I/O
-    chosen = mode or (TreeMode.SUBREAPER if linux else TreeMode.GROUP)
-    yield ProcessTrees(chosen, None)
+    try:
+        with scope:
+            base = await _probe_base()
+            if base is not None:
+                trees._decide(TreeMode.CGROUP, await _own_cgroup(base))
+    except OSError:
+        log.warning("could not make this runtime's cgroup; using the subreaper", exc_info=True)
+    finally:
+        if not trees._decided.is_set():
+            trees._decide(TreeMode.SUBREAPER if linux else TreeMode.GROUP)
+
+
+async def _probe_base() -> Path | None:
+    """:func:`~._cgroup.find_cgroup_base`, with its process run as a Trio child: a
+    cancel kills it (and the probe cgroup is still removed)."""
+    probe = await trio.to_thread.run_sync(cgroup.make_probe)
+    if probe is None:
+        return None
+    try:
+        with trio.move_on_after(cgroup.PROBE_TIMEOUT):
+            done = await trio.run_process(
+                probe.argv,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            return probe.base if done.returncode == 0 else None
+        return None
+    except OSError:
+        return None
+    finally:
+        cgroup.remove_probe(probe.directory)  # one rmdir; the process has ended
+
+
+async def _own_cgroup(base: Path) -> Path:
+    """Sweep ``base``, then make this runtime's own cgroup under it.
+
+    Raises:
+        OSError: it could not be made.
+    """
+    await _sweep(base)
+    start = process_start_time(os.getpid())
+    own = base / f"{cgroup.PREFIX}{os.getpid()}-{start}"
+    # Several runtimes of one process share it; each keys its sessions by id, and
+    # command numbers are per runtime: a directory of its own per runtime too.
+    own = own / f"r{time.monotonic_ns()}"
+    await trio.to_thread.run_sync(lambda: own.mkdir(parents=True))
+    return own
+
+
+async def _remove_own_cgroup(own: Path) -> None:
+    """End what is left in this runtime's cgroup, and remove it (and the process's, if
+    this was its last runtime)."""
+    if cgroup.populated(own):
+        cgroup.kill_cgroup(own)
+        with trio.move_on_after(_SIGKILL_WAIT):
+            await _drained(own)
+    await trio.to_thread.run_sync(cgroup.remove_cgroup, own)
+    await trio.to_thread.run_sync(_remove_if_empty, own.parent)
 
 
 def _make_cgroup(directory: Path) -> None:

@@ -26,9 +26,11 @@ import trio
 
 import omnigent
 from omnigent.processes import TreeMode, open_process_trees
+from omnigent.processes import _cgroup
 from omnigent.processes._cgroup import find_cgroup_base
 from omnigent.tools import sys_os_shell
 
+from ..conftest import all_tasks
 from ..external_helpers import alive, wait_gone
 from .serve_helpers import open_serve, scripted
 
@@ -203,3 +205,60 @@ def test_the_wrapper_reports_the_commands_own_status(tmp_path: Path) -> None:
     assert killed.returncode == -signal.SIGUSR1
     missing = subprocess.run([*base, "no-such-program-x"], capture_output=True, check=False)
     assert missing.returncode == 127 and b"no-such-program-x" in missing.stderr
+
+
+async def test_the_cgroup_probe_runs_in_the_callers_nursery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe (a process moved into a cgroup: the kernel's time) does not hold the
+    open: the trees are handed out at once, and a command's tree waits for the mode."""
+    release = trio.Event()
+    real = _cgroup.make_probe
+
+    async def slow_probe() -> None:
+        await release.wait()
+
+    def make_probe() -> _cgroup.Probe | None:
+        trio.from_thread.run(slow_probe)
+        return real()
+
+    monkeypatch.delenv("OMNIGENT_PROCESS_TREES", raising=False)
+    monkeypatch.setattr(_cgroup, "make_probe", make_probe)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery, open_process_trees(nursery=nursery) as trees:
+            with trio.move_on_after(0.05) as waited:
+                await trees.wait_mode()
+            assert waited.cancelled_caught  # handed out before the probe answered
+            release.set()
+            expected = TreeMode.CGROUP if HAS_CGROUP else TreeMode.SUBREAPER
+            assert await trees.wait_mode() is expected
+            async with trees.open_command("conv_p", grace=0.5) as tree:
+                assert tree.mode is expected
+
+
+async def test_leaving_the_block_cancels_the_probe_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runtime closed while its probe's process still runs: the process is killed,
+    the probe's directory removed, the mode falls back, and no task is left."""
+    probe_dir = tmp_path / "probe"
+    started = tmp_path / "started"
+
+    def make_probe() -> _cgroup.Probe:
+        probe_dir.mkdir()
+        argv = ["/bin/sh", "-c", f"echo $$ > {started}; exec sleep 300"]
+        return _cgroup.Probe(tmp_path, probe_dir, argv)
+
+    monkeypatch.delenv("OMNIGENT_PROCESS_TREES", raising=False)
+    monkeypatch.setattr(_cgroup, "make_probe", make_probe)
+    before = all_tasks()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with open_process_trees(nursery=nursery) as trees:
+                while not (started.exists() and started.read_text()):
+                    await trio.sleep(0.01)  # written by the shell: no event to wait on
+                pid = int(started.read_text())
+            assert await trees.wait_mode() is TreeMode.SUBREAPER
+        await wait_gone(pid, 5)
+    assert not probe_dir.exists()
+    assert all_tasks() <= before

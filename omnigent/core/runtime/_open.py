@@ -225,8 +225,8 @@ async def open_runtime(
             _open_ownership(store, exclusive, server_id, lease_ttl) as ownership,
             _open_http(http_client, options.client_trust.model_urls) as http,
             _open_terminals(exclusive) as tmux,
-            _open_trees(exclusive) as trees,
             trio.open_nursery() as services,
+            _open_trees(exclusive, services) as trees,
         ):
             changes = SessionChanges()
             metrics = Metrics()
@@ -318,13 +318,17 @@ async def _open_terminals(exclusive: bool) -> AsyncIterator[TmuxServer | None]:
 
 
 @asynccontextmanager
-async def _open_trees(exclusive: bool) -> AsyncIterator[ProcessTrees | None]:
+async def _open_trees(
+    exclusive: bool, services: trio.Nursery
+) -> AsyncIterator[ProcessTrees | None]:
     """The process trees sessions' shell commands run in; none for a records-only
-    runtime. Opening sweeps what dead runtimes left in their cgroups."""
+    runtime. Whether cgroups can be had is probed in ``services`` while the runtime
+    opens the rest (a command waits for it); the probe then sweeps what dead runtimes
+    left in their cgroups."""
     if not exclusive:
         yield None
         return
-    async with open_process_trees() as trees:
+    async with open_process_trees(nursery=services) as trees:
         yield trees
 
 
