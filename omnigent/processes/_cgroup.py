@@ -11,8 +11,8 @@ Where it works: a cgroup v2 hierarchy (``cgroup2`` in ``/proc/self/mountinfo``, 
 in may have children and move processes into them — as root, or in a subtree systemd
 delegated (``Delegate=yes``, a user service or ``systemd-run --user --scope -p
 Delegate=yes``). :func:`find_cgroup_base` checks that by doing it once (a short
-``/bin/sh`` moves itself into a probe cgroup, :func:`make_probe`); without it omnigent falls back to its
-subreaper wrapper (:mod:`._subreaper`).
+``/bin/sh`` moves itself into a probe cgroup, :func:`make_probe`); without it omnigent
+falls back to its subreaper wrapper (:mod:`._subreaper`).
 
 The layout, under the cgroup this process is in::
 

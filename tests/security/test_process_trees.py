@@ -25,8 +25,7 @@ import pytest
 import trio
 
 import omnigent
-from omnigent.processes import TreeMode, open_process_trees
-from omnigent.processes import _cgroup
+from omnigent.processes import TreeMode, _cgroup, open_process_trees
 from omnigent.processes._cgroup import find_cgroup_base
 from omnigent.tools import sys_os_shell
 
