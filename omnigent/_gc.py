@@ -6,6 +6,13 @@ heap stops the event loop for as long as the scan takes: under ``omnigent serve`
 with two hundred SSE streams open, 74–80 ms each time, about once a second. Those
 stops were the fan-out's p99 (``docs/benchmarks.md``, "Garbage collection").
 
+:func:`hold_full_passes` is called by ``omnigent serve`` before it imports the
+server: its start builds the heap a full pass would scan (every module, class and
+function it imports), and CPython ran one such pass in the middle of it (≈ 15 ms of a
+≈ 500 ms start, ``benchmarks/startup.py``) over objects that are all still alive and
+are about to be frozen. Until the server has settled no full pass runs; the young
+generations are collected as usual.
+
 :func:`settle_after_startup` is called by the commands that run a server
 (``omnigent serve``, ``omnigent stdio``) once it is up:
 
@@ -38,7 +45,13 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["FULL_PASS_AFTER_BYTES", "FULL_PASS_EVERY", "note_large_input", "settle_after_startup"]
+__all__ = [
+    "FULL_PASS_AFTER_BYTES",
+    "FULL_PASS_EVERY",
+    "hold_full_passes",
+    "note_large_input",
+    "settle_after_startup",
+]
 
 FULL_PASS_EVERY = 100
 """Generation-1 passes between two full ones (CPython's default is 10)."""
@@ -56,6 +69,17 @@ class _Accepted:
 
     counting = False
     since_pass = 0
+
+
+_HELD = 1_000_000
+"""The third threshold while a server starts: no full pass before it settles."""
+
+
+def hold_full_passes() -> None:
+    """No full pass until :func:`settle_after_startup` (see the module): only for a
+    command that settles once its server is up."""
+    young, middle, _old = gc.get_threshold()
+    gc.set_threshold(young, middle, _HELD)
 
 
 def settle_after_startup() -> None:

@@ -60,6 +60,41 @@ def test_settle_freezes_what_startup_made_and_spaces_the_full_passes(
     assert made_later() is None  # what is made after the freeze is collected as ever
 
 
+def test_a_starting_server_runs_no_full_pass_until_it_settles(collector_restored: None) -> None:
+    """``serve``'s start builds the heap a full pass would scan, all of it alive and
+    about to be frozen: the pass waits for the settling (the young ones do not)."""
+    passes: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            passes.append(info["generation"])
+
+    young, middle, _ = gc.get_threshold()
+    gc.callbacks.append(seen)
+    try:
+        _gc.hold_full_passes()
+        assert gc.get_threshold()[:2] == (young, middle)
+        kept = [[index] for index in range(young * middle * 20)]  # a start's heap
+        assert 0 in passes and 1 in passes and 2 not in passes
+        _gc.settle_after_startup()
+        assert gc.get_threshold() == (young, middle, _gc.FULL_PASS_EVERY)
+        del kept
+    finally:
+        gc.callbacks.remove(seen)
+
+
+def test_only_serve_holds_the_full_passes(
+    monkeypatch: pytest.MonkeyPatch, collector_restored: None
+) -> None:
+    from omnigent.cli import _main
+
+    held: list[bool] = []
+    monkeypatch.setattr(_main, "hold_full_passes", lambda: held.append(True))
+    assert _main.main(["--version"]) == 0
+    assert _main.main(["serve", "--port", "70000"]) == 2
+    assert held == [True]
+
+
 def test_large_messages_bring_the_full_pass_forward(collector_restored: None) -> None:
     """What a turn leaves in cycles (with the megabytes of its messages) waits for a
     full pass; a server runs one per FULL_PASS_AFTER_BYTES of messages taken in.

@@ -24,7 +24,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from ._parser import build_parser, log_format, verbosity
+from .._gc import hold_full_passes
+from ._parser import build_parser, log_format, selected_command, verbosity
 
 __all__ = ["main"]
 
@@ -38,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments after the program name; ``None`` reads ``sys.argv``.
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if selected_command(arguments) == "serve":
+        hold_full_passes()  # until the server has started and settles: see omnigent._gc
     try:
         args = build_parser(arguments).parse_args(arguments)
     except SystemExit as exc:  # --help, --version, or a usage error argparse printed
