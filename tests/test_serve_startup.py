@@ -49,6 +49,7 @@ DEFERRED = (
     "omnigent.transports.mcp",
     "certifi",
     "httpcore",
+    "prometheus_client",
     "trio_websocket",
     "yaml",
 )

@@ -16,27 +16,18 @@ count under ``other``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..model import Usage
+
+if TYPE_CHECKING:
+    from ._prometheus import Families
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Prometheus text exposition format's media type."""
-
-_GAUGES = {
-    "active_sessions": "Sessions with live work (an actor) in this process.",
-    "subscribers": "Live event-stream subscribers.",
-    "elicitations": "Elicitations waiting for an answer.",
-    "sub_agent_work": "Sub-agent dispatches not yet delivered to their parent.",
-}
-_TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
-_STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 
 
 MAX_LABEL_VALUES = 100
@@ -63,95 +54,53 @@ class _LabelValues:
         return value
 
 
-class _LevelCollector(Collector):
-    def __init__(self, levels: Mapping[str, int]) -> None:
-        self._levels = levels
-
-    def collect(self) -> Iterable[Metric]:
-        levels = self._levels
-        for name, help_text in _GAUGES.items():
-            if name in levels:
-                family = GaugeMetricFamily(f"omnigent_{name}", help_text)
-                family.add_metric([], levels[name])
-                yield family
-
-
 class Metrics:
-    """One runtime's metrics (module docstring). Built by ``open_runtime``."""
+    """One runtime's metrics (module docstring). Built by ``open_runtime``.
+
+    Its Prometheus families (:mod:`._prometheus`) are made by the first count or
+    scrape, and ``prometheus_client`` imported then: a server's start needs neither.
+    """
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
         self._models = _LabelValues()
         self._tool_names = _LabelValues()
-        registry = self.registry
-        self._turns = Counter(
-            "omnigent_turns",
-            "Turns ended, by terminal status and harness.",
-            ["status", "harness"],
-            registry=registry,
-        )
-        self._turn_seconds = Histogram(
-            "omnigent_turn_duration_seconds",
-            "How long turns took, from running to their terminal status.",
-            ["harness"],
-            buckets=_TURN_BUCKETS,
-            registry=registry,
-        )
-        self._tokens = Counter(
-            "omnigent_tokens",
-            "Model tokens the harnesses reported, by kind (input, output) and model.",
-            ["kind", "model"],
-            registry=registry,
-        )
-        self._cost = Counter(
-            "omnigent_cost_usd",
-            "What the reported tokens cost at the configured prices, by model.",
-            ["model"],
-            registry=registry,
-        )
-        self._tools = Counter(
-            "omnigent_tool_calls",
-            "Tool calls, by tool and outcome (ok, error, denied, cancelled).",
-            ["tool", "outcome"],
-            registry=registry,
-        )
-        self._events = Counter(
-            "omnigent_events_written", "Events persisted to the store.", registry=registry
-        )
-        self._store_seconds = Histogram(
-            "omnigent_store_write_seconds",
-            "Latency of the store's event batch writes.",
-            buckets=_STORE_BUCKETS,
-            registry=registry,
-        )
+        self._made: Families | None = None
+
+    def _families(self) -> Families:
+        if self._made is None:
+            from ._prometheus import Families
+
+            self._made = Families()
+        return self._made
 
     # -- counting ----------------------------------------------------------------------
 
     def turn_ended(self, status: str, harness: str, seconds: float) -> None:
-        self._turns.labels(status, harness).inc()
-        self._turn_seconds.labels(harness).observe(seconds)
+        families = self._families()
+        families.turns.labels(status, harness).inc()
+        families.turn_seconds.labels(harness).observe(seconds)
 
     def usage_recorded(self, model: str | None, usage: Usage) -> None:
         name = self._models.admit(model or "unknown")
+        families = self._families()
         if usage.input_tokens:
-            self._tokens.labels("input", name).inc(usage.input_tokens)
+            families.tokens.labels("input", name).inc(usage.input_tokens)
         if usage.output_tokens:
-            self._tokens.labels("output", name).inc(usage.output_tokens)
+            families.tokens.labels("output", name).inc(usage.output_tokens)
         if usage.cost_usd:
-            self._cost.labels(name).inc(usage.cost_usd)
+            families.cost.labels(name).inc(usage.cost_usd)
 
     def tool_called(self, tool: str, outcome: str) -> None:
-        self._tools.labels(self._tool_names.admit(tool), outcome).inc()
+        self._families().tools.labels(self._tool_names.admit(tool), outcome).inc()
 
     def events_stored(self, count: int, seconds: float) -> None:
-        self._events.inc(count)
-        self._store_seconds.observe(seconds)
+        families = self._families()
+        families.events.inc(count)
+        families.store_seconds.observe(seconds)
 
     # -- reading -----------------------------------------------------------------------
 
     def exposition(self, levels: Mapping[str, int]) -> bytes:
         """The Prometheus text of every metric, with ``levels`` (a runtime's
         ``statistics()``: ``active_sessions``, ``subscribers``, …) as gauges."""
-        now = CollectorRegistry(auto_describe=False)
-        now.register(_LevelCollector(levels))
-        return generate_latest(self.registry) + generate_latest(now)
+        return self._families().exposition(levels)
