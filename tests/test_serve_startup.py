@@ -20,11 +20,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 import trio
+from werkzeug.routing import Rule
 
+import omnigent
 from omnigent.outbound import DeferredTransport
+from omnigent.transports.http import create_app
 
 # Imported on first use, never before the first answer of a plain ``serve``.
 DEFERRED = (
@@ -123,3 +128,30 @@ async def test_a_deferred_transport_is_made_by_the_first_request() -> None:
         unused = DeferredTransport(make)
         await unused.aclose()  # never made: nothing to close
         assert len(made) == 1 and not unused.made
+
+
+async def test_routes_compile_their_url_builders_when_first_used(
+    rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Werkzeug compiled two URL builders per route as it was added (10 ms of a
+    server's start); omnigent builds no URL from its routes, so they are compiled by
+    the first URL built — and then built as before."""
+    compiled: list[str] = []
+    real = Rule._get_func_code
+
+    def counted(code: Any, name: str) -> Any:
+        compiled.append(name)
+        return real(code, name)
+
+    monkeypatch.setattr(Rule, "_get_func_code", staticmethod(counted))
+    # No await below: nothing here can hang.
+    app = create_app(rt)
+    assert len(list(app.url_map.iter_rules())) > 30
+    assert compiled == []
+    urls = app.url_map.bind("localhost")
+    endpoint, values = urls.match("/v1/sessions/conv_x", method="GET")
+    assert values == {"session_id": "conv_x"}
+    assert compiled == []  # matching needs no builder
+    assert urls.build(endpoint, {"session_id": "conv_y"}) == "/v1/sessions/conv_y"
+    assert urls.build(endpoint, {"session_id": "conv_z", "x": "1"}) == ("/v1/sessions/conv_z?x=1")
+    assert len(compiled) == 1  # the one builder that was asked for, once

@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 from quart import request
+from quart.routing import QuartRule
 from quart.wrappers import Request
 from quart_trio import QuartTrio
 
@@ -65,6 +66,28 @@ _OPEN_PATHS = ("/health",)
 log = logging.getLogger("omnigent.transports.http")
 
 
+class _LazyBuilderRule(QuartRule):
+    """A route whose URL builders are compiled when a URL is first built from it.
+
+    Werkzeug compiles two builder functions per rule as it is added (an AST each:
+    what ``url_for`` and redirects use) — 10 ms of a server's start for its forty-odd
+    rules (``benchmarks/startup.py``), for builders nothing here calls (omnigent
+    builds no URL from its routes). Matching a request is not affected: only the
+    builders wait, each compiled by the first URL built from its rule.
+    """
+
+    def _compile_builder(self, *args: Any, **kwargs: Any) -> Any:
+        compile_builder = super()._compile_builder
+        built: list[Any] = []
+
+        def build(rule: QuartRule, /, **values: Any) -> Any:
+            if not built:
+                built.append(compile_builder(*args, **kwargs).__get__(rule, None))
+            return built[0](**values)
+
+        return build
+
+
 class _App(QuartTrio):
     """QuartTrio whose every answer is an envelope, even for a non-``Exception``.
 
@@ -74,6 +97,8 @@ class _App(QuartTrio):
     ``internal_error`` envelope here. Cancellation, ``KeyboardInterrupt`` and
     ``GeneratorExit`` keep propagating.
     """
+
+    url_rule_class = _LazyBuilderRule  # type: ignore[assignment]  # a QuartRule, as ever
 
     async def handle_request(self, request: Request) -> Any:
         try:
