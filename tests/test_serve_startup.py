@@ -50,6 +50,7 @@ DEFERRED = (
     "omnigent.runner",
     "omnigent.spec._yaml_loader",
     "omnigent.transports.acp",
+    "omnigent.transports.http._answers",
     "omnigent.transports.http._openapi",
     "omnigent.transports.mcp",
     "certifi",

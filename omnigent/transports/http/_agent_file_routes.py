@@ -27,7 +27,6 @@ from ...core import MAX_FILE_BYTES
 from ...errors import InvalidInput, PayloadTooLarge
 from ...spec import AgentSpec, redact_secrets
 from ._access import file_access, viewer
-from ._answers import AgentList, AgentSpecAnswer
 from ._fence import JSON, accepts
 from ._params import json_body, owner, query_int, state
 
@@ -77,6 +76,8 @@ async def create_agent() -> tuple[dict[str, Any], int]:
 
 @blueprint.get("/agents")
 async def list_agents() -> dict[str, Any]:
+    from ._answers import AgentList  # imported by the first answer: see _answers
+
     agents = await state().runtime.list_agents()
     return AgentList(tuple(agents)).to_dict()
 
@@ -88,6 +89,8 @@ async def get_agent(agent_id: str) -> dict[str, Any]:
 
 @blueprint.get("/agents/<agent_id>/spec")
 async def get_agent_spec(agent_id: str) -> dict[str, Any]:
+    from ._answers import AgentSpecAnswer  # imported by the first answer: see _answers
+
     runtime = state().runtime
     agent = await runtime.get_agent(agent_id)  # AgentNotFound
     version = query_int("version", low=1, high=agent.version)

@@ -15,7 +15,7 @@ other sessions.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 from quart import Blueprint
@@ -23,8 +23,11 @@ from quart import Blueprint
 from ...core import ResolveResult
 from ...model import ElicitationRequest
 from ._access import EDIT, READ, session_access, viewer
-from ._answers import PendingElicitation, ResolvedElicitation
 from ._params import state, structured_body
+
+if TYPE_CHECKING:
+    from ._answers import PendingElicitation
+
 
 __all__ = ["PREVIEW_CHARS", "blueprint", "content_preview", "visible_pending"]
 
@@ -53,6 +56,8 @@ async def resolve(session_id: str, elicitation_id: str) -> tuple[dict[str, Any],
 
 @blueprint.get("/sessions/<session_id>/elicitations/<elicitation_id>")
 async def get_elicitation(session_id: str, elicitation_id: str) -> dict[str, Any]:
+    from ._answers import ResolvedElicitation  # imported by the first answer: see _answers
+
     await session_access(session_id, READ)
     request = await visible_pending(session_id, elicitation_id)
     if request is None:
@@ -73,6 +78,8 @@ async def visible_pending(session_id: str, elicitation_id: str) -> ElicitationRe
 
 def pending_view(request: ElicitationRequest) -> PendingElicitation:
     """The ``GET`` answer for a pending request (optional fields only when present)."""
+    from ._answers import PendingElicitation  # imported by the first answer: see _answers
+
     params = request.params
     return PendingElicitation(
         "pending",

@@ -25,7 +25,7 @@ elicitation is withdrawn the same way.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import attrs
 import trio
@@ -35,14 +35,11 @@ from ...core import Resolution, WirePolicyEvent, parse_policy_event
 from ...errors import InvalidInput, OmnigentError, RuntimeClosed
 from ...model import ElicitationParams, elicitation_params, structure, wire_as, wire_schema
 from ._access import EDIT, session_access
-from ._answers import (
-    ClaudeDecision,
-    ClaudeHookAnswer,
-    ClaudeHookOutput,
-    CodexDecision,
-    PolicyVerdict,
-)
 from ._params import json_body, state
+
+if TYPE_CHECKING:
+    from ._answers import ClaudeHookAnswer
+
 
 __all__ = [
     "CODEX_COMMAND_PHASE",
@@ -155,6 +152,12 @@ def claude_decision(
     An accepted ``AskUserQuestion`` carries the person's answers (the resolution's
     ``content``, ``{}`` if none) in ``updatedInput.answers``.
     """
+    from ._answers import (  # imported by the first answer: see _answers
+        ClaudeDecision,
+        ClaudeHookAnswer,
+        ClaudeHookOutput,
+    )
+
     if answer.accepted:
         updated = None
         if tool_name == "AskUserQuestion":
@@ -182,6 +185,8 @@ class CodexRequestBody:
 
 @blueprint.post("/sessions/<session_id>/hooks/codex-elicitation-request")
 async def codex_elicitation_request(session_id: str) -> dict[str, Any]:
+    from ._answers import CodexDecision  # imported by the first answer: see _answers
+
     await session_access(session_id, EDIT)
     params = codex_params(await json_body())
     runtime = state().runtime
@@ -235,6 +240,8 @@ class PolicyEvaluationBody:
 
 @blueprint.post("/sessions/<session_id>/policies/evaluate")
 async def evaluate_policy(session_id: str) -> dict[str, Any]:
+    from ._answers import PolicyVerdict  # imported by the first answer: see _answers
+
     await session_access(session_id, EDIT)
     body = await json_body()
     evaluation = structure(body, PolicyEvaluationBody)  # unknown keys; event an object

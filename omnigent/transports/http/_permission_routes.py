@@ -17,7 +17,6 @@ from quart import Blueprint
 
 from ...model import wire_schema
 from ._access import EDIT, MANAGE, READ, session_access
-from ._answers import GrantList, GrantRevoked
 from ._params import state, structured_body
 
 __all__ = ["GrantBody", "blueprint"]
@@ -42,6 +41,8 @@ class GrantBody:
 
 @blueprint.get("/sessions/<session_id>/permissions")
 async def list_permissions(session_id: str) -> dict[str, Any]:
+    from ._answers import GrantList  # imported by the first answer: see _answers
+
     await session_access(session_id, READ)
     grants = await state().runtime.list_grants(session_id)
     return GrantList(tuple(grants)).to_dict()
@@ -57,6 +58,8 @@ async def put_permission(session_id: str) -> dict[str, Any]:
 
 @blueprint.delete("/sessions/<session_id>/permissions/<user_id>")
 async def delete_permission(session_id: str, user_id: str) -> dict[str, Any]:
+    from ._answers import GrantRevoked  # imported by the first answer: see _answers
+
     await session_access(session_id, MANAGE)
     deleted = await state().runtime.revoke(session_id, user_id)
     return GrantRevoked(user_id, deleted).to_dict()

@@ -14,7 +14,6 @@ from quart import Blueprint
 
 from ...tools.terminals import HISTORY_LIMIT
 from ._access import READ, session_access
-from ._answers import ResourceList
 from ._params import query_int, state
 
 __all__ = ["blueprint"]
@@ -24,6 +23,8 @@ blueprint = Blueprint("omnigent_resources", __name__)
 
 @blueprint.get("/sessions/<session_id>/resources")
 async def list_resources(session_id: str) -> dict[str, Any]:
+    from ._answers import ResourceList  # imported by the first answer: see _answers
+
     await session_access(session_id, READ)
     resources = await state().runtime.list_resources(session_id)
     return ResourceList(tuple(resources)).to_dict()

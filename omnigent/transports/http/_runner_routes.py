@@ -38,7 +38,6 @@ from ...rpc import (
     response,
 )
 from ..runner import RunnerHub
-from ._answers import RunnerInfo, RunnerList, RunnerStatus
 from ._params import AppState, owner, state
 from ._websocket import QuartWebSocketStream
 
@@ -53,6 +52,8 @@ _HANDSHAKE_TIMEOUT = 15.0
 
 @blueprint.get("/runners")
 async def list_runners() -> dict[str, Any]:
+    from ._answers import RunnerInfo, RunnerList  # imported by the first answer: see _answers
+
     caller = owner()
     app = state()
     viewer = caller if app.auth == "header" else None
@@ -73,6 +74,8 @@ async def list_runners() -> dict[str, Any]:
 
 @blueprint.get("/runners/<runner_id>/status")
 async def runner_status(runner_id: str) -> dict[str, Any]:
+    from ._answers import RunnerStatus  # imported by the first answer: see _answers
+
     owner()
     if (problem := check_name(runner_id)) is not None:
         raise InvalidInput.at("runner_id", problem)

@@ -17,7 +17,6 @@ from typing import Any
 from quart import Blueprint, Response
 
 from ...observability import CONTENT_TYPE
-from ._answers import ServerList
 from ._params import owner, state
 
 __all__ = ["blueprint", "health_blueprint"]
@@ -42,6 +41,8 @@ async def metrics() -> Response:
 
 @blueprint.get("/servers")
 async def list_servers() -> dict[str, Any]:
+    from ._answers import ServerList  # imported by the first answer: see _answers
+
     owner()
     servers = await state().runtime.list_servers()
     return ServerList(tuple(servers)).to_dict()

@@ -14,7 +14,6 @@ from quart import Blueprint
 
 from ...model import ChildSessionSummary, structure
 from ._access import EDIT, MANAGE, READ, session_access, viewer
-from ._answers import ChildSessionList, SessionDeleted
 from ._params import (
     CreateSessionBody,
     ForkSessionBody,
@@ -89,6 +88,8 @@ async def update_session(session_id: str) -> dict[str, Any]:
 
 @blueprint.delete("/sessions/<session_id>")
 async def delete_session(session_id: str) -> dict[str, Any]:
+    from ._answers import SessionDeleted  # imported by the first answer: see _answers
+
     await session_access(session_id, MANAGE)
     await state().runtime.delete_session(session_id)
     return SessionDeleted(session_id).to_dict()
@@ -122,6 +123,8 @@ async def list_items(session_id: str) -> dict[str, Any]:
 
 @blueprint.get("/sessions/<session_id>/child_sessions")
 async def child_sessions(session_id: str) -> dict[str, Any]:
+    from ._answers import ChildSessionList  # imported by the first answer: see _answers
+
     runtime = state().runtime
     await session_access(session_id, READ)
     # Whoever reads a session reads the sessions below it; the list is filtered all the
