@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+from typing import Any
 
 __all__ = ["MMAP_THRESHOLD", "return_large_blocks"]
 
@@ -35,13 +36,8 @@ _M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
 
 def return_large_blocks() -> bool:
     """Fix glibc's mmap threshold (see the module); whether it was set."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # no C library by that name, or not glibc
+    mallopt = _mallopt()
+    if mallopt is None:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
@@ -49,3 +45,23 @@ def return_large_blocks() -> bool:
         log.debug("mallopt(M_MMAP_THRESHOLD) was refused; large blocks stay with the heaps")
         return False
     return True
+
+
+def _mallopt() -> Any:
+    """The C library's ``mallopt``, or ``None`` (not glibc's, or no such function).
+
+    Looked up among the symbols the process already has (its C library's among them)
+    before ``ctypes.util.find_library``, which runs ``ldconfig -p`` in a child process:
+    a few milliseconds of every server's start (``benchmarks/startup.py``).
+    """
+    try:
+        return ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        pass
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):  # no C library by that name, or not glibc
+        return None
