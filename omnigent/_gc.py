@@ -6,12 +6,13 @@ heap stops the event loop for as long as the scan takes: under ``omnigent serve`
 with two hundred SSE streams open, 74–80 ms each time, about once a second. Those
 stops were the fan-out's p99 (``docs/benchmarks.md``, "Garbage collection").
 
-:func:`hold_full_passes` is called by ``omnigent serve`` before it imports the
+:func:`full_passes_held` is entered by ``omnigent serve`` before it imports the
 server: its start builds the heap a full pass would scan (every module, class and
 function it imports), and CPython ran one such pass in the middle of it (≈ 15 ms of a
 ≈ 500 ms start, ``benchmarks/startup.py``) over objects that are all still alive and
 are about to be frozen. Until the server has settled no full pass runs; the young
-generations are collected as usual.
+generations are collected as usual. A ``serve`` that ends without settling (``--help``,
+a bad option, a failed start) puts the threshold back as it leaves.
 
 :func:`settle_after_startup` is called by the commands that run a server
 (``omnigent serve``, ``omnigent stdio``) once it is up:
@@ -43,12 +44,14 @@ not call this, and :func:`note_large_input` does nothing until it is called.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 __all__ = [
     "FULL_PASS_AFTER_BYTES",
     "FULL_PASS_EVERY",
-    "hold_full_passes",
+    "full_passes_held",
     "note_large_input",
     "settle_after_startup",
 ]
@@ -75,11 +78,19 @@ _HELD = 1_000_000
 """The third threshold while a server starts: no full pass before it settles."""
 
 
-def hold_full_passes() -> None:
-    """No full pass until :func:`settle_after_startup` (see the module): only for a
-    command that settles once its server is up."""
-    young, middle, _old = gc.get_threshold()
+@contextlib.contextmanager
+def full_passes_held() -> Iterator[None]:
+    """No full pass until :func:`settle_after_startup` (see the module), or until the
+    block ends without it (then the threshold is put back). Only for a command that
+    settles once its server is up."""
+    young, middle, old = gc.get_threshold()
     gc.set_threshold(young, middle, _HELD)
+    try:
+        yield
+    finally:
+        young, middle, now = gc.get_threshold()
+        if now == _HELD:  # never settled
+            gc.set_threshold(young, middle, old)
 
 
 def settle_after_startup() -> None:

@@ -6,6 +6,7 @@ does. Each test puts the process's collector back as it found it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import gc
 import os
@@ -20,6 +21,7 @@ import trio
 
 import omnigent
 from omnigent import _gc, _malloc
+from omnigent.cli import _main
 from omnigent.transports.acp import _stdio as stdio_module
 from omnigent.transports.http import _serve as serve_module
 from omnigent.transports.runner import RunnerSettings
@@ -73,24 +75,41 @@ def test_a_starting_server_runs_no_full_pass_until_it_settles(collector_restored
     young, middle, _ = gc.get_threshold()
     gc.callbacks.append(seen)
     try:
-        _gc.hold_full_passes()
-        assert gc.get_threshold()[:2] == (young, middle)
-        kept = [[index] for index in range(young * middle * 20)]  # a start's heap
-        assert 0 in passes and 1 in passes and 2 not in passes
-        _gc.settle_after_startup()
-        assert gc.get_threshold() == (young, middle, _gc.FULL_PASS_EVERY)
-        del kept
+        with _gc.full_passes_held():
+            assert gc.get_threshold()[:2] == (young, middle)
+            kept = [[index] for index in range(young * middle * 20)]  # a start's heap
+            assert 0 in passes and 1 in passes and 2 not in passes
+            _gc.settle_after_startup()
+            del kept
+        assert gc.get_threshold() == (young, middle, _gc.FULL_PASS_EVERY)  # kept
     finally:
         gc.callbacks.remove(seen)
+
+
+def test_a_server_that_never_settles_puts_the_full_passes_back(
+    collector_restored: None,
+) -> None:
+    """``serve --help``, a bad option, a failed start: the threshold is as it was."""
+    before = gc.get_threshold()
+    assert _main.main(["serve", "--port", "70000"]) == 2
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), _gc.full_passes_held():
+        assert gc.get_threshold()[2] != before[2]
+        raise RuntimeError("the start failed")
+    assert gc.get_threshold() == before
 
 
 def test_only_serve_holds_the_full_passes(
     monkeypatch: pytest.MonkeyPatch, collector_restored: None
 ) -> None:
-    from omnigent.cli import _main
-
     held: list[bool] = []
-    monkeypatch.setattr(_main, "hold_full_passes", lambda: held.append(True))
+
+    @contextlib.contextmanager
+    def counted() -> Iterator[None]:
+        held.append(True)
+        yield
+
+    monkeypatch.setattr(_main, "full_passes_held", counted)
     assert _main.main(["--version"]) == 0
     assert _main.main(["serve", "--port", "70000"]) == 2
     assert held == [True]

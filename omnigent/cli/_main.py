@@ -21,10 +21,11 @@ server that holds it); ``_approve``, ``_completion``, ``_servers`` (``serve``,
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 
-from .._gc import hold_full_passes
+from .._gc import full_passes_held
 from ._parser import build_parser, log_format, selected_command, verbosity
 
 __all__ = ["main"]
@@ -39,8 +40,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments after the program name; ``None`` reads ``sys.argv``.
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if selected_command(arguments) == "serve":
-        hold_full_passes()  # until the server has started and settles: see omnigent._gc
+    # A server's start: no full collection until it has settled (see omnigent._gc).
+    serving = selected_command(arguments) == "serve"
+    with full_passes_held() if serving else contextlib.nullcontext():
+        return _run(arguments)
+
+
+def _run(arguments: list[str]) -> int:
     try:
         args = build_parser(arguments).parse_args(arguments)
     except SystemExit as exc:  # --help, --version, or a usage error argparse printed
