@@ -260,25 +260,35 @@ class SessionCatalog:
 
     async def current(self, session_id: str) -> SessionSnapshot:
         """The session's snapshot now: its ``last_event_id`` covers every event
-        published before this call. Raises SessionNotFound.
+        published before this call, and its status is the status as of that id.
+        Raises SessionNotFound.
 
-        The newest id published here is read *before* the row: an event still on its
-        way to the store is counted by the bus, and once the bus has let go of the
-        session (stored, nothing in flight) the row read after it has it. Read the
-        other way round, an event stored while the row was being read was in neither.
+        The newest id published here (and the status published with it) is read
+        *before* the row: an event still on its way to the store is counted by the
+        bus, and once the bus has let go of the session (stored, nothing in flight) the
+        row read after it has it. Read the other way round, an event stored while the
+        row was being read was in neither. Status and id are always taken as a pair
+        (see :func:`_head`), never one from the bus and the other from the row.
         """
-        published = self._bus.known_last_id(session_id)
+        published = (self._bus.known_last_id(session_id), self._bus.status_of(session_id))
         return await self.snapshot(await self.row(session_id), published=published)
 
-    async def snapshot(self, row: SessionRow, *, published: int = 0) -> SessionSnapshot:
+    async def snapshot(
+        self, row: SessionRow, *, published: tuple[int, str | None] = (0, None)
+    ) -> SessionSnapshot:
         """The session's snapshot (see the module docstring for where each part is read;
-        ``published``: an event id the bus had published before ``row`` was read)."""
+        ``published``: the newest event id and status the bus had published before
+        ``row`` was read)."""
         spec = await self._specs.row_spec(row)
         harness = self._specs.harness_of(spec, row.harness_override, strict=False)
         usage = (await self._store.usage_of([row.id])).get(row.id, (Usage(), Usage()))
         if not self._ownership.owns(row.id):
             # Not held here (by another server, or by none): what the store says, and
-            # the holder's pending elicitations.
+            # the holder's pending elicitations. What this process published before
+            # the row was read is written now (or refused: a lost lease): read again,
+            # the row has what was stored of it.
+            if published[0] > row.last_event_id:
+                row = await self.find(row.id) or row
             status = SessionStatus(row.status)
             return _snapshot(
                 row,
@@ -291,14 +301,16 @@ class SessionCatalog:
                 resources=(),
                 usage=usage,
             )
+        live = (self._bus.known_last_id(row.id), self._bus.status_of(row.id))
+        last_event_id, status = _head(row, published, live)
         return _snapshot(
             row,
             spec,
-            status=SessionStatus(self._bus.status_of(row.id) or row.status),
+            status=status,
             harness=harness,
             busy=self._live.busy(row.id),
             pending=tuple(self._elicitations.pending_for(row.id)),
-            last_event_id=max(row.last_event_id, published, self._bus.known_last_id(row.id)),
+            last_event_id=last_event_id,
             resources=tuple(self._live.resources_of(row.id)),
             usage=usage,
         )
@@ -468,6 +480,30 @@ def _assistant_message(data: Any) -> bool:
     if not isinstance(data, dict):
         return False
     return data.get("type") == "message" and data.get("role") == "assistant"
+
+
+def _head(
+    row: SessionRow, published: tuple[int, str | None], live: tuple[int, str | None]
+) -> tuple[int, SessionStatus]:
+    """A snapshot's newest event id, with the session's status as of that id.
+
+    A client follows the stream after that id: a status counted in the id but not
+    shown (or shown but not counted) is one it never hears of. So each candidate is a
+    pair that belongs together, and the newest pair wins: the row's (one transaction
+    writes both); ``published``, what the bus had published before the row was read —
+    its status, or the row's when none was published since the bus read the counter
+    (the row, read after, holds every status before that); ``live``, what the bus
+    holds now, only when it knows the status it published (an id without it could
+    follow a status stored since the row was read).
+    """
+    last_event_id, status = row.last_event_id, row.status
+    published_id, published_status = published
+    if published_id > last_event_id:
+        last_event_id, status = published_id, published_status or row.status
+    live_id, live_status = live
+    if live_status is not None and live_id >= last_event_id:
+        last_event_id, status = live_id, live_status
+    return last_event_id, SessionStatus(status)
 
 
 def _snapshot(
