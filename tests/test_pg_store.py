@@ -8,6 +8,8 @@ database's own clock (``next_expiry``), never with a fixed sleep.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -397,3 +399,68 @@ async def test_garbage_collection_forgets_the_dead(pg_url: str) -> None:
         assert [c.id for c in await a.take_commands(10)] == ["cmd_2"]
         left = await a._run(lambda c: [r[0] for r in c.execute("SELECT id FROM commands")])
         assert left == []
+
+
+def _database_sockets(port: int) -> list[socket.socket]:
+    """This process's TCP sockets connected to ``port`` on the loopback (each a dup)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=os.dup(int(fd)))
+        except OSError:
+            continue  # not a socket (the dup of a plain file refuses to be one)
+        try:
+            if sock.family == socket.AF_INET and sock.getpeername() == ("127.0.0.1", port):
+                found.append(sock)
+                continue
+        except OSError:
+            pass  # not connected
+        sock.close()
+    return found
+
+
+def _keepalive_settings(sock: socket.socket) -> tuple[int, int, int, int, int]:
+    return (
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT),
+    )
+
+
+async def test_every_connection_notices_a_silent_database(
+    pg_cluster: PgCluster, pg_url: str
+) -> None:
+    # A partition gives no reset: without keepalives a statement abandoned at its
+    # deadline would wait on its socket for the system's default of hours, holding its
+    # pool slot, and the listener's ping would never return. Every connection — the
+    # pool's and the listener's — has them, as the kernel reports its sockets.
+    with trio.fail_after(30):
+        async with (
+            member(pg_url, "inst_a") as store,
+            store.open_listener([EVENTS_CHANNEL]) as notes,
+        ):
+            assert await notes.receive() == Notification("")
+            await store.get_session("s_none")  # a pooled connection in use
+            sockets = _database_sockets(pg_cluster.port)
+            try:
+                assert len(sockets) >= 2  # the pool's (at least one) and the listener's
+                assert {_keepalive_settings(s) for s in sockets} == {(1, 10, 5, 3, 25000)}
+            finally:
+                for sock in sockets:
+                    sock.close()
+
+
+async def test_the_url_s_own_connection_settings_win(pg_cluster: PgCluster, pg_url: str) -> None:
+    with trio.fail_after(30):
+        url = f"{pg_url}?keepalives_idle=42&tcp_user_timeout=9000"
+        async with open_postgres_store(url) as store:
+            await store.get_session("s_none")
+            sockets = _database_sockets(pg_cluster.port)
+            try:
+                assert sockets
+                assert {_keepalive_settings(s) for s in sockets} == {(1, 42, 5, 3, 9000)}
+            finally:
+                for sock in sockets:
+                    sock.close()

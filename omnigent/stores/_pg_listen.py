@@ -24,9 +24,9 @@ from contextlib import asynccontextmanager
 import psycopg
 import trio
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from ._cluster import Notification
+from ._pg_conninfo import connection_info
 
 __all__ = ["PING_INTERVAL", "open_listener"]
 
@@ -51,7 +51,7 @@ async def open_listener(
         psycopg.OperationalError: the first connection failed.
     """
     send, receive = trio.open_memory_channel[Notification](_BUFFER)
-    conninfo = make_conninfo(url, connect_timeout=5)
+    conninfo = connection_info(url)
     first = await _connect(conninfo, channels)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_listen, conninfo, channels, first, send)

@@ -55,13 +55,14 @@ from typing import TypeVar
 import attrs
 import psycopg
 import trio
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import BadRequest, RuntimeClosed, StoreTimeout, StoreUnavailable
 from ._pg_agents import AgentsMixin
 from ._pg_base import Conn
 from ._pg_cluster import ClusterMixin
+from ._pg_conninfo import CONNECT_TIMEOUT, connection_info
 from ._pg_extras import ExtrasMixin
 from ._pg_log import LogMixin
 from ._pg_schema import MIGRATION_LOCK, MIGRATIONS
@@ -89,7 +90,6 @@ _POOL_SIZE = 8
 #: one batch in flight; the second lets its retry start while an attempt it gave up
 #: still holds the first (a thread keeps its limiter token until it ends).
 EVENT_CONNECTIONS = 2
-_CONNECT_TIMEOUT = 5
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 1.0
 # How long a cancelled call waits for the server to take its cancel request.
@@ -387,7 +387,7 @@ async def open_postgres_store(
     exits, however it exits.
     """
     try:
-        conninfo = make_conninfo(url, connect_timeout=_CONNECT_TIMEOUT)
+        conninfo = connection_info(url)
     except psycopg.ProgrammingError as exc:
         raise BadRequest(f"invalid PostgreSQL URL: {exc}") from None
     pool: ConnectionPool[Conn] = ConnectionPool(
@@ -397,7 +397,7 @@ async def open_postgres_store(
         open=False,
         kwargs={"autocommit": True},
         configure=partial(_configure, timeout=timeout),
-        timeout=_CONNECT_TIMEOUT,
+        timeout=CONNECT_TIMEOUT,
         reconnect_timeout=3600.0,
         name="omnigent",
     )
@@ -415,7 +415,7 @@ async def open_postgres_store(
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else None
         raise StoreUnavailable(location, reason) from exc
     try:
-        await trio.to_thread.run_sync(lambda: pool.open(wait=True, timeout=_CONNECT_TIMEOUT))
+        await trio.to_thread.run_sync(lambda: pool.open(wait=True, timeout=CONNECT_TIMEOUT))
     except BaseException as exc:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(pool.close)
