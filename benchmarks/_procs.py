@@ -7,7 +7,8 @@ shares a Python interpreter (or its GIL) with the client measuring it.
 Profiling: with ``OMNIGENT_BENCH_PROFILE=DIR`` in the environment, every ``omnigent
 serve`` a benchmark starts is sampled by ``py-spy`` (the ``bench`` extra) from the
 moment it is ready until it ends, and its flame graph is written to
-``DIR/serve-PID.svg`` — the server alone, not the client or the model measuring it.
+``DIR/serve-PID.svg`` — the server alone, not the client or the model measuring it
+(``OMNIGENT_BENCH_PROFILE_RATE``: samples per second, 200 by default).
 Timings taken meanwhile are the profiled server's, so read them as such.
 """
 
@@ -30,6 +31,7 @@ from omnigent.stores import SessionRow
 HERE = Path(__file__).parent
 OMNIGENT = [sys.executable, "-m", "omnigent"]
 PROFILE_DIR = os.environ.get("OMNIGENT_BENCH_PROFILE")
+PROFILE_RATE = os.environ.get("OMNIGENT_BENCH_PROFILE_RATE", "200")  # samples per second
 _SERVE_MARKER = "omnigent serving on "
 
 
@@ -96,7 +98,7 @@ async def _sample(pid: int, into: trio.Path) -> trio.Process:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     await into.mkdir(parents=True, exist_ok=True)
     svg = into / f"serve-{pid}.svg"
-    argv = [py_spy, "record", "--pid", str(pid), "--rate", "200", "--gil"]
+    argv = [py_spy, "record", "--pid", str(pid), "--rate", PROFILE_RATE, "--gil"]
     argv += ["--format", "flamegraph"]
     return await trio.lowlevel.open_process(
         [*argv, "--output", str(svg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

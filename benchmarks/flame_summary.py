@@ -11,6 +11,7 @@ frames that were running — their exclusive share, so the two can be quoted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import re
 from collections import defaultdict
@@ -64,4 +65,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with contextlib.suppress(BrokenPipeError):  # piped into head
+        main()
