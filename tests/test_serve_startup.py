@@ -6,8 +6,9 @@ first ``/v1/ws`` socket), the OpenAPI document and the MCP endpoint (their first
 request), PyYAML (the first YAML read), the model client's transport (httpcore, the
 CA certificates: the first model call), the sandbox (the first sandboxed command,
 terminal, MCP server or session), the runner itself (the server imports only
-the link's wire, :mod:`omnigent.link`), the command line's client and turn modules
-(never, under ``serve``).
+the link's wire, :mod:`omnigent.link`), JSON-RPC and the server's side of a runner's
+work (:mod:`omnigent.transports.runner.remote`: the first runner that connects), the
+command line's client and turn modules (never, under ``serve``).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
 once it listens, and lists what was imported by then, so a module-level import that
 drags one of them back in fails here rather than silently slowing every start.
@@ -47,12 +48,14 @@ DEFERRED = (
     "omnigent.harnesses.pi",
     "omnigent.harnesses.scripted",
     "omnigent.processes.sandbox",
+    "omnigent.rpc",
     "omnigent.runner",
     "omnigent.spec._yaml_loader",
     "omnigent.transports.acp",
     "omnigent.transports.http._answers",
     "omnigent.transports.http._openapi",
     "omnigent.transports.mcp",
+    "omnigent.transports.runner.remote",
     "certifi",
     "httpcore",
     "prometheus_client",

@@ -26,13 +26,15 @@ import enum
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-from ..rpc import ConnectionClosed
 from ._protocol import ACK, CLOSE, DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT
 from ._resume import MAX_UNACKED_BYTES, MAX_UNACKED_MESSAGES, Outbox, ResumeRefused
+
+if TYPE_CHECKING:
+    from ..rpc import ConnectionClosed
 
 __all__ = ["ACK_EVERY", "Link", "LinkState", "Transport"]
 
@@ -42,6 +44,16 @@ ACK_EVERY = 64
 """Messages received between two acknowledgements (besides the heartbeat's)."""
 _INBOUND = 64
 _CLOSE_TIMEOUT = 1.0
+
+
+def _ended() -> ConnectionClosed:
+    """:class:`~omnigent.rpc.ConnectionClosed` for a link that has ended. JSON-RPC is
+    imported here, by the first link to end, not with the link's module: the link's
+    package is the runner protocol's front, which a server loads before its first
+    answer and JSON-RPC is not (issue 32)."""
+    from ..rpc import ConnectionClosed
+
+    return ConnectionClosed("the runner link has ended")
 
 
 class Transport(Protocol):
@@ -176,14 +188,14 @@ class Link:
         """
         while True:
             if self.closed:
-                raise ConnectionClosed("the runner link has ended")
+                raise _ended()
             if self._outbox.has_room():
                 break
             self._room = trio.Event() if self._room.is_set() else self._room
             await self._room.wait()
         async with self._wire:
             if self.closed:
-                raise ConnectionClosed("the runner link has ended")
+                raise _ended()
             self._outbox.push(text)
             wired = self._wired
             if wired is not None:
@@ -215,7 +227,7 @@ class Link:
         """
         if self.closed:
             await _close_quietly(transport)
-            raise ConnectionClosed("the runner link has ended")
+            raise _ended()
         previous = self._attached
         if previous is not None:
             previous[1].cancel()
@@ -244,7 +256,7 @@ class Link:
             with trio.CancelScope(shield=True):
                 await _close_quietly(transport)
         if self.closed:
-            raise ConnectionClosed("the runner link has ended")
+            raise _ended()
 
     async def _start(self, transport: Transport, peer_received: int) -> None:
         async with self._wire:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from .._ids import RUNNER_ID_PATTERN, runner_id_problem
-from ..rpc import INVALID_PARAMS, RpcError
+
+if TYPE_CHECKING:
+    from ..rpc import RpcError
 
 __all__ = [
     "ACK",
@@ -102,6 +104,10 @@ def check_name(name: str) -> str | None:
 
 
 def _invalid(loc: str, msg: str) -> RpcError:
+    # JSON-RPC is imported by the first error, not with the protocol's names: a server
+    # that no runner reaches never loads it before its first answer (issue 32).
+    from ..rpc import INVALID_PARAMS, RpcError
+
     return RpcError(INVALID_PARAMS, f"Invalid params: {loc} {msg}", {"loc": loc})
 
 
@@ -205,6 +211,8 @@ class Welcome:
 
 def mismatch(theirs: object) -> RpcError:
     """The error for a peer that speaks another protocol version."""
+    from ..rpc import RpcError
+
     return RpcError(
         PROTOCOL_MISMATCH,
         f"runner protocol {theirs!r} is not spoken here (this side speaks "

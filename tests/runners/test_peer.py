@@ -14,7 +14,7 @@ from omnigent.errors import BudgetExceeded
 from omnigent.harnesses.base import MemoryHarnessState
 from omnigent.model import Usage
 from omnigent.rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
-from omnigent.transports.runner import RunnerPeer, ServedTurn
+from omnigent.transports.runner.remote import RunnerPeer, ServedTurn
 
 
 class Ctx:

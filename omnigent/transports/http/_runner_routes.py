@@ -20,26 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 from quart import Blueprint, Quart, current_app, websocket
 
 from ...errors import InvalidInput, RunnerNameTaken, Unauthorized
 from ...link import CONNECT_PATH, ERROR_CODE, INITIALIZE, Welcome, check_name, parse_hello
-from ...rpc import (
-    INVALID_REQUEST,
-    ConnectionClosed,
-    Request,
-    RpcError,
-    decode,
-    encode,
-    error_response,
-    response,
-)
 from ..runner import RunnerHub
 from ._params import AppState, owner, state
 from ._websocket import QuartWebSocketStream
+
+if TYPE_CHECKING:
+    from ...rpc import RpcError
 
 __all__ = ["blueprint", "install_runner_socket"]
 
@@ -155,6 +148,18 @@ def install_runner_socket(app: Quart) -> None:
 
 async def _serve(hub: RunnerHub, name: str, transport: _Transport) -> None:
     """Read ``initialize``, answer it, and carry the runner's link until the socket drops."""
+    # JSON-RPC is imported by the first runner that connects: a server no runner
+    # reaches answers without it (issue 32).
+    from ...rpc import (
+        INVALID_REQUEST,
+        ConnectionClosed,
+        Request,
+        RpcError,
+        decode,
+        encode,
+        response,
+    )
+
     with trio.move_on_after(_HANDSHAKE_TIMEOUT):
         first = await transport.receive()
     message = decode(first) if first is not None else None
@@ -186,6 +191,8 @@ async def _serve(hub: RunnerHub, name: str, transport: _Transport) -> None:
 
 
 async def _refuse(transport: _Transport, request_id: Any, error: RpcError) -> None:
+    from ...rpc import ConnectionClosed, encode, error_response
+
     answer = error_response(request_id, error.code, error.message, error.data)
     with contextlib.suppress(ConnectionClosed):
         await transport.send(encode(answer))

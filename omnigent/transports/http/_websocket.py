@@ -52,7 +52,6 @@ from quart import Quart, current_app, websocket
 from ...core import Agent, Runtime
 from ...errors import AgentNotFound, CrossSiteRequest, InvalidInput, Unauthorized
 from ...link import check_name
-from ...rpc import ConnectionClosed
 from ._fence import Fence, own_scheme
 from ._params import IDENTITY_HEADER, AppState
 
@@ -128,6 +127,10 @@ class QuartWebSocketStream:
         try:
             await self._ws.send(text)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            # Imported here, not with the routes: a server's first answer does without
+            # JSON-RPC (issue 32); a socket that carries messages has it already.
+            from ...rpc import ConnectionClosed
+
             raise ConnectionClosed(str(exc)) from exc
 
 

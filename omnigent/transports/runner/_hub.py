@@ -20,6 +20,7 @@ import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -29,11 +30,11 @@ from ..._ids import new_id, now
 from ...errors import RunnerNameTaken, RunnerOffline
 from ...harnesses.base import Harness, HarnessEnv
 from ...link import DEFAULT_HEARTBEAT, DEFAULT_TIMEOUT, Hello, Link, Transport, Welcome
-from ...rpc import RpcConnection
 from ...spec import AgentSpec
-from ._mcp import RemoteMcp
-from ._peer import RunnerPeer
-from ._proxy import RunnerHarness, RunnerWorkplace
+
+if TYPE_CHECKING:
+    from ...rpc import RpcConnection
+    from .remote import RemoteMcp, RunnerPeer, RunnerWorkplace
 
 __all__ = [
     "DEFAULT_RUNNER_WAIT",
@@ -227,6 +228,11 @@ class RunnerHub:
         await link.attach(transport, hello.received if resumed else 0, welcome=welcome)
 
     def _start(self, runner_id: str) -> ConnectedRunner:
+        # The runner's side of the work, and JSON-RPC under it, are imported by the first
+        # runner that connects: a server no runner reaches answers without them (issue 32).
+        from ...rpc import RpcConnection
+        from .remote import RunnerPeer
+
         link = Link(new_id("link"), heartbeat=self.heartbeat, timeout=self.timeout)
         peer = RunnerPeer(runner_id, self._mcp_session)
         connection = RpcConnection(
@@ -277,6 +283,8 @@ class RunnerHub:
 
     def harness(self, runner_id: str, env: HarnessEnv, agent_id: str) -> Harness:
         """The server-side harness of a session bound to ``runner_id``."""
+        from .remote import RunnerHarness
+
         return RunnerHarness(self, runner_id, env, agent_id)
 
     def workplace(
@@ -284,6 +292,8 @@ class RunnerHub:
     ) -> RunnerWorkplace:
         """Where that session's OS tools, terminals and stdio MCP servers run: on its
         runner."""
+        from .remote import RunnerWorkplace
+
         return RunnerWorkplace(self, runner_id, session_id, spec, agent_id)
 
     @property

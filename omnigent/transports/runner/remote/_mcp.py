@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...errors import RunnerDisconnected, RunnerFailed, RunnerOffline
-from ...harnesses.base import ToolSchema
-from ...link import ERROR_CODE, MCP_FAILED, turn_failure
-from ...model import ElicitationParams
-from ...rpc import ConnectionClosed, RpcError
-from ...spec import AgentSpec
+from ....errors import RunnerDisconnected, RunnerFailed, RunnerOffline
+from ....harnesses.base import ToolSchema
+from ....link import ERROR_CODE, MCP_FAILED, turn_failure
+from ....model import ElicitationParams
+from ....rpc import ConnectionClosed, RpcError
+from ....spec import AgentSpec
 
 if TYPE_CHECKING:
-    from ...core.tools import McpAsk
-    from ._hub import RunnerHub
+    from ....core.tools import McpAsk
+    from .._hub import RunnerHub
 
 __all__ = ["RemoteMcp"]
 

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...link import ERROR_CODE, PANE_FAILED
-from ...rpc import ConnectionClosed, RpcError
-from ...tools import ToolError
-from ...tools.terminals import NewPane, TmuxFailed, TmuxUnavailable
+from ....link import ERROR_CODE, PANE_FAILED
+from ....rpc import ConnectionClosed, RpcError
+from ....tools import ToolError
+from ....tools.terminals import NewPane, TmuxFailed, TmuxUnavailable
 
 if TYPE_CHECKING:
-    from ._hub import RunnerHub
+    from .._hub import RunnerHub
 
 __all__ = ["RemotePanes"]
 

@@ -27,10 +27,10 @@ import attrs
 import outcome
 import trio
 
-from ...errors import BudgetExceeded, InvalidInput
-from ...harnesses.base import HarnessState, TurnContext
-from ...link import field, optional_str
-from ...model import (
+from ....errors import BudgetExceeded, InvalidInput
+from ....harnesses.base import HarnessState, TurnContext
+from ....link import field, optional_str
+from ....model import (
     ElicitationParams,
     Item,
     MessageItem,
@@ -44,8 +44,8 @@ from ...model import (
     structure,
     unstructure,
 )
-from ...observability import Carrier, continued
-from ...rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Admit, RpcError
+from ....observability import Carrier, continued
+from ....rpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, Admit, RpcError
 
 __all__ = ["McpElicit", "RunnerPeer", "ServedTurn"]
 

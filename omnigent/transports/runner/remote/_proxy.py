@@ -26,21 +26,21 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
-from ..._ids import new_id
-from ...errors import RunnerDisconnected, RunnerFailed, RunnerOffline
-from ...harnesses.base import HarnessEnv, TurnContext, TurnRequest
-from ...link import TURN_FAILED, turn_failure
-from ...model import Item, unstructure
-from ...observability import carrier
-from ...rpc import ConnectionClosed, RpcError
-from ...spec import AgentSpec
+from ...._ids import new_id
+from ....errors import RunnerDisconnected, RunnerFailed, RunnerOffline
+from ....harnesses.base import HarnessEnv, TurnContext, TurnRequest
+from ....link import TURN_FAILED, turn_failure
+from ....model import Item, unstructure
+from ....observability import carrier
+from ....rpc import ConnectionClosed, RpcError
+from ....spec import AgentSpec
 from ._mcp import RemoteMcp
 from ._panes import RemotePanes
 from ._peer import ServedTurn
 
 if TYPE_CHECKING:
-    from ...core.tools import McpAsk
-    from ._hub import ConnectedRunner, RunnerHub
+    from ....core.tools import McpAsk
+    from .._hub import ConnectedRunner, RunnerHub
 
 __all__ = ["RunnerHarness", "RunnerWorkplace", "encode_request"]
 
