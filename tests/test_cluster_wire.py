@@ -21,7 +21,7 @@ import trio
 import omnigent
 from omnigent.core.asking import Resolution
 from omnigent.core.cluster import WIRE_VERSION, CallWire, Moved
-from omnigent.core.runtime import _placed as placed
+from omnigent.core.runtime import _placed_calls as placed
 from omnigent.errors import InternalError, InvalidInput, SessionNotFound
 from omnigent.model import (
     ElicitationParams,

@@ -47,7 +47,6 @@ from ..tools import PolicyFunctions, Runners
 from ..work import recover_work
 from ._inputs import MAX_MESSAGE_BYTES
 from ._options import runtime_options
-from ._placed import PLACED_WIRE
 from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
 
@@ -362,6 +361,8 @@ async def _open_ownership(
         yield SoloOwnership(name)
         return
     shared: SharedStore = store  # type: ignore[assignment]  # cluster_of said so
+    from ._placed_calls import PLACED_WIRE  # only a cluster member sends calls as JSON
+
     async with open_shared_ownership(shared, PLACED_WIRE, name, ttl=lease_ttl) as ownership:
         yield ownership
 
