@@ -9,7 +9,9 @@ terminal, MCP server or session), the runner itself (the server imports only
 the link's wire, :mod:`omnigent.link`), JSON-RPC and the server's side of a runner's
 work (:mod:`omnigent.transports.runner.remote`: the first runner that connects), the
 command line's client and turn modules (never, under ``serve``), the placed calls'
-classes (:mod:`omnigent.core.runtime._placed_calls`: the first call on live work).
+classes (:mod:`omnigent.core.runtime._placed_calls`: the first call on live work), the
+shared ownership of a cluster store (:mod:`omnigent.core.cluster.shared`: never on
+SQLite), ``gzip`` (the console's first page).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
 once it listens, and lists what was imported by then, so a module-level import that
 drags one of them back in fails here rather than silently slowing every start.
@@ -36,6 +38,7 @@ from omnigent.transports.http import create_app
 # Imported on first use, never before the first answer of a plain ``serve``.
 DEFERRED = (
     "omnigent.client",
+    "omnigent.core.cluster.shared",
     "omnigent.core.runtime._placed_calls",
     "omnigent.cli._records",
     "omnigent.cli._run",
@@ -59,6 +62,7 @@ DEFERRED = (
     "omnigent.transports.mcp",
     "omnigent.transports.runner.remote",
     "certifi",
+    "gzip",
     "httpcore",
     "prometheus_client",
     "trio_websocket",

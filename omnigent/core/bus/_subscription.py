@@ -3,8 +3,8 @@
 A subscriber replays from the store, then tails live, with no gap and no duplicate: it
 registers for live delivery *before* its last store read and skips anything at or below
 the last id it yielded; an id skipped in live delivery (another server wrote it, see
-:mod:`omnigent.core.cluster._remote_feed`) sends it back to the store, which has it. A
-subscriber that falls behind is detached by the bus rather than allowed to block the
+:mod:`omnigent.core.cluster.shared._remote_feed`) sends it back to the store, which has
+it. A subscriber that falls behind is detached by the bus rather than allowed to block the
 writer; its iterator notices and resumes from the store where it stopped, so it never
 loses an event.
 

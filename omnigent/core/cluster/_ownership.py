@@ -5,7 +5,7 @@ implementations:
 
 * :class:`SoloOwnership` — one process owns its database (SQLite, or memory): it
   owns every session, always. Every call is trivial and nothing is ever forwarded.
-* :class:`~._shared.SharedOwnership` — several servers share one database
+* :class:`~.shared.SharedOwnership` — several servers share one database
   (PostgreSQL): a session *tree* (a root session and its descendants) runs on exactly
   one server at a time, under a lease row in the database.
 
@@ -34,6 +34,8 @@ released.
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
@@ -41,10 +43,26 @@ import attrs
 if TYPE_CHECKING:
     from ._calls import Call
 
-__all__ = ["Elsewhere", "Moved", "Ownership", "SoloOwnership", "Tenure"]
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "Elsewhere",
+    "Moved",
+    "Ownership",
+    "SoloOwnership",
+    "Tenure",
+    "default_server_name",
+]
 
 
 T = TypeVar("T")
+
+DEFAULT_LEASE_TTL = 10.0
+"""Seconds a lease lasts unrenewed when servers share a database (``open_runtime(lease_ttl=)``)."""
+
+
+def default_server_name() -> str:
+    """``HOST:PID``: what ``serve`` calls itself without ``--server-id``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Elsewhere(Exception):

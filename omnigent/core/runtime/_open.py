@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 import trio
@@ -32,23 +32,16 @@ from ...spec import PolicySpec
 from ...stores import Store, cluster_of, open_store
 from ...tools.terminals import TmuxServer, open_tmux_server
 from ..bus import EventBus, SessionChanges
-from ..cluster import (
-    DEFAULT_LEASE_TTL,
-    Member,
-    Ownership,
-    RemoteFeed,
-    SharedOwnership,
-    SharedStore,
-    SoloOwnership,
-    default_server_name,
-    open_shared_ownership,
-)
+from ..cluster import DEFAULT_LEASE_TTL, Ownership, SoloOwnership, default_server_name
 from ..tools import PolicyFunctions, Runners
 from ..work import recover_work
 from ._inputs import MAX_MESSAGE_BYTES
 from ._options import runtime_options
 from ._recovery import recover
 from ._runtime import Runtime, RuntimeState
+
+if TYPE_CHECKING:
+    from ..cluster.shared import SharedOwnership
 
 __all__ = ["open_runtime"]
 
@@ -258,8 +251,9 @@ async def open_runtime(
                     )
                     # This server's runner links, published for the others (PostgreSQL).
                     await services.start(rt._runners.run)
-                    if isinstance(ownership, SharedOwnership):
-                        await _join(rt, store, bus, ownership, services)
+                    if ownership.shared:
+                        shared = cast("SharedOwnership", ownership)
+                        await _join(rt, store, bus, shared, services)
                     elif exclusive:
                         resumption = await recover(store, bus)
                         # Sub-agent work a previous process left open: settled from
@@ -360,8 +354,12 @@ async def _open_ownership(
     if not exclusive or cluster_of(store) is None:
         yield SoloOwnership(name)
         return
+    # Shared ownership, and the placed calls as JSON, are imported by a runtime on a
+    # cluster store only: a server on SQLite answers without them (issue 32).
+    from ..cluster.shared import SharedStore, open_shared_ownership
+    from ._placed_calls import PLACED_WIRE
+
     shared: SharedStore = store  # type: ignore[assignment]  # cluster_of said so
-    from ._placed_calls import PLACED_WIRE  # only a cluster member sends calls as JSON
 
     async with open_shared_ownership(shared, PLACED_WIRE, name, ttl=lease_ttl) as ownership:
         yield ownership
@@ -379,6 +377,8 @@ async def _join(
     Then recovers what dead servers left (the first sweep), as a lone process does
     at start.
     """
+    from ..cluster.shared import Member, RemoteFeed
+
     feed = RemoteFeed(store, bus, ownership.instance, ownership.owns)
     await services.start(feed.run)
 

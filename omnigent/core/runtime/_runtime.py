@@ -31,7 +31,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 import attrs
 import httpx
@@ -92,15 +92,7 @@ from ..asking import (
     check_content,
 )
 from ..bus import EventBus, SessionChanges, SessionWatch, Subscription
-from ..cluster import (
-    Elsewhere,
-    Moved,
-    Ownership,
-    RunnerDirectory,
-    RunnerLink,
-    SharedOwnership,
-    Tenure,
-)
+from ..cluster import Elsewhere, Moved, Ownership, RunnerDirectory, RunnerLink, Tenure
 from ..session import HistoryCache, TurnEvents
 from ..tools import (
     ClientTool,
@@ -150,6 +142,7 @@ from ._tuning import SessionTuning
 
 if TYPE_CHECKING:
     from ...processes import ProcessManager, ProcessTrees
+    from ..cluster.shared import SharedOwnership
 
 __all__ = ["Runtime", "RuntimeState"]
 
@@ -278,11 +271,11 @@ class Runtime(metaclass=_NoPublicConstructor):
         )
         # Where runners are connected; with several servers, a runner-bound tree nobody
         # holds is taken by its runner's server (core/cluster/_runner_directory).
-        shared = ownership if isinstance(ownership, SharedOwnership) else None
+        shared = ownership.shared
         self._runners = RunnerDirectory(
             links=options.runners,
             server=ownership.server_name,
-            store=cluster_of(store) if shared is not None else None,
+            store=cluster_of(store) if shared else None,
             runner_of=self._runner_of,
         )
         # Live work: what session actors run, and the actors.
@@ -357,7 +350,7 @@ class Runtime(metaclass=_NoPublicConstructor):
         # Calls on live work run where the session's tree is held (see _ownership).
         self._placed = PlacedCalls(
             ownership=ownership,
-            placement=self._runners if shared is not None and options.runners else None,
+            placement=self._runners if shared and options.runners else None,
             live=live,
             elicitations=self._elicitations,
             sessions=self._sessions,
@@ -452,10 +445,10 @@ class Runtime(metaclass=_NoPublicConstructor):
         On a database one process owns (SQLite, memory) that is this process alone.
         """
         self._open()
-        if not isinstance(self._ownership, SharedOwnership):
+        if not self._ownership.shared:
             sessions = len(self._live.actors)
             return [ServerInfo(self.server_id, self._started_at, sessions)]
-        rows = await self._ownership.servers()
+        rows = await cast("SharedOwnership", self._ownership).servers()
         return [ServerInfo(r.name, r.started_at, r.sessions) for r in rows]
 
     async def list_runners(self) -> list[RunnerLink]:

@@ -19,7 +19,6 @@ shown with a stale script.
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 from collections.abc import Callable
 from importlib import resources
@@ -75,6 +74,8 @@ class ConsoleAssets:
 @functools.cache
 def load_assets() -> ConsoleAssets:
     """Read the console's files from the package (once per process: they never change)."""
+    import gzip  # the first page's, not the server's start (issue 32)
+
     root = resources.files(__package__ or "omnigent.transports.http").joinpath("console")
     files: dict[str, Asset] = {}
     pending = [(root, "")]

@@ -27,8 +27,8 @@ from typing import Protocol
 
 import trio
 
-from ...model import Event, event_from_dict
-from ...stores import Store
+from ....model import Event, event_from_dict
+from ....stores import Store
 
 __all__ = ["RemoteFeed", "RemoteTarget"]
 

@@ -3,7 +3,7 @@
 :class:`HeldTrees` is the local bookkeeping of a :class:`~._shared.SharedOwnership`,
 apart from claiming leases and the background tasks that keep them: which trees are
 held here and which sessions belong to each (so an actor can start without a store
-read), how many tenures (:class:`~._ownership.Tenure`) are out on each, the release of a
+read), how many tenures (:class:`~.._ownership.Tenure`) are out on each, the release of a
 tree's lease row after the last one is given back (in a task of the ownership's
 nursery, since ``Tenure.release`` is synchronous), and forgetting a tree — telling
 its owner through the callbacks it was made with — when it is let go or lost.
@@ -22,8 +22,8 @@ from typing import Protocol
 import attrs
 import trio
 
-from ...stores import ClusterStore, Store
-from ._ownership import Tenure
+from ....stores import ClusterStore, Store
+from .._ownership import Tenure
 
 __all__ = ["HeldTree", "HeldTrees", "SharedStore"]
 
@@ -171,7 +171,7 @@ class HeldTrees:
             done.set()
 
     async def settled(self, root_id: str) -> None:
-        """See :meth:`~._ownership.Ownership.settled`."""
+        """See :meth:`~.._ownership.Ownership.settled`."""
         done = self._letting_go.get(root_id)
         if done is not None:
             await done.wait()

@@ -9,8 +9,8 @@ notification, and every lease time in any case — and runs each call in its own
 row. A forwarding caller that is cancelled posts a ``cancel`` command, which cancels
 that call's task on the holder.
 
-A command row carries a typed :class:`~._calls.Call` as the JSON text its
-:class:`~._calls.CallWire` makes of it (its ``kind`` is the call's name), and a reply
+A command row carries a typed :class:`~.._calls.Call` as the JSON text its
+:class:`~.._calls.CallWire` makes of it (its ``kind`` is the call's name), and a reply
 row the answer's; this is the only place the cluster's calls are serialised.
 """
 
@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from ..._ids import new_id
-from ...errors import InternalError, OmnigentError, OwnerUnavailable
-from ...stores import ClusterStore, CommandRow
-from ._calls import Call, CallWire
-from ._ownership import Elsewhere, Moved
+from ...._ids import new_id
+from ....errors import InternalError, OmnigentError, OwnerUnavailable
+from ....stores import ClusterStore, CommandRow
+from .._calls import Call, CallWire
+from .._ownership import Elsewhere, Moved
 
 __all__ = ["CommandChannel", "Serve"]
 

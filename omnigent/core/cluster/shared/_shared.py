@@ -1,8 +1,8 @@
 """Shared ownership: several servers on one database, each session tree on one of them.
 
-:class:`SharedOwnership` implements :class:`~._ownership.Ownership` over a
+:class:`SharedOwnership` implements :class:`~.._ownership.Ownership` over a
 :class:`~omnigent.stores.ClusterStore`. A tree is held here while any
-:class:`~._ownership.Tenure` on it is out; the lease row is claimed on the first and
+:class:`~.._ownership.Tenure` on it is out; the lease row is claimed on the first and
 released after the last. It is composed of parts with one job each, made in its
 constructor: :class:`~._trees.HeldTrees` (which trees are held here, their tenures, the
 let-go after the last) and :class:`~._command_rows.CommandChannel` (calls forwarded to
@@ -46,19 +46,18 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from ...errors import Conflict
-from ...stores import (
+from ....errors import Conflict
+from ....stores import (
     COMMANDS_CHANNEL,
     EVENTS_CHANNEL,
     ServerRow,
 )
-from ._calls import Call, CallWire
+from .._calls import Call, CallWire
+from .._ownership import DEFAULT_LEASE_TTL, Elsewhere, Moved, Tenure, default_server_name
 from ._command_rows import CommandChannel
-from ._ownership import Elsewhere, Moved, Tenure
 from ._trees import HeldTree, HeldTrees, SharedStore
 
 __all__ = [
-    "DEFAULT_LEASE_TTL",
     "Member",
     "SharedOwnership",
     "SharedStore",
@@ -67,7 +66,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL = 10.0
 _GC_EVERY = 300.0
 _GC_AGE = 3600.0
 
@@ -321,11 +319,6 @@ class SharedOwnership:
     async def servers(self) -> list[ServerRow]:
         """The live servers sharing the database (``GET /v1/servers``)."""
         return await self._store.live_servers()
-
-
-def default_server_name() -> str:
-    """``HOST:PID``: what ``serve`` calls itself without ``--server-id``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @asynccontextmanager
