@@ -11,7 +11,8 @@ work (:mod:`omnigent.transports.runner.remote`: the first runner that connects),
 command line's client and turn modules (never, under ``serve``), the placed calls'
 classes (:mod:`omnigent.core.runtime._placed_calls`: the first call on live work), the
 shared ownership of a cluster store (:mod:`omnigent.core.cluster.shared`: never on
-SQLite), ``gzip`` (the console's first page).
+SQLite), ``gzip`` (the console's first page), the routes' request bodies
+(:mod:`omnigent.transports.http._bodies`: each route's first request).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
 once it listens, and lists what was imported by then, so a module-level import that
 drags one of them back in fails here rather than silently slowing every start.
@@ -58,6 +59,7 @@ DEFERRED = (
     "omnigent.spec._yaml_loader",
     "omnigent.transports.acp",
     "omnigent.transports.http._answers",
+    "omnigent.transports.http._bodies",
     "omnigent.transports.http._openapi",
     "omnigent.transports.mcp",
     "omnigent.transports.runner.remote",

@@ -15,9 +15,8 @@ other sessions.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import attrs
 from quart import Blueprint
 
 from ...core import ResolveResult
@@ -36,17 +35,11 @@ blueprint = Blueprint("omnigent_elicitations", __name__)
 PREVIEW_CHARS = 500
 
 
-@attrs.frozen
-class ResolveBody:
-    """MCP's ``ElicitationResult``: ``{action, content?}`` (strict: no other keys)."""
-
-    action: Literal["accept", "decline", "cancel"]
-    content: Any = None
-
-
 @blueprint.post("/sessions/<session_id>/elicitations/<elicitation_id>/resolve")
 async def resolve(session_id: str, elicitation_id: str) -> tuple[dict[str, Any], int]:
     await session_access(session_id, EDIT)
+    from ._bodies import ResolveBody  # the first request's: see _bodies
+
     body = await structured_body(ResolveBody)
     resolved = await state().runtime.resolve_elicitation(
         session_id, elicitation_id, body.action, body.content

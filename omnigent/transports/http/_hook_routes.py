@@ -25,29 +25,27 @@ elicitation is withdrawn the same way.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
 from quart import Blueprint
 
-from ...core import Resolution, WirePolicyEvent, parse_policy_event
+from ...core import Resolution, parse_policy_event
 from ...errors import InvalidInput, OmnigentError, RuntimeClosed
-from ...model import ElicitationParams, elicitation_params, structure, wire_as, wire_schema
+from ...model import ElicitationParams, elicitation_params, structure
 from ._access import EDIT, session_access
 from ._params import json_body, state
 
 if TYPE_CHECKING:
     from ._answers import ClaudeHookAnswer
+    from ._bodies import PermissionRequestBody
 
 
 __all__ = [
     "CODEX_COMMAND_PHASE",
     "CODEX_FILE_CHANGE_PHASE",
     "PERMISSION_REQUEST_PHASE",
-    "CodexRequestBody",
-    "PermissionRequestBody",
-    "PolicyEvaluationBody",
     "blueprint",
     "claude_decision",
     "codex_params",
@@ -65,25 +63,9 @@ _CODEX_PHASES = {
     "item/commandExecution/requestApproval": CODEX_COMMAND_PHASE,
     "item/fileChange/requestApproval": CODEX_FILE_CHANGE_PHASE,
 }
-_NON_EMPTY = wire_schema({"minLength": 1})
 
 
 # -- Claude Code ---------------------------------------------------------------------
-
-
-@attrs.frozen
-class PermissionRequestBody:
-    """Claude Code's ``PermissionRequest`` hook input; the other keys it sends are ignored.
-
-    Claude Code adds keys over time (``session_id``, ``transcript_path``, ``cwd``,
-    ``permission_suggestions``, …), so the body is open: only these are read.
-    """
-
-    wire_open: ClassVar[bool] = True
-
-    tool_name: str = attrs.field(metadata=_NON_EMPTY)
-    tool_input: dict[str, Any]
-    hook_event_name: Literal["PermissionRequest"] = "PermissionRequest"
 
 
 @blueprint.post("/sessions/<session_id>/hooks/permission-request")
@@ -104,6 +86,8 @@ def permission_body(body: Mapping[str, Any]) -> PermissionRequestBody:
             (not an object) or ``hook_event_name`` (present but not
             ``PermissionRequest``).
     """
+    from ._bodies import PermissionRequestBody  # the first hook's: see _bodies
+
     known = {f.name: body[f.name] for f in attrs.fields(PermissionRequestBody) if f.name in body}
     hook = structure(known, PermissionRequestBody)
     if not hook.tool_name:
@@ -173,16 +157,6 @@ def claude_decision(
 # -- Codex ---------------------------------------------------------------------------
 
 
-@attrs.frozen
-class CodexRequestBody:
-    """A Codex app-server JSON-RPC request, forwarded as it came."""
-
-    id: str | int
-    method: str = attrs.field(metadata=_NON_EMPTY)
-    params: dict[str, Any] = attrs.field(factory=dict)
-    jsonrpc: Literal["2.0"] = "2.0"
-
-
 @blueprint.post("/sessions/<session_id>/hooks/codex-elicitation-request")
 async def codex_elicitation_request(session_id: str) -> dict[str, Any]:
     from ._answers import CodexDecision  # imported by the first answer: see _answers
@@ -205,6 +179,8 @@ def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
         InvalidInput: naming an unknown key, a missing or wrong ``id`` / ``method``,
             ``params`` that is not an object, or ``jsonrpc`` other than ``"2.0"``.
     """
+    from ._bodies import CodexRequestBody  # the first hook's: see _bodies
+
     request = structure(body, CodexRequestBody)
     if not request.method:
         raise InvalidInput.at("method", "must not be empty")
@@ -231,16 +207,10 @@ def codex_params(body: Mapping[str, Any]) -> ElicitationParams:
 # -- policies ------------------------------------------------------------------------
 
 
-@attrs.frozen
-class PolicyEvaluationBody:
-    """``{event}``: one tool call or result, in either spelling (``parse_policy_event``)."""
-
-    event: dict[str, Any] = attrs.field(metadata=wire_as(WirePolicyEvent))
-
-
 @blueprint.post("/sessions/<session_id>/policies/evaluate")
 async def evaluate_policy(session_id: str) -> dict[str, Any]:
     from ._answers import PolicyVerdict  # imported by the first answer: see _answers
+    from ._bodies import PolicyEvaluationBody
 
     await session_access(session_id, EDIT)
     body = await json_body()

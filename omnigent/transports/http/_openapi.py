@@ -1,7 +1,7 @@
 """The OpenAPI 3.2 document of the HTTP transport, generated from the routes' own types.
 
 Request bodies are described from the attrs classes the routes structure them into
-(:class:`._params.CreateSessionBody`, the hook bodies, the :class:`~omnigent.AgentSpec`,
+(:class:`._bodies.CreateSessionBody`, the hook bodies, the :class:`~omnigent.AgentSpec`,
 the event ``data`` classes of :data:`~omnigent.core.EVENT_DATA`), and answers from the
 classes that build them (the core's records, :mod:`._answers`, the typed events of the
 SSE streams), by the generator of :mod:`omnigent.model._schema`: what the document
@@ -48,6 +48,7 @@ from ._answers import (
     ServerList,
     SessionDeleted,
 )
+from ._bodies import CreateSessionBody, ForkSessionBody, UpdateSessionBody
 from ._openapi_kit import (
     LIMIT,
     NON_EMPTY,
@@ -58,7 +59,6 @@ from ._openapi_kit import (
 )
 from ._openapi_links import name_and_link
 from ._openapi_sessions import session_operations
-from ._params import CreateSessionBody, ForkSessionBody, UpdateSessionBody
 from ._websocket import AGENT_PATTERN
 
 __all__ = ["openapi_document", "paths"]

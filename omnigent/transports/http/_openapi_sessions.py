@@ -21,8 +21,13 @@ from ._answers import (
     PolicyVerdict,
     ResolvedElicitation,
 )
-from ._elicitation_routes import ResolveBody
-from ._hook_routes import CodexRequestBody, PermissionRequestBody, PolicyEvaluationBody
+from ._bodies import (
+    CodexRequestBody,
+    GrantBody,
+    PermissionRequestBody,
+    PolicyEvaluationBody,
+    ResolveBody,
+)
 from ._openapi_kit import (
     ELICITATION_ID,
     HTML,
@@ -33,7 +38,6 @@ from ._openapi_kit import (
     path_param,
     query_param,
 )
-from ._permission_routes import GrantBody
 
 __all__ = ["session_operations"]
 

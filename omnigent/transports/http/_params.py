@@ -1,8 +1,9 @@
 """Boundary validation for the HTTP routes: bodies, query parameters, identity.
 
 Bodies are decoded here (non-JSON or non-object bodies are ``422`` at ``body``) and
-structured into frozen attrs request classes with the strict wire converter, so an
-unknown key or a wrong type is a ``422`` naming the field before anything happens.
+structured into frozen attrs request classes (:mod:`._bodies`) with the strict wire
+converter, so an unknown key or a wrong type is a ``422`` naming the field before
+anything happens.
 The app's only state (the runtime, the auth mode, the stopping event) is one frozen
 :class:`AppState` in ``app.extensions``.
 """
@@ -11,26 +12,21 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 import trio
 from quart import current_app, request
 
-from ..._ids import RUNNER_ID_PATTERN
-from ...core import MODEL_OVERRIDE_PATTERN, InitialItem, Runtime
+from ...core import Runtime
 from ...errors import InvalidInput, Unauthorized
-from ...model import loads, structure, wire_as, wire_schema
+from ...model import loads, structure
 from ..runner import RunnerHub
 from ._fence import Fence
 from ._ws_slots import WebSocketSlots
 
 __all__ = [
     "AppState",
-    "CreateSessionBody",
-    "EventBody",
-    "ForkSessionBody",
-    "UpdateSessionBody",
     "json_body",
     "owner",
     "query_bool",
@@ -78,59 +74,6 @@ def owner() -> str:
             raise Unauthorized(f"missing {IDENTITY_HEADER} header")
         return caller
     return "local"
-
-
-_MODEL_OVERRIDE = wire_schema({"pattern": MODEL_OVERRIDE_PATTERN})
-_RUNNER_ID = wire_schema({"pattern": f"^{RUNNER_ID_PATTERN}$"})
-
-
-@attrs.frozen
-class CreateSessionBody:
-    """``POST /sessions``: the agent by id or by name (exactly one), and the options.
-
-    The core checks ``model_override``, ``labels`` and ``initial_items`` (as
-    :class:`~omnigent.core.InitialItem` entries) before anything is stored.
-    """
-
-    wire_exactly_one: ClassVar[tuple[str, ...]] = ("agent_id", "agent_name")
-
-    agent_id: str | None = None
-    agent_name: str | None = None
-    title: str | None = None
-    parent_session_id: str | None = None
-    harness_override: str | None = None
-    model_override: str | None = attrs.field(default=None, metadata=_MODEL_OVERRIDE)
-    labels: dict[str, str] | None = None
-    initial_items: list[Any] = attrs.field(factory=list, metadata=wire_as(list[InitialItem]))
-    runner_id: str | None = attrs.field(default=None, metadata=_RUNNER_ID)
-
-
-@attrs.frozen
-class UpdateSessionBody:
-    """``PATCH /sessions/{id}``: only the fields sent change; ``null`` clears one."""
-
-    title: str | None = None
-    labels: dict[str, str] | None = None
-    model_override: str | None = attrs.field(default=None, metadata=_MODEL_OVERRIDE)
-
-
-@attrs.frozen
-class ForkSessionBody:
-    """``POST /sessions/{id}/fork``: copy the history up to ``up_to_item_id`` (default all)."""
-
-    up_to_item_id: str | None = None
-    title: str | None = None
-
-
-@attrs.frozen
-class EventBody:
-    """``POST /sessions/{id}/events``: ``data`` is checked by the core for ``type``.
-
-    The document describes it per type, from :data:`~omnigent.core.EVENT_DATA`.
-    """
-
-    type: str
-    data: Any = None
 
 
 # Bodies larger than this are decoded in a worker thread, not on the event loop.

@@ -12,31 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 from quart import Blueprint
 
-from ...model import wire_schema
-from ._access import EDIT, MANAGE, READ, session_access
+from ._access import MANAGE, READ, session_access
 from ._params import state, structured_body
 
-__all__ = ["GrantBody", "blueprint"]
+__all__ = ["blueprint"]
 
 blueprint = Blueprint("omnigent_permissions", __name__)
-
-
-@attrs.frozen
-class GrantBody:
-    """``PUT …/permissions``: the core checks ``user_id`` and ``level`` (422 at each).
-
-    ``__public__`` stands for everyone and takes read (1) only.
-    """
-
-    user_id: str = attrs.field(metadata=wire_schema({"minLength": 1, "maxLength": 320}))
-    level: int = attrs.field(
-        metadata=wire_schema(
-            {"enum": [READ, EDIT, MANAGE], "description": "1 read, 2 edit, 3 manage"}
-        )
-    )
 
 
 @blueprint.get("/sessions/<session_id>/permissions")
@@ -51,6 +34,8 @@ async def list_permissions(session_id: str) -> dict[str, Any]:
 @blueprint.put("/sessions/<session_id>/permissions")
 async def put_permission(session_id: str) -> dict[str, Any]:
     await session_access(session_id, MANAGE)
+    from ._bodies import GrantBody  # the first request's: see _bodies
+
     body = await structured_body(GrantBody)
     grant = await state().runtime.grant(session_id, body.user_id, body.level)
     return grant.to_dict()

@@ -15,9 +15,6 @@ from quart import Blueprint
 from ...model import ChildSessionSummary, structure
 from ._access import EDIT, MANAGE, READ, session_access, viewer
 from ._params import (
-    CreateSessionBody,
-    ForkSessionBody,
-    UpdateSessionBody,
     json_body,
     owner,
     query_bool,
@@ -36,6 +33,8 @@ blueprint = Blueprint("omnigent_sessions", __name__)
 @blueprint.post("/sessions")
 async def create_session() -> tuple[dict[str, Any], int]:
     caller = owner()
+    from ._bodies import CreateSessionBody  # the first request's: see _bodies
+
     body = await structured_body(CreateSessionBody)
     if body.parent_session_id is not None:
         # A child runs under the parent's root and shares its grants: making one is a
@@ -80,6 +79,8 @@ async def get_session(session_id: str) -> dict[str, Any]:
 async def update_session(session_id: str) -> dict[str, Any]:
     await session_access(session_id, EDIT)
     body = await json_body()
+    from ._bodies import UpdateSessionBody  # the first request's: see _bodies
+
     structure(body, UpdateSessionBody)  # unknown keys and wrong types are 422
     # Only the keys sent change: absent leaves a field alone, null clears it.
     snapshot = await state().runtime.update_session(session_id, viewer=viewer(), **body)
@@ -98,6 +99,8 @@ async def delete_session(session_id: str) -> dict[str, Any]:
 @blueprint.post("/sessions/<session_id>/fork")
 async def fork_session(session_id: str) -> tuple[dict[str, Any], int]:
     await session_access(session_id, READ)
+    from ._bodies import ForkSessionBody  # the first request's: see _bodies
+
     body = await structured_body(ForkSessionBody)
     snapshot = await state().runtime.fork_session(
         session_id,

@@ -21,7 +21,7 @@ from ...core import Runtime, Subscription, parse_event
 from ...errors import InvalidInput
 from ...model import Event
 from ._access import EDIT, READ, session_access, viewer
-from ._params import EventBody, parse_int, query_bool, state, structured_body
+from ._params import parse_int, query_bool, state, structured_body
 from ._sse import encode_event
 from ._sse_pull import FrameSource, PulledSSEBody
 
@@ -50,6 +50,8 @@ async def post_event(session_id: str) -> tuple[dict[str, Any], int] | Response:
     runtime = state().runtime
     await session_access(session_id, EDIT)
     stream = query_bool("stream")
+    from ._bodies import EventBody  # the first request's: see _bodies
+
     body = await structured_body(EventBody)
     who = viewer()
     if not stream:
