@@ -22,7 +22,7 @@ from omnigent.core.tools._agent_args import (
     split_title,
     visible_title,
 )
-from omnigent.core.tools._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
+from omnigent.core.tools.session._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
 from omnigent.tools import ToolError
 
 

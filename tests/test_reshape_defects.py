@@ -61,7 +61,7 @@ async def test_concurrent_callers_share_one_tool_set(
 ) -> None:
     """Defect 5: the actor checked, awaited, then assigned its tools, so three callers
     at once built three tool sets (and a stop terminated only the last one's shells)."""
-    from omnigent.core.tools import SessionTools
+    from omnigent.core.tools.session import SessionTools
 
     built: list[str] = []
     original = SessionTools.__init__

@@ -12,7 +12,9 @@ command line's client and turn modules (never, under ``serve``), the placed call
 classes (:mod:`omnigent.core.runtime._placed_calls`: the first call on live work), the
 shared ownership of a cluster store (:mod:`omnigent.core.cluster.shared`: never on
 SQLite), ``gzip`` (the console's first page), the routes' request bodies
-(:mod:`omnigent.transports.http._bodies`: each route's first request).
+(:mod:`omnigent.transports.http._bodies`: each route's first request), a session's
+tool set and the tools it offers (:mod:`omnigent.core.tools.session`: the first
+session's tools).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
 once it listens, and lists what was imported by then, so a module-level import that
 drags one of them back in fails here rather than silently slowing every start.
@@ -41,6 +43,7 @@ DEFERRED = (
     "omnigent.client",
     "omnigent.core.cluster.shared",
     "omnigent.core.runtime._placed_calls",
+    "omnigent.core.tools.session",
     "omnigent.cli._records",
     "omnigent.cli._run",
     "omnigent.cli._turn",

@@ -16,7 +16,7 @@ import trio
 import yaml
 
 import omnigent
-from omnigent.core.tools._orchestration_agents import workers_of
+from omnigent.core.tools.session._orchestration_agents import workers_of
 from omnigent.harnesses.registry import ModelRule
 from omnigent.testing import probe
 from omnigent.tools import ToolError

@@ -8,7 +8,7 @@ or the runtime shuts down. A server that fails to start fails that turn with its
 and the tail of its stderr.
 
 Each server's tools are offered as ``mcp__<server>__<tool>`` and called through the
-session's one tool path (:class:`~omnigent.core.tools._session_tools.SessionTools`), policies
+session's one tool path (:class:`~omnigent.core.tools.session.SessionTools`), policies
 included. A server's ``elicitation/create`` (or an elicitation inside a 2026-era
 ``input_required`` result — the SDK drives both through one callback) becomes an
 omnigent elicitation on the session, mirrored to its ancestors; the answer goes back

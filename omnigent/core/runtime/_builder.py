@@ -27,7 +27,6 @@ from ..session import SessionBasis, StoredHarnessState
 from ..tools import (
     PythonTools,
     Runners,
-    SessionTools,
     ToolServices,
     no_runners,
     spec_for_runner,
@@ -39,6 +38,7 @@ from ._tuning import SessionTuning
 
 if TYPE_CHECKING:
     from ...processes import ProcessManager
+    from ..tools.session import SessionTools
 
 __all__ = ["Builder"]
 
@@ -116,6 +116,10 @@ class Builder:
     async def make_tools(
         self, basis: SessionBasis, tasks: BackgroundTasks, work: ChildWork
     ) -> SessionTools:
+        # The tool set and the tools it offers are imported by the first session's
+        # tools, not with the runtime: a server answers without them (issue 32).
+        from ..tools.session import SessionTools
+
         row, spec = basis.row, basis.spec
         inherited = await self._specs.inherited_sandbox(row)
         workplace = None

@@ -123,7 +123,7 @@ class Messages:
         check_message_bytes(blocks, self._max_bytes, root="content")
         await self._files.check_references(blocks, root="content", viewer=viewer)
         # The sender is recorded: the session's tools act with no more than their
-        # rights from now on (core/tools/_acting.py).
+        # rights from now on (core/tools/session/_acting.py).
         item = MessageItem(role=role, content=blocks, created_by=viewer)  # type: ignore[arg-type]
         if item_id is not None:
             item = attrs.evolve(item, id=item_id)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -38,13 +39,15 @@ from ...errors import Conflict
 from ...harnesses.base import Harness, ToolSchema, TurnRequest
 from ...model import ElicitationParams, InputText, Item, MessageItem, Usage, unstructure
 from ...observability import Carrier, carrier
-from ..tools import SessionTools
 from ..work import BackgroundTasks, ChildWork, HeldToolCall, RecordedGroups, TurnOutcome
 from ._held import HeldElicitation, HeldWork
 from ._history import History
 from ._services import ActorServices, SessionBasis
 from ._turn import Turn
 from ._usage import TurnUsage
+
+if TYPE_CHECKING:
+    from ..tools.session import SessionTools
 
 __all__ = ["ActorState", "SessionActor"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 import trio
@@ -26,8 +26,10 @@ from ...errors import HarnessError, OmnigentError
 from ...model import ElicitationParams, ToolTaskUpdated
 from ..asking import Elicitations
 from ..bus import EventBus
-from ..tools import SessionTools
 from ..work import CANCELLED, EXPIRED, HeldToolCall
+
+if TYPE_CHECKING:
+    from ..tools.session import SessionTools
 
 __all__ = ["HeldElicitation", "HeldWork"]
 

@@ -31,11 +31,11 @@ from ...spec import AgentSpec
 from ...stores import SessionRow, Store
 from ..asking import Elicitations
 from ..bus import EventBus
-from ..tools import SessionTools
 from ..work import BackgroundTasks, ChildWork, TurnOutcome
 from ._history import HistoryCache
 
 if TYPE_CHECKING:
+    from ..tools.session import SessionTools
     from ._actor import SessionActor
 
 __all__ = ["ActorReports", "ActorServices", "SessionBasis", "SessionBuilder"]

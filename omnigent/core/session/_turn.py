@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -65,11 +65,13 @@ from ...model import (
     unstructure,
 )
 from ...observability import TURNS_LOGGER, Carrier, Span, agent_span, log_fields, tool_span
-from ..tools import SessionTools
 from ..work import TurnOutcome
 from ._history import History
 from ._services import ActorServices
 from ._usage import TurnUsage
+
+if TYPE_CHECKING:
+    from ..tools.session import SessionTools
 
 __all__ = [
     "CRASHED_MESSAGE",

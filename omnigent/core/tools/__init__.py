@@ -1,9 +1,12 @@
 """A session's tools: what it is offered, one call through its policies.
 
-:class:`SessionTools` builds a session's tool set (built-in ``sys_*`` tools, registered
-Python tools, MCP tools, orchestration tools) and runs each call through the
+:class:`~.session.SessionTools` builds a session's tool set (built-in ``sys_*`` tools,
+registered Python tools, MCP tools, orchestration tools) and runs each call through the
 :class:`PolicyEngine` (ALLOW, DENY, ASK); what every session's tools stand on is one
-frozen :class:`ToolServices`, built by the runtime. The orchestration tools
+frozen :class:`ToolServices`, built by the runtime. The tool set and the tools it
+offers are :mod:`.session`, imported by the first session whose tools are built (a
+server answers its first request without them); this front holds what the runtime
+uses itself. The orchestration tools
 (``sys_session_*``, ``sys_agent_*``) act only through :class:`SessionControl`, a narrow
 interface the runtime implements: this package never imports the runtime.
 """
@@ -35,7 +38,7 @@ from ._python_tools import PythonTools, ToolAllowlist
 from ._registry import Tool, ToolRegistry
 from ._runners import McpAsk, Runners, ToolServers, Workplace, no_runners
 from ._safe_defaults import ASK_COMMANDS, ASK_WRITES, safe_default
-from ._session_tools import SessionTools, ToolServices
+from ._services import ToolServices
 
 __all__ = [
     "ASK_COMMANDS",
@@ -55,7 +58,6 @@ __all__ = [
     "Runners",
     "SendArgs",
     "SessionControl",
-    "SessionTools",
     "Tool",
     "ToolAllowlist",
     "ToolPlace",

@@ -7,7 +7,7 @@ one session for as long as its block runs — the connection's life, not the sto
 * Their tools join the session's tool list (``mcp__<server>__<tool>``, as a spec's own
   MCP servers' do) for every turn that starts while the block is open, and every call
   takes the session's one tool path, policies included
-  (:mod:`omnigent.core.tools._session_tools`). A name the session already offers (a spec
+  (:mod:`omnigent.core.tools.session._session_tools`). A name the session already offers (a spec
   server of the same name) keeps its own tool.
 * A stdio server runs in the session's working directory, in its own process group,
   with the environment the client gave merged onto the non-secret basics

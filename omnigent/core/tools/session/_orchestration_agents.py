@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...errors import ConfigError, OmnigentError
-from ...providers import Worker, list_models
-from ...spec import AgentSpec, McpServerSpec, PolicySpec
-from ...stores import SessionRow
-from ...tools import ArgField, ToolError, check_args, non_empty_string
+from ....errors import ConfigError, OmnigentError
+from ....providers import Worker, list_models
+from ....spec import AgentSpec, McpServerSpec, PolicySpec
+from ....stores import SessionRow
+from ....tools import ArgField, ToolError, check_args, non_empty_string
+from .._agent_args import TypedError
+from .._control import SessionControl
 from ._acting import readable
-from ._agent_args import TypedError
 from ._agent_files import bundle, bundle_name, local_configs, write_beneath
-from ._control import SessionControl
 from ._orchestration_reads import LIST_LIMIT, readable_listed
 
 if TYPE_CHECKING:
-    from ...model import Agent
+    from ....model import Agent
     from ._session_tools import SessionTools
 
 __all__ = [

@@ -13,12 +13,12 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SandboxUnavailable
-from ...tools import ToolError
-from ...tools import os as os_tools
-from ...tools import terminals as terminal_tools
-from ._agent_args import refusal
-from ._registry import decode_arguments
+from ....errors import SandboxUnavailable
+from ....tools import ToolError
+from ....tools import os as os_tools
+from ....tools import terminals as terminal_tools
+from .._agent_args import refusal
+from .._registry import decode_arguments
 
 if TYPE_CHECKING:
     from ._session_tools import SessionTools

@@ -22,7 +22,7 @@ is the one path every tool call takes, from a turn or a background task:
 What every session's tools stand on — the registry, the store and bus, where tools
 act, the client-supplied tools and MCP servers, and the :class:`~._control.SessionControl`
 the orchestration tools act through — is built once by the runtime, in one frozen
-:class:`ToolServices`.
+:class:`~.._services.ToolServices`.
 """
 
 from __future__ import annotations
@@ -37,25 +37,33 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ...harnesses.base import ToolSchema
-from ...model import (
+from ....harnesses.base import ToolSchema
+from ....model import (
     ChangedFilesInvalidated,
     ElicitationParams,
     ElicitationRequest,
     InboxUpdated,
     elicitation_params,
 )
-from ...observability import Metrics
-from ...outbound import UrlAllowList
-from ...processes import ProcessTrees, TrackedGroups
-from ...spec import AgentSpec, SandboxSpec
-from ...stores import Store
-from ...tools import ToolError
-from ...tools import os as os_tools
-from ...tools import terminals as terminal_tools
-from ..asking import Elicitations
-from ..bus import EventBus
-from ..work import BackgroundTasks, ChildWork, ClientMcp, SessionTerminals, format_inbox, vet_inbox
+from ....processes import TrackedGroups
+from ....spec import AgentSpec, SandboxSpec
+from ....tools import ToolError
+from ....tools import os as os_tools
+from ....tools import terminals as terminal_tools
+from ...work import BackgroundTasks, ChildWork, SessionTerminals, format_inbox, vet_inbox
+from .._client_tools import run_client_tool
+from .._place import sandbox_policy, working_directory
+from .._policies import (
+    PHASE_TOOL_CALL,
+    PHASE_TOOL_RESULT,
+    PolicyEngine,
+    PolicyEvent,
+    Verdict,
+    parse_policy_event,
+)
+from .._registry import Tool, decode_arguments
+from .._runners import ToolServers, Workplace
+from .._services import ToolServices
 from ._agent_schemas import AGENT_TOOL_SCHEMAS, send_schema
 from ._builtin import (
     ASYNC_TOOLS,
@@ -68,26 +76,13 @@ from ._builtin import (
     read_inbox,
     terminal_tool,
 )
-from ._client_tools import ClientTools, run_client_tool
-from ._control import ChildClaims, SessionControl
 from ._orchestration import TOOLS, granted_tools
-from ._place import ToolPlace, sandbox_policy, working_directory
-from ._policies import (
-    PHASE_TOOL_CALL,
-    PHASE_TOOL_RESULT,
-    PolicyEngine,
-    PolicyEvent,
-    Verdict,
-    parse_policy_event,
-)
-from ._registry import Tool, ToolRegistry, decode_arguments
-from ._runners import ToolServers, Workplace
 
 if TYPE_CHECKING:
-    from ...mcp import McpServers
-    from ...processes.sandbox import SandboxPolicy
+    from ....mcp import McpServers
+    from ....processes.sandbox import SandboxPolicy
 
-__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools", "ToolServices"]
+__all__ = ["ASYNC_TOOLS", "CHANGED_FILES_WINDOW", "SessionTools"]
 
 CHANGED_FILES_WINDOW = 2.0
 _DENIED = "Error: denied by policy "
@@ -105,42 +100,6 @@ def _outcome_of(output: str) -> str:
 
 
 OnAsk = Callable[[ElicitationRequest | None], None]
-
-
-@attrs.frozen(eq=False)
-class ToolServices:
-    """What the tools of every session of one runtime stand on (built once by it).
-
-    Attributes:
-        registry: the Python tools registered on the runtime.
-        store, bus, elicitations: where tools record, publish and ask.
-        place: where OS tools act.
-        tmux: the runtime's tmux server (terminals); None without one.
-        client_tools: tool implementations clients supply for their sessions.
-        client_mcp: MCP servers clients supply for their sessions.
-        control: what the orchestration tools act through (None: tools made
-            outside a runtime, which offer no orchestration tools).
-        claims: the children sends are working on (shared by every session).
-        metrics: where tool calls are counted (None: nowhere).
-        trees: the process trees shell commands run in (None: their process group
-            alone; see :func:`omnigent.processes.open_process_trees`).
-        mcp_guard: URLs clients may name for MCP servers (``--allow-mcp-url``): a
-            server under them is reached through the outbound guard.
-    """
-
-    registry: ToolRegistry
-    store: Store
-    bus: EventBus
-    elicitations: Elicitations
-    place: ToolPlace
-    tmux: terminal_tools.TmuxServer | None = None
-    client_tools: ClientTools = attrs.field(factory=ClientTools)
-    client_mcp: ClientMcp | None = None
-    control: SessionControl | None = None
-    claims: ChildClaims = attrs.field(factory=ChildClaims)
-    metrics: Metrics | None = None
-    trees: ProcessTrees | None = None
-    mcp_guard: UrlAllowList | None = None
 
 
 class SessionTools:
@@ -210,7 +169,7 @@ class SessionTools:
         remote = workplace is not None
         local = tuple(s for s in spec.mcp_servers if not (remote and s.command))
         if local:
-            from ...mcp import McpServers  # the optional `mcp` extra
+            from ....mcp import McpServers  # the optional `mcp` extra
 
             self._mcp.append(
                 McpServers(

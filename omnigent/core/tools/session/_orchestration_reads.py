@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...model import (
+from ....model import (
     ElicitationRequest,
     FunctionCallItem,
     FunctionCallOutputItem,
@@ -21,12 +21,12 @@ from ...model import (
     SessionSnapshot,
     item_text,
 )
-from ...stores import SessionRow
-from ...tools import ArgField, check_args, non_empty_string
-from ..asking import READ
+from ....stores import SessionRow
+from ....tools import ArgField, check_args, non_empty_string
+from ...asking import READ
+from .._agent_args import TypedError, is_closed, parse_history, split_title, visible_title
+from .._control import SessionControl
 from ._acting import lowest_level, readable
-from ._agent_args import TypedError, is_closed, parse_history, split_title, visible_title
-from ._control import SessionControl
 from ._orchestration_send import tree_target
 
 if TYPE_CHECKING:

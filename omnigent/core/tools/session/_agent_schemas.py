@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._agent_args import HISTORY_DEFAULT_TAIL, HISTORY_MAX_TAIL
+from .._agent_args import HISTORY_DEFAULT_TAIL, HISTORY_MAX_TAIL
 
 __all__ = ["AGENT_TOOL_SCHEMAS", "send_schema"]
 

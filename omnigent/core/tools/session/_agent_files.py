@@ -19,10 +19,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ...errors import SpecError
-from ...spec import AgentSpec, load_yaml, redact_secrets
-from ...tools import ToolError, open_beneath, resolve_root
-from ._agent_args import TypedError
+from ....errors import SpecError
+from ....spec import AgentSpec, load_yaml, redact_secrets
+from ....tools import ToolError, open_beneath, resolve_root
+from .._agent_args import TypedError
 
 __all__ = [
     "AGENT_CONFIGS",

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...spec import AgentSpec
+from ....spec import AgentSpec
+from .._control import SessionControl
 from . import _orchestration_agents as agents
 from . import _orchestration_manage as manage
 from . import _orchestration_reads as reads
-from ._control import SessionControl
 from ._orchestration_send import send
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ tools), as ``404`` is over HTTP.
 
 from __future__ import annotations
 
-from ...stores import SessionRow
-from ..asking import READ
-from ._control import SessionControl
+from ....stores import SessionRow
+from ...asking import READ
+from .._control import SessionControl
 
 __all__ = ["acting_level", "lowest_level", "readable"]
 

@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...errors import Conflict, Forbidden, InvalidInput, OmnigentError, UnknownHarness
-from ...model import Agent
-from ...tools import ArgField, ToolError, check_args, non_empty_string
-from ..asking import MANAGE, PUBLIC, READ
-from ..work import Dispatch
-from ._acting import acting_level
-from ._agent_args import (
+from ....errors import Conflict, Forbidden, InvalidInput, OmnigentError, UnknownHarness
+from ....model import Agent
+from ....tools import ArgField, ToolError, check_args, non_empty_string
+from ...asking import MANAGE, PUBLIC, READ
+from ...work import Dispatch
+from .._agent_args import (
     CLOSED_LABEL,
     LEVELS,
     Refusal,
@@ -31,8 +30,9 @@ from ._agent_args import (
     parse_level,
     split_title,
 )
+from .._control import SessionControl
+from ._acting import acting_level
 from ._agent_files import read_spec
-from ._control import SessionControl
 from ._orchestration_send import child_cwd, dispatch_to, model_for, tree_target
 
 if TYPE_CHECKING:

@@ -21,14 +21,14 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ConfigError, OmnigentError
-from ...providers import localise_model
-from ...spec import AgentSpec
-from ...stores import SessionRow
-from ...tools import ArgField, ToolError, check_args, non_empty_string
+from ....errors import ConfigError, OmnigentError
+from ....providers import localise_model
+from ....spec import AgentSpec
+from ....stores import SessionRow
+from ....tools import ArgField, ToolError, check_args, non_empty_string
+from .._agent_args import SendArgs, TypedError, is_closed, parse_send, split_title
+from .._control import SessionControl
 from ._acting import readable
-from ._agent_args import SendArgs, TypedError, is_closed, parse_send, split_title
-from ._control import SessionControl
 
 if TYPE_CHECKING:
     from ._session_tools import SessionTools
