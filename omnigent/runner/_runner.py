@@ -66,7 +66,8 @@ _MAX_MESSAGE = 64 * 1024 * 1024
 _MAX_IN_FLIGHT = 1024
 _GOODBYE_GRACE = 5.0
 """Seconds a stopping runner gives its goodbye (``$/close``, bounded by the heartbeat)
-and the WebSocket's close handshake before it cuts the connection."""
+and the WebSocket's close handshake before it cuts the connection (a handshake under
+way then still takes up to its own 1 s bound)."""
 
 
 @attrs.frozen
