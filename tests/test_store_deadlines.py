@@ -154,16 +154,20 @@ async def test_an_event_batch_written_twice_is_recognised(db_url: str) -> None:
 
 
 @contextmanager
-def hung_backends(url: str) -> Iterator[None]:
-    """Every PostgreSQL backend of the database stopped (``SIGSTOP``) until the block ends:
-    a database server that hangs, as one that is swapping or on a dead disk does."""
+def hung_database(url: str) -> Iterator[None]:
+    """The database server and every backend of the database stopped (``SIGSTOP``) until
+    the block ends: a server that hangs, as one that is swapping or on a dead disk does —
+    its connections answer nothing and a new one is never accepted."""
     with psycopg.connect(url, autocommit=True) as c:
         rows = c.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND pid <> pg_backend_pid()"
         ).fetchall()
-    pids = [int(r[0]) for r in rows]
-    assert pids
+        data = c.execute("SELECT current_setting('data_directory')").fetchone()
+    assert data is not None
+    postmaster = int((Path(data[0]) / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster, *(int(r[0]) for r in rows)]
+    assert len(pids) > 1
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:
@@ -179,7 +183,7 @@ async def test_health_answers_within_its_bound_when_the_database_hangs(pg_url: s
     with trio.fail_after(30):
         async with omnigent.open_runtime(pg_url) as rt:
             assert (await rt.health()).status == "ok"
-            with hung_backends(pg_url):
+            with hung_database(pg_url):
                 began = trio.current_time()
                 health = await rt.health()
                 took = trio.current_time() - began

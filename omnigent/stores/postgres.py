@@ -1,18 +1,20 @@
 """The PostgreSQL store: several omnigent servers on one database.
 
-Every call runs psycopg 3's *sync* API in a worker thread (``trio.to_thread``) on a
-connection from a :class:`psycopg_pool.ConnectionPool` — psycopg's async API is
-asyncio-only, and a thread hop is what the SQLite store pays too. A
-``CapacityLimiter`` as large as the pool keeps threads from queueing inside the pool.
-Connections are in autocommit mode: most methods are one statement, which is one
-transaction and one network round trip (``append_events`` writes a whole batch of
-events, the sessions' heads and the notification in one statement).
+Every call runs psycopg 3's *sync* API on the Trio thread, its database waits made
+Trio's by a greenlet (:mod:`._pg_bridge`): no worker thread and no thread hop per
+call — psycopg's async API is asyncio-only, and under 200 concurrent turns a call in
+a worker thread cost this process four times the CPU (issue 32). Connections come
+from a pool the Trio thread keeps (:mod:`._pg_pool`); a ``CapacityLimiter`` says how
+many calls hold one at once. Connections are in autocommit mode: most methods are one
+statement, which is one transaction and one network round trip (``append_events``
+writes a whole batch of events, the sessions' heads and the notification in one
+statement).
 
-The event writer's batches have connections of their own: the pool holds
-``pool_size`` + :data:`EVENT_CONNECTIONS`, and a second limiter of
-:data:`EVENT_CONNECTIONS` admits only ``append_events``. Every publish waits on the
-batch in flight, so it must not queue behind the other calls of two hundred turns
-starting at once (issue 32: that wait was two thirds of a batch's round trip).
+The event writer's batches have connections of their own: a second limiter of
+:data:`EVENT_CONNECTIONS` admits only ``append_events``, beyond ``pool_size``. Every
+publish waits on the batch in flight, so it must not queue behind the other calls of
+two hundred turns starting at once (issue 32: that wait was two thirds of a batch's
+round trip).
 
 A lost connection (a restarted server, a network blip) is retried with backoff for up
 to :data:`RETRY_WINDOW` seconds before :class:`~omnigent.errors.StoreUnavailable` is
@@ -27,7 +29,8 @@ lease on the session's tree (see :mod:`._pg_cluster`), checked in the same state
 Deadlines (every call is bounded by the store's ``timeout``, 30 s by default):
 
 * A **read** is cancellable: a cancelled caller stops waiting at once, and the server
-  is asked to cancel its statement (``cancel_safe``, from a worker thread, bounded).
+  is asked to cancel its statement (``cancel_safe``, from a worker thread, bounded);
+  the connection, left mid-exchange, is closed rather than lent again.
 * A **write** is shielded — a cancelled caller still waits for it, then sees the
   cancel at its next checkpoint — but only until the timeout; then it is cancelled on
   the server too and the caller gets :class:`~omnigent.errors.StoreTimeout`
@@ -39,14 +42,13 @@ Deadlines (every call is bounded by the store's ``timeout``, 30 s by default):
 
 Each method is one transaction.
 
-This module owns the pool, the migrations and the thread plumbing; the methods come
-from one mixin per table family, as in the SQLite store.
+This module owns the calls' plumbing and the migrations; the methods come from one
+mixin per table family, as in the SQLite store.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -56,15 +58,16 @@ import attrs
 import psycopg
 import trio
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import BadRequest, RuntimeClosed, StoreTimeout, StoreUnavailable
 from ._pg_agents import AgentsMixin
 from ._pg_base import Conn
+from ._pg_bridge import BridgedConnection, run_bridged
 from ._pg_cluster import ClusterMixin
-from ._pg_conninfo import CONNECT_TIMEOUT, connection_info
+from ._pg_conninfo import connection_info
 from ._pg_extras import ExtrasMixin
 from ._pg_log import LogMixin
+from ._pg_pool import ConnectionPool
 from ._pg_schema import MIGRATION_LOCK, MIGRATIONS
 from ._pg_sessions import SessionsMixin
 from ._pg_work import WorkMixin
@@ -87,13 +90,11 @@ T = TypeVar("T")
 RETRY_WINDOW = 20.0
 _POOL_SIZE = 8
 #: Connections kept for the event writer's batches, beyond ``pool_size``. The bus has
-#: one batch in flight; the second lets its retry start while an attempt it gave up
-#: still holds the first (a thread keeps its limiter token until it ends).
+#: one batch in flight; the second lets its retry start while the connection of an
+#: attempt it gave up is still being discarded.
 EVENT_CONNECTIONS = 2
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 1.0
-# How long a cancelled call waits for the server to take its cancel request.
-_CANCEL_WAIT = 1.0
 _ABANDONED = "the store stopped waiting for the database at shutdown"
 
 
@@ -103,8 +104,6 @@ def is_connection_error(exc: BaseException) -> bool:
     Client-side failures (no SQLSTATE), class 08 (connection exception), and the
     server shutting down or starting up (57P01–57P03); not a failed statement.
     """
-    if isinstance(exc, PoolTimeout):
-        return True
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate
@@ -158,7 +157,7 @@ class PostgresStore(
     def __init__(
         self,
         url: str,
-        pool: ConnectionPool[Conn],
+        pool: ConnectionPool,
         instance: str | None,
         pool_size: int,
         timeout: float = DEFAULT_TIMEOUT,
@@ -167,8 +166,8 @@ class PostgresStore(
         self.instance = instance
         self.timeout = timeout
         self._pool = pool
-        # Two limiters over one pool of pool_size + EVENT_CONNECTIONS (the module
-        # docstring): a batch of events never waits behind the other calls.
+        # Two limiters over one pool (the module docstring): a batch of events never
+        # waits behind the other calls.
         self._limiter = trio.CapacityLimiter(pool_size)
         self._event_limiter = trio.CapacityLimiter(EVENT_CONNECTIONS)
         self._abandoned = False
@@ -189,9 +188,8 @@ class PostgresStore(
         """Stop waiting for statements in flight; returns how many were waited on.
 
         For a shutdown past its grace (an unreachable database): each waiting caller
-        gets ``RuntimeClosed`` at once, and so does every later call; the statements
-        finish (or time out) in their threads, and the pool closes their connections
-        when they come back.
+        gets ``RuntimeClosed`` once its connection is discarded (a cancel request
+        bounded by a second), and so does every later call.
         """
         self._abandoned = True
         for scope in self._waits:
@@ -202,7 +200,7 @@ class PostgresStore(
         """Check that the database answers (retrying a lost connection, as every call)."""
         await self._read(lambda c: c.execute("SELECT 1").fetchone())
 
-    # -- thread plumbing -------------------------------------------------------------
+    # -- call plumbing ---------------------------------------------------------------
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         return await self._call(fn, self._limiter, transaction=False, shielded=False)
@@ -256,7 +254,7 @@ class PostgresStore(
         transaction: bool,
         sent: _Sent,
     ) -> T:
-        """Run ``fn`` in a thread, retrying a lost connection with backoff."""
+        """Run ``fn``, retrying a lost connection with backoff."""
         delay = _FIRST_DELAY
         deadline = trio.current_time() + RETRY_WINDOW
         while True:
@@ -272,9 +270,7 @@ class PostgresStore(
                     raise StoreUnavailable(self.location) from exc
                 log.warning("database connection lost (%s); retrying in %.2f s", exc, delay)
                 # Idle connections died with the one that failed: drop them now.
-                await trio.to_thread.run_sync(
-                    self._pool.check, limiter=limiter, abandon_on_cancel=True
-                )
+                self._pool.drop_idle()
                 await trio.sleep(delay)
                 delay = min(delay * 2, _MAX_DELAY)
 
@@ -285,38 +281,32 @@ class PostgresStore(
         transaction: bool,
         sent: _Sent,
     ) -> T:
-        """One try on a pooled connection, in a worker thread.
+        """One try on a pooled connection, on this thread (:mod:`._pg_bridge`).
 
-        Cancellation: the wait ends at once (the thread's result is abandoned), and the
-        statement running, if any, is cancelled on the server.
+        Cancellation: the wait ends at once, and the connection — mid-exchange — is
+        discarded: its statement, if running, is cancelled on the server.
         """
-        held = _Held()
-
-        def work() -> T:
-            with self._pool.connection() as conn:
-                with held.lock:
-                    if held.stopped:
-                        raise _Stopped
-                    held.conn = conn
-                sent.sent = True
-                try:
-                    if transaction:
-                        with conn.transaction():
-                            return fn(conn)
-                    return fn(conn)
-                finally:
-                    with held.lock:
-                        held.conn = None
-
-        try:
-            return await trio.to_thread.run_sync(work, limiter=limiter, abandon_on_cancel=True)
-        except trio.Cancelled:
-            await _cancel_on_server(held)
-            raise
+        async with limiter:
+            conn = await self._pool.take()
+            sent.sent = True
+            try:
+                if transaction:
+                    result = await run_bridged(partial(_in_transaction, fn), conn)
+                else:
+                    result = await run_bridged(fn, conn)
+            except Exception:
+                self._pool.give_back(conn)  # the exchange ended: kept if sound
+                raise
+            except BaseException:
+                await self._pool.discard(conn)
+                raise
+            self._pool.give_back(conn)
+            return result
 
 
-class _Stopped(Exception):
-    """The call was given up before its thread had a connection (nobody waits)."""
+def _in_transaction(fn: Callable[[Conn], T], conn: Conn) -> T:
+    with conn.transaction():
+        return fn(conn)
 
 
 @attrs.define(eq=False)
@@ -324,40 +314,6 @@ class _Sent:
     """Whether an attempt of the call got a connection (its statement may have run)."""
 
     sent: bool = False
-
-
-@attrs.define(eq=False)
-class _Held:
-    """The connection one attempt's thread is running its statement on, if any."""
-
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
-    conn: Conn | None = None
-    stopped: bool = False
-
-
-async def _cancel_on_server(held: _Held) -> None:
-    """Ask the server to cancel what ``held``'s connection is running (bounded).
-
-    The cancel is sent under ``held.lock``: the attempt's thread cannot give the
-    connection back to the pool (and another call start on it) before it lands.
-    """
-    with held.lock:
-        held.stopped = True
-        running = held.conn is not None
-    if not running:
-        return
-
-    def cancel() -> None:
-        with held.lock:
-            if held.conn is not None:
-                try:
-                    held.conn.cancel_safe(timeout=_CANCEL_WAIT)
-                except psycopg.Error as exc:
-                    log.warning("could not cancel a statement given up: %s", exc)
-
-    with trio.CancelScope(shield=True) as scope:
-        scope.deadline = trio.current_time() + _CANCEL_WAIT
-        await trio.to_thread.run_sync(cancel, abandon_on_cancel=True)
 
 
 @asynccontextmanager
@@ -374,8 +330,8 @@ async def open_postgres_store(
         url: a libpq URL (``postgresql://user:pass@host:5432/db``) or conninfo string.
         instance: this process's cluster instance key; its event writes are then
             fenced by its leases (``None``: a plain store, as SQLite's).
-        pool_size: the most connections (and threads) in use at once by calls other
-            than ``append_events``, which has :data:`EVENT_CONNECTIONS` more.
+        pool_size: the most connections in use at once by calls other than
+            ``append_events``, which has :data:`EVENT_CONNECTIONS` more.
         timeout: how long a call is waited for at most, in seconds; the server's
             ``statement_timeout`` on every pooled connection (``lock_timeout``: half).
 
@@ -390,41 +346,31 @@ async def open_postgres_store(
         conninfo = connection_info(url)
     except psycopg.ProgrammingError as exc:
         raise BadRequest(f"invalid PostgreSQL URL: {exc}") from None
-    pool: ConnectionPool[Conn] = ConnectionPool(
-        conninfo,
-        min_size=min(2, pool_size),
-        max_size=pool_size + EVENT_CONNECTIONS,
-        open=False,
-        kwargs={"autocommit": True},
-        configure=partial(_configure, timeout=timeout),
-        timeout=CONNECT_TIMEOUT,
-        reconnect_timeout=3600.0,
-        name="omnigent",
-    )
+    configure = partial(_configure, timeout=timeout)
     location = safe_location(url)
 
-    def first_connection() -> None:
-        # One plain connection first: a wrong database or password fails here at
-        # once with libpq's reason (a pool would keep retrying until its timeout).
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+    def first_connection() -> BridgedConnection:
+        # The pool's first connection is made here, plainly: a wrong database or
+        # password fails at once with libpq's reason. It migrates before it is
+        # bounded by the store's timeouts (a migration may wait for another's lock).
+        conn = BridgedConnection.connect(conninfo, autocommit=True)
+        try:
             _migrate(conn)
+            configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     try:
-        await trio.to_thread.run_sync(first_connection)
+        first = await trio.to_thread.run_sync(first_connection)
     except psycopg.OperationalError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else None
         raise StoreUnavailable(location, reason) from exc
-    try:
-        await trio.to_thread.run_sync(lambda: pool.open(wait=True, timeout=CONNECT_TIMEOUT))
-    except BaseException as exc:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(pool.close)
-        if isinstance(exc, psycopg.Error) and is_connection_error(exc):
-            raise StoreUnavailable(location) from exc
-        raise
+    pool = ConnectionPool(conninfo, configure)
+    pool.add(first)
     store = PostgresStore(url, pool, instance, pool_size, timeout)
     try:
         yield store
     finally:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(pool.close)
+        pool.close()
