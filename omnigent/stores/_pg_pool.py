@@ -10,12 +10,14 @@ has waits of its own.
 A connection comes back idle (no transaction open, not broken) to be lent again;
 otherwise it is closed. One whose call was given up mid-exchange is *discarded*: the
 statement it may still be running is cancelled on the server, then it is closed, in a
-worker thread, bounded by :data:`CANCEL_WAIT`. After a lost connection the store
-drops the idle ones too (they died with it) and the next call connects afresh.
+worker thread, bounded by :data:`CANCEL_WAIT` — a task of the nursery the pool is
+given, so the call given up returns at once. After a lost connection the store drops
+the idle ones too (they died with it) and the next call connects afresh.
 
 Resource handling: :meth:`ConnectionPool.close` closes the idle connections and every
-lent one as it comes back; a discarded connection is closed by its worker thread even
-when the wait for it is given up.
+lent one as it comes back; the owner's nursery waits for the discards (each bounded),
+and a discarded connection is closed by its worker thread even when the wait for it
+is given up.
 """
 
 from __future__ import annotations
@@ -42,9 +44,15 @@ CANCEL_WAIT = 1.0
 class ConnectionPool:
     """Idle connections to one database, lent and returned on the Trio thread."""
 
-    def __init__(self, conninfo: str, configure: Callable[[BridgedConnection], None]) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        configure: Callable[[BridgedConnection], None],
+        cleanup: trio.Nursery,
+    ) -> None:
         self._conninfo = conninfo
         self._configure = configure
+        self._cleanup = cleanup
         self._idle: list[BridgedConnection] = []
         self._closed = False
 
@@ -93,14 +101,17 @@ class ConnectionPool:
             return
         self._idle.append(conn)
 
-    async def discard(self, conn: BridgedConnection) -> None:
-        """Cancel what ``conn`` may be running on the server, then close it (bounded).
+    def discard(self, conn: BridgedConnection) -> None:
+        """Cancel what ``conn`` may be running on the server, then close it — in the
+        background (the pool's nursery), so that the call given up returns at once.
 
         For a connection whose call was given up mid-exchange: its state is unknown.
-        Shielded; after :data:`CANCEL_WAIT` the wait is given up and the thread closes
-        the connection when the cancel request ends.
+        The cancel request runs in a worker thread; after :data:`CANCEL_WAIT` the wait
+        for it is given up, and the thread closes the connection when it ends.
         """
+        self._cleanup.start_soon(self._cancel_and_close, conn)
 
+    async def _cancel_and_close(self, conn: BridgedConnection) -> None:
         def cancel_and_close() -> None:
             try:
                 if conn.pgconn.transaction_status == TransactionStatus.ACTIVE:

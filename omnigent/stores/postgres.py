@@ -188,8 +188,8 @@ class PostgresStore(
         """Stop waiting for statements in flight; returns how many were waited on.
 
         For a shutdown past its grace (an unreachable database): each waiting caller
-        gets ``RuntimeClosed`` once its connection is discarded (a cancel request
-        bounded by a second), and so does every later call.
+        gets ``RuntimeClosed`` at once, and so does every later call; their
+        connections are cancelled on the server and closed in the background.
         """
         self._abandoned = True
         for scope in self._waits:
@@ -284,7 +284,8 @@ class PostgresStore(
         """One try on a pooled connection, on this thread (:mod:`._pg_bridge`).
 
         Cancellation: the wait ends at once, and the connection — mid-exchange — is
-        discarded: its statement, if running, is cancelled on the server.
+        discarded: its statement, if running, is cancelled on the server (in the
+        background) and it is closed.
         """
         async with limiter:
             conn = await self._pool.take()
@@ -298,7 +299,7 @@ class PostgresStore(
                 self._pool.give_back(conn)  # the exchange ended: kept if sound
                 raise
             except BaseException:
-                await self._pool.discard(conn)
+                self._pool.discard(conn)  # mid-exchange: cancelled on the server, closed
                 raise
             self._pool.give_back(conn)
             return result
@@ -340,7 +341,8 @@ async def open_postgres_store(
         be reached.
 
     Resource handling: the pool (and every connection) is closed when the block
-    exits, however it exits.
+    exits, however it exits, once the connections of calls given up are (each within
+    a second).
     """
     try:
         conninfo = connection_info(url)
@@ -367,10 +369,10 @@ async def open_postgres_store(
     except psycopg.OperationalError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else None
         raise StoreUnavailable(location, reason) from exc
-    pool = ConnectionPool(conninfo, configure)
-    pool.add(first)
-    store = PostgresStore(url, pool, instance, pool_size, timeout)
-    try:
-        yield store
-    finally:
-        pool.close()
+    async with trio.open_nursery() as cleanup:
+        pool = ConnectionPool(conninfo, configure, cleanup)
+        pool.add(first)
+        try:
+            yield PostgresStore(url, pool, instance, pool_size, timeout)
+        finally:
+            pool.close()
