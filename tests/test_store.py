@@ -285,6 +285,21 @@ async def test_move_items_to_end(store: Store) -> None:
     assert [i["id"] for i in (await store.list_items("s2")).rows] == ["item_x"]
 
 
+async def test_one_message_moves_to_the_end_and_is_taken(store: Store) -> None:
+    """A turn's message alone (one statement on PostgreSQL, where several take a
+    transaction): moved behind what came after it, marked taken; one already last
+    stays where it is and keeps its turn."""
+    await store.insert_session(session_row("s1"))
+    await store.put_items("s1", [message(f"item_{n}") for n in range(3)], pending=True)
+    await store.move_items_to_end("s1", ["item_0"], taken_by="resp_1")
+    order = ["item_1", "item_2", "item_0"]
+    assert [i["id"] for i in (await store.list_items("s1")).rows] == order
+    assert [p.item["id"] for p in await store.pending_items(["s1"])] == ["item_1", "item_2"]
+    await store.move_items_to_end("s1", ["item_0"])
+    assert [i["id"] for i in (await store.list_items("s1")).rows] == order
+    assert await store.item_taken_by("s1", "item_0") == "resp_1"
+
+
 async def test_which_turn_took_a_message(store: Store) -> None:
     await store.insert_session(session_row("s1"))
     await store.put_items("s1", [message("item_a"), message("item_b"), message("item_c")])

@@ -34,7 +34,7 @@ from .._ids import now
 from ._cluster import EVENTS_CHANNEL, LeaseLost
 from ._pg_base import Conn, PGBase
 from ._rows import StoredEvent
-from ._sql_log import SQLLogMixin, require_session
+from ._sql_log import SQLLogMixin
 
 __all__ = ["LogMixin", "insert_items"]
 
@@ -61,6 +61,25 @@ _WRITE = (
     "h.session_id IN (SELECT id FROM present), "
     "CASE WHEN h.session_id IN (SELECT id FROM allowed) THEN pg_notify('" + EVENTS_CHANNEL + "', "
     "h.session_id || ':' || h.last_id || ':' || %(me)b) END FROM heads h"
+)
+
+
+# put_items: the session's row share-locked (a delete takes it FOR UPDATE), the items
+# upserted only if it exists, in the order given; whether it exists.
+_PUT_ITEMS = (
+    "WITH s AS (SELECT id FROM sessions WHERE id = %s FOR SHARE), "
+    "ins AS (INSERT INTO items (id, session_id, data, created_at, pending) "
+    "SELECT u.i, %s, u.d, %s, %s FROM s, unnest(%s::text[], %s::text[]) "
+    "WITH ORDINALITY AS u(i, d, n) ORDER BY u.n "
+    "ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data) "
+    "SELECT EXISTS (SELECT 1 FROM s)"
+)
+
+# move_items_to_end of one item: moved to the end unless it is there, marked taken.
+_TAKE_ONE_ITEM = (
+    "UPDATE items SET seq = CASE WHEN seq < (SELECT MAX(seq) FROM items WHERE session_id = %s) "
+    "THEN nextval(pg_get_serial_sequence('items', 'seq')) ELSE seq END, "
+    "pending = FALSE, taken_by = COALESCE(%s, taken_by) WHERE id = %s AND session_id = %s"
 )
 
 
@@ -99,11 +118,27 @@ class LogMixin(SQLLogMixin, PGBase):
             LookupError: the session does not exist (deleted meanwhile).
         """
 
-        def write(c: Conn) -> None:
-            require_session(c, self.dialect, session_id)
-            insert_items(c, session_id, items, pending=pending)
+        rows = list(items)
 
-        await self._transaction(write)
+        def write(c: Conn) -> None:
+            # One statement (one round trip, where a transaction took four): the
+            # session's row is share-locked, so a delete under way waits for it or
+            # has gone first — then nothing is written and the session is missing.
+            found = c.execute(
+                _PUT_ITEMS,
+                (
+                    session_id,
+                    session_id,
+                    now(),
+                    pending,
+                    [i["id"] for i in rows],
+                    [json.dumps(i) for i in rows],
+                ),
+            ).fetchone()
+            if found is None or not found[0]:
+                raise LookupError(session_id)
+
+        await self._run(write)
 
     async def move_items_to_end(
         self, session_id: str, item_ids: Sequence[str], *, taken_by: str | None = None
@@ -111,6 +146,12 @@ class LogMixin(SQLLogMixin, PGBase):
         """Move items to the end of the session's history, keeping their relative order,
         and mark them taken (``taken_by``: the response id of the turn that took them)."""
         if not item_ids:
+            return
+
+        if len(item_ids) == 1:  # a turn's message: one statement, one round trip
+            await self._run(
+                lambda c: c.execute(_TAKE_ONE_ITEM, (session_id, taken_by, item_ids[0], session_id))
+            )
             return
 
         def write(c: Conn) -> None:
