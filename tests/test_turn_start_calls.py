@@ -26,6 +26,7 @@ from omnigent.stores import cluster_of
 from omnigent.testing import RecordingHarness, probe, scripted_agent
 
 from .conftest import wait_quiet
+from .runners.test_binding import Links
 
 COUNTED = (
     "get_session",
@@ -172,3 +173,33 @@ async def test_a_refused_stream_message_gives_the_tree_back(pg_url: str) -> None
             while await store.lease_holder(session) is not None:
                 await trio.sleep(0.01)  # the let-go runs in the ownership's nursery
             assert (await rt.get_session(session)).status == "idle"
+
+
+async def test_a_claim_is_not_preceded_by_a_lookup_of_the_holder(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With runners, a message's tree is placed where the placement says if nobody holds
+    it. Regression (issue 32): the holder was looked up first on every turn, one more
+    round trip before the claim, whose own answer names a holder anyway. Now the holder
+    is read only when the placement would send the tree to another server."""
+    with trio.fail_after(30):
+        async with omnigent.open_runtime(pg_url, runners=Links()) as rt:  # type: ignore[arg-type]
+            agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
+            session = (await rt.create_session(agent.id)).id
+            store = cluster_of(probe(rt).store)
+            assert store is not None
+            calls: Counter[str] = Counter()
+            for name in ("lease_holder", "claim"):
+                original = getattr(store, name)
+
+                async def call(*args: Any, _name: str = name, _fn: Any = original) -> Any:
+                    calls[_name] += 1
+                    return await _fn(*args)
+
+                monkeypatch.setattr(store, name, call)
+            async with rt.open_turn_stream(session, "go") as (accepted, events):
+                seen = [event.type async for event in events]
+            await wait_quiet(rt)
+            assert accepted.status == "accepted"
+            assert seen[-1] == "response.completed"
+            assert calls == {"claim": 1}, calls

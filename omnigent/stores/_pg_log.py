@@ -65,11 +65,12 @@ _WRITE = (
 
 
 # put_items: the session's row share-locked (a delete takes it FOR UPDATE), the items
-# upserted only if it exists, in the order given; whether it exists.
+# upserted only if it exists, in the order given; whether it exists. The arrays go in
+# binary, as the event batch's do (a text-format array is quoted in Python).
 _PUT_ITEMS = (
     "WITH s AS (SELECT id FROM sessions WHERE id = %s FOR SHARE), "
     "ins AS (INSERT INTO items (id, session_id, data, created_at, pending) "
-    "SELECT u.i, %s, u.d, %s, %s FROM s, unnest(%s::text[], %s::text[]) "
+    "SELECT u.i, %s, u.d, %s, %s FROM s, unnest(%b::text[], %b::text[]) "
     "WITH ORDINALITY AS u(i, d, n) ORDER BY u.n "
     "ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data) "
     "SELECT EXISTS (SELECT 1 FROM s)"
@@ -96,7 +97,7 @@ def insert_items(
         return
     c.execute(
         "INSERT INTO items (id, session_id, data, created_at, pending) "
-        "SELECT i, %s, d, %s, %s FROM unnest(%s::text[], %s::text[]) AS u(i, d) "
+        "SELECT i, %s, d, %s, %s FROM unnest(%b::text[], %b::text[]) AS u(i, d) "
         "ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data",
         (session_id, now(), pending, [i["id"] for i in rows], [json.dumps(i) for i in rows]),
     )

@@ -107,20 +107,26 @@ class Router(Generic[W]):
         """Hold the tree here for a call (``claims``: one that starts work; see
         :meth:`Ownership.enter`).
 
-        A claiming call on a tree nobody holds goes where the placement says.
+        A claiming call on a tree nobody holds goes where the placement says. The
+        placement is asked first: when it has no other server in mind (the usual
+        answer), the claim itself says whether another server holds the tree, and
+        the holder is looked up only when the placement would send the tree away.
 
         Raises:
             Elsewhere: the tree is held by another server, or should be taken there.
         """
         if not claims or self._placement is None:
             return await self.ownership.enter(session_id, root_id, claim=claims)
-        tenure = await self.ownership.enter(session_id, root_id, claim=False)
+        tenure = self.ownership.retain(session_id)  # held here already: no store read
         if tenure is not None:
             return tenure
         where = await self._placement.elsewhere(session_id, root_id)
-        if where is not None:
-            raise where
-        return await self.ownership.enter(session_id, root_id, claim=True)
+        if where is None:
+            return await self.ownership.enter(session_id, root_id, claim=True)
+        tenure = await self.ownership.enter(session_id, root_id, claim=False)
+        if tenure is not None:
+            return tenure
+        raise where
 
     async def serve(self, call: Call[W, Any], session_id: str, root_id: str) -> Any:
         """Run a call another server forwarded here, if the tree is held here — or, for
