@@ -180,8 +180,10 @@ async def test_a_claim_is_not_preceded_by_a_lookup_of_the_holder(
 ) -> None:
     """With runners, a message's tree is placed where the placement says if nobody holds
     it. Regression (issue 32): the holder was looked up first on every turn, one more
-    round trip before the claim, whose own answer names a holder anyway. Now the holder
-    is read only when the placement would send the tree to another server."""
+    round trip before the claim, whose own answer names a holder anyway, and the
+    placement read the session's row again for its runner binding, which the stream
+    had just read. Now the holder is read only when the placement would send the tree
+    to another server, and the binding comes with the stream's row."""
     with trio.fail_after(30):
         async with omnigent.open_runtime(pg_url, runners=Links()) as rt:  # type: ignore[arg-type]
             agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
@@ -197,9 +199,11 @@ async def test_a_claim_is_not_preceded_by_a_lookup_of_the_holder(
                     return await _fn(*args)
 
                 monkeypatch.setattr(store, name, call)
-            async with rt.open_turn_stream(session, "go") as (accepted, events):
-                seen = [event.type async for event in events]
-            await wait_quiet(rt)
+            with counting(rt, monkeypatch) as counts:
+                async with rt.open_turn_stream(session, "go") as (accepted, events):
+                    seen = [event.type async for event in events]
+                await wait_quiet(rt)
             assert accepted.status == "accepted"
             assert seen[-1] == "response.completed"
             assert calls == {"claim": 1}, calls
+            assert row_reads(counts) == 2, counts  # as without runners

@@ -24,7 +24,7 @@ import trio
 from ...errors import OwnerUnavailable
 from ._calls import Call
 from ._ownership import Elsewhere, Moved, Ownership, Tenure
-from ._runner_directory import Placement
+from ._runner_directory import UNREAD, Placement, Unread
 
 __all__ = ["PLACE_TIMEOUT", "Router"]
 
@@ -87,7 +87,9 @@ class Router(Generic[W]):
             await trio.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
-    async def hold_here(self, session_id: str, root_id: str) -> Tenure | None:
+    async def hold_here(
+        self, session_id: str, root_id: str, runner_id: str | Unread | None = UNREAD
+    ) -> Tenure | None:
         """Hold the tree here if a call that starts work (a message) would run here
         now: a tenure the caller releases — that call, placed afterwards, finds the
         tree held and runs here —, or ``None``: it would be forwarded (another
@@ -96,14 +98,21 @@ class Router(Generic[W]):
 
         For a caller that must know before it places the call whether the session's
         events will be written here: a turn's stream, which subscribes first, then
-        needs no store read to start live.
+        needs no store read to start live. ``runner_id``: the session's runner
+        binding, when the caller has its row (see :meth:`Placement.elsewhere`).
         """
         try:
-            return await self._enter(True, session_id, root_id)
+            return await self._enter(True, session_id, root_id, runner_id)
         except (Elsewhere, Moved):
             return None
 
-    async def _enter(self, claims: bool, session_id: str, root_id: str) -> Tenure | None:
+    async def _enter(
+        self,
+        claims: bool,
+        session_id: str,
+        root_id: str,
+        runner_id: str | Unread | None = UNREAD,
+    ) -> Tenure | None:
         """Hold the tree here for a call (``claims``: one that starts work; see
         :meth:`Ownership.enter`).
 
@@ -120,7 +129,7 @@ class Router(Generic[W]):
         tenure = self.ownership.retain(session_id)  # held here already: no store read
         if tenure is not None:
             return tenure
-        where = await self._placement.elsewhere(session_id, root_id)
+        where = await self._placement.elsewhere(session_id, root_id, runner_id)
         if where is None:
             return await self.ownership.enter(session_id, root_id, claim=True)
         tenure = await self.ownership.enter(session_id, root_id, claim=False)

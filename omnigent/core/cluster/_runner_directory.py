@@ -15,9 +15,10 @@ forwarded there through the cluster's commands, as any call on live work is (see
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import Protocol
+from typing import Final, Protocol
 
 import attrs
 import trio
@@ -25,7 +26,7 @@ import trio
 from ...stores import ClusterStore, RunnerLinkRow
 from ._ownership import Elsewhere
 
-__all__ = ["Placement", "RunnerDirectory", "RunnerLink", "RunnerLinks"]
+__all__ = ["UNREAD", "Placement", "RunnerDirectory", "RunnerLink", "RunnerLinks", "Unread"]
 
 log = logging.getLogger("omnigent.core.cluster")
 
@@ -53,11 +54,27 @@ class RunnerLinks(Protocol):
         ...
 
 
+class Unread(enum.Enum):
+    """A value the caller has not read (:data:`UNREAD`)."""
+
+    UNREAD = enum.auto()
+
+
+#: The session's runner binding is not known to the caller: the placement reads it.
+UNREAD: Final = Unread.UNREAD
+
+
 class Placement(Protocol):
     """Where a call that starts work on a tree nobody holds should run."""
 
-    async def elsewhere(self, session_id: str, root_id: str) -> Elsewhere | None:
-        """The server that should take the tree instead of this one, or ``None``."""
+    async def elsewhere(
+        self, session_id: str, root_id: str, runner_id: str | Unread | None = UNREAD
+    ) -> Elsewhere | None:
+        """The server that should take the tree instead of this one, or ``None``.
+
+        ``runner_id``: the runner the session is bound to, if the caller has its row
+        (a session's binding never changes); otherwise it is read.
+        """
         ...
 
     async def claims_here(self, session_id: str) -> bool:
@@ -138,10 +155,13 @@ class RunnerDirectory:
 
     # -- Placement -------------------------------------------------------------------------
 
-    async def elsewhere(self, session_id: str, root_id: str) -> Elsewhere | None:
+    async def elsewhere(
+        self, session_id: str, root_id: str, runner_id: str | Unread | None = UNREAD
+    ) -> Elsewhere | None:
         if self._store is None:
             return None
-        runner_id = await self._runner_of(session_id)
+        if runner_id is UNREAD:
+            runner_id = await self._runner_of(session_id)
         if runner_id is None:
             return None
         link = await self.where(runner_id)

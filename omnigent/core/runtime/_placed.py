@@ -72,7 +72,7 @@ class PlacedCalls:
     async def hold_for_delivery(self, row: SessionRow) -> Tenure | None:
         """Hold the session's tree here if a message to it would be handed over here
         (see :meth:`~omnigent.core.cluster.Router.hold_here`); ``None`` if not."""
-        return await self.router.hold_here(row.id, row.root_session_id)
+        return await self.router.hold_here(row.id, row.root_session_id, row.runner_id)
 
     async def interrupt(self, row: SessionRow) -> bool:
         from ._placed_calls import Interrupt
