@@ -5,7 +5,7 @@ The store is assembled from one mixin per table family (``_pg_agents``,
 is; each needs only to run a function on a pooled connection — inside a transaction,
 or as single autocommitted statements. This base declares those calls so the mixins
 type-check on their own; :class:`~.postgres.PostgresStore` supplies the real pool and
-thread plumbing.
+call plumbing.
 
 Single statements are preferred everywhere: on an autocommit connection one
 statement is one transaction *and* one network round trip, where ``BEGIN`` … ``COMMIT``

@@ -29,9 +29,10 @@ CONNECTION_DEFAULTS: Final[Mapping[str, str]] = {
 """libpq parameters every connection gets unless the URL sets them itself.
 
 The keepalives notice a database gone silent (a partition, a host lost without a
-reset) within about 25 s: without them a statement's thread, abandoned at its deadline,
-would wait on the dead socket for the system's default of two hours and more, holding
-its pool slot (the event writer has two), and the listener's ping would never return.
+reset) within about 25 s: without them a call would learn it only at the store's
+deadline (30 s by default, where its connection is given up), an idle pooled
+connection would be lent dead, and the listener's ping, in its worker thread, would
+wait on the dead socket for the system's default of two hours and more.
 ``tcp_user_timeout`` does the same for data sent and never acknowledged.
 """
 
