@@ -14,7 +14,8 @@ shared ownership of a cluster store (:mod:`omnigent.core.cluster.shared`: never 
 SQLite), ``gzip`` (the console's first page), the routes' request bodies
 (:mod:`omnigent.transports.http._bodies`: each route's first request), a session's
 tool set and the tools it offers (:mod:`omnigent.core.tools.session`: the first
-session's tools).
+session's tools), cattrs (the wire converter: the first value structured or
+unstructured).
 This test runs a real ``omnigent serve`` in a fresh interpreter, asks ``GET /health``
 once it listens, and lists what was imported by then, so a module-level import that
 drags one of them back in fails here rather than silently slowing every start.
@@ -29,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 import trio
@@ -66,6 +68,7 @@ DEFERRED = (
     "omnigent.transports.http._openapi",
     "omnigent.transports.mcp",
     "omnigent.transports.runner.remote",
+    "cattrs",
     "certifi",
     "gzip",
     "httpcore",
@@ -170,3 +173,13 @@ async def test_routes_compile_their_url_builders_when_first_used(
     assert urls.build(endpoint, {"session_id": "conv_y"}) == "/v1/sessions/conv_y"
     assert urls.build(endpoint, {"session_id": "conv_z", "x": "1"}) == ("/v1/sessions/conv_z?x=1")
     assert len(compiled) == 1  # the one builder that was asked for, once
+
+
+def test_health_written_out_is_the_wire_form() -> None:
+    """``Health.to_dict`` skips the converter (so the first ``/health`` imports no
+    cattrs): it must say exactly what the converter would."""
+    from omnigent.model import Health, unstructure
+
+    for answer in (Health("ok", "srv_1", "sqlite"), Health("unavailable", "", "postgresql")):
+        assert answer.to_dict() == unstructure(answer)
+        assert list(answer.to_dict()) == [f.name for f in attrs.fields(Health)]

@@ -23,7 +23,7 @@ import attrs
 from ._items import Item
 from ._statuses import SessionStatus, TaskStatus, TurnStatus
 from ._usage import Usage
-from ._wire import converter, register_tagged_union, structure
+from ._wire import register_tagged_union, structure, wire_converter
 
 __all__ = [
     "EVENT_CLASSES",
@@ -99,7 +99,7 @@ class _EventBase:
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: ``{"type": ..., "event_id": ..., ...}``."""
-        out: dict[str, Any] = converter.unstructure(self, unstructure_as=Event)
+        out: dict[str, Any] = wire_converter().unstructure(self, unstructure_as=Event)
         return out
 
     def to_json(self) -> str:

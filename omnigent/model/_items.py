@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from .._ids import new_id
-from ._wire import WireError, converter, register_tagged_union, structure
+from ._wire import WireError, register_tagged_union, structure, wire_converter
 
 __all__ = [
     "ContentBlock",
@@ -75,7 +75,7 @@ class _ItemBase:
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: ``{"type": ..., "id": ..., ...}`` (``item_from_dict`` reads it)."""
-        out: dict[str, Any] = converter.unstructure(self)
+        out: dict[str, Any] = wire_converter().unstructure(self)
         return out
 
 

@@ -236,3 +236,8 @@ class Health(_Wire):
     status: Literal["ok", "unavailable"]
     server_id: str
     store: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form, written out: a readiness probe's answer does not wait for the
+        wire converter (cattrs is imported on its first use; issue 32)."""
+        return {"status": self.status, "server_id": self.server_id, "store": self.store}

@@ -9,6 +9,11 @@ also an attrs field breaks ``forbid_extra_keys``: cattrs #483).
 
 Failures surface as one :class:`~omnigent.errors.InvalidInput` whose ``details`` list
 every bad field as a dotted path (``data.content[0].text``).
+
+The converter is made — and cattrs imported — on the first structure or unstructure
+(:func:`wire_converter`); what the model and the spec register at import waits for it
+(:func:`on_wire_converter`). Nothing is structured before ``omnigent serve`` answers
+its first request, and importing cattrs cost that start ≈ 20 ms (issue 32).
 """
 
 from __future__ import annotations
@@ -18,29 +23,26 @@ import math
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import cattrs
-from cattrs.errors import (
-    ClassValidationError,
-    ForbiddenExtraKeysError,
-    IterableValidationError,
-)
-from cattrs.gen import make_dict_unstructure_fn
 
 from ..errors import ErrorDetail, InvalidInput
 from ._depth import check_depth
 from ._json import finite_float, loads
 
+if TYPE_CHECKING:
+    import cattrs
+
 __all__ = [
     "WireError",
-    "converter",
     "finite_float",
     "loads",
+    "on_wire_converter",
     "register_tagged_union",
     "structure",
     "unstructure",
+    "wire_converter",
 ]
 
 T = TypeVar("T")
@@ -143,7 +145,7 @@ def _dict_hook(tp: Any) -> Callable[[Any, Any], Any]:
             if not isinstance(key, str):
                 raise WireError("object keys must be strings")
             try:
-                out[key] = converter.structure(item, value_type)
+                out[key] = wire_converter().structure(item, value_type)
             except Exception as exc:  # collected into one error below
                 errors.extend(_details(exc, key))
         if errors:
@@ -168,7 +170,7 @@ def _list_hook(tp: Any) -> Callable[[Any, Any], Any]:
         errors: list[ErrorDetail] = []
         for index, item in enumerate(value):
             try:
-                out.append(converter.structure(item, args[index] if fixed else item_type))
+                out.append(wire_converter().structure(item, args[index] if fixed else item_type))
             except Exception as exc:  # collected into one error below
                 errors.extend(_details(exc, f"[{index}]"))
         if errors:
@@ -230,6 +232,8 @@ def _is_sequence(tp: Any) -> bool:
 
 
 def _make_converter() -> cattrs.Converter:
+    import cattrs
+
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(int, _strict_int)
@@ -255,6 +259,8 @@ def _omit_none(conv: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, A
     do); a class that must show its ``null`` fields sets ``wire_keeps_none = True``, or
     to the names of the fields that show theirs.
     """
+    from cattrs.gen import make_dict_unstructure_fn
+
     fields: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, conv)
     base: Callable[[Any], dict[str, Any]] = fields
     tag = getattr(cls, "type", None)
@@ -275,8 +281,33 @@ def _omit_none(conv: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, A
     return unstructure_without_none
 
 
-converter = _make_converter()
-"""The one converter for the wire. Register hooks before the first ``structure``."""
+_converter: cattrs.Converter | None = None
+_waiting: list[Callable[[cattrs.Converter], None]] = []
+
+
+def wire_converter() -> cattrs.Converter:
+    """The one converter for the wire, made on first use with every registration made
+    before it (:func:`on_wire_converter`), in order."""
+    global _converter
+    if _converter is None:
+        conv = _make_converter()
+        for register in _waiting:
+            register(conv)
+        _waiting.clear()
+        _converter = conv
+    return _converter
+
+
+def on_wire_converter(register: Callable[[cattrs.Converter], None]) -> None:
+    """Register hooks on the wire converter: at once if it is made, else when it is.
+
+    For import-time registrations (the model's tagged unions, the spec's rules), so
+    that importing them does not import cattrs.
+    """
+    if _converter is None:
+        _waiting.append(register)
+    else:
+        register(_converter)
 
 
 def register_tagged_union(
@@ -299,16 +330,19 @@ def register_tagged_union(
         if cls is None:
             raise WireError(f"unknown {what} {name!r} (expected one of: {names})", tag)
         body = {k: v for k, v in value.items() if k != tag}
-        return converter.structure(body, cls)
+        return wire_converter().structure(body, cls)
 
     def unstructure_tagged(value: Any) -> Any:
-        body = converter.unstructure(value, unstructure_as=type(value))
+        body = wire_converter().unstructure(value, unstructure_as=type(value))
         return body if tag in body else {tag: getattr(value, tag), **body}
 
-    converter.register_structure_hook(union, structure_union)
-    for cls in classes.values():
-        converter.register_structure_hook(cls, _untagged_hook(cls, tag))
-    converter.register_unstructure_hook(union, unstructure_tagged)
+    def register(conv: cattrs.Converter) -> None:
+        conv.register_structure_hook(union, structure_union)
+        for cls in classes.values():
+            conv.register_structure_hook(cls, _untagged_hook(cls, tag))
+        conv.register_unstructure_hook(union, unstructure_tagged)
+
+    on_wire_converter(register)
 
 
 def _untagged_hook(cls: type, tag: str) -> Callable[[Any, Any], Any]:
@@ -327,7 +361,7 @@ def _untagged_hook(cls: type, tag: str) -> Callable[[Any, Any], Any]:
                 raise WireError(f"expected {getattr(cls, tag)!r}, got {value[tag]!r}", tag)
             value = {k: v for k, v in value.items() if k != tag}
         if not made:
-            made.append(converter.gen_structure_attrs_fromdict(cls))
+            made.append(wire_converter().gen_structure_attrs_fromdict(cls))
         return made[0](value, cls)
 
     return structure_member
@@ -344,6 +378,12 @@ def _join(path: str, part: str | int) -> str:
 
 
 def _details(exc: BaseException, path: str) -> Iterator[ErrorDetail]:
+    from cattrs.errors import (
+        ClassValidationError,
+        ForbiddenExtraKeysError,
+        IterableValidationError,
+    )
+
     if isinstance(exc, ClassValidationError | IterableValidationError):
         with_notes, without = exc.group_exceptions()
         for inner, note in with_notes:
@@ -405,7 +445,7 @@ def structure(
     """
     check_depth(data, loc=root, error=error)
     try:
-        return converter.structure(data, cls)
+        return wire_converter().structure(data, cls)
     except Exception as exc:
         details = list(_details(exc, root))
         summary = "; ".join(f"{d.msg} @ {d.loc or '$'}" for d in details[:5])
@@ -417,5 +457,5 @@ def structure(
 def unstructure(value: Any, as_type: Any = None) -> Any:
     """The wire (JSON-ready) form of ``value``."""
     if as_type is None:
-        return converter.unstructure(value)
-    return converter.unstructure(value, unstructure_as=as_type)
+        return wire_converter().unstructure(value)
+    return wire_converter().unstructure(value, unstructure_as=as_type)

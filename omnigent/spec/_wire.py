@@ -15,21 +15,24 @@ classes, so the two do not import each other.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from cattrs.errors import ClassValidationError
-from cattrs.gen import make_dict_structure_fn, override
 
 from ..errors import SpecError
-from ..model._wire import WireError, converter
+from ..model._wire import WireError, on_wire_converter, wire_converter
 from ._rules import Problems, rules_of
+
+if TYPE_CHECKING:
+    import cattrs
 
 StructureHook = Callable[[Any, Any], Any]
 
 
 def _wire_error(problems: Problems, cls: type) -> Exception:
     """Rule failures in the form :func:`omnigent.model._wire.structure` reports."""
+    from cattrs.errors import ClassValidationError
+
     errors: list[Exception] = [WireError(d.msg, d.loc) for d in problems]
     if len(errors) == 1:
         return errors[0]
@@ -40,7 +43,7 @@ def _field_hook(field_type: Any, rule: Callable[[Any], Problems]) -> StructureHo
     # Checking the field as it is structured reports it alongside the other field
     # errors of the same object, instead of only once the whole object has built.
     def structure_checked(value: Any, _: Any) -> Any:
-        out = converter.structure(value, field_type)
+        out = wire_converter().structure(value, field_type)
         if problems := rule(out):
             raise _wire_error(problems, type(out))
         return out
@@ -56,8 +59,10 @@ def _register(cls: type) -> None:
     made: list[StructureHook] = []
 
     def structure_spec_object(value: Any, _: Any) -> Any:
+        from cattrs.errors import ClassValidationError
+
         # The dict hook raises the wire's "expected object, got <type>" for non-mappings.
-        converter.structure(value, dict[str, Any])
+        wire_converter().structure(value, dict[str, Any])
         if not made:
             made.append(_make_structure_fn(cls))
         try:
@@ -70,11 +75,13 @@ def _register(cls: type) -> None:
                 raise
             raise _wire_error([d for e in failed for d in e.details], cls) from None
 
-    converter.register_structure_hook(cls, structure_spec_object)
+    on_wire_converter(lambda conv: conv.register_structure_hook(cls, structure_spec_object))
 
 
 def _make_structure_fn(cls: type) -> StructureHook:
     """cattrs' structure function for ``cls``, each ruled field checked as it is read."""
+    from cattrs.gen import make_dict_structure_fn, override
+
     attrs.resolve_types(cls)
     fields = {f.name: f.type for f in attrs.fields(cls)}
     overrides = {
@@ -83,7 +90,7 @@ def _make_structure_fn(cls: type) -> StructureHook:
     }
     # mypy reads ``**overrides`` as possibly feeding the ``_cattrs_*`` flags.
     make_fn: Callable[..., StructureHook] = make_dict_structure_fn
-    return make_fn(cls, converter, **overrides)
+    return make_fn(cls, wire_converter(), **overrides)
 
 
 def _step_hook(kinds: Mapping[str, type]) -> StructureHook:
@@ -91,12 +98,12 @@ def _step_hook(kinds: Mapping[str, type]) -> StructureHook:
     names = ", ".join(kinds)
 
     def structure_step(value: Any, _: Any) -> Any:
-        converter.structure(value, dict[str, Any])
+        wire_converter().structure(value, dict[str, Any])
         present = [key for key in kinds if key in value]
         if len(present) != 1:
             found = f", got {' and '.join(present)}" if present else ""
             raise WireError(f"a step needs exactly one of {names}{found}")
-        return converter.structure(value, kinds[present[0]])
+        return wire_converter().structure(value, kinds[present[0]])
 
     return structure_step
 
@@ -114,6 +121,11 @@ def register_spec_hooks(
             every class here has its hook: its fields keep their rules whatever the
             order.
     """
-    converter.register_structure_hook(step_union, _step_hook(step_kinds))
+    step_hook = _step_hook(step_kinds)
+
+    def register(conv: cattrs.Converter) -> None:
+        conv.register_structure_hook(step_union, step_hook)
+
+    on_wire_converter(register)
     for cls in classes:
         _register(cls)
