@@ -132,3 +132,27 @@ async def test_a_batch_larger_than_the_socket_buffers_is_sent_whole(pg_url: str)
             await store.append_events([event("s1", i, delta=f"{big}{i}") for i in (1, 2)])
             stored = await store.read_events("s1", 0)
             assert [e["delta"] for e in stored] == [f"{big}1", f"{big}2"]
+
+
+async def test_without_greenlet_the_store_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ``postgres`` extra brings greenlet now (it replaced psycopg-pool): an install
+    without it is told which extra to add, not given a bare ImportError."""
+    import sys
+
+    from omnigent.errors import BadRequest
+    from omnigent.stores import open_store
+
+    monkeypatch.setitem(sys.modules, "greenlet", None)  # import greenlet → ImportError
+    for name in (
+        "omnigent.stores.postgres",
+        "omnigent.stores._pg_bridge",
+        "omnigent.stores._pg_pool",
+    ):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(
+        BadRequest, match=r"psycopg and greenlet: pip install 'omnigent\[postgres\]'"
+    ):
+        async with open_store("postgresql://nobody@127.0.0.1:1/none"):
+            raise AssertionError("opened")

@@ -211,7 +211,7 @@ async def open_store(
             for half of it. PostgreSQL also has the server end a statement then.
 
     Raises:
-        BadRequest: an unsupported URL, or PostgreSQL without psycopg installed.
+        BadRequest: an unsupported URL, or PostgreSQL without psycopg (or greenlet) installed.
         StoreBusy: (SQLite) ``exclusive`` and another process owns the database.
         StoreUnavailable: (PostgreSQL) the database cannot be reached.
     """
@@ -221,7 +221,8 @@ async def open_store(
             from .postgres import open_postgres_store
         except ImportError as exc:
             raise errors.BadRequest(
-                f"a PostgreSQL store needs psycopg: pip install 'omnigent[postgres]' ({exc})"
+                "a PostgreSQL store needs psycopg and greenlet: "
+                f"pip install 'omnigent[postgres]' ({exc})"
             ) from None
         async with open_postgres_store(url, instance=instance, timeout=timeout) as pg_store:
             yield pg_store
