@@ -64,10 +64,10 @@ _WRITE = (
 )
 
 
-# put_items: the session's row share-locked (a delete takes it FOR UPDATE), the items
-# upserted only if it exists, in the order given; whether it exists. The arrays go in
-# binary, as the event batch's do (a text-format array is quoted in Python).
-_PUT_ITEMS = (
+# The session's row share-locked (a delete takes it FOR UPDATE), the items upserted
+# only if it exists, in the order given; whether it exists. The arrays go in binary,
+# as the event batch's do (a text-format array is quoted in Python).
+_UPSERT_ITEMS = (
     "WITH s AS (SELECT id FROM sessions WHERE id = %s FOR SHARE), "
     "ins AS (INSERT INTO items (id, session_id, data, created_at, pending) "
     "SELECT u.i, %s, u.d, %s, %s FROM s, unnest(%b::text[], %b::text[]) "
@@ -86,21 +86,18 @@ _TAKE_ONE_ITEM = (
 
 def insert_items(
     c: Conn, session_id: str, items: Iterable[dict[str, Any]], *, pending: bool = False
-) -> None:
-    """Upsert ``items`` into a session's history on ``c`` (in the caller's transaction).
+) -> bool:
+    """Upsert ``items`` into a session's history on ``c``, in one statement; whether the
+    session exists (if not, nothing is written).
 
     An item whose id exists keeps its place (and its ``pending`` mark) and takes the
     new data.
     """
     rows = list(items)
-    if not rows:
-        return
-    c.execute(
-        "INSERT INTO items (id, session_id, data, created_at, pending) "
-        "SELECT i, %s, d, %s, %s FROM unnest(%b::text[], %b::text[]) AS u(i, d) "
-        "ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data",
-        (session_id, now(), pending, [i["id"] for i in rows], [json.dumps(i) for i in rows]),
-    )
+    ids, data = [i["id"] for i in rows], [json.dumps(i) for i in rows]
+    found = c.execute(_UPSERT_ITEMS, (session_id, session_id, now(), pending, ids, data))
+    row = found.fetchone()
+    return row is not None and bool(row[0])
 
 
 class LogMixin(SQLLogMixin, PGBase):
@@ -119,24 +116,11 @@ class LogMixin(SQLLogMixin, PGBase):
             LookupError: the session does not exist (deleted meanwhile).
         """
 
-        rows = list(items)
-
         def write(c: Conn) -> None:
             # One statement (one round trip, where a transaction took four): the
             # session's row is share-locked, so a delete under way waits for it or
             # has gone first — then nothing is written and the session is missing.
-            found = c.execute(
-                _PUT_ITEMS,
-                (
-                    session_id,
-                    session_id,
-                    now(),
-                    pending,
-                    [i["id"] for i in rows],
-                    [json.dumps(i) for i in rows],
-                ),
-            ).fetchone()
-            if found is None or not found[0]:
+            if not insert_items(c, session_id, items, pending=pending):
                 raise LookupError(session_id)
 
         await self._run(write)

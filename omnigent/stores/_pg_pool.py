@@ -66,10 +66,6 @@ class ConnectionPool:
             raise
         return conn
 
-    def add(self, conn: BridgedConnection) -> None:
-        """Keep ``conn`` (made by :meth:`connect`) to be lent."""
-        self.give_back(conn)
-
     async def take(self) -> BridgedConnection:
         """An idle connection, or a new one (made in a worker thread).
 
@@ -95,7 +91,8 @@ class ConnectionPool:
             raise
 
     def give_back(self, conn: BridgedConnection) -> None:
-        """Return a connection whose call ended: kept if idle and sound, else closed."""
+        """Keep a connection whose call ended (or one just made) if it is idle and
+        sound; else close it."""
         if self._closed or conn.closed or conn.pgconn.transaction_status != TransactionStatus.IDLE:
             conn.close()
             return
@@ -135,11 +132,6 @@ class ConnectionPool:
         """Close the idle connections now, and each lent one as it comes back."""
         self._closed = True
         self.drop_idle()
-
-    @property
-    def idle(self) -> int:
-        """How many connections wait to be lent."""
-        return len(self._idle)
 
 
 @attrs.define(eq=False)

@@ -58,7 +58,8 @@ class SessionsMixin(SQLSessionsMixin, PGBase):
                 "ON CONFLICT (id) DO NOTHING",
                 session_values(row),
             )
-            insert_items(c, row.id, items)
+            if items:
+                insert_items(c, row.id, items)  # the row is there: inserted just above
 
         await self._transaction(write)
 

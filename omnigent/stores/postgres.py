@@ -371,7 +371,7 @@ async def open_postgres_store(
         raise StoreUnavailable(location, reason) from exc
     async with trio.open_nursery() as cleanup:
         pool = ConnectionPool(conninfo, configure, cleanup)
-        pool.add(first)
+        pool.give_back(first)
         try:
             yield PostgresStore(url, pool, instance, pool_size, timeout)
         finally:
