@@ -300,6 +300,32 @@ async def test_one_message_moves_to_the_end_and_is_taken(store: Store) -> None:
     assert await store.item_taken_by("s1", "item_0") == "resp_1"
 
 
+
+async def test_a_turn_is_counted_as_it_takes_its_messages(store: Store) -> None:
+    """``begin_turn`` takes the turn's messages in the same write (one statement on
+    PostgreSQL for one message, where counting and taking were two): moved behind
+    what came after them, marked taken; other sessions' items untouched."""
+    await store.insert_session(session_row("s1"))
+    await store.insert_session(session_row("s2"))
+    await store.put_items("s1", [message(f"item_{n}") for n in range(5)], pending=True)
+    await store.put_items("s2", [message("item_x")], pending=True)
+    assert await store.begin_turn("s1", ["item_0"], taken_by="resp_1") == 0
+    assert await store.begin_turn("s1", ["item_2", "item_1"], taken_by="resp_2") == 1
+    assert await store.begin_turn("s1", ["item_x"], taken_by="resp_3") == 2  # not s1's
+    assert await store.begin_turn("s1") == 3
+    ids = [i["id"] for i in (await store.list_items("s1")).rows]
+    assert ids == ["item_3", "item_4", "item_0", "item_2", "item_1"]
+    assert [p.item["id"] for p in await store.pending_items(["s1", "s2"])] == [
+        "item_3",
+        "item_4",
+        "item_x",
+    ]
+    taken = [await store.item_taken_by("s1", f"item_{n}") for n in range(3)]
+    assert taken == ["resp_1", "resp_2", "resp_2"]
+    assert await store.item_taken_by("s2", "item_x") is None
+    row = await store.get_session("s1")
+    assert row is not None and row.turn_count == 4
+
 async def test_which_turn_took_a_message(store: Store) -> None:
     await store.insert_session(session_row("s1"))
     await store.put_items("s1", [message("item_a"), message("item_b"), message("item_c")])

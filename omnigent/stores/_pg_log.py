@@ -36,7 +36,7 @@ from ._pg_base import Conn, PGBase
 from ._rows import StoredEvent
 from ._sql_log import SQLLogMixin
 
-__all__ = ["LogMixin", "insert_items"]
+__all__ = ["TAKE_ONE_ITEM", "LogMixin", "insert_items", "take_items"]
 
 _BATCH = (
     "WITH batch AS (SELECT * FROM unnest(%(sid)b::text[], %(eid)b::bigint[], "
@@ -77,7 +77,8 @@ _UPSERT_ITEMS = (
 )
 
 # move_items_to_end of one item: moved to the end unless it is there, marked taken.
-_TAKE_ONE_ITEM = (
+# Parameters: the session, taken_by, the item, the session.
+TAKE_ONE_ITEM = (
     "UPDATE items SET seq = CASE WHEN seq < (SELECT MAX(seq) FROM items WHERE session_id = %s) "
     "THEN nextval(pg_get_serial_sequence('items', 'seq')) ELSE seq END, "
     "pending = FALSE, taken_by = COALESCE(%s, taken_by) WHERE id = %s AND session_id = %s"
@@ -98,6 +99,24 @@ def insert_items(
     found = c.execute(_UPSERT_ITEMS, (session_id, session_id, now(), pending, ids, data))
     row = found.fetchone()
     return row is not None and bool(row[0])
+
+
+def take_items(c: Conn, session_id: str, item_ids: Sequence[str], taken_by: str | None) -> None:
+    """Move items to the end of the session's history, keeping their relative order, and
+    mark them taken (see :meth:`LogMixin.move_items_to_end`), on ``c``, in its
+    transaction (one statement for one item: :data:`TAKE_ONE_ITEM`)."""
+    for item_id in item_ids:
+        c.execute(
+            "UPDATE items SET seq = nextval(pg_get_serial_sequence('items', 'seq')) "
+            "WHERE id = %s AND session_id = %s "
+            "AND seq < (SELECT MAX(seq) FROM items WHERE session_id = %s)",
+            (item_id, session_id, session_id),
+        )
+    c.execute(
+        "UPDATE items SET pending = FALSE, taken_by = COALESCE(%s, taken_by) "
+        "WHERE session_id = %s AND id = ANY(%s)",
+        (taken_by, session_id, list(item_ids)),
+    )
 
 
 class LogMixin(SQLLogMixin, PGBase):
@@ -132,28 +151,12 @@ class LogMixin(SQLLogMixin, PGBase):
         and mark them taken (``taken_by``: the response id of the turn that took them)."""
         if not item_ids:
             return
-
-        if len(item_ids) == 1:  # a turn's message: one statement, one round trip
+        if len(item_ids) == 1:  # a message taken during a turn: one statement
             await self._run(
-                lambda c: c.execute(_TAKE_ONE_ITEM, (session_id, taken_by, item_ids[0], session_id))
+                lambda c: c.execute(TAKE_ONE_ITEM, (session_id, taken_by, item_ids[0], session_id))
             )
             return
-
-        def write(c: Conn) -> None:
-            for item_id in item_ids:
-                c.execute(
-                    "UPDATE items SET seq = nextval(pg_get_serial_sequence('items', 'seq')) "
-                    "WHERE id = %s AND session_id = %s "
-                    "AND seq < (SELECT MAX(seq) FROM items WHERE session_id = %s)",
-                    (item_id, session_id, session_id),
-                )
-            c.execute(
-                "UPDATE items SET pending = FALSE, taken_by = COALESCE(%s, taken_by) "
-                "WHERE session_id = %s AND id = ANY(%s)",
-                (taken_by, session_id, list(item_ids)),
-            )
-
-        await self._transaction(write)
+        await self._transaction(lambda c: take_items(c, session_id, item_ids, taken_by))
 
     async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
         """Mark pending messages settled where they are (a stop dropped them)."""

@@ -14,11 +14,20 @@ from psycopg import sql
 
 from ._cluster import EVENTS_CHANNEL
 from ._pg_base import Conn, PGBase
-from ._pg_log import insert_items
+from ._pg_log import TAKE_ONE_ITEM, insert_items, take_items
 from ._rows import SessionRow
 from ._sql_sessions import SESSION_COLUMNS, SESSION_TABLES, SQLSessionsMixin, session_values
 
 __all__ = ["SessionsMixin", "descendants"]
+
+
+# Counts a turn once per token; parameters: the token, the token, the session.
+_COUNT_TURN = (
+    "UPDATE sessions SET turn_count = turn_count + "
+    "CASE WHEN turn_token IS DISTINCT FROM %s THEN 1 ELSE 0 END, turn_token = %s "
+    "WHERE id = %s RETURNING turn_count"
+)
+_TAKE_ONE_AND_COUNT_TURN = f"WITH taken AS ({TAKE_ONE_ITEM}) {_COUNT_TURN}"
 
 
 def descendants(c: Conn, session_id: str) -> list[str]:
@@ -63,22 +72,29 @@ class SessionsMixin(SQLSessionsMixin, PGBase):
 
         await self._transaction(write)
 
-    async def begin_turn(self, session_id: str) -> int:
-        """Count a new turn; returns its zero-based number.
+    async def begin_turn(
+        self, session_id: str, taken: Sequence[str] = (), *, taken_by: str | None = None
+    ) -> int:
+        """Count a new turn, taking its messages; returns its zero-based number.
 
-        A per-call token makes a retry (after a lost answer) count the turn once.
+        A turn's one message is taken in the same statement (one round trip where a
+        turn's start took two). A per-call token makes a retry (after a lost answer)
+        count the turn once; taking a message again leaves it where it is.
         """
         token = secrets.token_hex(8)
+        count = (token, token, session_id)
 
         def write(c: Conn) -> int:
-            r = c.execute(
-                "UPDATE sessions SET turn_count = turn_count + "
-                "CASE WHEN turn_token IS DISTINCT FROM %s THEN 1 ELSE 0 END, turn_token = %s "
-                "WHERE id = %s RETURNING turn_count",
-                (token, token, session_id),
-            ).fetchone()
+            if len(taken) == 1:
+                params = (session_id, taken_by, taken[0], session_id, *count)
+                r = c.execute(_TAKE_ONE_AND_COUNT_TURN, params).fetchone()
+            else:
+                take_items(c, session_id, taken, taken_by)
+                r = c.execute(_COUNT_TURN, count).fetchone()
             return 0 if r is None else int(r[0]) - 1
 
+        if len(taken) > 1:
+            return await self._transaction(write)
         return await self._run(write)
 
     async def delete_sessions(self, session_ids: Iterable[str]) -> None:

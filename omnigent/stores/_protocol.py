@@ -162,8 +162,15 @@ class Store(Protocol):
         """Change ``title``, ``labels``, ``model_override`` (or other columns)."""
         ...
 
-    async def begin_turn(self, session_id: str) -> int:
-        """Count a new turn; returns its number (1 for the first)."""
+    async def begin_turn(
+        self, session_id: str, taken: Sequence[str] = (), *, taken_by: str | None = None
+    ) -> int:
+        """Count a new turn, taking its messages; returns its zero-based number.
+
+        ``taken``: the messages the turn answers, moved to the end of the history and
+        marked taken by ``taken_by`` (as :meth:`move_items_to_end`) in the same
+        transaction: one write where a turn's start took two.
+        """
         ...
 
     async def runner_session_counts(self, *, viewer: str | None = None) -> dict[str, int]:

@@ -17,7 +17,7 @@ from ._rows import StoredEvent
 from ._sql_log import SQLLogMixin, require_session
 from ._sqlite_base import SQLiteBase
 
-__all__ = ["LogMixin", "insert_items"]
+__all__ = ["LogMixin", "insert_items", "take_items"]
 
 
 def insert_items(
@@ -38,6 +38,29 @@ def insert_items(
         "ON CONFLICT(id) DO UPDATE SET data = excluded.data",
         [(item["id"], session_id, json.dumps(item), t, int(pending)) for item in items],
     )
+
+
+def take_items(
+    c: sqlite3.Connection, session_id: str, item_ids: Sequence[str], taken_by: str | None
+) -> None:
+    """Move items to the end of the session's history, keeping their relative order, and
+    mark them taken (see :meth:`LogMixin.move_items_to_end`), on ``c``."""
+    for item_id in item_ids:
+        c.execute(
+            "UPDATE items SET seq = (SELECT MAX(seq) FROM items) + 1 "
+            "WHERE id = ? AND session_id = ? AND seq < (SELECT MAX(seq) FROM items "
+            "WHERE session_id = ?)",
+            (item_id, session_id, session_id),
+        )
+    c.executemany(
+        "UPDATE items SET pending = 0 WHERE id = ? AND session_id = ? AND pending = 1",
+        [(item_id, session_id) for item_id in item_ids],
+    )
+    if taken_by is not None:
+        c.executemany(
+            "UPDATE items SET taken_by = ? WHERE id = ? AND session_id = ?",
+            [(taken_by, item_id, session_id) for item_id in item_ids],
+        )
 
 
 class LogMixin(SQLLogMixin, SQLiteBase):
@@ -74,26 +97,7 @@ class LogMixin(SQLLogMixin, SQLiteBase):
         """
         if not item_ids:
             return
-
-        def write(c: sqlite3.Connection) -> None:
-            for item_id in item_ids:
-                c.execute(
-                    "UPDATE items SET seq = (SELECT MAX(seq) FROM items) + 1 "
-                    "WHERE id = ? AND session_id = ? AND seq < (SELECT MAX(seq) FROM items "
-                    "WHERE session_id = ?)",
-                    (item_id, session_id, session_id),
-                )
-            c.executemany(
-                "UPDATE items SET pending = 0 WHERE id = ? AND session_id = ? AND pending = 1",
-                [(item_id, session_id) for item_id in item_ids],
-            )
-            if taken_by is not None:
-                c.executemany(
-                    "UPDATE items SET taken_by = ? WHERE id = ? AND session_id = ?",
-                    [(taken_by, item_id, session_id) for item_id in item_ids],
-                )
-
-        await self._write(write)
+        await self._write(lambda c: take_items(c, session_id, item_ids, taken_by))
 
     async def settle_items(self, session_id: str, item_ids: Sequence[str]) -> None:
         """Mark pending messages settled where they are (a stop dropped them): taken by

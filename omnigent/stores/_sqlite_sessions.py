@@ -15,7 +15,7 @@ from typing import Any
 from ._rows import SessionRow
 from ._sql_sessions import SESSION_COLUMNS, SESSION_TABLES, SQLSessionsMixin, session_values
 from ._sqlite_base import SQLiteBase
-from ._sqlite_log import insert_items
+from ._sqlite_log import insert_items, take_items
 
 __all__ = ["SessionsMixin"]
 
@@ -55,10 +55,13 @@ class SessionsMixin(SQLSessionsMixin, SQLiteBase):
 
         await self._write(write)
 
-    async def begin_turn(self, session_id: str) -> int:
-        """Count a new turn; returns its zero-based number."""
+    async def begin_turn(
+        self, session_id: str, taken: Sequence[str] = (), *, taken_by: str | None = None
+    ) -> int:
+        """Count a new turn, taking its messages; returns its zero-based number."""
 
         def write(c: sqlite3.Connection) -> int:
+            take_items(c, session_id, taken, taken_by)
             r = c.execute(
                 "UPDATE sessions SET turn_count = turn_count + 1 WHERE id = ? RETURNING turn_count",
                 (session_id,),

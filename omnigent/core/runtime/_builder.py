@@ -233,13 +233,15 @@ class Builder:
         basis: SessionBasis,
         tools: SessionTools,
         response_id: str,
+        turn_number: int,
         messages: list[MessageItem],
         history: list[Item],
         image_positions: list[int],
     ) -> TurnRequest:
         """The turn's request: ``history`` as kept
         (:mod:`omnigent.core.session._history`), its uploaded
-        images (at ``image_positions``) and the input's resolved to ``data:`` URLs."""
+        images (at ``image_positions``) and the input's resolved to ``data:`` URLs;
+        ``turn_number`` as :meth:`~omnigent.stores.Store.begin_turn` counted it."""
         row, spec = basis.row, basis.spec
         session_id = row.id
         resolve = self._files.resolver()
@@ -248,7 +250,7 @@ class Builder:
         return TurnRequest(
             session_id=session_id,
             response_id=response_id,
-            turn_number=await self._store.begin_turn(session_id),
+            turn_number=turn_number,
             history=tuple(history),
             input=tuple([await resolve(m) for m in messages]),  # type: ignore[misc]
             instructions=spec.prompt,

@@ -389,7 +389,8 @@ class SessionActor:
             # being pending: a crash in between would leave a session stored idle
             # whose messages no turn answers and no recovery finds.
             await services.bus.flush()
-            await store.move_items_to_end(self.session_id, ids, taken_by=turn.response_id)
+            # Counted as it takes its messages: one write.
+            number = await store.begin_turn(self.session_id, ids, taken_by=turn.response_id)
             taken = True
             exclude = set(ids) | self.pending_ids()
             history = await services.histories.get(self.session_id, exclude)
@@ -407,7 +408,7 @@ class SessionActor:
             assert self._nursery is not None
             await tools.start_services(self._nursery)  # MCP servers, on the first turn
             request = await services.builder.build_request(
-                basis, tools, turn.response_id, messages, before, images
+                basis, tools, turn.response_id, number, messages, before, images
             )
             limits = request.spec.limits
             usage = TurnUsage(

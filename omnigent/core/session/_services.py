@@ -85,11 +85,13 @@ class SessionBuilder(Protocol):
         basis: SessionBasis,
         tools: SessionTools,
         response_id: str,
+        turn_number: int,
         messages: list[MessageItem],
         history: list[Item],
         image_positions: list[int],
     ) -> TurnRequest:
-        """One turn's request: ``history`` before it, ``messages`` its input."""
+        """One turn's request: ``history`` before it, ``messages`` its input,
+        ``turn_number`` as the store counted it."""
         ...
 
     def child_work(
