@@ -214,6 +214,20 @@ async def test_claim_release_and_holder(pg_url: str) -> None:
             assert (await b.claim("root1", 30)).instance == "inst_b"
 
 
+async def test_leases_are_released_together(pg_url: str) -> None:
+    """One statement releases several trees (a group of let-gos, issue 32): only this
+    instance's live leases among them."""
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            for root in ("root1", "root2", "root3"):
+                await a.claim(root, 30)
+            await b.claim("root4", 30)
+            await a.release("root1", "root2", "root4")
+            holders = [await b.lease_holder(f"root{n}") for n in range(1, 5)]
+            assert [h and h.instance for h in holders] == [None, None, "inst_a", "inst_b"]
+            await a.release()  # nothing to release
+
+
 async def test_an_expired_lease_is_taken_over_and_never_renewed(pg_url: str) -> None:
     with trio.fail_after(30):
         async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:

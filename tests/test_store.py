@@ -300,7 +300,6 @@ async def test_one_message_moves_to_the_end_and_is_taken(store: Store) -> None:
     assert await store.item_taken_by("s1", "item_0") == "resp_1"
 
 
-
 async def test_a_turn_is_counted_as_it_takes_its_messages(store: Store) -> None:
     """``begin_turn`` takes the turn's messages in the same write (one statement on
     PostgreSQL for one message, where counting and taking were two): moved behind
@@ -325,6 +324,7 @@ async def test_a_turn_is_counted_as_it_takes_its_messages(store: Store) -> None:
     assert await store.item_taken_by("s2", "item_x") is None
     row = await store.get_session("s1")
     assert row is not None and row.turn_count == 4
+
 
 async def test_which_turn_took_a_message(store: Store) -> None:
     await store.insert_session(session_row("s1"))

@@ -176,8 +176,9 @@ class ClusterStore(Protocol):
         (and then read the sessions below its root: ``Claim.sessions``)."""
         ...
 
-    async def release(self, root_id: str) -> None:
-        """Give up a live lease of this instance (an expired one stays, to be recovered)."""
+    async def release(self, *root_ids: str) -> None:
+        """Give up live leases of this instance, in one statement (an expired one stays,
+        to be recovered)."""
         ...
 
     async def lease_holder(self, root_id: str) -> Claim | None:

@@ -195,13 +195,15 @@ class ClusterMixin(PGBase):
 
         return await self._run(write)
 
-    async def release(self, root_id: str) -> None:
-        """Give up this instance's live lease on the tree."""
+    async def release(self, *root_ids: str) -> None:
+        """Give up this instance's live leases on these trees, in one statement."""
         me = self._me
+        roots = list(root_ids)
         await self._run(
             lambda c: c.execute(
-                "DELETE FROM leases WHERE root_id = %s AND instance = %s AND expires_at > now()",
-                (root_id, me),
+                "DELETE FROM leases WHERE root_id = ANY(%s) AND instance = %s "
+                "AND expires_at > now()",
+                (roots, me),
             )
         )
 
