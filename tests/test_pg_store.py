@@ -214,6 +214,27 @@ async def test_claim_release_and_holder(pg_url: str) -> None:
             assert (await b.claim("root1", 30)).instance == "inst_b"
 
 
+async def test_trees_are_claimed_together(pg_url: str) -> None:
+    """One call claims several trees (a group of claims, issue 32): each answer under
+    its root, the sessions below a tree taken with it, one held elsewhere named."""
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            await a.insert_session(session_row("root1"))
+            await a.insert_session(session_row("c1", parent_session_id="root1"))
+            await a.insert_session(
+                session_row("c2", parent_session_id="c1", root_session_id="root1")
+            )
+            await a.insert_session(session_row("root2"))
+            await b.claim("root3", 30)
+            claims = await a.claim_all(["root2", "root3", "root1"], 30)
+            assert sorted(claims) == ["root1", "root2", "root3"]
+            assert (claims["root1"].instance, claims["root1"].sessions) == ("inst_a", ("c1", "c2"))
+            assert (claims["root2"].instance, claims["root2"].sessions) == ("inst_a", ())
+            assert (claims["root3"].instance, claims["root3"].server) == ("inst_b", "b")
+            assert claims["root3"].sessions == ()
+            assert (await a.claim("root1", 30)).sessions == ("c1", "c2")  # its own: renewed
+
+
 async def test_leases_are_released_together(pg_url: str) -> None:
     """One statement releases several trees (a group of let-gos, issue 32): only this
     instance's live leases among them."""

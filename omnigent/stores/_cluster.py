@@ -25,7 +25,7 @@ All times that servers compare are the database's clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -174,6 +174,11 @@ class ClusterStore(Protocol):
     async def claim(self, root_id: str, ttl: float) -> Claim:
         """Take the tree's lease if it is free, expired, or already this instance's
         (and then read the sessions below its root: ``Claim.sessions``)."""
+        ...
+
+    async def claim_all(self, root_ids: Collection[str], ttl: float) -> dict[str, Claim]:
+        """:meth:`claim` for several trees in one call (a group of claims), each root's
+        answer under its id."""
         ...
 
     async def release(self, *root_ids: str) -> None:

@@ -12,7 +12,7 @@ took it yet, because events its holder tried to write meanwhile were refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 
 import trio
@@ -21,7 +21,7 @@ from .._ids import now
 from ._cluster import COMMANDS_CHANNEL, Claim, CommandRow, Notification, RunnerLinkRow, ServerRow
 from ._pg_base import Conn, PGBase
 from ._pg_listen import open_listener
-from ._pg_sessions import descendants
+from ._pg_sessions import descendants_of
 
 __all__ = ["ClusterMixin"]
 
@@ -172,26 +172,24 @@ class ClusterMixin(PGBase):
         after the lease is this instance's, on the same connection — when it holds
         it now.
         """
-        me = self._me
+        return (await self.claim_all([root_id], ttl))[root_id]
 
-        def write(c: Conn) -> Claim:
-            r = c.execute(
-                "INSERT INTO leases AS l (root_id, instance, server, acquired_at, expires_at) "
-                "SELECT %s, %s, COALESCE((SELECT name FROM servers WHERE instance = %s), ''), "
-                "now(), now() + make_interval(secs => %s) "
-                "ON CONFLICT (root_id) DO UPDATE SET instance = EXCLUDED.instance, "
-                "server = EXCLUDED.server, expires_at = EXCLUDED.expires_at, "
-                "acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END, "
-                "taken_from = CASE WHEN l.expires_at <= now() THEN l.instance END "
-                "WHERE l.instance = EXCLUDED.instance OR l.expires_at <= now() "
-                "RETURNING instance, server, taken_from",
-                (root_id, me, me, ttl),
-            ).fetchone()
-            if r is not None:
-                return Claim(root_id, r[0], r[1], r[2], tuple(descendants(c, root_id)))
-            held = _holder(c, root_id)
-            # Released between the two statements: nobody holds it; the caller retries.
-            return held if held is not None else Claim(root_id, "", "")
+    async def claim_all(self, root_ids: Collection[str], ttl: float) -> dict[str, Claim]:
+        """:meth:`claim` for several trees at once: two statements, whatever their
+        number (three when some are held elsewhere)."""
+        me = self._me
+        # In one order on every server: two batches lock their rows without deadlock.
+        roots = sorted(root_ids)
+
+        def write(c: Conn) -> dict[str, Claim]:
+            rows = c.execute(_CLAIM, (me, me, ttl, roots)).fetchall()
+            below = descendants_of(c, [r[0] for r in rows]) if rows else {}
+            claims = {r[0]: Claim(r[0], r[1], r[2], r[3], tuple(below.get(r[0], ()))) for r in rows}
+            others = [root for root in roots if root not in claims]
+            if others:
+                claims.update((held.root_id, held) for held in _holders(c, others))
+            # Released between the statements: nobody holds it; the caller retries.
+            return {root: claims.get(root) or Claim(root, "", "") for root in roots}
 
         return await self._run(write)
 
@@ -335,3 +333,27 @@ def _holder(c: Conn, root_id: str) -> Claim | None:
         (root_id,),
     ).fetchone()
     return None if r is None else Claim(root_id, r[0], r[1])
+
+
+def _holders(c: Conn, root_ids: list[str]) -> list[Claim]:
+    rows = c.execute(
+        "SELECT root_id, instance, server FROM leases "
+        "WHERE root_id = ANY(%s) AND expires_at > now()",
+        (root_ids,),
+    ).fetchall()
+    return [Claim(r[0], r[1], r[2]) for r in rows]
+
+
+# Take each tree's lease if it is free, expired or this instance's; the rows taken.
+# Parameters: this instance, this instance, the lease's seconds, the roots (sorted).
+_CLAIM = (
+    "INSERT INTO leases AS l (root_id, instance, server, acquired_at, expires_at) "
+    "SELECT r, %s, COALESCE((SELECT name FROM servers WHERE instance = %s), ''), "
+    "now(), now() + make_interval(secs => %s) FROM unnest(%s::text[]) AS r ORDER BY r "
+    "ON CONFLICT (root_id) DO UPDATE SET instance = EXCLUDED.instance, "
+    "server = EXCLUDED.server, expires_at = EXCLUDED.expires_at, "
+    "acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END, "
+    "taken_from = CASE WHEN l.expires_at <= now() THEN l.instance END "
+    "WHERE l.instance = EXCLUDED.instance OR l.expires_at <= now() "
+    "RETURNING root_id, instance, server, taken_from"
+)

@@ -18,7 +18,7 @@ from ._pg_log import TAKE_ONE_ITEM, insert_items, take_items
 from ._rows import SessionRow
 from ._sql_sessions import SESSION_COLUMNS, SESSION_TABLES, SQLSessionsMixin, session_values
 
-__all__ = ["SessionsMixin", "descendants"]
+__all__ = ["SessionsMixin", "descendants", "descendants_of"]
 
 
 # Counts a turn once per token; parameters: the token, the token, the session.
@@ -32,15 +32,24 @@ _TAKE_ONE_AND_COUNT_TURN = f"WITH taken AS ({TAKE_ONE_ITEM}) {_COUNT_TURN}"
 
 def descendants(c: Conn, session_id: str) -> list[str]:
     """Every session below ``session_id``, parents before their children (on ``c``)."""
+    return descendants_of(c, [session_id]).get(session_id, [])
+
+
+def descendants_of(c: Conn, session_ids: Sequence[str]) -> dict[str, list[str]]:
+    """Every session below each of ``session_ids``, parents before their children, in
+    one statement (on ``c``); a session with none below it is not a key."""
     rows = c.execute(
-        "WITH RECURSIVE d(id, depth) AS ("
-        "SELECT id, 1 FROM sessions WHERE parent_session_id = %s "
-        "UNION SELECT s.id, d.depth + 1 FROM sessions s "
+        "WITH RECURSIVE d(top, id, depth) AS ("
+        "SELECT parent_session_id, id, 1 FROM sessions WHERE parent_session_id = ANY(%s) "
+        "UNION SELECT d.top, s.id, d.depth + 1 FROM sessions s "
         "JOIN d ON s.parent_session_id = d.id WHERE d.depth < 64) "
-        "SELECT id FROM d ORDER BY depth",
-        (session_id,),
+        "SELECT top, id FROM d ORDER BY top, depth",
+        (list(session_ids),),
     )
-    return [r[0] for r in rows]
+    below: dict[str, list[str]] = {}
+    for top, session_id in rows:
+        below.setdefault(top, []).append(session_id)
+    return below
 
 
 class SessionsMixin(SQLSessionsMixin, PGBase):

@@ -41,6 +41,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, TypeVar
 
 import attrs
@@ -50,11 +51,13 @@ from ....errors import Conflict
 from ....stores import (
     COMMANDS_CHANNEL,
     EVENTS_CHANNEL,
+    Claim,
     ServerRow,
 )
 from .._calls import Call, CallWire
 from .._ownership import DEFAULT_LEASE_TTL, Elsewhere, Moved, Tenure, default_server_name
 from ._command_rows import CommandChannel
+from ._grouped import Grouped
 from ._trees import HeldTree, HeldTrees, SharedStore
 
 __all__ = [
@@ -109,6 +112,8 @@ class SharedOwnership:
         self._nursery = nursery
         self._member: Member | None = None  # the runtime, once it joined
         self._trees = HeldTrees(store, nursery, released=self._released, lost=self._lost)
+        # Claims waiting while one is sent go together (issue 32: a burst of turns).
+        self._claims: Grouped[str, Claim] = Grouped(partial(store.claim_all, ttl=ttl))
         self._commands = CommandChannel(
             store, self.instance, nursery, ttl, wire, serve=self._serve, closing=self._closing
         )
@@ -134,9 +139,9 @@ class SharedOwnership:
             if self.closing or self._member is None:
                 raise Moved()
             since = trio.current_time()
-            result = await self._store.claim(root_id, self.ttl)
+            result = await self._claims(root_id)
             if result.instance == "":  # released between its two statements: once more
-                result = await self._store.claim(root_id, self.ttl)
+                result = await self._claims(root_id)
             if result.instance != self.instance:
                 if not result.instance:
                     raise Moved()

@@ -5,7 +5,8 @@ apart from claiming leases and the background tasks that keep them: which trees 
 held here and which sessions belong to each (so an actor can start without a store
 read), how many tenures (:class:`~.._ownership.Tenure`) are out on each, the release of a
 tree's lease row after the last one is given back (in a task of the ownership's
-nursery, since ``Tenure.release`` is synchronous), and forgetting a tree — telling
+nursery, since ``Tenure.release`` is synchronous; with every release then waiting, in
+one statement), and forgetting a tree — telling
 its owner through the callbacks it was made with — when it is let go or lost.
 
 One lock per root (:meth:`HeldTrees.lock`) orders what changes a tree's lease: the
@@ -15,7 +16,7 @@ claim, the release after the last tenure and a takeover never interleave.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -24,6 +25,7 @@ import trio
 
 from ....stores import ClusterStore, Store
 from .._ownership import Tenure
+from ._grouped import Grouped
 
 __all__ = ["HeldTree", "HeldTrees", "SharedStore"]
 
@@ -43,14 +45,6 @@ class HeldTree:
     since: float  # trio time of the claim: a renewal older than it may not list it
     refs: int = 0
     sessions: set[str] = attrs.field(factory=set)
-
-
-@attrs.define(eq=False)
-class _ReleaseBatch:
-    """Lease releases sent in one statement (see :meth:`HeldTrees._release_lease`)."""
-
-    roots: set[str] = attrs.field(factory=set)
-    ended: trio.Event = attrs.field(factory=trio.Event)
 
 
 class _KeyedLocks:
@@ -97,8 +91,7 @@ class HeldTrees:
         self._trees: dict[str, HeldTree] = {}
         self._roots: dict[str, str] = {}  # session id -> root, for sessions of held trees
         self._letting_go: dict[str, trio.Event] = {}  # root -> set once its let-go ends
-        self._next_release = _ReleaseBatch()  # lease releases waiting to be sent
-        self._releasing: _ReleaseBatch | None = None  # the batch being sent
+        self._releases: Grouped[str, None] = Grouped(self._release_leases)
         self.lock = _KeyedLocks()
 
     def __contains__(self, root_id: str) -> bool:
@@ -171,45 +164,20 @@ class HeldTrees:
                 if tree.refs or self._trees.get(tree.root_id) is not tree:
                     return
                 self._forget(tree)
-                await self._release_lease(tree.root_id)
+                try:
+                    await self._releases(tree.root_id)
+                except Exception:
+                    log.warning("could not release %s (it expires)", tree.root_id, exc_info=True)
         finally:
             if self._letting_go.get(tree.root_id) is done:
                 del self._letting_go[tree.root_id]
             done.set()
 
-    async def _release_lease(self, root_id: str) -> None:
-        """Release the tree's lease row, in one statement with every release waiting
-        (a group commit: issue 32, one statement where 200 turns ending together sent
-        200). A failure is logged: the rows then expire.
-
-        A release that finds none under way sends its batch at once; one that finds
-        one under way joins the next batch, which the first of its members to run
-        sends when that one ends. Called under the root's lock, so the root is claimed
-        again only once this returns. Cancelled while its batch waits, it leaves the
-        batch: no later batch releases a lease this one no longer asked about.
-        """
-        batch = self._next_release
-        batch.roots.add(root_id)
-        try:
-            while self._releasing is not None and self._releasing is not batch:
-                await self._releasing.ended.wait()
-        except BaseException:
-            if batch is self._next_release:
-                batch.roots.discard(root_id)
-            raise
-        if batch is not self._next_release:  # sent by another member
-            await batch.ended.wait()
-            return
-        self._next_release = _ReleaseBatch()
-        self._releasing = batch
-        try:
-            await self._store.release(*batch.roots)
-        except Exception:
-            roots = ", ".join(sorted(batch.roots))
-            log.warning("could not release %s (they expire)", roots, exc_info=True)
-        finally:
-            self._releasing = None
-            batch.ended.set()
+    async def _release_leases(self, root_ids: Collection[str]) -> dict[str, None]:
+        """Release these trees' lease rows: one statement for every let-go waiting
+        (:class:`~._grouped.Grouped`; issue 32: 200 turns ending together sent 200)."""
+        await self._store.release(*root_ids)
+        return dict.fromkeys(root_ids)
 
     async def settled(self, root_id: str) -> None:
         """See :meth:`~.._ownership.Ownership.settled`."""
