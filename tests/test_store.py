@@ -197,7 +197,7 @@ async def test_update_session_and_begin_turn(store: Store) -> None:
     await store.update_session("s1", title=None)
     row = await store.get_session("s1")
     assert row is not None and row.title is None
-    assert [await store.begin_turn("s1") for _ in range(3)] == [0, 1, 2]
+    assert [await _turn_number(store, "s1") for _ in range(3)] == [0, 1, 2]
     row = await store.get_session("s1")
     assert row is not None and row.turn_count == 3
 
@@ -308,10 +308,10 @@ async def test_a_turn_is_counted_as_it_takes_its_messages(store: Store) -> None:
     await store.insert_session(session_row("s2"))
     await store.put_items("s1", [message(f"item_{n}") for n in range(5)], pending=True)
     await store.put_items("s2", [message("item_x")], pending=True)
-    assert await store.begin_turn("s1", ["item_0"], taken_by="resp_1") == 0
-    assert await store.begin_turn("s1", ["item_2", "item_1"], taken_by="resp_2") == 1
-    assert await store.begin_turn("s1", ["item_x"], taken_by="resp_3") == 2  # not s1's
-    assert await store.begin_turn("s1") == 3
+    assert await _turn_number(store, "s1", ["item_0"], taken_by="resp_1") == 0
+    assert await _turn_number(store, "s1", ["item_2", "item_1"], taken_by="resp_2") == 1
+    assert await _turn_number(store, "s1", ["item_x"], taken_by="resp_3") == 2  # not s1's
+    assert await _turn_number(store, "s1") == 3
     ids = [i["id"] for i in (await store.list_items("s1")).rows]
     assert ids == ["item_3", "item_4", "item_0", "item_2", "item_1"]
     assert [p.item["id"] for p in await store.pending_items(["s1", "s2"])] == [
@@ -324,6 +324,36 @@ async def test_a_turn_is_counted_as_it_takes_its_messages(store: Store) -> None:
     assert await store.item_taken_by("s2", "item_x") is None
     row = await store.get_session("s1")
     assert row is not None and row.turn_count == 4
+
+
+async def _turn_number(store: Store, session_id: str, *taken: Any, **kwargs: Any) -> int:
+    start = await store.begin_turn(session_id, *taken, **kwargs)
+    assert start is not None
+    return start.number
+
+
+async def test_a_turn_s_start_reads_the_row_and_its_agent_s_version(store: Store) -> None:
+    """``begin_turn`` answers with the row as counted and the agent's latest version
+    (the read a turn's start made after it); a missing session gets ``None`` and
+    nothing is written."""
+    agent = await store.put_agent_version("coder", {"name": "coder", "v": 1}, "alice")
+    await store.insert_session(session_row("s1", agent_id=agent.id))
+    await store.put_items("s1", [message("item_0")], pending=True)
+    await store.put_agent_version("coder", {"name": "coder", "v": 2}, "alice")
+    for taken in ([], ["item_0"], ["item_0", "item_1"]):
+        start = await store.begin_turn("s1", taken, taken_by="resp_1")
+        assert start is not None
+        assert start.row == await store.get_session("s1")
+        assert (start.number, start.row.turn_count, start.latest_version) == (
+            start.row.turn_count - 1,
+            len(taken) + 1,
+            2,
+        )
+    await store.insert_session(session_row("s2"))  # its agent is gone
+    start = await store.begin_turn("s2")
+    assert start is not None and start.latest_version is None
+    assert await store.begin_turn("missing", ["item_0"], taken_by="resp_9") is None
+    assert await store.item_taken_by("s1", "item_0") == "resp_1"
 
 
 async def test_which_turn_took_a_message(store: Store) -> None:

@@ -40,6 +40,7 @@ from ._rows import (
     RunningTask,
     SessionRow,
     StoredEvent,
+    TurnStart,
     WorkRow,
 )
 
@@ -66,6 +67,7 @@ __all__ = [
     "SessionRow",
     "Store",
     "StoredEvent",
+    "TurnStart",
     "WorkRow",
     "announce_server",
     "cluster_of",

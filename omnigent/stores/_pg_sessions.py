@@ -15,17 +15,25 @@ from psycopg import sql
 from ._cluster import EVENTS_CHANNEL
 from ._pg_base import Conn, PGBase
 from ._pg_log import TAKE_ONE_ITEM, insert_items, take_items
-from ._rows import SessionRow
-from ._sql_sessions import SESSION_COLUMNS, SESSION_TABLES, SQLSessionsMixin, session_values
+from ._rows import SessionRow, TurnStart
+from ._sql_sessions import (
+    SESSION_AND_AGENT_VERSION,
+    SESSION_COLUMNS,
+    SESSION_TABLES,
+    SQLSessionsMixin,
+    session_values,
+    turn_start,
+)
 
 __all__ = ["SessionsMixin", "descendants", "descendants_of"]
 
 
-# Counts a turn once per token; parameters: the token, the token, the session.
+# Counts a turn once per token, returning the row and its agent's latest version;
+# parameters: the token, the token, the session.
 _COUNT_TURN = (
     "UPDATE sessions SET turn_count = turn_count + "
     "CASE WHEN turn_token IS DISTINCT FROM %s THEN 1 ELSE 0 END, turn_token = %s "
-    "WHERE id = %s RETURNING turn_count"
+    f"WHERE id = %s RETURNING {SESSION_AND_AGENT_VERSION}"
 )
 _TAKE_ONE_AND_COUNT_TURN = f"WITH taken AS ({TAKE_ONE_ITEM}) {_COUNT_TURN}"
 
@@ -83,24 +91,24 @@ class SessionsMixin(SQLSessionsMixin, PGBase):
 
     async def begin_turn(
         self, session_id: str, taken: Sequence[str] = (), *, taken_by: str | None = None
-    ) -> int:
-        """Count a new turn, taking its messages; returns its zero-based number.
+    ) -> TurnStart | None:
+        """Count a new turn, taking its messages; the turn and the session's row after it.
 
-        A turn's one message is taken in the same statement (one round trip where a
-        turn's start took two). A per-call token makes a retry (after a lost answer)
-        count the turn once; taking a message again leaves it where it is.
+        One statement for a turn's one message, returning the row (where a turn's
+        start took two writes and a read). A per-call token makes a retry (after a
+        lost answer) count the turn once; taking a message again leaves it where it is.
         """
         token = secrets.token_hex(8)
         count = (token, token, session_id)
 
-        def write(c: Conn) -> int:
+        def write(c: Conn) -> TurnStart | None:
             if len(taken) == 1:
                 params = (session_id, taken_by, taken[0], session_id, *count)
-                r = c.execute(_TAKE_ONE_AND_COUNT_TURN, params).fetchone()
+                found = c.execute(_TAKE_ONE_AND_COUNT_TURN, params).fetchone()
             else:
                 take_items(c, session_id, taken, taken_by)
-                r = c.execute(_COUNT_TURN, count).fetchone()
-            return 0 if r is None else int(r[0]) - 1
+                found = c.execute(_COUNT_TURN, count).fetchone()
+            return None if found is None else turn_start(found)
 
         if len(taken) > 1:
             return await self._transaction(write)

@@ -46,6 +46,7 @@ from ._rows import (
     RunningTask,
     SessionRow,
     StoredEvent,
+    TurnStart,
     WorkRow,
 )
 
@@ -164,12 +165,14 @@ class Store(Protocol):
 
     async def begin_turn(
         self, session_id: str, taken: Sequence[str] = (), *, taken_by: str | None = None
-    ) -> int:
-        """Count a new turn, taking its messages; returns its zero-based number.
+    ) -> TurnStart | None:
+        """Count a new turn, taking its messages; the turn's number and the session's
+        row (``None``: the session does not exist, and nothing is written).
 
         ``taken``: the messages the turn answers, moved to the end of the history and
         marked taken by ``taken_by`` (as :meth:`move_items_to_end`) in the same
-        transaction: one write where a turn's start took two.
+        transaction — and the row and its agent's latest version read in it too: one
+        write where a turn's start took two writes and a read.
         """
         ...
 

@@ -65,6 +65,18 @@ class SessionRow:
 
 
 @attrs.frozen
+class TurnStart:
+    """A turn counted by :meth:`~omnigent.stores.Store.begin_turn`: its zero-based
+    ``number``, and the session's ``row`` with its agent's ``latest_version`` (``None``:
+    the agent is gone) as they stand once it is counted — what a turn's start reads,
+    in the same write."""
+
+    number: int
+    row: SessionRow
+    latest_version: int | None
+
+
+@attrs.frozen
 class StoredEvent:
     """One event as persisted: its place in the log and its wire form.
 

@@ -12,15 +12,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ._rows import Page, SessionRow
+from ._rows import Page, SessionRow, TurnStart
 from ._sql import SQLBase, SQLConn
 
 __all__ = [
+    "SESSION_AND_AGENT_VERSION",
     "SESSION_COLUMNS",
     "SESSION_TABLES",
     "SQLSessionsMixin",
     "session_row",
     "session_values",
+    "turn_start",
 ]
 
 #: The columns of :class:`~._rows.SessionRow`, in its order (what :func:`session_row`
@@ -29,6 +31,10 @@ SESSION_COLUMNS = (
     "id, agent_id, agent_version, owner, title, parent_session_id, root_session_id, "
     "harness_override, model_override, labels, status, last_event_id, turn_count, created_at, "
     "cwd, updated_at, sub_agent, runner_id"
+)
+# A session's columns, then its agent's latest version (a turn's start reads both).
+SESSION_AND_AGENT_VERSION = (
+    f"{SESSION_COLUMNS}, (SELECT latest_version FROM agents WHERE agents.id = sessions.agent_id)"
 )
 _UPDATABLE = frozenset(
     {
@@ -65,6 +71,12 @@ _VISIBLE_CTE = (
     "UNION SELECT session_id FROM permissions WHERE user_id IN (?, '__public__') "
     "UNION SELECT s.id FROM sessions s JOIN visible v ON s.parent_session_id = v.id) "
 )
+
+
+def turn_start(r: Sequence[Any]) -> TurnStart:
+    """The turn just counted, from :data:`SESSION_AND_AGENT_VERSION` read after it."""
+    row = session_row(r[:-1])
+    return TurnStart(row.turn_count - 1, row, r[-1])
 
 
 def session_row(r: Sequence[Any]) -> SessionRow:
@@ -130,10 +142,7 @@ class SQLSessionsMixin(SQLBase):
     async def get_session_and_agent_version(
         self, session_id: str
     ) -> tuple[SessionRow, int | None] | None:
-        q = self.dialect.q(
-            f"SELECT {SESSION_COLUMNS}, (SELECT latest_version FROM agents "
-            "WHERE agents.id = sessions.agent_id) FROM sessions WHERE id = ?"
-        )
+        q = self.dialect.q(f"SELECT {SESSION_AND_AGENT_VERSION} FROM sessions WHERE id = ?")
 
         def read(c: SQLConn) -> tuple[SessionRow, int | None] | None:
             found = c.execute(q, (session_id,)).fetchone()

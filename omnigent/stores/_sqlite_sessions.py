@@ -12,8 +12,15 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._rows import SessionRow
-from ._sql_sessions import SESSION_COLUMNS, SESSION_TABLES, SQLSessionsMixin, session_values
+from ._rows import SessionRow, TurnStart
+from ._sql_sessions import (
+    SESSION_AND_AGENT_VERSION,
+    SESSION_COLUMNS,
+    SESSION_TABLES,
+    SQLSessionsMixin,
+    session_values,
+    turn_start,
+)
 from ._sqlite_base import SQLiteBase
 from ._sqlite_log import insert_items, take_items
 
@@ -57,16 +64,15 @@ class SessionsMixin(SQLSessionsMixin, SQLiteBase):
 
     async def begin_turn(
         self, session_id: str, taken: Sequence[str] = (), *, taken_by: str | None = None
-    ) -> int:
-        """Count a new turn, taking its messages; returns its zero-based number."""
+    ) -> TurnStart | None:
+        """Count a new turn, taking its messages; the turn and the session's row after it."""
+        counted = f"SELECT {SESSION_AND_AGENT_VERSION} FROM sessions WHERE id = ?"
 
-        def write(c: sqlite3.Connection) -> int:
+        def write(c: sqlite3.Connection) -> TurnStart | None:
             take_items(c, session_id, taken, taken_by)
-            r = c.execute(
-                "UPDATE sessions SET turn_count = turn_count + 1 WHERE id = ? RETURNING turn_count",
-                (session_id,),
-            ).fetchone()
-            return int(r[0]) - 1
+            c.execute("UPDATE sessions SET turn_count = turn_count + 1 WHERE id = ?", (session_id,))
+            found = c.execute(counted, (session_id,)).fetchone()
+            return None if found is None else turn_start(found)
 
         return await self._write(write)
 

@@ -22,7 +22,7 @@ from ...errors import ConfigError, OmnigentError, SessionNotFound, SpecUnresolve
 from ...harnesses.base import Harness, HarnessEnv, TurnRequest
 from ...model import Item, MessageItem, Prices
 from ...providers import Provider, load_provider_config
-from ...stores import SessionRow, Store
+from ...stores import SessionRow, Store, TurnStart
 from ..session import SessionBasis, StoredHarnessState
 from ..tools import (
     PythonTools,
@@ -89,9 +89,12 @@ class Builder:
         self._subagents = subagents
         self._child_hooks = child_hooks
 
-    async def session_basis(self, session_id: str, *, follow: bool) -> SessionBasis:
+    async def session_basis(
+        self, session_id: str, *, follow: bool, read: TurnStart | None = None
+    ) -> SessionBasis:
         """The session's row and the spec it runs, read once for a turn's start
-        (``follow``: moved to its agent's latest version first, if it tracks it).
+        (``follow``: moved to its agent's latest version first, if it tracks it;
+        ``read``: the row and version as the turn's count read them, not read again).
 
         Raises:
             OmnigentError: SessionNotFound; as the spec cache raises it (AgentNotFound,
@@ -99,7 +102,12 @@ class Builder:
                 named, its text logged, never shown).
         """
         try:
-            row = await (self._followed_row(session_id) if follow else self._row(session_id))
+            if read is not None:
+                row = await self._follow(read.row, read.latest_version) if follow else read.row
+            elif follow:
+                row = await self._followed_row(session_id)
+            else:
+                row = await self._row(session_id)
             return SessionBasis(row, await self._specs.row_spec(row))
         except OmnigentError:
             raise
@@ -147,7 +155,15 @@ class Builder:
 
     async def _followed_row(self, session_id: str) -> SessionRow:
         """The session's row, moved first to its agent's latest version if it tracks
-        its agent (the row and that version are one read).
+        its agent (the row and that version are one read: :meth:`_follow`)."""
+        found = await self._store.get_session_and_agent_version(session_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return await self._follow(*found)
+
+    async def _follow(self, row: SessionRow, latest: int | None) -> SessionRow:
+        """The session's ``row``, moved first to its agent's ``latest`` version if it
+        tracks its agent.
 
         As the original omnigent ("no ``harness_override``: track the spec"), a session
         runs the version its agent has when its actor builds its tools — the first
@@ -156,10 +172,6 @@ class Builder:
         ``harness_override`` keeps the version the session was created with, and so
         does a sub-agent's session (its spec is inside its parent's version).
         """
-        found = await self._store.get_session_and_agent_version(session_id)
-        if found is None:
-            raise SessionNotFound(session_id)
-        row, latest = found
         if (
             row.harness_override is not None
             or row.sub_agent is not None
@@ -167,9 +179,9 @@ class Builder:
             or latest <= row.agent_version
         ):
             return row
-        await self._store.update_session(session_id, agent_version=latest)
-        log.info("session %s follows agent %s to version %d", session_id, row.agent_id, latest)
-        return await self._row(session_id)  # as the store has it now
+        await self._store.update_session(row.id, agent_version=latest)
+        log.info("session %s follows agent %s to version %d", row.id, row.agent_id, latest)
+        return await self._row(row.id)  # as the store has it now
 
     async def make_harness(self, basis: SessionBasis, tools: SessionTools) -> tuple[Harness, str]:
         row, spec = basis.row, basis.spec

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ...errors import Conflict
+from ...errors import Conflict, SessionNotFound
 from ...harnesses.base import Harness, ToolSchema, TurnRequest
 from ...model import ElicitationParams, InputText, Item, MessageItem, Usage, unstructure
 from ...observability import Carrier, carrier
@@ -389,9 +389,11 @@ class SessionActor:
             # being pending: a crash in between would leave a session stored idle
             # whose messages no turn answers and no recovery finds.
             await services.bus.flush()
-            # Counted as it takes its messages: one write.
-            number = await store.begin_turn(self.session_id, ids, taken_by=turn.response_id)
+            # Counted as it takes its messages, its row read back: one write.
+            start = await store.begin_turn(self.session_id, ids, taken_by=turn.response_id)
             taken = True
+            if start is None:
+                raise SessionNotFound(self.session_id)
             exclude = set(ids) | self.pending_ids()
             history = await services.histories.get(self.session_id, exclude)
             self._history = history
@@ -401,14 +403,14 @@ class SessionActor:
             # The session's row, read once for everything this start builds; the
             # actor's first turn (no tools yet) moves it to its agent's latest version.
             basis = await services.builder.session_basis(
-                self.session_id, follow=self._tools is None
+                self.session_id, follow=self._tools is None, read=start
             )
             self._basis = basis
             tools = await self._session_tools(basis)
             assert self._nursery is not None
             await tools.start_services(self._nursery)  # MCP servers, on the first turn
             request = await services.builder.build_request(
-                basis, tools, turn.response_id, number, messages, before, images
+                basis, tools, turn.response_id, start.number, messages, before, images
             )
             limits = request.spec.limits
             usage = TurnUsage(

@@ -28,7 +28,7 @@ from ...harnesses.base import Harness, TurnRequest
 from ...model import Item, MessageItem, Prices
 from ...observability import Metrics
 from ...spec import AgentSpec
-from ...stores import SessionRow, Store
+from ...stores import SessionRow, Store, TurnStart
 from ..asking import Elicitations
 from ..bus import EventBus
 from ..work import BackgroundTasks, ChildWork, TurnOutcome
@@ -60,10 +60,13 @@ class SessionBasis:
 class SessionBuilder(Protocol):
     """Builds what a session actor runs (implemented by the runtime)."""
 
-    async def session_basis(self, session_id: str, *, follow: bool) -> SessionBasis:
+    async def session_basis(
+        self, session_id: str, *, follow: bool, read: TurnStart | None = None
+    ) -> SessionBasis:
         """The session's row and spec as they are now (``follow``: a session that
         tracks its agent is moved to the agent's latest version first — done when an
-        actor builds its tools).
+        actor builds its tools); ``read``: the row as the turn starting just read it
+        (:meth:`~omnigent.stores.Store.begin_turn`), not read again.
 
         Raises:
             OmnigentError: SessionNotFound, AgentNotFound, SpecUnresolved, a store's.
