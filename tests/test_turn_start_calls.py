@@ -5,7 +5,8 @@ calls, each costing this process 240–300 µs of CPU there: a stream turn read 
 session's row nine times (the turn builder three times plus following its agent, the
 announcement to a parent twice — for a root session too, which has none —, the row
 lookups of the send, the compose and the stream). Regression tests: each fails if a
-redundant read comes back.
+redundant read comes back. Since the turn's count reads the row back (``begin_turn``
+answers with it and its agent's latest version), the turn's start reads it no more.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .conftest import wait_quiet
 from .runners.test_binding import Links
 
 COUNTED = (
+    "begin_turn",
     "get_session",
     "get_session_and_agent_version",
     "read_events",
@@ -64,15 +66,15 @@ def counting(rt: omnigent.Runtime, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         yield counts
 
 
-async def test_a_stream_turn_reads_its_session_row_twice(
+async def test_a_stream_turn_reads_its_session_row_once(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A root session's stream turn, from the message to its actor's exit: the stream
-    reads the row once (to hand the message to where the tree is held), the turn's
-    start once (for its tools, harness and request, with its agent's latest version
-    to follow). The stream holds the tree before it subscribes, so its subscription
-    starts live from the bus's counter (one read of the newest id, which the turn's
-    events then take) and never reads the log back — on PostgreSQL too, where no
+    reads the row once (to hand the message to where the tree is held); the turn's
+    start has it from counting the turn (for its tools, harness and request, with its
+    agent's latest version to follow). The stream holds the tree before it
+    subscribes, so its subscription starts live from the bus's counter (one read of
+    the newest id, which the turn's events then take) and never reads the log back — on PostgreSQL too, where no
     server held the tree when the message came. A spec with no ``limits`` reads no
     stored usage."""
     with trio.fail_after(30):
@@ -85,10 +87,11 @@ async def test_a_stream_turn_reads_its_session_row_twice(
                 await wait_quiet(rt)  # the turn's end is announced after its last event
             assert accepted.status == "accepted"
             assert seen[-1] == "response.completed"
-            assert row_reads(counts) == 2, counts
+            assert row_reads(counts) == 1, counts
             # The actor's first turn follows its agent: its latest version comes with
-            # the row, in the same read.
-            assert counts["get_session_and_agent_version"] == 1, counts
+            # the row, read back by the turn's count.
+            assert counts["begin_turn"] == 1, counts
+            assert counts["get_session_and_agent_version"] == 0, counts
             assert counts["get_agent"] == 0, counts
             assert counts["max_event_id"] == 1, counts
             assert counts["read_events"] == 0, counts
@@ -99,7 +102,8 @@ async def test_each_turn_reads_the_row_once_and_sees_a_change_made_before_it(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An actor's next turn reads the row again — a row kept across turns would miss
-    a change made between them (here a ``model_override``) — once, and follows no
+    a change made between them (here a ``model_override``) — once, as its count reads
+    it back, and follows no
     agent (only the actor's first turn does); a root session's two turn ends and the
     next start announce nothing, and so read nothing."""
     recorder = RecordingHarness()
@@ -134,7 +138,8 @@ async def test_each_turn_reads_the_row_once_and_sees_a_change_made_before_it(
     assert [r.turn_number for r in recorder.requests] == [0, 1]
     assert recorder.requests[0].model != "changed-model"
     assert recorder.requests[1].model == "changed-model"
-    assert counts["get_session"] == 1, counts  # the second turn's start
+    assert counts["begin_turn"] == 1, counts  # the second turn's start, the row read back
+    assert counts["get_session"] == 0, counts
     assert counts["get_session_and_agent_version"] == counts["get_agent"] == 0, counts
 
 
@@ -191,7 +196,7 @@ async def test_a_claim_is_not_preceded_by_a_lookup_of_the_holder(
             store = cluster_of(probe(rt).store)
             assert store is not None
             calls: Counter[str] = Counter()
-            for name in ("lease_holder", "claim"):
+            for name in ("lease_holder", "claim_all"):
                 original = getattr(store, name)
 
                 async def call(*args: Any, _name: str = name, _fn: Any = original) -> Any:
@@ -205,5 +210,5 @@ async def test_a_claim_is_not_preceded_by_a_lookup_of_the_holder(
                 await wait_quiet(rt)
             assert accepted.status == "accepted"
             assert seen[-1] == "response.completed"
-            assert calls == {"claim": 1}, calls
-            assert row_reads(counts) == 2, counts  # as without runners
+            assert calls == {"claim_all": 1}, calls
+            assert row_reads(counts) == 1, counts  # as without runners

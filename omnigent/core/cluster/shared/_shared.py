@@ -39,9 +39,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any, TypeVar
 
 import attrs
@@ -113,7 +112,7 @@ class SharedOwnership:
         self._member: Member | None = None  # the runtime, once it joined
         self._trees = HeldTrees(store, nursery, released=self._released, lost=self._lost)
         # Claims waiting while one is sent go together (issue 32: a burst of turns).
-        self._claims: Grouped[str, Claim] = Grouped(partial(store.claim_all, ttl=ttl))
+        self._claims: Grouped[str, Claim] = Grouped(self._claim_all)
         self._commands = CommandChannel(
             store, self.instance, nursery, ttl, wire, serve=self._serve, closing=self._closing
         )
@@ -154,6 +153,9 @@ class SharedOwnership:
                 log.warning("took over %s from %s: recovering it", root_id, result.taken_from)
                 await self._recover(tree)
             return tenure
+
+    async def _claim_all(self, root_ids: Collection[str]) -> dict[str, Claim]:
+        return await self._store.claim_all(root_ids, self.ttl)
 
     def retain(self, session_id: str) -> Tenure | None:
         return self._trees.retain(session_id)
