@@ -74,9 +74,9 @@ async def test_a_stream_turn_reads_its_session_row_once(
     start has it from counting the turn (for its tools, harness and request, with its
     agent's latest version to follow). The stream holds the tree before it
     subscribes, so its subscription starts live from the bus's counter (one read of
-    the newest id, which the turn's events then take) and never reads the log back — on PostgreSQL too, where no
-    server held the tree when the message came. A spec with no ``limits`` reads no
-    stored usage."""
+    the newest id, which the turn's events then take) and never reads the log back —
+    on PostgreSQL too, where no server held the tree when the message came. A spec
+    with no ``limits`` reads no stored usage."""
     with trio.fail_after(30):
         async with omnigent.open_runtime(db_url) as rt:
             agent = await rt.create_agent(scripted_agent(script=[{"say": "hi"}]))
