@@ -235,6 +235,52 @@ async def test_trees_are_claimed_together(pg_url: str) -> None:
             assert (await a.claim("root1", 30)).sessions == ("c1", "c2")  # its own: renewed
 
 
+async def test_a_batch_of_claims_waits_holding_no_lease_row(pg_url: str) -> None:
+    """Regression (issue 32's batches of claims): a tree with a lease row is claimed
+    alone, after the free trees' rows are committed, so a claim waiting on another
+    server's lock holds none that server could wait on. (One statement taking both
+    waited on the held row holding the new one: a deadlock, one side aborted.)"""
+
+    def waiting_on_a_lock() -> bool:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            row = c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND strpos(query, 'INSERT INTO leases') > 0"
+            ).fetchone()
+        return row is not None and row[0] > 0
+
+    with trio.fail_after(30):
+        async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
+            await b.claim("root1", 30)
+            # b mid-write on its tree: its lease row share-locked, as an event batch does.
+            other = await trio.to_thread.run_sync(psycopg.connect, pg_url)
+            try:
+                await trio.to_thread.run_sync(
+                    other.execute, "SELECT 1 FROM leases WHERE root_id = 'root1' FOR SHARE"
+                )
+                claims: dict[str, Any] = {}
+                async with trio.open_nursery() as nursery:
+
+                    async def claim() -> None:
+                        claims.update(await a.claim_all(["root0", "root1"], 30))
+
+                    nursery.start_soon(claim)
+                    while not await trio.to_thread.run_sync(waiting_on_a_lock):
+                        await trio.sleep(0.01)
+                    # b now takes a's new row: committed already, so nobody waits.
+                    await trio.to_thread.run_sync(
+                        other.execute,
+                        "INSERT INTO leases (root_id, instance, server, acquired_at, "
+                        "expires_at) VALUES ('root0', 'inst_b', 'b', now(), now()) "
+                        "ON CONFLICT (root_id) DO NOTHING",
+                    )
+                    await trio.to_thread.run_sync(other.commit)
+            finally:
+                await trio.to_thread.run_sync(other.close)
+            assert claims["root0"].instance == "inst_a"
+            assert (claims["root1"].instance, claims["root1"].server) == ("inst_b", "b")
+
+
 async def test_leases_are_released_together(pg_url: str) -> None:
     """One statement releases several trees (a group of let-gos, issue 32): only this
     instance's live leases among them."""

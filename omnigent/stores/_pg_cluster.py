@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 
+import attrs
 import trio
 
 from .._ids import now
@@ -78,7 +79,7 @@ class ClusterMixin(PGBase):
                 "WITH srv AS (UPDATE servers SET expires_at = now() + make_interval(secs => %s) "
                 "WHERE instance = %s RETURNING 1), "
                 "kept AS (UPDATE leases SET expires_at = now() + make_interval(secs => %s) "
-                "WHERE instance = %s AND expires_at > now() AND EXISTS (SELECT 1 FROM srv) "
+                f"WHERE root_id IN ({_MINE}{_IN_ORDER}) AND EXISTS (SELECT 1 FROM srv) "
                 "RETURNING root_id) "
                 "SELECT (SELECT count(*) FROM srv), root_id FROM (SELECT root_id FROM kept "
                 "UNION ALL SELECT NULL) k",
@@ -175,16 +176,30 @@ class ClusterMixin(PGBase):
         return (await self.claim_all([root_id], ttl))[root_id]
 
     async def claim_all(self, root_ids: Collection[str], ttl: float) -> dict[str, Claim]:
-        """:meth:`claim` for several trees at once: two statements, whatever their
-        number (three when some are held elsewhere)."""
+        """:meth:`claim` for several trees at once: two statements for trees nobody
+        holds, whatever their number.
+
+        Deadlocks: the trees without a lease row are inserted in one statement, in
+        root order (two servers' batches insert in the same order), and an existing
+        row is neither locked nor waited for there; each tree with a row — another
+        instance's, expired, or this one's — is claimed alone, as before batches, a
+        statement that locks one row and waits holding no other.
+        """
         me = self._me
-        # In one order on every server: two batches lock their rows without deadlock.
         roots = sorted(root_ids)
 
         def write(c: Conn) -> dict[str, Claim]:
-            rows = c.execute(_CLAIM, (me, me, ttl, roots)).fetchall()
-            below = descendants_of(c, [r[0] for r in rows]) if rows else {}
-            claims = {r[0]: Claim(r[0], r[1], r[2], r[3], tuple(below.get(r[0], ()))) for r in rows}
+            rows = c.execute(_CLAIM_FREE, (me, me, ttl, roots)).fetchall()
+            claims = {r[0]: Claim(r[0], me, r[1]) for r in rows}
+            for root in roots:
+                if root not in claims:
+                    r = c.execute(_CLAIM_ONE, (root, me, me, ttl)).fetchone()
+                    if r is not None:
+                        claims[root] = Claim(root, r[0], r[1], r[2])
+            if claims:
+                below = descendants_of(c, list(claims))
+                for root, claim in claims.items():
+                    claims[root] = attrs.evolve(claim, sessions=tuple(below.get(root, ())))
             others = [root for root in roots if root not in claims]
             if others:
                 claims.update((held.root_id, held) for held in _holders(c, others))
@@ -199,9 +214,8 @@ class ClusterMixin(PGBase):
         roots = list(root_ids)
         await self._run(
             lambda c: c.execute(
-                "DELETE FROM leases WHERE root_id = ANY(%s) AND instance = %s "
-                "AND expires_at > now()",
-                (roots, me),
+                f"DELETE FROM leases WHERE root_id IN ({_MINE} AND root_id = ANY(%s){_IN_ORDER})",
+                (me, roots),
             )
         )
 
@@ -344,16 +358,32 @@ def _holders(c: Conn, root_ids: list[str]) -> list[Claim]:
     return [Claim(r[0], r[1], r[2]) for r in rows]
 
 
-# Take each tree's lease if it is free, expired or this instance's; the rows taken.
+# This instance's live lease rows (parameter: this instance), locked in root order:
+# every statement that locks several lease rows takes them in that order (the
+# heartbeat, a group of releases, an insert of free trees, the event batch's share
+# locks), so that no two of them wait on each other.
+_MINE = "SELECT root_id FROM leases WHERE instance = %s AND expires_at > now()"
+_IN_ORDER = " ORDER BY root_id FOR UPDATE"
+
+# Take the leases of trees without a lease row, in root order; the rows taken.
 # Parameters: this instance, this instance, the lease's seconds, the roots (sorted).
-_CLAIM = (
-    "INSERT INTO leases AS l (root_id, instance, server, acquired_at, expires_at) "
+_CLAIM_FREE = (
+    "INSERT INTO leases (root_id, instance, server, acquired_at, expires_at) "
     "SELECT r, %s, COALESCE((SELECT name FROM servers WHERE instance = %s), ''), "
     "now(), now() + make_interval(secs => %s) FROM unnest(%s::text[]) AS r ORDER BY r "
+    "ON CONFLICT (root_id) DO NOTHING RETURNING root_id, server"
+)
+
+# Take one tree's lease if it is free, expired or this instance's; the row taken.
+# Parameters: the root, this instance, this instance, the lease's seconds.
+_CLAIM_ONE = (
+    "INSERT INTO leases AS l (root_id, instance, server, acquired_at, expires_at) "
+    "SELECT %s, %s, COALESCE((SELECT name FROM servers WHERE instance = %s), ''), "
+    "now(), now() + make_interval(secs => %s) "
     "ON CONFLICT (root_id) DO UPDATE SET instance = EXCLUDED.instance, "
     "server = EXCLUDED.server, expires_at = EXCLUDED.expires_at, "
     "acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END, "
     "taken_from = CASE WHEN l.expires_at <= now() THEN l.instance END "
     "WHERE l.instance = EXCLUDED.instance OR l.expires_at <= now() "
-    "RETURNING root_id, instance, server, taken_from"
+    "RETURNING instance, server, taken_from"
 )

@@ -48,7 +48,7 @@ _BATCH = (
 _ALLOWED_FENCED = (
     "allowed AS (SELECT s.id FROM sessions s JOIN leases l ON l.root_id = s.root_session_id "
     "WHERE s.id = ANY(%(hsid)b) AND l.instance = %(me)b AND l.expires_at > now() "
-    "FOR SHARE OF l), "
+    "ORDER BY l.root_id FOR SHARE OF l), "  # in root order: see _pg_cluster's _MINE
 )
 _ALLOWED_ALL = "allowed AS (SELECT id FROM present), "
 _WRITE = (
