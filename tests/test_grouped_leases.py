@@ -223,3 +223,23 @@ async def test_a_batch_whose_sender_was_cancelled_is_sent_by_the_others() -> Non
                 scope.cancel()
     assert len(batches) == 3 and len(batches[2]) == 1
     assert answers == {key: key.upper() for key in batches[2]}
+
+
+async def test_a_claimed_head_is_taken_once_and_goes_with_its_tree() -> None:
+    """The newest stored event id a claim read is the bus's counter once: after the
+    bus let the counter go, events may have followed it, so it is never given again;
+    nor after the tree is let go."""
+    store = _Releases()
+    store.go.set()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            trees = _trees(store, nursery)
+            tree = trees.hold("root", 0.0)
+            trees.register_sessions(tree, ["child"], [("root", 7), ("child", 3)])
+            tenure = trees.take("root", "root")
+            assert trees.claimed_head("root") == 7
+            assert trees.claimed_head("root") is None
+            assert trees.claimed_head("elsewhere") is None
+            tenure.release()
+            await trees.settled("root")
+            assert trees.claimed_head("child") is None  # let go: its heads with it

@@ -220,18 +220,27 @@ async def test_trees_are_claimed_together(pg_url: str) -> None:
     with trio.fail_after(30):
         async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
             await a.insert_session(session_row("root1"))
-            await a.insert_session(session_row("c1", parent_session_id="root1"))
+            await a.insert_session(
+                session_row("c1", parent_session_id="root1", root_session_id="root1")
+            )
             await a.insert_session(
                 session_row("c2", parent_session_id="c1", root_session_id="root1")
             )
             await a.insert_session(session_row("root2"))
             await b.claim("root3", 30)
+            await a.claim("root1", 30)
+            await a.append_events([event("root1", 1), event("root1", 2), event("c1", 1)])
+            await a.release("root1")
             claims = await a.claim_all(["root2", "root3", "root1"], 30)
             assert sorted(claims) == ["root1", "root2", "root3"]
             assert (claims["root1"].instance, claims["root1"].sessions) == ("inst_a", ("c1", "c2"))
             assert (claims["root2"].instance, claims["root2"].sessions) == ("inst_a", ())
             assert (claims["root3"].instance, claims["root3"].server) == ("inst_b", "b")
             assert claims["root3"].sessions == ()
+            # Each session's newest stored event id, the root's too: its counter's start.
+            assert claims["root1"].heads == (("root1", 2), ("c1", 1), ("c2", 0))
+            assert claims["root2"].heads == (("root2", 0),)
+            assert claims["root3"].heads == ()
             assert (await a.claim("root1", 30)).sessions == ("c1", "c2")  # its own: renewed
 
 

@@ -84,7 +84,10 @@ class Claim:
     recovering — and ``None`` otherwise. ``sessions``: after a successful
     :meth:`ClusterStore.claim`, every session below the root (parents first), read
     once the lease was this instance's — what the holder must know of its tree, in
-    the claim's own call rather than one more (issue 32).
+    the claim's own call rather than one more (issue 32). ``heads``: then too, each
+    session of the tree (its root too) with its newest stored event id — what the
+    holder's event counters start from, read once the lease holds every other writer
+    off (as :meth:`~omnigent.stores.Store.max_event_id` answers it).
     """
 
     root_id: str
@@ -92,6 +95,7 @@ class Claim:
     server: str
     taken_from: str | None = None
     sessions: tuple[str, ...] = ()
+    heads: tuple[tuple[str, int], ...] = ()
 
 
 @attrs.frozen

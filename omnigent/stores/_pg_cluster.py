@@ -22,7 +22,7 @@ from .._ids import now
 from ._cluster import COMMANDS_CHANNEL, Claim, CommandRow, Notification, RunnerLinkRow, ServerRow
 from ._pg_base import Conn, PGBase
 from ._pg_listen import open_listener
-from ._pg_sessions import descendants_of
+from ._pg_sessions import trees_of
 
 __all__ = ["ClusterMixin"]
 
@@ -197,9 +197,11 @@ class ClusterMixin(PGBase):
                     if r is not None:
                         claims[root] = Claim(root, r[0], r[1], r[2])
             if claims:
-                below = descendants_of(c, list(claims))
+                trees = trees_of(c, list(claims))
                 for root, claim in claims.items():
-                    claims[root] = attrs.evolve(claim, sessions=tuple(below.get(root, ())))
+                    tree = trees.get(root, [])
+                    below = tuple(session for session, _ in tree if session != root)
+                    claims[root] = attrs.evolve(claim, sessions=below, heads=tuple(tree))
             others = [root for root in roots if root not in claims]
             if others:
                 claims.update((held.root_id, held) for held in _holders(c, others))

@@ -25,7 +25,7 @@ from ._sql_sessions import (
     turn_start,
 )
 
-__all__ = ["SessionsMixin", "descendants", "descendants_of"]
+__all__ = ["SessionsMixin", "descendants", "descendants_of", "trees_of"]
 
 
 # Counts a turn once per token, returning the row and its agent's latest version;
@@ -58,6 +58,26 @@ def descendants_of(c: Conn, session_ids: Sequence[str]) -> dict[str, list[str]]:
     for top, session_id in rows:
         below.setdefault(top, []).append(session_id)
     return below
+
+
+def trees_of(c: Conn, root_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+    """Each root's tree, in one statement (on ``c``): the root, then every session
+    below it, parents first, each with its newest stored event id (as
+    :meth:`LogMixin.max_event_id` reads it); a root with no row is not a key."""
+    rows = c.execute(
+        "WITH RECURSIVE d(top, id, depth) AS ("
+        "SELECT id, id, 0 FROM sessions WHERE id = ANY(%s) "
+        "UNION SELECT d.top, s.id, d.depth + 1 FROM sessions s "
+        "JOIN d ON s.parent_session_id = d.id WHERE d.depth < 64) "
+        "SELECT d.top, d.id, GREATEST(s.last_event_id, COALESCE((SELECT MAX(event_id) "
+        "FROM events e WHERE e.session_id = d.id), 0)) "
+        "FROM d JOIN sessions s ON s.id = d.id ORDER BY d.top, d.depth",
+        (list(root_ids),),
+    )
+    trees: dict[str, list[tuple[str, int]]] = {}
+    for top, session_id, head in rows:
+        trees.setdefault(top, []).append((session_id, int(head)))
+    return trees
 
 
 class SessionsMixin(SQLSessionsMixin, PGBase):

@@ -127,6 +127,11 @@ class SessionLogs:
         if log is None:
             log = self._logs[session_id] = SessionLog()
         if log.last_id is None:
+            # The claim of its tree just read it (PostgreSQL): no read of the store.
+            claimed = self._owners.claimed_head(session_id)
+            if claimed is not None:
+                log.last_id = claimed
+                return log
             log.users += 1
             try:
                 stored = await self._store.max_event_id(session_id)

@@ -139,6 +139,12 @@ class Ownership(Protocol):
         for a session of a held tree never looked up)."""
         ...
 
+    def claimed_head(self, session_id: str) -> int | None:
+        """The session's newest stored event id, if the claim of its tree held here
+        read it and nobody took it yet: the bus's counter starts from it without a
+        store read. Taken once (``None`` after; ``None`` when nothing was claimed)."""
+        ...
+
     async def forward(self, where: Elsewhere, call: Call[Any, T]) -> T:
         """Run ``call`` on the owner ``where`` names; returns its answer.
 
@@ -190,6 +196,9 @@ class SoloOwnership:
 
     def owns(self, session_id: str) -> bool:
         return True
+
+    def claimed_head(self, session_id: str) -> int | None:
+        return None
 
     async def forward(self, where: Elsewhere, call: Call[Any, T]) -> T:
         raise AssertionError("a process that owns its database forwards nothing")

@@ -148,7 +148,7 @@ class SharedOwnership:
             tree = self._trees.hold(root_id, since)
             tenure = self._trees.take(session_id, root_id)
             assert tenure is not None
-            self._trees.register_sessions(tree, result.sessions)  # read by the claim
+            self._trees.register_sessions(tree, result.sessions, result.heads)  # the claim's
             if result.taken_from is not None:
                 log.warning("took over %s from %s: recovering it", root_id, result.taken_from)
                 await self._recover(tree)
@@ -166,6 +166,9 @@ class SharedOwnership:
 
     def owns(self, session_id: str) -> bool:
         return self._trees.owns(session_id)
+
+    def claimed_head(self, session_id: str) -> int | None:
+        return self._trees.claimed_head(session_id)
 
     async def admit(self, session_id: str) -> bool:
         if self._trees.owns(session_id):

@@ -45,6 +45,9 @@ class HeldTree:
     since: float  # trio time of the claim: a renewal older than it may not list it
     refs: int = 0
     sessions: set[str] = attrs.field(factory=set)
+    # Each session's newest stored event id as the claim read it, until the bus takes
+    # it (:meth:`HeldTrees.claimed_head`).
+    heads: dict[str, int] = attrs.field(factory=dict)
 
 
 class _KeyedLocks:
@@ -122,10 +125,21 @@ class HeldTrees:
         store read (a sub-agent's child included)."""
         self.register_sessions(tree, await self._store.descendant_ids(tree.root_id))
 
-    def register_sessions(self, tree: HeldTree, session_ids: Iterable[str]) -> None:
-        """Know these sessions of a tree just claimed (its claim read them)."""
+    def register_sessions(
+        self, tree: HeldTree, session_ids: Iterable[str], heads: Iterable[tuple[str, int]] = ()
+    ) -> None:
+        """Know these sessions of a tree just claimed, and their newest stored event ids
+        (its claim read them)."""
         for session_id in session_ids:
             self.note(session_id, tree.root_id, tree)
+        tree.heads.update(heads)
+
+    def claimed_head(self, session_id: str) -> int | None:
+        """The session's newest stored event id as its tree's claim read it — once:
+        taken, it is gone (the bus counts from it; after the bus has let the counter go,
+        events may have followed it). ``None``: taken already, or not read."""
+        tree = self._trees.get(self._roots.get(session_id, ""))
+        return None if tree is None else tree.heads.pop(session_id, None)
 
     def note(self, session_id: str, root_id: str, tree: HeldTree | None = None) -> bool:
         """A session of ``root_id``'s tree: known here if the tree is held (``tree``:
