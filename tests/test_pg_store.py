@@ -244,19 +244,65 @@ async def test_trees_are_claimed_together(pg_url: str) -> None:
             assert (await a.claim("root1", 30)).sessions == ("c1", "c2")  # its own: renewed
 
 
+def _waits_on_a_lock(url: str, table: str) -> bool:
+    """Whether a statement inserting into ``table`` waits on a lock now."""
+    with psycopg.connect(url, autocommit=True) as c:
+        row = c.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND strpos(query, %s) > 0",
+            (f"INSERT INTO {table}",),
+        ).fetchone()
+    return row is not None and row[0] > 0
+
+
+async def test_a_message_is_stored_while_an_event_batch_updates_its_session(
+    pg_url: str,
+) -> None:
+    """A turn's message waits for no event batch of its session: it key-share-locks the
+    session's row, which an update of the row's head (not its key) leaves free; a
+    delete of the session (``FOR UPDATE``) it still waits for. Regression (issue 32):
+    its share lock waited for every batch in flight on the session."""
+    with trio.fail_after(30):
+        async with open_postgres_store(pg_url, timeout=5.0) as store:
+            await store.insert_session(session_row("s1"))
+            other = await trio.to_thread.run_sync(psycopg.connect, pg_url)
+            try:
+                # A batch in flight: the session's head updated, not yet committed.
+                await trio.to_thread.run_sync(
+                    other.execute, "UPDATE sessions SET last_event_id = 9 WHERE id = 's1'"
+                )
+                with trio.fail_after(2):
+                    await store.put_items("s1", [message("m1")])
+                await trio.to_thread.run_sync(other.rollback)
+                # A delete under way: the message waits for it, then finds no session.
+                await trio.to_thread.run_sync(
+                    other.execute, "SELECT 1 FROM sessions WHERE id = 's1' FOR UPDATE"
+                )
+                await trio.to_thread.run_sync(other.execute, "DELETE FROM sessions WHERE id = 's1'")
+                async with trio.open_nursery() as nursery:
+                    refused: list[BaseException] = []
+
+                    async def store_message() -> None:
+                        try:
+                            await store.put_items("s1", [message("m2")])
+                        except LookupError as exc:
+                            refused.append(exc)
+
+                    nursery.start_soon(store_message)
+                    while not await trio.to_thread.run_sync(_waits_on_a_lock, pg_url, "items"):
+                        await trio.sleep(0.01)
+                    assert refused == []
+                    await trio.to_thread.run_sync(other.commit)
+                assert len(refused) == 1
+            finally:
+                await trio.to_thread.run_sync(other.close)
+
+
 async def test_a_batch_of_claims_waits_holding_no_lease_row(pg_url: str) -> None:
     """Regression (issue 32's batches of claims): a tree with a lease row is claimed
     alone, after the free trees' rows are committed, so a claim waiting on another
     server's lock holds none that server could wait on. (One statement taking both
     waited on the held row holding the new one: a deadlock, one side aborted.)"""
-
-    def waiting_on_a_lock() -> bool:
-        with psycopg.connect(pg_url, autocommit=True) as c:
-            row = c.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND strpos(query, 'INSERT INTO leases') > 0"
-            ).fetchone()
-        return row is not None and row[0] > 0
 
     with trio.fail_after(30):
         async with member(pg_url, "inst_a", "a") as a, member(pg_url, "inst_b", "b") as b:
@@ -274,7 +320,7 @@ async def test_a_batch_of_claims_waits_holding_no_lease_row(pg_url: str) -> None
                         claims.update(await a.claim_all(["root0", "root1"], 30))
 
                     nursery.start_soon(claim)
-                    while not await trio.to_thread.run_sync(waiting_on_a_lock):
+                    while not await trio.to_thread.run_sync(_waits_on_a_lock, pg_url, "leases"):
                         await trio.sleep(0.01)
                     # b now takes a's new row: committed already, so nobody waits.
                     await trio.to_thread.run_sync(

@@ -64,11 +64,12 @@ _WRITE = (
 )
 
 
-# The session's row share-locked (a delete takes it FOR UPDATE), the items upserted
+# The session's row key-share-locked (a delete takes it FOR UPDATE; the event batch's
+# update of its head, which takes no key lock, is not waited for), the items upserted
 # only if it exists, in the order given; whether it exists. The arrays go in binary,
 # as the event batch's do (a text-format array is quoted in Python).
 _UPSERT_ITEMS = (
-    "WITH s AS (SELECT id FROM sessions WHERE id = %s FOR SHARE), "
+    "WITH s AS (SELECT id FROM sessions WHERE id = %s FOR KEY SHARE), "
     "ins AS (INSERT INTO items (id, session_id, data, created_at, pending) "
     "SELECT u.i, %s, u.d, %s, %s FROM s, unnest(%b::text[], %b::text[]) "
     "WITH ORDINALITY AS u(i, d, n) ORDER BY u.n "
@@ -137,7 +138,7 @@ class LogMixin(SQLLogMixin, PGBase):
 
         def write(c: Conn) -> None:
             # One statement (one round trip, where a transaction took four): the
-            # session's row is share-locked, so a delete under way waits for it or
+            # session's row is key-share-locked, so a delete under way waits for it or
             # has gone first — then nothing is written and the session is missing.
             if not insert_items(c, session_id, items, pending=pending):
                 raise LookupError(session_id)
