@@ -1,6 +1,6 @@
 """A cluster member claims and releases leases in groups (issue 32).
 
-:class:`~omnigent.core.cluster.shared._grouped.Grouped` sends calls that wait while
+:class:`~omnigent._grouped.Grouped` sends calls that wait while
 one is on its way together; the lease releases of trees let go go through it. Against
 in-memory doubles that record each batch; ``tests/test_pg_store.py`` holds the
 statements themselves (``claim_all``, ``release`` of several roots) and
@@ -14,7 +14,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from omnigent.core.cluster.shared._grouped import Grouped
+from omnigent._grouped import Grouped
 from omnigent.core.cluster.shared._trees import HeldTrees
 from omnigent.errors import StoreUnavailable
 
@@ -243,3 +243,45 @@ async def test_a_claimed_head_is_taken_once_and_goes_with_its_tree() -> None:
             tenure.release()
             await trees.settled("root")
             assert trees.claimed_head("child") is None  # let go: its heads with it
+
+
+async def test_an_unshielded_call_leaves_a_batch_being_sent_when_cancelled() -> None:
+    """Reads are grouped unshielded: a call whose batch another call is sending leaves
+    at once when cancelled, its answer unread; the batch is still answered."""
+    batches: list[set[str]] = []
+    first, second = trio.Event(), trio.Event()
+
+    async def send(keys: Any) -> dict[str, str]:
+        batches.append(set(keys))
+        with trio.CancelScope(shield=True):  # its sender finishes it (see the test below)
+            await (first if len(batches) == 1 else second).wait()
+        return {key: key.upper() for key in keys}
+
+    grouped: Grouped[str, str] = Grouped(send, shielded=False)
+    got: dict[str, str] = {}
+    cancelled: list[str] = []
+    scopes = {"a": trio.CancelScope(), "b": trio.CancelScope()}
+
+    async def call(key: str) -> None:
+        with scopes[key]:
+            got[key] = await grouped(key)
+        if scopes[key].cancelled_caught:
+            cancelled.append(key)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(grouped, "zero")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(call, "a")
+            nursery.start_soon(call, "b")
+            await trio.testing.wait_all_tasks_blocked()
+            first.set()
+            await trio.testing.wait_all_tasks_blocked()
+            for scope in scopes.values():
+                scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            left = list(cancelled)  # the one that was waiting on the other's batch
+            second.set()
+    assert batches[1:] == [{"a", "b"}]
+    assert len(left) == 1
+    assert list(got) == [key for key in "ab" if key not in left]  # the sender's answer

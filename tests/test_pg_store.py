@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 import trio
+import trio.testing
 
 from omnigent.errors import BadRequest, StoreUnavailable
 from omnigent.stores import (
@@ -600,3 +601,116 @@ async def test_the_url_s_own_connection_settings_win(pg_cluster: PgCluster, pg_u
             finally:
                 for sock in sockets:
                     sock.close()
+
+
+@asynccontextmanager
+async def _first_read_held(store: PostgresStore) -> AsyncIterator[tuple[list[Any], trio.Event]]:
+    """The store's reads counted; the first waits for the event given before it runs."""
+    reads: list[Any] = []
+    go = trio.Event()
+    real = store._read
+
+    async def read(fn: Any) -> Any:
+        reads.append(fn)
+        if len(reads) == 1:
+            await go.wait()
+        return await real(fn)
+
+    store._read = read  # type: ignore[method-assign]
+    try:
+        yield reads, go
+    finally:
+        store._read = real  # type: ignore[method-assign]
+
+
+async def test_rows_read_at_the_same_moment_share_a_statement(pg_url: str) -> None:
+    """Issue 32: a turn's start reads its session's row and history; reads asked while
+    one is on its way go in the next statement together, each answered its own (a
+    missing session ``None``), each history decoded for its caller alone."""
+    with trio.fail_after(30):
+        async with open_postgres_store(pg_url) as store:
+            for n in range(4):
+                await store.insert_session(session_row(f"s{n}"))
+                await store.put_items(f"s{n}", [message(f"m{n}")])
+            await store.put_items("s0", [message("waiting")], pending=True)
+            rows: dict[str, Any] = {}
+            histories: list[Any] = []
+            async with _first_read_held(store) as (reads, go), trio.open_nursery() as nursery:
+
+                async def row(session_id: str) -> None:
+                    rows[session_id] = await store.get_session(session_id)
+
+                async def history(session_id: str) -> None:
+                    page = await store.list_items(session_id, include_pending=False)
+                    histories.append(page.rows)
+
+                nursery.start_soon(row, "s0")
+                await trio.testing.wait_all_tasks_blocked()
+                for session_id in ("s1", "s2", "s3", "missing"):
+                    nursery.start_soon(row, session_id)
+                for session_id in ("s0", "s0", "s1"):
+                    nursery.start_soon(history, session_id)
+                await trio.testing.wait_all_tasks_blocked()
+                go.set()
+            kinds = [getattr(fn, "__qualname__", "").split(".")[-3] for fn in reads]
+            # The first row; the other rows together; the first history, sent at once,
+            # and the two asked while it was read, together.
+            assert sorted(kinds) == ["_read_histories"] * 2 + ["_read_session_rows"] * 2
+            assert {k: v and v.id for k, v in rows.items()} == {
+                "s0": "s0",
+                "s1": "s1",
+                "s2": "s2",
+                "s3": "s3",
+                "missing": None,
+            }
+            assert sorted(h[0]["id"] for h in histories) == ["m0", "m0", "m1"]
+            first, second = (h for h in histories if h[0]["id"] == "m0")
+            assert first == second and first[0] is not second[0]  # not shared
+            assert all(len(h) == 1 for h in histories)  # the pending message left out
+
+
+async def test_a_read_sees_what_was_written_before_it_while_a_batch_is_on_its_way(
+    pg_url: str,
+) -> None:
+    """A read never joins a batch already sent: asked after a write, it sees it."""
+    with trio.fail_after(30):
+        async with open_postgres_store(pg_url) as store:
+            await store.insert_session(session_row("s1"))
+            seen: list[Any] = []
+            async with _first_read_held(store) as (reads, go), trio.open_nursery() as nursery:
+
+                async def write_then_read() -> None:
+                    await store.update_session("s1", title="after")
+                    seen.append(await store.get_session("s1"))
+
+                nursery.start_soon(store.get_session, "s1")  # its batch is sent, held up
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(write_then_read)
+                await trio.testing.wait_all_tasks_blocked()
+                go.set()
+            assert len(reads) == 2 and seen[0].title == "after"
+
+
+async def test_a_read_cancelled_while_its_batch_is_read_returns_at_once(pg_url: str) -> None:
+    """Reads stay cancellable: a caller whose row another call is reading leaves."""
+    with trio.fail_after(30):
+        async with open_postgres_store(pg_url) as store:
+            await store.insert_session(session_row("s1"))
+            left: list[bool] = []
+            async with _first_read_held(store) as (_reads, go), trio.open_nursery() as nursery:
+                cancel = trio.CancelScope()
+
+                async def given_up(session_id: str) -> None:
+                    with cancel:
+                        await store.get_session(session_id)
+                    left.append(cancel.cancelled_caught)
+
+                nursery.start_soon(store.get_session, "s1")  # its batch is sent, held up
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(given_up, "s2")  # joins the next batch, behind it
+                await trio.testing.wait_all_tasks_blocked()
+                cancel.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                assert left == [True]  # before the read ahead of it was answered
+                go.set()
+            assert (await store.get_session("s1")) is not None

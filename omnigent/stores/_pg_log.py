@@ -25,15 +25,16 @@ connections kept for the event writer (``_run_events``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import psycopg
 
+from .._grouped import Grouped
 from .._ids import now
 from ._cluster import EVENTS_CHANNEL, LeaseLost
 from ._pg_base import Conn, PGBase
-from ._rows import StoredEvent
+from ._rows import Page, StoredEvent
 from ._sql_log import SQLLogMixin
 
 __all__ = ["TAKE_ONE_ITEM", "LogMixin", "insert_items", "take_items"]
@@ -122,6 +123,49 @@ def take_items(c: Conn, session_id: str, item_ids: Sequence[str], taken_by: str 
 
 class LogMixin(SQLLogMixin, PGBase):
     """Item and event methods of :class:`~.postgres.PostgresStore`."""
+
+    #: Reads of histories asked at the same moment, sent together (made by the store).
+    _history_reads: Grouped[str, list[str]]
+
+    async def list_items(
+        self,
+        session_id: str,
+        *,
+        order: str = "asc",
+        limit: int | None = None,
+        after: str | None = None,
+        include_pending: bool = True,
+    ) -> Page:
+        """See :meth:`~omnigent.stores.Store.list_items`. A session's history as a turn's
+        start loads it (every taken item, in order) is read together with the others
+        asked while one read is on its way (:class:`~omnigent._grouped.Grouped`)."""
+        if order != "asc" or limit is not None or after is not None or include_pending:
+            return await super().list_items(
+                session_id,
+                order=order,
+                limit=limit,
+                after=after,
+                include_pending=include_pending,
+            )
+        return Page([json.loads(data) for data in await self._history_reads(session_id)], False)
+
+    async def _read_histories(self, session_ids: Collection[str]) -> dict[str, list[str]]:
+        """Each session's taken items (JSON text, in order), in one statement; each
+        caller decodes its own."""
+        ids = list(session_ids)
+
+        def read(c: Conn) -> dict[str, list[str]]:
+            histories: dict[str, list[str]] = {session_id: [] for session_id in ids}
+            rows = c.execute(
+                "SELECT session_id, data FROM items WHERE session_id = ANY(%s) "
+                "AND NOT pending ORDER BY seq",
+                (ids,),
+            )
+            for session_id, data in rows:
+                histories[session_id].append(data)
+            return histories
+
+        return await self._read(read)
 
     # -- items -----------------------------------------------------------------------
 

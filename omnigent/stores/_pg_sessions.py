@@ -7,11 +7,12 @@ here because the ``viewer`` filter of :meth:`SessionsMixin.list_sessions` joins 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from psycopg import sql
 
+from .._grouped import Grouped
 from ._cluster import EVENTS_CHANNEL
 from ._pg_base import Conn, PGBase
 from ._pg_log import TAKE_ONE_ITEM, insert_items, take_items
@@ -21,6 +22,7 @@ from ._sql_sessions import (
     SESSION_COLUMNS,
     SESSION_TABLES,
     SQLSessionsMixin,
+    session_row,
     session_values,
     turn_start,
 )
@@ -82,6 +84,35 @@ def trees_of(c: Conn, root_ids: Sequence[str]) -> dict[str, list[tuple[str, int]
 
 class SessionsMixin(SQLSessionsMixin, PGBase):
     """Session and permission methods of :class:`~.postgres.PostgresStore`."""
+
+    #: Reads of session rows asked at the same moment, sent together (made by the store).
+    _session_reads: Grouped[str, tuple[Any, ...] | None]
+
+    async def get_session(self, session_id: str) -> SessionRow | None:
+        """The session's row (``None``: no such session).
+
+        The rows asked while one read is on its way are read together in the next
+        statement (:class:`~omnigent._grouped.Grouped`; issue 32: 200 turns starting
+        at once read their rows in a handful of statements).
+        """
+        found = await self._session_reads(session_id)
+        return None if found is None else session_row(found)
+
+    async def _read_session_rows(
+        self, session_ids: Collection[str]
+    ) -> dict[str, tuple[Any, ...] | None]:
+        """The stored columns of each session (``None``: missing), in one statement;
+        each caller makes its own row of them (a row's ``labels`` is a dict)."""
+        ids = list(session_ids)
+
+        def read(c: Conn) -> dict[str, tuple[Any, ...] | None]:
+            rows = c.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ANY(%s)", (ids,)
+            ).fetchall()
+            found = {r[0]: tuple(r) for r in rows}
+            return {session_id: found.get(session_id) for session_id in ids}
+
+        return await self._read(read)
 
     async def insert_session(self, row: SessionRow, items: Sequence[dict[str, Any]] = ()) -> None:
         """Create a session and its initial items in one transaction.

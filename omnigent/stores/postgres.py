@@ -59,6 +59,7 @@ import psycopg
 import trio
 from psycopg.conninfo import conninfo_to_dict
 
+from .._grouped import Grouped
 from ..errors import BadRequest, RuntimeClosed, StoreTimeout, StoreUnavailable
 from ._pg_agents import AgentsMixin
 from ._pg_base import Conn
@@ -172,6 +173,9 @@ class PostgresStore(
         self._event_limiter = trio.CapacityLimiter(EVENT_CONNECTIONS)
         self._abandoned = False
         self._waits: set[trio.CancelScope] = set()
+        # Reads a turn's start makes, asked at the same moment, go together.
+        self._session_reads = Grouped(self._read_session_rows, shielded=False)
+        self._history_reads = Grouped(self._read_histories, shielded=False)
 
     @property
     def location(self) -> str:

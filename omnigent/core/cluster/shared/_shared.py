@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from ...._grouped import Grouped
 from ....errors import Conflict
 from ....stores import (
     COMMANDS_CHANNEL,
@@ -56,7 +57,6 @@ from ....stores import (
 from .._calls import Call, CallWire
 from .._ownership import DEFAULT_LEASE_TTL, Elsewhere, Moved, Tenure, default_server_name
 from ._command_rows import CommandChannel
-from ._grouped import Grouped
 from ._trees import HeldTree, HeldTrees, SharedStore
 
 __all__ = [

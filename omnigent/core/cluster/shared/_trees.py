@@ -23,9 +23,9 @@ from typing import Protocol
 import attrs
 import trio
 
+from ...._grouped import Grouped
 from ....stores import ClusterStore, Store
 from .._ownership import Tenure
-from ._grouped import Grouped
 
 __all__ = ["HeldTree", "HeldTrees", "SharedStore"]
 
@@ -189,7 +189,7 @@ class HeldTrees:
 
     async def _release_leases(self, root_ids: Collection[str]) -> dict[str, None]:
         """Release these trees' lease rows: one statement for every let-go waiting
-        (:class:`~._grouped.Grouped`; issue 32: 200 turns ending together sent 200)."""
+        (:class:`~omnigent._grouped.Grouped`; issue 32: 200 turns ending together sent 200)."""
         await self._store.release(*root_ids)
         return dict.fromkeys(root_ids)
 

@@ -1,13 +1,14 @@
 """Calls of one kind sent together while one is on its way: a group commit.
 
-A cluster member claims a tree's lease as a turn starts and releases it when the
-tree's last tenure ends. Under load — issue 32's 200 turns at once — those are many
-one-row statements at the same moment, each a round trip, a transaction and this
-process's and the database's CPU. :class:`Grouped` sends one statement for every call
-that is waiting, sized by what is waiting: a call that finds none under way sends
-at once, alone (no added delay when the server is quiet); calls that arrive while one
-is on its way join the next batch, which the first of them to run sends as soon as
-that one ends.
+Under load — issue 32's 200 turns at once — the database sees many one-row statements
+of the same kind at the same moment: a cluster member's lease claims and releases, a
+PostgreSQL store's reads of session rows and histories. Each is a round trip, a
+statement the database parses and runs, and this process's CPU around it.
+:class:`Grouped` sends one call for every call that is waiting, sized by what is
+waiting: a call that finds none under way is sent at once, alone (no added delay when
+the server is quiet); calls that arrive while one is on its way join the next batch,
+which the first of them to run sends as soon as that one ends. A call never joins a
+batch already sent, so it sees everything that was written before it was made.
 """
 
 from __future__ import annotations
@@ -41,16 +42,24 @@ class Grouped(Generic[K, R]):
     raises that exception (as every waiter of an ``asyncio`` future does).
 
     Cancellation: a call cancelled while its batch waits leaves the batch — nothing
-    was sent for it. Once its batch is being sent, a call waits for the answer
-    through a cancel, as the store's writes do (until the store's timeout): a claim
-    that was sent must reach its caller, or the lease would be held by nobody's
-    tenure. ``send`` should itself finish through a cancel (the store's writes do);
-    if the sender is cancelled all the same, the batch's other calls send their keys
-    again — ``send`` must be safe to repeat (a claim and a release are).
+    was sent for it. Once its batch is being sent, a ``shielded`` call (a write: a
+    claim that was sent must reach its caller, or the lease would be held by nobody's
+    tenure) waits for the answer through a cancel, as the store's writes do, until
+    their timeout; an unshielded one (a read) leaves at once, its answer unread.
+    ``send`` of a shielded batch should itself finish through a cancel (the store's
+    writes do); if a batch's sender is cancelled all the same, its other calls send
+    their keys again — ``send`` must be safe to repeat (a claim, a release and a read
+    are).
     """
 
-    def __init__(self, send: Callable[[Collection[K]], Awaitable[Mapping[K, R]]]) -> None:
+    def __init__(
+        self,
+        send: Callable[[Collection[K]], Awaitable[Mapping[K, R]]],
+        *,
+        shielded: bool = True,
+    ) -> None:
         self._send = send
+        self._shielded = shielded
         self._next: _Batch[K, R] = _Batch()
         self._sending: _Batch[K, R] | None = None
 
@@ -67,7 +76,7 @@ class Grouped(Generic[K, R]):
                 raise
             if batch is self._next:
                 return await self._send_batch(batch, key)
-            with trio.CancelScope(shield=True):  # sent by another call: see the class
+            with trio.CancelScope(shield=self._shielded):  # sent by another call
                 await batch.ended.wait()
             if not batch.unsent:
                 return _answer(batch, key)
