@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
         "omnigent._config",
         "omnigent._gc",
         "omnigent._cancellation",
+        "omnigent._grouped",
         "omnigent._private",
         "omnigent._malloc",
         "omnigent.errors",

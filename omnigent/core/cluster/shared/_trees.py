@@ -5,9 +5,10 @@ apart from claiming leases and the background tasks that keep them: which trees 
 held here and which sessions belong to each (so an actor can start without a store
 read), how many tenures (:class:`~.._ownership.Tenure`) are out on each, the release of a
 tree's lease row after the last one is given back (in a task of the ownership's
-nursery, since ``Tenure.release`` is synchronous; with every release then waiting, in
-one statement), and forgetting a tree — telling
-its owner through the callbacks it was made with — when it is let go or lost.
+nursery, since ``Tenure.release`` is synchronous; in one statement with every release
+then waiting), and forgetting a tree — telling its owner through the callbacks it was
+made with — when it is let go or lost. A claim's reading of each session's newest
+stored event id is kept with its tree until the bus takes it.
 
 One lock per root (:meth:`HeldTrees.lock`) orders what changes a tree's lease: the
 claim, the release after the last tenure and a takeover never interleave.
