@@ -9,6 +9,7 @@ statements themselves (``claim_all``, ``release`` of several roots) and
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import trio
@@ -35,6 +36,16 @@ class _Releases:
 def _trees(store: _Releases, nursery: trio.Nursery) -> HeldTrees:
     forgotten: list[set[str]] = []
     return HeldTrees(store, nursery, released=forgotten.append, lost=forgotten.append)  # type: ignore[arg-type]
+
+
+async def _behind_one(nursery: trio.Nursery, lead: Any, *followers: Any) -> None:
+    """``lead`` started — its batch sent and held up — then ``followers`` started and
+    waiting behind it (each a task's function, no arguments)."""
+    nursery.start_soon(lead)
+    await trio.testing.wait_all_tasks_blocked()
+    for follower in followers:
+        nursery.start_soon(follower)
+    await trio.testing.wait_all_tasks_blocked()
 
 
 async def test_let_gos_waiting_for_a_release_go_in_one_statement() -> None:
@@ -86,11 +97,7 @@ async def test_calls_waiting_go_in_one_batch_and_each_gets_its_answer() -> None:
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(call, "a")
-            await trio.testing.wait_all_tasks_blocked()
-            for key in "bcd":
-                nursery.start_soon(call, key)
-            await trio.testing.wait_all_tasks_blocked()
+            await _behind_one(nursery, *(partial(call, key) for key in "abcd"))
             send.go.set()
         assert send.batches == [{"a"}, {"b", "c", "d"}]
         assert answers == {"a": "A", "b": "B", "c": "C", "d": "D"}
@@ -111,11 +118,7 @@ async def test_a_failed_batch_fails_every_call_of_it() -> None:
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(call, "a")
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(call, "b")
-            nursery.start_soon(call, "c")
-            await trio.testing.wait_all_tasks_blocked()
+            await _behind_one(nursery, *(partial(call, key) for key in "abc"))
             send.go.set()
     assert sorted(failed) == ["a", "b", "c"]
 
@@ -169,11 +172,7 @@ async def test_a_call_whose_batch_was_sent_waits_for_its_answer_through_a_cancel
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(grouped, "zero")
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(call, "a")
-            nursery.start_soon(call, "b")
-            await trio.testing.wait_all_tasks_blocked()
+            await _behind_one(nursery, partial(grouped, "zero"), *(partial(call, k) for k in "ab"))
             first.set()
             await trio.testing.wait_all_tasks_blocked()
             sending = [set(keys) for keys in batches[1:]]  # sent by one, the other waits
@@ -211,11 +210,12 @@ async def test_a_batch_whose_sender_was_cancelled_is_sent_by_the_others() -> Non
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(grouped, "zero")
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(call, "a", scopes[0])
-            nursery.start_soon(call, "b", scopes[1])
-            await trio.testing.wait_all_tasks_blocked()
+            await _behind_one(
+                nursery,
+                partial(grouped, "zero"),
+                partial(call, "a", scopes[0]),
+                partial(call, "b", scopes[1]),
+            )
             first.set()
             await trio.testing.wait_all_tasks_blocked()
             assert batches[1:] == [{"a", "b"}]  # one of them sending, stuck
@@ -270,11 +270,7 @@ async def test_an_unshielded_call_leaves_a_batch_being_sent_when_cancelled() -> 
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(grouped, "zero")
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(call, "a")
-            nursery.start_soon(call, "b")
-            await trio.testing.wait_all_tasks_blocked()
+            await _behind_one(nursery, partial(grouped, "zero"), *(partial(call, k) for k in "ab"))
             first.set()
             await trio.testing.wait_all_tasks_blocked()
             for scope in scopes.values():

@@ -34,7 +34,7 @@ from .._grouped import Grouped
 from .._ids import now
 from ._cluster import EVENTS_CHANNEL, LeaseLost
 from ._pg_base import Conn, PGBase
-from ._rows import Page, StoredEvent
+from ._rows import StoredEvent
 from ._sql_log import SQLLogMixin
 
 __all__ = ["TAKE_ONE_ITEM", "LogMixin", "insert_items", "take_items"]
@@ -127,27 +127,11 @@ class LogMixin(SQLLogMixin, PGBase):
     #: Reads of histories asked at the same moment, sent together (made by the store).
     _history_reads: Grouped[str, list[str]]
 
-    async def list_items(
-        self,
-        session_id: str,
-        *,
-        order: str = "asc",
-        limit: int | None = None,
-        after: str | None = None,
-        include_pending: bool = True,
-    ) -> Page:
-        """See :meth:`~omnigent.stores.Store.list_items`. A session's history as a turn's
-        start loads it (every taken item, in order) is read together with the others
-        asked while one read is on its way (:class:`~omnigent._grouped.Grouped`)."""
-        if order != "asc" or limit is not None or after is not None or include_pending:
-            return await super().list_items(
-                session_id,
-                order=order,
-                limit=limit,
-                after=after,
-                include_pending=include_pending,
-            )
-        return Page([json.loads(data) for data in await self._history_reads(session_id)], False)
+    async def _sql_history(self, session_id: str) -> list[dict[str, Any]]:
+        """A session's history as a turn's start loads it (every taken item, in order),
+        read together with the others asked while one read is on its way
+        (:class:`~omnigent._grouped.Grouped`)."""
+        return [json.loads(data) for data in await self._history_reads(session_id)]
 
     async def _read_histories(self, session_ids: Collection[str]) -> dict[str, list[str]]:
         """Each session's taken items (JSON text, in order), in one statement; each

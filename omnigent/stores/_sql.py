@@ -123,3 +123,9 @@ class SQLBase:
     async def _sql_write(self, fn: Callable[[SQLConn], T]) -> T:
         """Run ``fn``, which writes with several statements, inside one transaction."""
         raise NotImplementedError
+
+    async def _sql_history(self, session_id: str) -> list[dict[str, Any]] | None:
+        """A session's taken items in order, if this store reads histories its own way
+        (PostgreSQL: several turns' at once, in one statement); ``None``: it reads
+        them as every other page of items."""
+        return None

@@ -70,6 +70,10 @@ class SQLLogMixin(SQLBase):
         Raises:
             LookupError: ``after`` is not an item of the session.
         """
+        if order == "asc" and limit is None and after is None and not include_pending:
+            history = await self._sql_history(session_id)  # a turn's start reads this
+            if history is not None:
+                return Page(history, False)
         d = self.dialect
         direction, compare = ("ASC", ">") if order == "asc" else ("DESC", "<")
         find_after = d.q("SELECT seq FROM items WHERE id = ? AND session_id = ?")
