@@ -344,14 +344,12 @@ class ClusterMixin(PGBase):
 
 
 def _holder(c: Conn, root_id: str) -> Claim | None:
-    r = c.execute(
-        "SELECT instance, server FROM leases WHERE root_id = %s AND expires_at > now()",
-        (root_id,),
-    ).fetchone()
-    return None if r is None else Claim(root_id, r[0], r[1])
+    held = _holders(c, [root_id])
+    return held[0] if held else None
 
 
 def _holders(c: Conn, root_ids: list[str]) -> list[Claim]:
+    """Who holds each of these trees' live leases (the free and expired are left out)."""
     rows = c.execute(
         "SELECT root_id, instance, server FROM leases "
         "WHERE root_id = ANY(%s) AND expires_at > now()",

@@ -27,7 +27,7 @@ from ._sql_sessions import (
     turn_start,
 )
 
-__all__ = ["SessionsMixin", "descendants", "descendants_of", "trees_of"]
+__all__ = ["SessionsMixin", "trees_of"]
 
 
 # Counts a turn once per token, returning the row and its agent's latest version;
@@ -42,24 +42,15 @@ _TAKE_ONE_AND_COUNT_TURN = f"WITH taken AS ({TAKE_ONE_ITEM}) {_COUNT_TURN}"
 
 def descendants(c: Conn, session_id: str) -> list[str]:
     """Every session below ``session_id``, parents before their children (on ``c``)."""
-    return descendants_of(c, [session_id]).get(session_id, [])
-
-
-def descendants_of(c: Conn, session_ids: Sequence[str]) -> dict[str, list[str]]:
-    """Every session below each of ``session_ids``, parents before their children, in
-    one statement (on ``c``); a session with none below it is not a key."""
     rows = c.execute(
-        "WITH RECURSIVE d(top, id, depth) AS ("
-        "SELECT parent_session_id, id, 1 FROM sessions WHERE parent_session_id = ANY(%s) "
-        "UNION SELECT d.top, s.id, d.depth + 1 FROM sessions s "
+        "WITH RECURSIVE d(id, depth) AS ("
+        "SELECT id, 1 FROM sessions WHERE parent_session_id = %s "
+        "UNION SELECT s.id, d.depth + 1 FROM sessions s "
         "JOIN d ON s.parent_session_id = d.id WHERE d.depth < 64) "
-        "SELECT top, id FROM d ORDER BY top, depth",
-        (list(session_ids),),
+        "SELECT id FROM d ORDER BY depth",
+        (session_id,),
     )
-    below: dict[str, list[str]] = {}
-    for top, session_id in rows:
-        below.setdefault(top, []).append(session_id)
-    return below
+    return [r[0] for r in rows]
 
 
 def trees_of(c: Conn, root_ids: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
